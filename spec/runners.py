@@ -1,0 +1,178 @@
+"""The model runner's half of the contract: does it sample a scheduled request?
+
+The worker executes steps strictly in schedule order, and nothing else moves runner
+state in between (core:698-812), so the runner's decision for a step is taken in the
+`schedule` event, from the SchedulerOutput the scheduler just built.
+
+Three variants:
+  v1       GPUModelRunner. Discards while cr + n < Nr, where cr is the scheduler's
+           num_computed_tokens before the step and Nr = CachedRequestState.num_tokens,
+           a live count the runner re-aligns to the scheduler's T + P every step
+           (v1r:2041-2061, v1r:1339-1445, v1b:73-75).
+  v2       V2 runner, 0.32.0. Discards while seq_len < prefill_len, where
+           seq_len = num_computed_tokens (GPU, slot state) + n and prefill_len is the
+           token count written once, in add_request (v2b:507-533, v2s:106-115).
+  v2-live  The fix the seed discussion points to: compare with the slot's live
+           total_len instead of prefill_len; same inputs otherwise.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from spec.config import Config
+from spec.ops import Ops, select
+from spec.state import Next, View
+from spec.vocabulary import Status
+
+Term = Any
+
+
+@dataclass
+class Shipped:
+    """What SchedulerOutput carries to the runner for one request in one step."""
+
+    on: Term  # scheduled in this step (n > 0)
+    n: Term  # num_scheduled_tokens (out:244), drafts included
+    ks: Term  # len(scheduled_spec_decode_tokens) (out:251)
+    c0: Term  # num_computed_tokens before this step's advance (out:77, sched:1737)
+    prompt_len: Term  # len(prompt_token_ids) (out:68)
+    num_tokens: Term  # len(_all_token_ids) at schedule time (V2 prefill_token_ids, sched:1425)
+    placeholders: Term  # P before this step's reservation (num_output_tokens - (T-L), sched:1738-1740)
+    as_new: Term  # in scheduled_new_reqs as a WAITING request (new or streaming)
+    as_resumed: Term  # resumed from preemption (scheduled_resumed_reqs; V2 moves it to new)
+    admit_pos: Term  # position in the waiting loop's admission order
+
+
+def v1_decide(s: View, nxt: Next, cfg: Config, ops: Ops, shipped: list[Shipped]) -> list[Term]:
+    """V1: returns, per request, whether the runner discards the step's sample."""
+    discards = []
+    for r, sh in enumerate(shipped):
+        nr, in_batch, prev_draft = s.v1_num_tokens[r], s.v1_in_batch[r], s.v1_prev_draft_len[r]
+        aligned = sh.num_tokens + sh.placeholders  # scheduler's T + P_before
+        num_tokens_now = ops.ite(
+            sh.as_new,
+            # new or streaming: CachedRequestState(output_token_ids=[]) (v1r:1275-1288,
+            # v1r:1605-1619) -> Nr = len(prompt_token_ids)
+            sh.prompt_len,
+            ops.ite(
+                ops.any(sh.as_resumed, ops.not_(in_batch)),
+                # not in the persistent batch: outputs trimmed (v1r:1405-1409) and rebuilt
+                # from all_token_ids to num_output_tokens (v1r:1435-1439) -> T + P_before
+                aligned,
+                # in batch: optimistic draft extend (v1r:1359-1360), then trim to the
+                # scheduler's num_output_tokens (v1r:1405-1409)
+                ops.min(nr + prev_draft, aligned),
+            ),
+        )
+        discard = sh.c0 + sh.n < num_tokens_now  # v1r:2041-2046, v1r:2058-2060
+        discards.append(discard)
+        # one -1 placeholder per sampled request under async (v1r:3561-3586)
+        nxt.v1_num_tokens[r] = ops.ite(sh.on, num_tokens_now + ops.ite(discard, 0, 1), nr)
+        nxt.v1_prev_draft_len[r] = ops.ite(sh.on, sh.ks, prev_draft)
+        # unscheduled (or finished) requests leave the persistent batch (v1r:1183-1197,
+        # v1r:1213-1233); scheduled ones are in it after this step
+        nxt.v1_in_batch[r] = sh.on
+    return discards
+
+
+def _push_free(nxt: Next, cfg: Config, ops: Ops, cond: Term, slot: Term) -> None:
+    """free_indices.append(slot) when cond (v2s:132)."""
+    top = nxt.v2_num_free
+    for i in range(cfg.slots):
+        nxt.v2_free[i] = ops.ite(ops.all(cond, top == i), slot, nxt.v2_free[i])
+    nxt.v2_num_free = ops.ite(cond, top + 1, top)
+
+
+def _pop_free(nxt: Next, cfg: Config, ops: Ops, cond: Term) -> Term:
+    """free_indices.pop() when cond (v2s:100); returns the slot."""
+    top = nxt.v2_num_free
+    slot = select(ops, [nxt.v2_free[i] for i in range(cfg.slots)], top - 1)
+    nxt.v2_num_free = ops.ite(cond, top - 1, top)
+    return slot
+
+
+def _slot_read(nxt: Next, cfg: Config, ops: Ops, name: str, slot: Term) -> Term:
+    arr = getattr(nxt, name)
+    return select(ops, [arr[i] for i in range(cfg.slots)], slot)
+
+
+def _slot_write(nxt: Next, cfg: Config, ops: Ops, name: str, cond: Term, slot: Term, value: Term) -> None:
+    arr = getattr(nxt, name)
+    for i in range(cfg.slots):
+        arr[i] = ops.ite(ops.all(cond, slot == i), value, arr[i])
+
+
+def v2_decide(
+    s: View,
+    a: View,
+    nxt: Next,
+    cfg: Config,
+    ops: Ops,
+    shipped: list[Shipped],
+    status_before: list[Term],
+) -> tuple[list[Term], list[dict]]:
+    """V2 (snapshot or live): per request, whether the kernel zeroes num_sampled, and the
+    kernel's row inputs (slot, num_computed, query_len, prefill_len, total_len)."""
+    reqs = range(cfg.requests)
+    stale_read = "stale-slot-read" in cfg.faults
+
+    # 1. finish_requests: drop finished and preempted requests, sorted by id (v2r:1152-1164)
+    for r in reqs:
+        gone = ops.all(
+            nxt.v2_present[r],
+            ops.any(status_before[r] == Status.FINISHED, status_before[r] == Status.PREEMPTED),
+        )
+        _push_free(nxt, cfg, ops, gone, nxt.v2_slot[r])
+        nxt.v2_present[r] = ops.ite(gone, False, nxt.v2_present[r])
+
+    # 2. add_requests, in scheduled_new_reqs order: WAITING admissions, then resumed ones
+    #    (sched:1418-1420); each first drops an old state of the same id (v2r:1189)
+    for resumed_pass in (False, True):
+        for p in range(cfg.requests):
+            for r in reqs:
+                sh = shipped[r]
+                here = ops.all(sh.as_resumed if resumed_pass else sh.as_new, sh.admit_pos == p)
+                again = ops.all(here, nxt.v2_present[r])
+                _push_free(nxt, cfg, ops, again, nxt.v2_slot[r])
+                slot = _pop_free(nxt, cfg, ops, here)
+                nxt.v2_slot[r] = ops.ite(here, slot, nxt.v2_slot[r])
+                nxt.v2_present[r] = ops.ite(here, True, nxt.v2_present[r])
+                # v2s:106-115: prefill_len = total_len = len(all_token_ids); GPU
+                # num_computed_tokens = the scheduler's value at add. Under the
+                # stale-slot-read fault the writes may not reach the GPU's view.
+                lost = a.stale_read[r] if stale_read else False
+                written = ops.all(here, ops.not_(lost))
+                _slot_write(nxt, cfg, ops, "v2_prefill_len", written, slot, sh.num_tokens)
+                _slot_write(nxt, cfg, ops, "v2_total_len", written, slot, sh.num_tokens)
+                _slot_write(nxt, cfg, ops, "v2_num_computed", written, slot, sh.c0)
+
+    # 3. the discard kernel, one row per scheduled request (v2b:507-533), then
+    #    post_update: total_len += num_sampled; num_computed += n - num_rejected
+    #    (v2b:585, v2b:611-614)
+    discards = []
+    rows = []
+    for r in reqs:
+        sh = shipped[r]
+        slot = nxt.v2_slot[r]
+        computed = _slot_read(nxt, cfg, ops, "v2_num_computed", slot)
+        seq_len = computed + sh.n
+        if cfg.runner == "v2":
+            threshold = _slot_read(nxt, cfg, ops, "v2_prefill_len", slot)
+        else:
+            threshold = _slot_read(nxt, cfg, ops, "v2_total_len", slot)
+        discard = seq_len < threshold
+        discards.append(discard)
+        rows.append({
+            "scheduled": sh.on, "slot": slot, "num_computed": computed, "query_len": sh.n,
+            "num_draft": sh.ks, "prefill_len": _slot_read(nxt, cfg, ops, "v2_prefill_len", slot),
+            "total_len": _slot_read(nxt, cfg, ops, "v2_total_len", slot), "discard": discard,
+        })
+        accepted = a.accepted[r] if cfg.spec_tokens else 0
+        sampled = ops.ite(discard, 0, 1 + accepted)
+        rejected = ops.ite(discard, 0, sh.ks - accepted)
+        total = _slot_read(nxt, cfg, ops, "v2_total_len", slot)
+        _slot_write(nxt, cfg, ops, "v2_total_len", sh.on, slot, total + sampled)
+        _slot_write(nxt, cfg, ops, "v2_num_computed", sh.on, slot, computed + sh.n - rejected)
+    return discards, rows

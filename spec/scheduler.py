@@ -1,0 +1,609 @@
+"""The scheduler's events: schedule, deliver, preempt, reset, stream update, abort.
+
+Each function mirrors the vLLM 0.32.0 code it cites (paths in spec/vocabulary.py).
+The engine loop is EngineCore.step_with_batch_queue (core:698-812): while requests
+exist and the queue has room it schedules; it delivers the oldest step only when the
+queue is full or nothing is left to schedule. Front-end calls (reset, a streaming
+update) and preemption land between engine steps, when the queue has room; aborts are
+also applied just before a delivery (core:782).
+"""
+
+from __future__ import annotations
+
+from spec import profiles
+from spec.clamp import clamp_delivery
+from spec.config import Config
+from spec.events import Arg, Effect
+from spec.ops import Ops
+from spec.runners import Shipped, v1_decide, v2_decide
+from spec.state import Next, View
+from spec.vocabulary import Status
+
+SAMPLED_PER_STEP = 1  # num_sampled_tokens_per_step for generative models (sched:152-159)
+
+
+def has_requests(s: View, cfg: Config, ops: Ops):
+    """get_num_unfinished_requests() > 0: running + waiting, minus sessions waiting for
+    input (sched:2803-2811)."""
+    return ops.any(
+        *[
+            ops.any(st == Status.WAITING, st == Status.RUNNING, st == Status.PREEMPTED)
+            for st in (s.status[r] for r in range(cfg.requests))
+        ]
+    )
+
+
+def _front_end_slot(s: View, cfg: Config):
+    """Between two engine steps the queue is never full (core:720)."""
+    return s.queue_len < cfg.queue_depth
+
+
+# ----------------------------------------------------------------------------- init
+
+
+def init_args(cfg: Config) -> tuple[Arg, ...]:
+    args = [Arg("prompt_len", int, "prompt tokens of each request", over=("req",), lo=1)]
+    if cfg.has("stream"):
+        args.append(Arg("resumable", bool, "the request is a streaming-input session", over=("req",)))
+    return tuple(args)
+
+
+def init(a: View, nxt: Next, cfg: Config, ops: Ops) -> Effect:
+    """All requests added, in id order, before the first step (sched:2616-2647)."""
+    guard = []
+    for r in range(cfg.requests):
+        if cfg.prompt_lens is not None:
+            guard.append(a.prompt_len[r] == cfg.prompt_lens[r])
+        nxt.status[r] = Status.WAITING
+        nxt.num_prompt_tokens[r] = a.prompt_len[r]
+        nxt.num_tokens[r] = a.prompt_len[r]
+        for name in ("num_computed_tokens", "num_output_placeholders", "num_in_flight_tokens",
+                     "num_stale_output_tokens", "num_spec_tokens", "running_rank", "epoch"):
+            getattr(nxt, name)[r] = 0
+        nxt.drop_stale_output[r] = False
+        nxt.is_prefill_chunk[r] = False
+        nxt.completed[r] = False
+        nxt.waiting_rank[r] = r
+        if cfg.has("stream"):
+            nxt.resumable[r] = a.resumable[r]
+            nxt.pending_update[r] = False
+            nxt.pending_update_len[r] = 0
+        if cfg.is_v2 and cfg.pp > 1:
+            nxt.next_decode_eligible_step[r] = 0
+        if cfg.profile == profiles.H2:
+            nxt.discard_latest_async_tokens[r] = False
+        if cfg.profile == profiles.H3:
+            nxt.async_tokens_to_discard[r] = 0
+        if cfg.clamp:
+            nxt.clamp_dropped[r] = 0
+        if cfg.runner == "v1":
+            nxt.v1_num_tokens[r] = 0
+            nxt.v1_in_batch[r] = False
+            nxt.v1_prev_draft_len[r] = 0
+        if cfg.is_v2:
+            nxt.v2_present[r] = False
+            nxt.v2_slot[r] = 0
+        for i in range(cfg.queue_depth):
+            for name in ("q_scheduled", "q_spec", "q_reserved", "q_sampled", "q_order", "q_epoch"):
+                getattr(nxt, name)[i, r] = 0
+            nxt.q_admitted[i, r] = False
+    if cfg.is_v2:
+        for slot in range(cfg.slots):
+            nxt.v2_prefill_len[slot] = 0
+            nxt.v2_num_computed[slot] = 0
+            nxt.v2_total_len[slot] = 0
+            nxt.v2_free[slot] = slot  # free_indices = list(range(max_num_reqs)) (v2s:30)
+        nxt.v2_num_free = cfg.slots
+    if cfg.is_v2 and cfg.pp > 1:
+        nxt.current_step = 0
+    nxt.next_running_rank = 0
+    nxt.waiting_front = 0
+    nxt.waiting_back = cfg.requests
+    nxt.queue_len = 0
+    return Effect(guard=ops.all(*guard))
+
+
+# ------------------------------------------------------------------------- schedule
+
+
+def schedule_args(cfg: Config) -> tuple[Arg, ...]:
+    args = [Arg("budget", int, "token budget of the step (max_num_scheduled_tokens)", lo=1, hi=cfg.max_budget)]
+    if cfg.spec_tokens:
+        args.append(Arg("accepted", int, "drafts the runner accepts", over=("req",), lo=0, hi=cfg.spec_tokens))
+    if "stale-slot-read" in cfg.faults:
+        args.append(Arg("stale_read", bool, "fault: the add_request writes to the slot are lost", over=("req",)))
+    if "over-delivery" in cfg.faults:
+        args.append(Arg("extra", int, "fault: tokens committed beyond 1 + accepted", over=("req",), lo=0))
+    return tuple(args)
+
+
+def schedule(s: View, a: View, nxt: Next, cfg: Config, ops: Ops) -> Effect:
+    """Scheduler.schedule() (sched:591-1556) with AsyncScheduler._update_after_schedule
+    (async:25-57), then the runner's execute_model for that output."""
+    reqs = range(cfg.requests)
+    K = cfg.spec_tokens
+    status = [s.status[r] for r in reqs]
+    guard = [s.queue_len < cfg.queue_depth, has_requests(s, cfg, ops)]
+    checks: list = []
+
+    stagger = cfg.is_v2 and cfg.pp > 1
+    if stagger:
+        nxt.current_step = s.current_step + 1  # sched:592
+
+    # long_prefill_token_threshold applies only with more than one request in the
+    # running or waiting queues (sched:643-649, sched:2608-2610)
+    eligible = ops.count(st != Status.FINISHED for st in status)
+    thr = cfg.long_prefill_threshold
+
+    def cap_long_prefill(x):
+        if thr == 0:
+            return x
+        return ops.ite(ops.all(eligible > 1, thr < x), thr, x)  # sched:708-709, sched:1155-1156
+
+    remaining = a.budget
+    take = [False] * len(reqs)
+    n = [0] * len(reqs)
+    ks = [0] * len(reqs)
+    order = [0] * len(reqs)
+    scheduled_count = 0
+    prefill_scheduled = False
+    running_scheduled = False
+
+    # ---- RUNNING requests, in Scheduler.running order (sched:657-887)
+    running = [st == Status.RUNNING for st in status]
+    run_pos = [
+        ops.count(ops.all(running[q], s.running_rank[q] < s.running_rank[r]) for q in reqs if q != r)
+        for r in reqs
+    ]
+    for p in range(cfg.requests):
+        for r in reqs:
+            here = ops.all(running[r], run_pos[r] == p, remaining > 0)
+            if stagger:
+                here = ops.all(here, ops.not_(nxt.current_step < s.next_decode_eligible_step[r]))  # sched:680-684
+            T, c, P, k0 = s.num_tokens[r], s.num_computed_tokens[r], s.num_output_placeholders[r], s.num_spec_tokens[r]
+            want = cap_long_prefill(T + k0 + P - c)  # sched:703-709
+            count = ops.min(want, remaining)  # sched:710-712
+            chosen = ops.all(here, count != 0)  # zero -> continue (sched:755-773)
+            checks.append(("scheduled-tokens-positive", ops.implies(chosen, count > 0)))
+            spec_room = count + c - T - P  # sched:862-867
+            spec = ops.ite(ops.all(k0 > 0, spec_room > 0), ops.min(k0, spec_room), 0)
+            take[r] = ops.any(take[r], chosen)
+            n[r] = ops.ite(chosen, count, n[r])
+            ks[r] = ops.ite(chosen, spec, ks[r])
+            order[r] = ops.ite(chosen, scheduled_count, order[r])
+            scheduled_count = scheduled_count + ops.ite(chosen, 1, 0)
+            remaining = remaining - ops.ite(chosen, count, 0)
+            prefill_scheduled = ops.any(prefill_scheduled, ops.all(chosen, s.is_prefill_chunk[r]))  # sched:852
+            running_scheduled = ops.any(running_scheduled, chosen)
+
+    # ---- WAITING requests (sched:900-1395): kv_holding_waiting (c > 0) before waiting,
+    #      FCFS within each; blocked sessions and deliverable stale output are skipped
+    queued = [ops.any(st == Status.WAITING, st == Status.PREEMPTED, st == Status.WAITING_FOR_STREAMING_REQ) for st in status]
+    blocked = [
+        ops.any(
+            status[r] == Status.WAITING_FOR_STREAMING_REQ,  # sched:929, sched:3202-3205
+            ops.all(s.num_stale_output_tokens[r] > 0, ops.not_(s.drop_stale_output[r])),  # sched:934-939
+        )
+        for r in reqs
+    ]
+    admissible = [ops.all(queued[r], ops.not_(blocked[r])) for r in reqs]
+    holding = [s.num_computed_tokens[r] > 0 for r in reqs]  # sched:2445-2463
+
+    def waits_before(q, r):
+        same_queue = holding[q] == holding[r]
+        return ops.any(
+            ops.all(holding[q], ops.not_(holding[r])),
+            ops.all(same_queue, s.waiting_rank[q] < s.waiting_rank[r]),
+        )
+
+    wait_pos = [ops.count(ops.all(admissible[q], waits_before(q, r)) for q in reqs if q != r) for r in reqs]
+    stopped = False
+    admitted = [False] * len(reqs)
+    admit_pos = [0] * len(reqs)
+    admitted_count = 0
+    for p in range(cfg.requests):
+        for r in reqs:
+            here = ops.all(admissible[r], wait_pos[r] == p, remaining > 0, ops.not_(stopped))
+            computed = s.num_computed_tokens[r]  # c == 0: no prefix-cache hit; else kept (sched:960-1092)
+            want = s.num_tokens[r] - computed  # sched:1129
+            pad = False
+            if K:
+                pad = ops.all(
+                    want == 1,
+                    ops.not_(prefill_scheduled),
+                    ops.any(running_scheduled, computed > 0),
+                )  # sched:1134-1140
+                no_room = ops.all(here, pad, 1 + K > remaining)  # sched:1149-1151: break
+                stopped = ops.any(stopped, no_room)
+                here = ops.all(here, ops.not_(no_room))
+                want = ops.ite(pad, 1 + K, want)
+            count = ops.min(cap_long_prefill(want), remaining)  # sched:1155-1169
+            checks.append(("scheduled-tokens-positive", ops.implies(here, count > 0)))  # sched:1170
+            take[r] = ops.any(take[r], here)
+            admitted[r] = ops.any(admitted[r], here)
+            admit_pos[r] = ops.ite(here, admitted_count, admit_pos[r])
+            n[r] = ops.ite(here, count, n[r])
+            ks[r] = ops.ite(ops.all(here, pad), K, ks[r])  # sched:1371-1375
+            order[r] = ops.ite(here, scheduled_count, order[r])
+            scheduled_count = scheduled_count + ops.ite(here, 1, 0)
+            admitted_count = admitted_count + ops.ite(here, 1, 0)
+            remaining = remaining - ops.ite(here, count, 0)
+
+    # admission bookkeeping (sched:1343-1369): status RUNNING, appended to running
+    rank_base = s.next_running_rank
+    for r in reqs:
+        nxt.status[r] = ops.ite(admitted[r], Status.RUNNING, status[r])
+        nxt.running_rank[r] = ops.ite(admitted[r], rank_base + admit_pos[r], s.running_rank[r])
+    nxt.next_running_rank = rank_base + admitted_count
+
+    # ---- _update_after_schedule (sched:1616-1648, async:25-57)
+    shipped = []
+    reserved = [0] * len(reqs)
+    for r in reqs:
+        c0, P0, T = s.num_computed_tokens[r], s.num_output_placeholders[r], s.num_tokens[r]
+        c1 = c0 + n[r]
+        chunk = c1 < T + P0  # sched:1634-1636
+        reserved[r] = ops.ite(ops.all(take[r], ops.not_(chunk)), SAMPLED_PER_STEP + ks[r], 0)  # async:34-47
+        nxt.num_computed_tokens[r] = ops.ite(take[r], c1, c0)  # sched:1629
+        nxt.num_in_flight_tokens[r] = s.num_in_flight_tokens[r] + n[r]  # sched:1630
+        nxt.is_prefill_chunk[r] = ops.ite(take[r], chunk, s.is_prefill_chunk[r])
+        nxt.num_output_placeholders[r] = P0 + reserved[r]
+        # drafts cleared when scheduled (sched:876); placeholders for the next step
+        # when sampled (async:50)
+        nxt.num_spec_tokens[r] = ops.ite(take[r], ops.ite(chunk, 0, K), s.num_spec_tokens[r])
+        if stagger:
+            nxt.next_decode_eligible_step[r] = ops.ite(
+                ops.all(take[r], ops.not_(chunk)), nxt.current_step + cfg.pp, s.next_decode_eligible_step[r]
+            )  # async:52-57 (decode_stagger = pp_size)
+        shipped.append(
+            Shipped(
+                on=take[r],
+                n=n[r],
+                ks=ks[r],
+                c0=c0,
+                prompt_len=s.num_prompt_tokens[r],
+                num_tokens=T,
+                placeholders=P0,
+                as_new=ops.all(admitted[r], status[r] == Status.WAITING),
+                as_resumed=ops.all(admitted[r], status[r] == Status.PREEMPTED),
+                admit_pos=admit_pos[r],
+            )
+        )
+
+    # ---- the runner executes the step (core:726-745)
+    observed = {}
+    if cfg.runner == "v1":
+        discards = v1_decide(s, nxt, cfg, ops, shipped)
+    else:
+        discards, observed["v2_rows"] = v2_decide(s, a, nxt, cfg, ops, shipped, status)
+    observed["discard"] = discards
+    observed["reserved"] = reserved
+
+    for r in reqs:
+        sampling = ops.all(take[r], ops.not_(discards[r]))
+        accepted = a.accepted[r] if K else 0
+        extra = a.extra[r] if "over-delivery" in cfg.faults else 0
+        sampled = ops.ite(sampling, SAMPLED_PER_STEP + accepted + extra, 0)
+        # picks that do not apply are pinned to 0, so every trace has one spelling
+        if K:
+            guard.append(accepted <= ops.ite(sampling, ks[r], 0))
+        if "over-delivery" in cfg.faults:
+            guard.append(ops.implies(ops.not_(sampling), extra == 0))
+        if "stale-slot-read" in cfg.faults:
+            guard.append(ops.implies(ops.not_(ops.any(shipped[r].as_new, shipped[r].as_resumed)), ops.not_(a.stale_read[r])))
+        chunk = nxt.is_prefill_chunk[r]
+        checks.append(("predicates-agree", ops.implies(take[r], discards[r] == chunk)))
+        for i in range(cfg.queue_depth):
+            at = s.queue_len == i
+            nxt.q_scheduled[i, r] = ops.ite(at, n[r], s.q_scheduled[i, r])
+            nxt.q_spec[i, r] = ops.ite(at, ks[r], s.q_spec[i, r])
+            nxt.q_reserved[i, r] = ops.ite(at, reserved[r], s.q_reserved[i, r])
+            nxt.q_sampled[i, r] = ops.ite(at, sampled, s.q_sampled[i, r])
+            nxt.q_order[i, r] = ops.ite(at, order[r], s.q_order[i, r])
+            nxt.q_epoch[i, r] = ops.ite(at, ops.ite(take[r], s.epoch[r], 0), s.q_epoch[i, r])
+            nxt.q_admitted[i, r] = ops.ite(at, admitted[r], s.q_admitted[i, r])
+    nxt.queue_len = s.queue_len + 1  # appendleft (core:753)
+    return Effect(guard=ops.all(*guard), checks=_merge(ops, checks), observed=observed)
+
+
+def _merge(ops: Ops, checks: list) -> dict:
+    out: dict = {}
+    for name, cond in checks:
+        out.setdefault(name, []).append(cond)
+    return {name: ops.all(*conds) for name, conds in out.items()}
+
+
+# -------------------------------------------------------------------------- deliver
+
+
+def deliver_args(cfg: Config) -> tuple[Arg, ...]:
+    args = [Arg("stop", int, "0, or j: the j-th appended token is a stop token", over=("req",), lo=0)]
+    if cfg.has("kvfail"):
+        args.append(Arg("kv_fail_req", int, "request whose loaded KV block failed (-1: none)", lo=-1, hi=cfg.requests - 1, default=-1))
+        args.append(Arg("kv_fail_block", int, "index of its first invalid block", lo=0))
+    return tuple(args)
+
+
+def deliver(s: View, a: View, nxt: Next, cfg: Config, ops: Ops) -> Effect:
+    """update_from_output for the oldest step (sched:2026-2300, async:59-78)."""
+    reqs = range(cfg.requests)
+    full = s.queue_len == cfg.queue_depth
+    guard = [s.queue_len > 0, ops.any(full, ops.not_(has_requests(s, cfg, ops)))]  # core:754-768
+    checks: list = []
+    rolls_back = profiles.stop_rolls_back(cfg)
+    session_stops = []
+
+    for r in reqs:
+        n, ks = s.q_scheduled[0, r], s.q_spec[0, r]
+        reserved, sampled = s.q_reserved[0, r], s.q_sampled[0, r]
+        in_step = n != 0
+        status = s.status[r]
+        c = s.num_computed_tokens[r]
+        P = s.num_output_placeholders[r]
+        L, T = s.num_prompt_tokens[r], s.num_tokens[r]
+
+        failed = False
+        if cfg.has("kvfail"):
+            # A sync load's invalid blocks, reported with the step that carried the
+            # load (its admission), roll c back to the first invalid block
+            # (sched:2062-2071, sched:3284-3335); P and T are not touched.
+            failed = a.kv_fail_req == r
+            cut = a.kv_fail_block * cfg.block_size
+            guard.append(
+                ops.implies(
+                    failed,
+                    ops.all(status == Status.RUNNING, s.q_admitted[0, r], cut < c - n, cut < L),
+                )
+            )
+            c = ops.ite(failed, cut, c)
+
+        # in-flight and stale drain, before any skip (sched:2081-2087)
+        nxt.num_in_flight_tokens[r] = s.num_in_flight_tokens[r] - n
+        stale = ops.all(in_step, s.num_stale_output_tokens[r] > 0)
+        S = ops.ite(stale, s.num_stale_output_tokens[r] - n, s.num_stale_output_tokens[r])
+        checks.append(("stale-count-nonnegative", ops.implies(stale, S >= 0)))
+
+        proceed = ops.all(
+            in_step,
+            ops.not_(failed),  # sched:2088-2090
+            status != Status.FINISHED,  # sched:2091-2099
+            ops.not_(ops.all(stale, s.drop_stale_output[r])),  # sched:2101-2103
+        )
+        live = ops.not_(stale)
+
+        # spec-decode rejection (sched:2110-2128)
+        rejecting = ops.all(proceed, ks > 0, sampled > 0, live)
+        if cfg.profile == profiles.H3:
+            rejecting = ops.all(rejecting, s.async_tokens_to_discard[r] == 0)
+        rejected = ks - ops.max(sampled - SAMPLED_PER_STEP, 0)
+        c = ops.ite(ops.all(rejecting, c > 0), c - rejected, c)
+        P = ops.ite(ops.all(rejecting, P > 0), P - rejected, P)
+
+        # _update_request_with_output, only for non-empty output (sched:2166-2169)
+        calling = ops.all(proceed, sampled > 0)
+        tokens = sampled
+        if cfg.clamp:
+            tokens, dropped = clamp_delivery(ops, ops.all(calling, live), sampled, P)
+            nxt.clamp_dropped[r] = s.clamp_dropped[r] + ops.ite(calling, dropped, 0)
+        appending = calling
+        if cfg.profile == profiles.H2:
+            discard_frame = ops.all(calling, s.discard_latest_async_tokens[r])
+            nxt.discard_latest_async_tokens[r] = ops.ite(discard_frame, False, s.discard_latest_async_tokens[r])
+            appending = ops.all(appending, ops.not_(discard_frame))
+        if cfg.profile == profiles.H3:
+            discard_frame = ops.all(calling, s.async_tokens_to_discard[r] > 0)
+            nxt.async_tokens_to_discard[r] = s.async_tokens_to_discard[r] - ops.ite(discard_frame, 1, 0)
+            appending = ops.all(appending, ops.not_(discard_frame))
+
+        # append one by one, stop check after each (sched:2501-2509)
+        stop_at = a.stop[r]
+        guard.append(stop_at <= ops.ite(appending, tokens, 0))
+        appended = ops.ite(appending, ops.ite(stop_at > 0, stop_at, tokens), 0)
+        T = T + appended
+        stopping = ops.all(appending, stop_at > 0)
+        # async:69-71: a live delivery consumes its placeholders, then the assert
+        consuming = ops.all(appending, live)
+        P = ops.ite(consuming, P - appended, P)
+        checks.append(("counter-nonnegative", ops.implies(consuming, P >= 0)))
+        checks.append(("no-token-while-prefilling", ops.implies(ops.all(consuming, appended > 0), reserved > 0)))
+
+        # _handle_stopped_request (sched:2465-2491)
+        new_status = status
+        spec_drafts = s.num_spec_tokens[r]
+        epoch = s.epoch[r]
+        drop = s.drop_stale_output[r]
+        completed = s.completed[r]
+        if cfg.has("stream"):
+            session = s.resumable[r]
+            # A stale frame stopping a preempted session would re-queue a request that is
+            # still queued (sched:2243-2246 with sched:2490); outside the model.
+            guard.append(ops.implies(ops.all(stopping, session), live))
+            session_stop = ops.all(stopping, session)
+            if rolls_back:
+                frontier = c - P
+                checks.append(("safe-frontier-nonnegative", ops.implies(session_stop, frontier >= 0)))
+                c = ops.ite(session_stop, frontier, c)
+                drop = ops.ite(session_stop, True, drop)
+                S = ops.ite(session_stop, nxt.num_in_flight_tokens[r], S)
+                P = ops.ite(session_stop, 0, P)
+                epoch = epoch + ops.ite(session_stop, 1, 0)
+            spec_drafts = ops.ite(session_stop, 0, spec_drafts)
+            # the queued update is applied now (sched:2480-2485, sched:1650-1688)
+            applying = ops.all(session_stop, s.pending_update[r])
+            kept = ops.min(T, c)
+            u = s.pending_update_len[r]
+            new_L = ops.ite(applying, ops.max(L, kept) + u, L)
+            T = ops.ite(applying, kept + u, T)
+            L = new_L
+            nxt.pending_update[r] = ops.ite(applying, False, s.pending_update[r])
+            nxt.pending_update_len[r] = ops.ite(applying, 0, s.pending_update_len[r])
+            new_status = ops.ite(
+                session_stop,
+                ops.ite(applying, Status.WAITING, Status.WAITING_FOR_STREAMING_REQ),
+                new_status,
+            )
+            session_stops.append(session_stop)
+            finishing = ops.all(stopping, ops.not_(session))
+        else:
+            finishing = stopping
+        new_status = ops.ite(finishing, Status.FINISHED, new_status)
+        completed = ops.any(completed, ops.all(finishing, T - L >= 2))
+
+        nxt.num_computed_tokens[r] = c
+        nxt.num_output_placeholders[r] = P
+        nxt.num_tokens[r] = T
+        nxt.num_prompt_tokens[r] = L
+        nxt.num_stale_output_tokens[r] = S
+        nxt.drop_stale_output[r] = drop
+        nxt.num_spec_tokens[r] = spec_drafts
+        nxt.epoch[r] = epoch
+        nxt.status[r] = new_status
+        nxt.completed[r] = completed
+
+    # sessions re-enter the waiting queues in processing order (sched:2490)
+    if cfg.has("stream"):
+        for r in reqs:
+            ahead = ops.count(
+                ops.all(session_stops[q], s.q_order[0, q] < s.q_order[0, r]) for q in reqs if q != r
+            )
+            nxt.waiting_rank[r] = ops.ite(session_stops[r], s.waiting_back + ahead, s.waiting_rank[r])
+        nxt.waiting_back = s.waiting_back + ops.count(session_stops)
+
+    _pop_head(s, nxt, cfg, ops)
+    return Effect(guard=ops.all(*guard), checks=_merge(ops, checks))
+
+
+def _pop_head(s: View, nxt: Next, cfg: Config, ops: Ops) -> None:
+    """batch_queue.pop() of the oldest step (core:768); unused positions read 0."""
+    last = cfg.queue_depth - 1
+    for r in range(cfg.requests):
+        for name in ("q_scheduled", "q_spec", "q_reserved", "q_sampled", "q_order", "q_epoch", "q_admitted"):
+            arr_now, arr_next = getattr(s, name), getattr(nxt, name)
+            for i in range(last):
+                arr_next[i, r] = arr_now[i + 1, r]
+            arr_next[last, r] = False if name == "q_admitted" else 0
+    nxt.queue_len = s.queue_len - 1
+
+
+# -------------------------------------------------------------------------- preempt
+
+
+def _preempt(s: View, nxt: Next, cfg: Config, ops: Ops, r: int, cond, drop, marks_stale: bool) -> None:
+    """_preempt_request (sched:1571-1614) on request r when cond."""
+    nxt.status[r] = ops.ite(cond, Status.PREEMPTED, nxt.status[r])
+    nxt.num_computed_tokens[r] = ops.ite(cond, 0, nxt.num_computed_tokens[r])  # sched:1593
+    nxt.num_spec_tokens[r] = ops.ite(cond, 0, nxt.num_spec_tokens[r])  # sched:1594-1595
+    nxt.epoch[r] = nxt.epoch[r] + ops.ite(cond, 1, 0)
+    if marks_stale:
+        S = nxt.num_stale_output_tokens[r]
+        nxt.drop_stale_output[r] = ops.ite(
+            cond, ops.any(drop, ops.all(nxt.drop_stale_output[r], S > 0)), nxt.drop_stale_output[r]
+        )  # sched:1603-1605
+        nxt.num_stale_output_tokens[r] = ops.ite(cond, nxt.num_in_flight_tokens[r], S)  # sched:1606
+        nxt.num_output_placeholders[r] = ops.ite(cond, 0, nxt.num_output_placeholders[r])  # sched:1607
+
+
+def preempt_args(cfg: Config) -> tuple[Arg, ...]:
+    args = [Arg("req", int, "the preempted request", lo=0, hi=cfg.requests - 1)]
+    if cfg.has("preempt") and cfg.has("preempt-drop"):
+        args.append(Arg("drop", bool, "drop-stale mode (connector with requires_kv_delivery)"))
+    return tuple(args)
+
+
+def preempt(s: View, a: View, nxt: Next, cfg: Config, ops: Ops) -> Effect:
+    """Allocation failure in schedule(): FCFS preempts the last running request
+    (sched:834-840) with drop_stale_output = requires_kv_delivery."""
+    reqs = range(cfg.requests)
+    if cfg.has("preempt") and cfg.has("preempt-drop"):
+        drop = a.drop
+    else:
+        drop = cfg.has("preempt-drop")
+    victim_ok = []
+    for r in reqs:
+        me = a.req == r
+        last = ops.all(
+            *[
+                ops.implies(s.status[q] == Status.RUNNING, s.running_rank[q] < s.running_rank[r])
+                for q in reqs
+                if q != r
+            ]
+        )
+        victim_ok.append(ops.implies(me, ops.all(s.status[r] == Status.RUNNING, last)))
+        _preempt(s, nxt, cfg, ops, r, me, drop, profiles.preempt_marks_stale(cfg))
+        nxt.waiting_rank[r] = ops.ite(me, s.waiting_front - 1, s.waiting_rank[r])  # prepend (sched:1613)
+    nxt.waiting_front = s.waiting_front - 1
+    return Effect(guard=ops.all(_front_end_slot(s, cfg), *victim_ok))
+
+
+def reset_args(cfg: Config) -> tuple[Arg, ...]:
+    return ()
+
+
+def reset_prefix_cache(s: View, a: View, nxt: Next, cfg: Config, ops: Ops) -> Effect:
+    """reset_prefix_cache(reset_running_requests=True) (sched:2840-2866): preempt every
+    running request, last first, drop-stale; each is prepended, so the waiting queue
+    starts with them in their running order."""
+    reqs = range(cfg.requests)
+    running = [s.status[r] == Status.RUNNING for r in reqs]
+    num_running = ops.count(running)
+    for r in reqs:
+        at_or_after = ops.count(
+            ops.all(running[q], s.running_rank[q] >= s.running_rank[r]) for q in reqs if q != r
+        ) + 1
+        _preempt(s, nxt, cfg, ops, r, running[r], True, profiles.reset_marks_stale(cfg))
+        nxt.waiting_rank[r] = ops.ite(running[r], s.waiting_front - at_or_after, s.waiting_rank[r])
+        if cfg.profile == profiles.H2:
+            nxt.num_output_placeholders[r] = ops.ite(running[r], 0, s.num_output_placeholders[r])
+            nxt.discard_latest_async_tokens[r] = ops.ite(running[r], True, s.discard_latest_async_tokens[r])
+        if cfg.profile == profiles.H3:
+            nxt.async_tokens_to_discard[r] = ops.ite(running[r], s.num_output_placeholders[r], s.async_tokens_to_discard[r])
+            nxt.num_output_placeholders[r] = ops.ite(running[r], 0, s.num_output_placeholders[r])
+    nxt.waiting_front = s.waiting_front - num_running
+    return Effect(guard=ops.all(_front_end_slot(s, cfg), num_running > 0))
+
+
+# ------------------------------------------------------------------- stream / abort
+
+
+def stream_update_args(cfg: Config) -> tuple[Arg, ...]:
+    return (
+        Arg("req", int, "the session", lo=0, hi=cfg.requests - 1),
+        Arg("new_tokens", int, "prompt tokens of the next input chunk", lo=1),
+    )
+
+
+def stream_update(s: View, a: View, nxt: Next, cfg: Config, ops: Ops) -> Effect:
+    """add_request with an existing id (sched:2616-2626): applied at once to a session
+    waiting for input, else queued (one queued update modelled)."""
+    guard = [_front_end_slot(s, cfg)]
+    for r in range(cfg.requests):
+        me = a.req == r
+        guard.append(
+            ops.implies(me, ops.all(s.resumable[r], s.status[r] != Status.FINISHED, ops.not_(s.pending_update[r])))
+        )
+        now = ops.all(me, s.status[r] == Status.WAITING_FOR_STREAMING_REQ)
+        later = ops.all(me, ops.not_(now))
+        # _update_request_as_session (sched:1659-1688)
+        c, T, L = s.num_computed_tokens[r], s.num_tokens[r], s.num_prompt_tokens[r]
+        kept = ops.min(T, c)
+        nxt.num_tokens[r] = ops.ite(now, kept + a.new_tokens, T)
+        nxt.num_prompt_tokens[r] = ops.ite(now, ops.max(L, kept) + a.new_tokens, L)
+        nxt.status[r] = ops.ite(now, Status.WAITING, s.status[r])
+        nxt.pending_update[r] = ops.ite(later, True, s.pending_update[r])
+        nxt.pending_update_len[r] = ops.ite(later, a.new_tokens, s.pending_update_len[r])
+    return Effect(guard=ops.all(*guard))
+
+
+def abort_args(cfg: Config) -> tuple[Arg, ...]:
+    return (Arg("req", int, "the aborted request", lo=0, hi=cfg.requests - 1),)
+
+
+def abort(s: View, a: View, nxt: Next, cfg: Config, ops: Ops) -> Effect:
+    """finish_requests(FINISHED_ABORTED) (sched:2649-2712): counters untouched; later
+    deliveries for it are skipped (sched:2091-2099)."""
+    guard = []
+    for r in range(cfg.requests):
+        me = a.req == r
+        guard.append(ops.implies(me, s.status[r] != Status.FINISHED))
+        nxt.status[r] = ops.ite(me, Status.FINISHED, s.status[r])
+    return Effect(guard=ops.all(*guard))

@@ -1,0 +1,86 @@
+"""Named access to a state (a flat dict key -> term) for the contract's code.
+
+`view.num_tokens[r]`, `view.q_sampled[i, r]`, `view.queue_len` read a value. A `Next`
+is a view that also records writes (`nxt.num_tokens[r] = ...`); reads see earlier
+writes, so event code reads like the imperative vLLM code it mirrors. What an event
+wrote is its `modifies` set; every other variable keeps its value (the frame).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from spec.config import Config
+from spec.vocabulary import VarDecl, decls_for
+
+Key = tuple
+
+
+class _Indexed:
+    __slots__ = ("_view", "_name")
+
+    def __init__(self, view: "View", name: str):
+        self._view = view
+        self._name = name
+
+    def _key(self, idx) -> Key:
+        return (self._name,) + (idx if isinstance(idx, tuple) else (idx,))
+
+    def __getitem__(self, idx):
+        return self._view._read(self._key(idx))
+
+    def __setitem__(self, idx, value):
+        self._view._write(self._key(idx), value)
+
+
+class View:
+    """Read-only named access to a state."""
+
+    def __init__(self, cfg: Config, values: Mapping[Key, Any]):
+        object.__setattr__(self, "_cfg", cfg)
+        object.__setattr__(self, "_values", values)
+        object.__setattr__(self, "_decls", {d.name: d for d in decls_for(cfg)})
+
+    def _decl(self, name: str) -> VarDecl:
+        try:
+            return self._decls[name]
+        except KeyError:
+            raise AttributeError(
+                f"state variable {name!r} does not exist under config {self._cfg.name!r}"
+            ) from None
+
+    def _read(self, key: Key):
+        return self._values[key]
+
+    def _write(self, key: Key, value) -> None:
+        raise TypeError("this state is read-only; write through a Next")
+
+    def __getattr__(self, name: str):
+        decl = self._decl(name)
+        if decl.over:
+            return _Indexed(self, name)
+        return self._read((name,))
+
+    def __setattr__(self, name: str, value) -> None:
+        decl = self._decl(name)
+        if decl.over:
+            raise TypeError(f"{name} is indexed; assign {name}[i] instead")
+        self._write((name,), value)
+
+
+class Next(View):
+    """The successor state under construction: the current state plus recorded writes."""
+
+    def __init__(self, cfg: Config, current: Mapping[Key, Any]):
+        super().__init__(cfg, current)
+        object.__setattr__(self, "writes", {})
+
+    def _read(self, key: Key):
+        if key in self.writes:
+            return self.writes[key]
+        return self._values[key]
+
+    def _write(self, key: Key, value) -> None:
+        if key not in self._values:
+            raise KeyError(f"no state variable {key} under config {self._cfg.name!r}")
+        self.writes[key] = value

@@ -1,0 +1,1 @@
+"""Targets: implementations the spec's traces are replayed against, behind one protocol."""
