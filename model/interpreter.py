@@ -109,8 +109,8 @@ class Interpreter:
         if name not in self.events:
             known = BY_NAME.get(name)
             hint = (
-                f"it needs event family {known.family!r} in the config's events"
-                if known else f"known events: {', '.join(self.events)}"
+                "it needs one of the event families " + ", ".join(known.family.split("|")) + " in the config's events"
+                if known and known.family else f"known events: {', '.join(self.events)}"
             )
             raise SpecError(f"event {name!r} is not enabled in config {self.cfg.name!r}; {hint}")
         return self.events[name]

@@ -77,6 +77,9 @@ def v1_decide(s: View, nxt: Next, cfg: Config, ops: Ops, shipped: list[Shipped])
     return discards
 
 
+_SLOT_FIELDS = ("prefill_len", "num_computed", "total_len")
+
+
 def _push_free(nxt: Next, cfg: Config, ops: Ops, cond: Term, slot: Term) -> None:
     """free_indices.append(slot) when cond (v2s:132)."""
     top = nxt.v2_num_free
@@ -93,15 +96,16 @@ def _pop_free(nxt: Next, cfg: Config, ops: Ops, cond: Term) -> Term:
     return slot
 
 
-def _slot_read(nxt: Next, cfg: Config, ops: Ops, name: str, slot: Term) -> Term:
-    arr = getattr(nxt, name)
-    return select(ops, [arr[i] for i in range(cfg.slots)], slot)
-
-
-def _slot_write(nxt: Next, cfg: Config, ops: Ops, name: str, cond: Term, slot: Term, value: Term) -> None:
-    arr = getattr(nxt, name)
-    for i in range(cfg.slots):
-        arr[i] = ops.ite(ops.all(cond, slot == i), value, arr[i])
+def _vacate(nxt: Next, cfg: Config, ops: Ops, cond: Term, r: int) -> None:
+    """remove_request (v2s:126-133): the slot returns to the free stack and keeps the
+    values its occupant left in it; nothing clears them."""
+    slot = nxt.v2_slot[r]
+    _push_free(nxt, cfg, ops, cond, slot)
+    for name in _SLOT_FIELDS:
+        left = getattr(nxt, "v2_left_" + name)
+        for i in range(cfg.slots):
+            left[i] = ops.ite(ops.all(cond, slot == i), getattr(nxt, "v2_" + name)[r], left[i])
+    nxt.v2_present[r] = ops.ite(cond, False, nxt.v2_present[r])
 
 
 def v2_decide(
@@ -114,7 +118,11 @@ def v2_decide(
     status_before: list[Term],
 ) -> tuple[list[Term], list[dict]]:
     """V2 (snapshot or live): per request, whether the kernel zeroes num_sampled, and the
-    kernel's row inputs (slot, num_computed, query_len, prefill_len, total_len)."""
+    kernel's row inputs (slot, num_computed, query_len, prefill_len, total_len).
+
+    A request's slot values are kept with the request (v2_prefill_len[r], ...) while it
+    is present, and copied into the slot's leftovers when it leaves; that is the same
+    state as per-slot arrays, laid out so the kernel reads need no slot lookup."""
     reqs = range(cfg.requests)
     stale_read = "stale-slot-read" in cfg.faults
 
@@ -124,8 +132,7 @@ def v2_decide(
             nxt.v2_present[r],
             ops.any(status_before[r] == Status.FINISHED, status_before[r] == Status.PREEMPTED),
         )
-        _push_free(nxt, cfg, ops, gone, nxt.v2_slot[r])
-        nxt.v2_present[r] = ops.ite(gone, False, nxt.v2_present[r])
+        _vacate(nxt, cfg, ops, gone, r)
 
     # 2. add_requests, in scheduled_new_reqs order: WAITING admissions, then resumed ones
     #    (sched:1418-1420); each first drops an old state of the same id (v2r:1189)
@@ -134,19 +141,20 @@ def v2_decide(
             for r in reqs:
                 sh = shipped[r]
                 here = ops.all(sh.as_resumed if resumed_pass else sh.as_new, sh.admit_pos == p)
-                again = ops.all(here, nxt.v2_present[r])
-                _push_free(nxt, cfg, ops, again, nxt.v2_slot[r])
+                _vacate(nxt, cfg, ops, ops.all(here, nxt.v2_present[r]), r)
                 slot = _pop_free(nxt, cfg, ops, here)
                 nxt.v2_slot[r] = ops.ite(here, slot, nxt.v2_slot[r])
                 nxt.v2_present[r] = ops.ite(here, True, nxt.v2_present[r])
                 # v2s:106-115: prefill_len = total_len = len(all_token_ids); GPU
                 # num_computed_tokens = the scheduler's value at add. Under the
-                # stale-slot-read fault the writes may not reach the GPU's view.
+                # stale-slot-read fault the writes do not reach the GPU's view and the
+                # slot reads as its previous occupant left it.
+                fresh = {"prefill_len": sh.num_tokens, "total_len": sh.num_tokens, "num_computed": sh.c0}
                 lost = a.stale_read[r] if stale_read else False
-                written = ops.all(here, ops.not_(lost))
-                _slot_write(nxt, cfg, ops, "v2_prefill_len", written, slot, sh.num_tokens)
-                _slot_write(nxt, cfg, ops, "v2_total_len", written, slot, sh.num_tokens)
-                _slot_write(nxt, cfg, ops, "v2_num_computed", written, slot, sh.c0)
+                for name in _SLOT_FIELDS:
+                    left = getattr(nxt, "v2_left_" + name)
+                    seen = ops.ite(lost, select(ops, [left[i] for i in range(cfg.slots)], slot), fresh[name])
+                    getattr(nxt, "v2_" + name)[r] = ops.ite(here, seen, getattr(nxt, "v2_" + name)[r])
 
     # 3. the discard kernel, one row per scheduled request (v2b:507-533), then
     #    post_update: total_len += num_sampled; num_computed += n - num_rejected
@@ -155,24 +163,19 @@ def v2_decide(
     rows = []
     for r in reqs:
         sh = shipped[r]
-        slot = nxt.v2_slot[r]
-        computed = _slot_read(nxt, cfg, ops, "v2_num_computed", slot)
+        computed = nxt.v2_num_computed[r]
+        total = nxt.v2_total_len[r]
         seq_len = computed + sh.n
-        if cfg.runner == "v2":
-            threshold = _slot_read(nxt, cfg, ops, "v2_prefill_len", slot)
-        else:
-            threshold = _slot_read(nxt, cfg, ops, "v2_total_len", slot)
+        threshold = nxt.v2_prefill_len[r] if cfg.runner == "v2" else total
         discard = seq_len < threshold
         discards.append(discard)
         rows.append({
-            "scheduled": sh.on, "slot": slot, "num_computed": computed, "query_len": sh.n,
-            "num_draft": sh.ks, "prefill_len": _slot_read(nxt, cfg, ops, "v2_prefill_len", slot),
-            "total_len": _slot_read(nxt, cfg, ops, "v2_total_len", slot), "discard": discard,
+            "scheduled": sh.on, "slot": nxt.v2_slot[r], "num_computed": computed, "query_len": sh.n,
+            "num_draft": sh.ks, "prefill_len": nxt.v2_prefill_len[r], "total_len": total, "discard": discard,
         })
         accepted = a.accepted[r] if cfg.spec_tokens else 0
         sampled = ops.ite(discard, 0, 1 + accepted)
         rejected = ops.ite(discard, 0, sh.ks - accepted)
-        total = _slot_read(nxt, cfg, ops, "v2_total_len", slot)
-        _slot_write(nxt, cfg, ops, "v2_total_len", sh.on, slot, total + sampled)
-        _slot_write(nxt, cfg, ops, "v2_num_computed", sh.on, slot, computed + sh.n - rejected)
+        nxt.v2_total_len[r] = ops.ite(sh.on, total + sampled, total)
+        nxt.v2_num_computed[r] = ops.ite(sh.on, computed + sh.n - rejected, computed)
     return discards, rows

@@ -88,10 +88,14 @@ def init(a: View, nxt: Next, cfg: Config, ops: Ops) -> Effect:
                 getattr(nxt, name)[i, r] = 0
             nxt.q_admitted[i, r] = False
     if cfg.is_v2:
+        for r in range(cfg.requests):
+            nxt.v2_prefill_len[r] = 0
+            nxt.v2_num_computed[r] = 0
+            nxt.v2_total_len[r] = 0
         for slot in range(cfg.slots):
-            nxt.v2_prefill_len[slot] = 0
-            nxt.v2_num_computed[slot] = 0
-            nxt.v2_total_len[slot] = 0
+            nxt.v2_left_prefill_len[slot] = 0  # buffers start zeroed (v2s:52-65)
+            nxt.v2_left_num_computed[slot] = 0
+            nxt.v2_left_total_len[slot] = 0
             nxt.v2_free[slot] = slot  # free_indices = list(range(max_num_reqs)) (v2s:30)
         nxt.v2_num_free = cfg.slots
     if cfg.is_v2 and cfg.pp > 1:

@@ -84,9 +84,12 @@ DECLS: tuple[VarDecl, ...] = (
     # ---- V2 runner ------------------------------------------------------------------------
     VarDecl("v2_present", bool, ("req",), "req_id in RequestState.req_id_to_index", "v2s:101, v2s:128", when=lambda c: c.is_v2),
     VarDecl("v2_slot", int, ("req",), "its state slot (req_idx)", "v2s:100", when=lambda c: c.is_v2),
-    VarDecl("v2_prefill_len", int, ("slot",), "prefill_len (snapshot at add)", "v2s:106-110", when=lambda c: c.is_v2),
-    VarDecl("v2_num_computed", int, ("slot",), "num_computed_tokens on the GPU", "v2s:115; v2b:611-614", when=lambda c: c.is_v2),
-    VarDecl("v2_total_len", int, ("slot",), "total_len = prefill_len + sampled since", "v2s:111; v2b:585", when=lambda c: c.is_v2),
+    VarDecl("v2_prefill_len", int, ("req",), "prefill_len in its slot (snapshot at add)", "v2s:106-110", when=lambda c: c.is_v2),
+    VarDecl("v2_num_computed", int, ("req",), "num_computed_tokens in its slot, on the GPU", "v2s:115; v2b:611-614", when=lambda c: c.is_v2),
+    VarDecl("v2_total_len", int, ("req",), "total_len in its slot = prefill_len + sampled since", "v2s:111; v2b:585", when=lambda c: c.is_v2),
+    VarDecl("v2_left_prefill_len", int, ("slot",), "prefill_len a slot kept when its occupant left", "v2s:126-133 (remove frees, does not clear)", when=lambda c: c.is_v2),
+    VarDecl("v2_left_num_computed", int, ("slot",), "num_computed_tokens a slot kept when its occupant left", "v2s:126-133", when=lambda c: c.is_v2),
+    VarDecl("v2_left_total_len", int, ("slot",), "total_len a slot kept when its occupant left", "v2s:126-133", when=lambda c: c.is_v2),
     VarDecl("v2_free", int, ("slot",), "free_indices stack (LIFO), bottom first", "v2s:30, v2s:100, v2s:132", when=lambda c: c.is_v2),
     VarDecl("v2_num_free", int, (), "len(free_indices)", "v2s:30", when=lambda c: c.is_v2),
     # ---- ghosts ------------------------------------------------------------------------

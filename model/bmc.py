@@ -1,0 +1,226 @@
+"""Bounded model checking: shortest counterexamples, minimal picks, violation classes.
+
+Iterative deepening on one incremental solver, one `check(assumption)` per depth (the
+fast mode in z3-encoding-notes), so the first depth that is satisfiable gives a
+shortest trace. The picks (budgets, prompt lengths, ...) are then minimised at that
+depth by binary search on their sum. A solver `unknown` raises `SolverUnknown`: it is a
+failure, never a pass.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import z3
+
+from model.encoding import Encoding
+from model.trace import Step, Trace
+from spec.catalog import INIT
+from spec.properties import PROPERTIES
+from spec.state import View
+
+
+class SolverUnknown(RuntimeError):
+    """Z3 answered unknown (or ran out of time): the check is inconclusive."""
+
+
+@dataclass(frozen=True)
+class Goal:
+    """What to reach: a property's violation, or a witness state."""
+
+    name: str
+    kind: str  # "transition" | "state" | "witness"
+    predicate: Callable | None = None  # witness: (View, cfg, ops) -> condition
+
+    @staticmethod
+    def violation(prop: str) -> "Goal":
+        return Goal(prop, PROPERTIES[prop].kind)
+
+
+def _value(model: z3.ModelRef, var):
+    v = model.eval(var, model_completion=True)
+    if z3.is_bool(v):
+        return z3.is_true(v)
+    return v.as_long()
+
+
+class Bmc:
+    def __init__(self, enc: Encoding, timeout_ms: int = 60_000):
+        self.enc = enc
+        self.solver = z3.Solver()
+        self.solver.set("smt.arith.solver", 2)
+        self.solver.set("timeout", timeout_ms)
+        self.solver.add(enc.initial())
+        # transition t and "transition t keeps the engine alive" are asserted under
+        # activation literals, so one solver serves goals of every depth: a search for
+        # depth d assumes only the literals below d
+        self._step_on: list = []
+        self._alive_on: list = []
+
+    def _unroll(self, depth: int) -> None:
+        while len(self._step_on) < depth:
+            t = len(self._step_on)
+            on, alive = z3.Bool(f"unroll@{t}"), z3.Bool(f"alive@{t}")
+            self.solver.add(z3.Implies(on, self.enc.transition(t)))
+            self.solver.add(z3.Implies(alive, self.enc.fatal_ok(t)))
+            self._step_on.append(on)
+            self._alive_on.append(alive)
+
+    def _prefix(self, depth: int, last_alive: bool) -> list:
+        """Assumptions for a trace of `depth` transitions; the last one may kill the
+        engine only when it is the violating one (last_alive False)."""
+        alive = depth if last_alive else depth - 1
+        return self._step_on[:depth] + self._alive_on[:max(alive, 0)]
+
+    def goal_at(self, goal: Goal, depth: int):
+        """The goal, reached by a trace of exactly `depth` transitions (None: impossible)."""
+        enc = self.enc
+        if goal.kind == "transition":
+            return None if depth == 0 else enc.bad(goal.name, depth - 1)
+        if goal.kind == "state":
+            return z3.Not(enc.holds(goal.name, depth))
+        return enc.state_formula(goal.predicate, depth)
+
+    def _check(self, assumptions: list) -> z3.CheckSatResult:
+        result = self.solver.check(*assumptions)
+        if result == z3.unknown:
+            raise SolverUnknown(self.solver.reason_unknown())
+        return result
+
+    # ------------------------------------------------------------------ searches
+    def shortest(self, goal: Goal, max_depth: int, extra: Callable[[int], object] | None = None) -> Trace | None:
+        """A shortest trace (<= max_depth transitions) reaching the goal, picks minimised."""
+        for depth in range(max_depth + 1):
+            target = self.goal_at(goal, depth)
+            if target is None:
+                continue
+            self._unroll(depth)
+            assumptions = self._prefix(depth, last_alive=goal.kind != "transition") + [target]
+            if extra is not None:
+                assumptions.append(extra(depth))
+            if self._check(assumptions) == z3.sat:
+                model = self._minimise(depth, assumptions)
+                return self._trace(model, depth, goal)
+        return None
+
+    def picks(self, depth: int):
+        """Sum of the integer picks a trace shows that have no fixed upper bound (shifted
+        to start at 0). Picks a configuration bounds (a max budget) are left as found,
+        so minimisation costs the same whatever the integer sizes."""
+        enc = self.enc
+        terms = []
+        for arg, key in INIT.arg_keys(enc.cfg):
+            if arg.sort is int and not (arg.name == "prompt_len" and enc.cfg.prompt_lens is not None):
+                terms.append(enc.init_args[key] - (arg.lo or 0))
+        for t in range(depth):
+            step = enc.step(t)
+            for index, event in enumerate(enc.events):
+                ints = [step.args[event.name][key] - (arg.lo or 0)
+                        for arg, key in event.arg_keys(enc.cfg) if arg.sort is int and arg.hi is None]
+                flags = [z3.If(step.args[event.name][key], 1, 0)
+                         for arg, key in event.arg_keys(enc.cfg) if arg.sort is bool]
+                if ints or flags:
+                    terms.append(z3.If(step.act == index, z3.Sum(*(ints + flags)), 0))
+        return z3.Sum(*terms) if terms else z3.IntVal(0)
+
+    def _minimise(self, depth: int, assumptions: list) -> z3.ModelRef:
+        """Smallest pick sum: gallop up from 0 to the first feasible bound, then bisect.
+        Minimal traces are small, so the probes stay near the answer."""
+        objective = self.picks(depth)
+        model = self.solver.model()
+        best = _value(model, objective)
+        low, bound = 0, 0
+        while bound < best:
+            if self._check(assumptions + [objective <= bound]) == z3.sat:
+                model = self.solver.model()
+                best = _value(model, objective)
+                break
+            low = bound + 1
+            bound = 2 * bound + 1
+        while low < best:
+            mid = (low + best) // 2
+            if self._check(assumptions + [objective <= mid]) == z3.sat:
+                model = self.solver.model()
+                best = _value(model, objective)
+            else:
+                low = mid + 1
+        return model
+
+    def _trace(self, model: z3.ModelRef, depth: int, goal: Goal) -> Trace:
+        enc = self.enc
+        init = {key: _value(model, var) for key, var in enc.init_args.items()}
+        names = enc.event_index()
+        steps = []
+        for t in range(depth):
+            sv = enc.step(t)
+            event = names[_value(model, sv.act)]
+            steps.append(Step(event, {k: _value(model, v) for k, v in sv.args[event].items()}))
+        trace = Trace(
+            config=enc.cfg.name,
+            init=init,
+            steps=steps,
+            goal=goal.name,
+            kind="witness" if goal.kind == "witness" else "violation",
+        )
+        trace.solver_states = [
+            {k: _value(model, v) for k, v in enc.step(t).state.items()} for t in range(depth + 1)
+        ]
+        trace.mechanisms = sorted(m for m, used in self.mechanisms(depth).items() if _value(model, used))
+        return trace
+
+    # ------------------------------------------------------------------ classes
+    def mechanisms(self, depth: int) -> dict[str, object]:
+        """Which optional mechanisms a trace of this depth uses (its class view)."""
+        enc, cfg = self.enc, self.enc.cfg
+        names = [n for n in enc.event_index() if n not in ("schedule", "deliver")]
+        names += [n for n, on in (("kv-load-failure", cfg.has("kvfail")),
+                                  ("stale-slot-read", "stale-slot-read" in cfg.faults),
+                                  ("over-delivery", "over-delivery" in cfg.faults),
+                                  ("session-stop", cfg.has("stream"))) if on]
+        used: dict[str, list] = {name: [] for name in names}
+        for t in range(depth):
+            step = enc.step(t)
+            for name in enc.event_index():
+                if name in ("schedule", "deliver"):
+                    continue
+                used.setdefault(name, []).append(enc.action_is(t, name))
+            if cfg.has("kvfail"):
+                used.setdefault("kv-load-failure", []).append(
+                    z3.And(enc.action_is(t, "deliver"), step.args["deliver"][("kv_fail_req",)] >= 0)
+                )
+            reqs = range(cfg.requests)
+            if "stale-slot-read" in cfg.faults:
+                used.setdefault("stale-slot-read", []).append(
+                    z3.And(enc.action_is(t, "schedule"), z3.Or(*[step.args["schedule"][("stale_read", r)] for r in reqs]))
+                )
+            if "over-delivery" in cfg.faults:
+                used.setdefault("over-delivery", []).append(
+                    z3.And(enc.action_is(t, "schedule"), z3.Or(*[step.args["schedule"][("extra", r)] > 0 for r in reqs]))
+                )
+            if cfg.has("stream"):
+                state = View(cfg, step.state)
+                used.setdefault("session-stop", []).append(
+                    z3.And(enc.action_is(t, "deliver"),
+                           z3.Or(*[z3.And(state.resumable[r], step.args["deliver"][("stop", r)] > 0) for r in reqs]))
+                )
+        return {name: (z3.Or(*terms) if terms else z3.BoolVal(False)) for name, terms in used.items()}
+
+    def classes(self, goal: Goal, first: Trace, max_depth: int, limit: int) -> list[Trace]:
+        """Further counterexamples whose mechanisms are not a superset of a found class."""
+        found = [first]
+        blocked: list[list[str]] = [first.mechanisms]
+        while len(found) < limit:
+            def extra(depth, blocked=tuple(tuple(b) for b in blocked)):
+                view = self.mechanisms(depth)
+                clauses = []
+                for used in blocked:
+                    clauses.append(z3.Or(*[z3.Not(view[m]) for m in used]) if used else z3.BoolVal(False))
+                return z3.And(*clauses) if clauses else z3.BoolVal(True)
+
+            trace = self.shortest(goal, max_depth, extra)
+            if trace is None:
+                break
+            found.append(trace)
+            blocked.append(trace.mechanisms)
+        return found

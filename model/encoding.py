@@ -1,0 +1,153 @@
+"""A configuration's transition system as Z3 formulas.
+
+The spec's events are run once on symbolic template variables (current state, next
+state, arguments, an action selector); each unrolled step gets fresh variables and a
+copy of the template by substitution (done in C++, so deep unrollings stay cheap to
+build). Encoding choices follow ../shared/docs/z3-encoding-notes.md: Int not BitVec,
+fresh variables per step linked by equalities, one solver queried with assumptions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import z3
+
+from model.interpreter import state_keys
+from model.z3ops import Z3_OPS
+from spec.catalog import INIT, events_for
+from spec.config import Config
+from spec.events import Event, apply
+from spec.properties import FATAL, PROPERTIES
+from spec.state import View
+from spec.vocabulary import decls_for, keys_of
+
+
+def _name(key: tuple) -> str:
+    return key[0] + "".join(f"[{i}]" for i in key[1:])
+
+
+def _const(name: str, sort: type):
+    return z3.Bool(name) if sort is bool else z3.Int(name)
+
+
+def _as_bool(term):
+    return z3.BoolVal(term) if isinstance(term, bool) else term
+
+
+@dataclass
+class StepVars:
+    state: dict  # key -> const of state t
+    act: Any
+    args: dict  # event name -> {key: const}
+
+
+class Encoding:
+    def __init__(self, cfg: Config):
+        self.cfg = cfg.validate()
+        self.events: tuple[Event, ...] = events_for(cfg)
+        self.keys = state_keys(cfg)
+        self.sort = {k: d.sort for d in decls_for(cfg) for k in keys_of(d, cfg)}
+        self._steps: dict[int, StepVars] = {}
+
+        cur = {k: _const("s." + _name(k), self.sort[k]) for k in self.keys}
+        nxt = {k: _const("n." + _name(k), self.sort[k]) for k in self.keys}
+        act = z3.Int("act")
+        args = {e.name: self._arg_consts(e, "a") for e in self.events}
+        self._template_vars = StepVars(cur, act, args)
+        self._next_template = nxt
+
+        # -- the transition relation ------------------------------------------------
+        ops = Z3_OPS
+        enabled, merged, bad = [], {}, {p: [] for p in PROPERTIES if PROPERTIES[p].kind == "transition"}
+        for index, event in enumerate(self.events):
+            guard, writes, effect = apply(event, cur, args[event.name], cfg, ops)
+            chosen = act == index
+            enabled.append(z3.And(chosen, _as_bool(guard)))
+            for key, value in writes.items():
+                merged.setdefault(key, []).append((chosen, value))
+            for prop, ok in effect.checks.items():
+                if ok is not True:
+                    bad[prop].append(z3.And(chosen, z3.Not(_as_bool(ok))))
+        frame = []
+        for key in self.keys:
+            value = cur[key]
+            for chosen, written in reversed(merged.get(key, [])):
+                value = z3.If(chosen, written, value)
+            frame.append(nxt[key] == value)
+        self._trans = z3.And(z3.Or(*enabled), *frame)
+        self._bad = {p: (z3.Or(*terms) if terms else z3.BoolVal(False)) for p, terms in bad.items()}
+        self._fatal_ok = z3.Not(z3.Or(*[self._bad[p] for p in FATAL if p in self._bad]))
+        self._state_holds = {
+            p.name: _as_bool(p.holds(View(cfg, cur), cfg, Z3_OPS))
+            for p in PROPERTIES.values()
+            if p.kind == "state"
+        }
+
+        # -- initial states -------------------------------------------------------------
+        self.init_args = self._arg_consts(INIT, "init")
+        blank = {k: None for k in self.keys}
+        guard, writes, _ = apply(INIT, blank, self.init_args, cfg, Z3_OPS)
+        self._init_writes = writes
+        self._init_guard = _as_bool(guard)
+
+    # ----------------------------------------------------------------- variables
+    def _arg_consts(self, event: Event, prefix: str) -> dict:
+        return {key: _const(f"{prefix}.{event.name}.{_name(key)}", arg.sort) for arg, key in event.arg_keys(self.cfg)}
+
+    def step(self, t: int) -> StepVars:
+        """Fresh variables of state t, and of the action and arguments leaving it."""
+        if t not in self._steps:
+            state = {k: _const(f"{_name(k)}@{t}", self.sort[k]) for k in self.keys}
+            args = {
+                e.name: {key: _const(f"{e.name}.{_name(key)}@{t}", arg.sort) for arg, key in e.arg_keys(self.cfg)}
+                for e in self.events
+            }
+            self._steps[t] = StepVars(state, z3.Int(f"act@{t}"), args)
+        return self._steps[t]
+
+    def _pairs(self, t: int) -> list:
+        here, there, tv = self.step(t), self.step(t + 1), self._template_vars
+        pairs = [(tv.state[k], here.state[k]) for k in self.keys]
+        pairs += [(self._next_template[k], there.state[k]) for k in self.keys]
+        pairs.append((tv.act, here.act))
+        for e in self.events:
+            pairs += [(tv.args[e.name][k], here.args[e.name][k]) for k in tv.args[e.name]]
+        return pairs
+
+    def _state_pairs(self, t: int) -> list:
+        here, tv = self.step(t), self._template_vars
+        return [(tv.state[k], here.state[k]) for k in self.keys]
+
+    # ------------------------------------------------------------------ formulas
+    def initial(self):
+        """State 0 is an initial state (the init event's picks are its own variables)."""
+        s0 = self.step(0).state
+        return z3.And(self._init_guard, *[s0[k] == v for k, v in self._init_writes.items()])
+
+    def transition(self, t: int):
+        return z3.substitute(self._trans, *self._pairs(t))
+
+    def bad(self, prop: str, t: int):
+        """Transition t (state t -> t+1) violates a transition property."""
+        return z3.substitute(self._bad[prop], *self._pairs(t))
+
+    def fatal_ok(self, t: int):
+        """Transition t trips none of vLLM's engine-killing asserts."""
+        return z3.substitute(self._fatal_ok, *self._pairs(t))
+
+    def holds(self, prop: str, t: int):
+        """State t satisfies a state property."""
+        return z3.substitute(self._state_holds[prop], *self._state_pairs(t))
+
+    def state_formula(self, build, t: int):
+        """A formula over a View of state t (for reachability targets and lemmas)."""
+        return _as_bool(build(View(self.cfg, self.step(t).state), self.cfg, Z3_OPS))
+
+    def action_is(self, t: int, name: str):
+        index = [e.name for e in self.events].index(name)
+        return self.step(t).act == index
+
+    def event_index(self) -> list[str]:
+        return [e.name for e in self.events]

@@ -1,0 +1,98 @@
+"""Traces: what a counterexample or witness is, and its concrete replay.
+
+A trace is the init picks plus a list of steps (event name and its arguments). States
+are not stored as input: they are recomputed by the reference interpreter, so a trace
+means exactly what the spec says it means. The solver's states are compared with the
+replayed ones; any difference is an internal error of the encoding, never reported
+as a finding.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from model.interpreter import Interpreter, State, args_for, nested
+
+
+class ReplayMismatch(AssertionError):
+    """The solver's trace and the concrete interpreter disagree: a bug in model/."""
+
+
+@dataclass
+class Step:
+    event: str
+    args: dict  # flat keys -> value
+
+    def named_args(self) -> dict:
+        return nested(self.args)
+
+
+@dataclass
+class Trace:
+    config: str
+    init: dict  # flat init picks
+    steps: list[Step]
+    goal: str  # the property violated, or the witness reached
+    kind: str  # "violation" | "witness"
+    states: list[State] = field(default_factory=list)
+    checks: list[dict] = field(default_factory=list)  # per step: transition property -> held
+    observed: list[dict] = field(default_factory=list)
+    mechanisms: list[str] = field(default_factory=list)  # optional mechanisms it uses (its class)
+    solver_states: list[State] | None = None  # as the solver saw them, before replay
+
+    @property
+    def depth(self) -> int:
+        return len(self.steps)
+
+
+def replay(interp: Interpreter, init: dict, steps: list[Step]) -> tuple[list[State], list[dict], list[dict]]:
+    """Run a trace on the reference interpreter; returns states, checks and observations."""
+    state = interp.initial(**nested(init))
+    states, checks, observed = [state], [], []
+    for step in steps:
+        args = args_for(interp.event(step.event), interp.cfg, nested(step.args))
+        result = interp.step(state, step.event, args)
+        state = result.state
+        states.append(state)
+        checks.append(result.checks)
+        observed.append(result.observed)
+    return states, checks, observed
+
+
+def confirm(interp: Interpreter, trace: Trace, solver_states: list[State] | None = None) -> Trace:
+    """Replay, compare with the solver's states, and check the goal really happens."""
+    states, checks, observed = replay(interp, trace.init, trace.steps)
+    if solver_states is not None:
+        for t, (mine, theirs) in enumerate(zip(states, solver_states)):
+            diff = {k: (mine[k], theirs[k]) for k in mine if mine[k] != theirs[k]}
+            if diff:
+                raise ReplayMismatch(
+                    f"{trace.config}: state {t} differs between the interpreter and Z3 "
+                    f"(interpreter, z3): {dict(list(diff.items())[:8])}"
+                )
+    trace.states, trace.checks, trace.observed = states, checks, observed
+    if trace.kind == "violation":
+        if not happens(interp, trace, trace.goal):
+            raise ReplayMismatch(
+                f"{trace.config}: the counterexample for {trace.goal} does not violate it when replayed"
+            )
+    return trace
+
+
+def happens(interp: Interpreter, trace: Trace, prop: str) -> bool:
+    """Does the (replayed) trace violate `prop` at its last step or state?"""
+    from spec.properties import PROPERTIES
+
+    if PROPERTIES[prop].kind == "transition":
+        return bool(trace.checks) and trace.checks[-1].get(prop, True) is False
+    return not interp.state_properties(trace.states[-1])[prop]
+
+
+def first_fatal(trace: Trace) -> tuple[int, str] | None:
+    """The first step at which one of vLLM's engine-killing asserts fires."""
+    from spec.properties import FATAL
+
+    for t, checks in enumerate(trace.checks):
+        for prop in FATAL:
+            if checks.get(prop) is False:
+                return t, prop
+    return None

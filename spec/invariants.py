@@ -1,0 +1,316 @@
+"""Auxiliary invariants of the contract: the facts k-induction needs besides a property.
+
+Each lemma is a claim about every reachable state under the configurations its
+`applies` accepts. They are not assumed: the prover checks each one (base case from
+the initial states, and preserved by every transition that keeps the engine alive)
+together with the property it helps prove. A lemma that is false somewhere shows up as
+a failed proof with a counterexample, never as a silent pass.
+
+Notation as in the contract notes: T tokens, c computed, P placeholders, F in flight,
+S stale, n/ks/r/d a queue entry's scheduled/drafts/reserved/sampled counts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from spec import profiles
+from spec.config import Config
+from spec.ops import Ops
+from spec.state import View
+from spec.vocabulary import Status
+
+
+@dataclass(frozen=True)
+class Lemma:
+    name: str
+    doc: str
+    applies: Callable[[Config], bool]
+    holds: Callable[[View, Config, Ops], object]
+
+
+def _reqs(cfg):
+    return range(cfg.requests)
+
+
+def _queue(cfg):
+    return range(cfg.queue_depth)
+
+
+def _waiting_like(s: View, r: int, ops: Ops):
+    st = s.status[r]
+    return ops.any(st == Status.WAITING, st == Status.PREEMPTED, st == Status.WAITING_FOR_STREAMING_REQ)
+
+
+def _in_flight(s: View, i: int, r: int, ops: Ops):
+    return ops.all(i < s.queue_len, s.q_scheduled[i, r] != 0)
+
+
+def _sum_in_flight(s: View, cfg: Config, ops: Ops, r: int, value, where=lambda i: True):
+    return ops.sum(ops.ite(ops.all(_in_flight(s, i, r, ops), where(i)), value(i), 0) for i in _queue(cfg))
+
+
+# ------------------------------------------------------------------ queue shape
+
+
+def queue_shape(s: View, cfg: Config, ops: Ops):
+    """The queue holds 0..pp+1 steps; unused positions and absent requests read 0."""
+    K = cfg.spec_tokens
+    conds = [s.queue_len >= 0, s.queue_len <= cfg.queue_depth]
+    for i in _queue(cfg):
+        for r in _reqs(cfg):
+            n, ks, rsv, d = s.q_scheduled[i, r], s.q_spec[i, r], s.q_reserved[i, r], s.q_sampled[i, r]
+            empty = ops.all(n == 0, ks == 0, rsv == 0, d == 0, s.q_epoch[i, r] == 0,
+                            ops.not_(s.q_admitted[i, r]), s.q_order[i, r] == 0)
+            sampled_ok = ops.any(d == 0, d >= 1)
+            if "over-delivery" not in cfg.faults:
+                sampled_ok = ops.any(d == 0, ops.all(d >= 1, d <= 1 + ks))
+            entry = ops.all(
+                n >= 1, ks >= 0, ks <= K,
+                ops.any(rsv == 0, rsv == 1 + ks), sampled_ok,
+                s.q_epoch[i, r] >= 0, s.q_epoch[i, r] <= s.epoch[r],
+                s.q_order[i, r] >= 0, s.q_order[i, r] < cfg.requests,
+            )
+            conds.append(ops.implies(i >= s.queue_len, empty))
+            conds.append(ops.implies(i < s.queue_len, ops.any(empty, entry)))
+            # epochs only grow along the queue (older steps first)
+            for j in range(i + 1, cfg.queue_depth):
+                conds.append(ops.implies(
+                    ops.all(j < s.queue_len, n != 0, s.q_scheduled[j, r] != 0),
+                    s.q_epoch[i, r] <= s.q_epoch[j, r],
+                ))
+    return ops.all(*conds)
+
+
+def request_shape(s: View, cfg: Config, ops: Ops):
+    """Counters are in range; the in-flight count is the sum over the queue."""
+    conds = []
+    for r in _reqs(cfg):
+        conds += [
+            s.status[r] >= Status.WAITING, s.status[r] <= Status.FINISHED,
+            s.num_prompt_tokens[r] >= 1, s.num_tokens[r] >= 1,
+            s.num_computed_tokens[r] >= 0, s.epoch[r] >= 0,
+            s.num_spec_tokens[r] >= 0, s.num_spec_tokens[r] <= cfg.spec_tokens,
+            s.num_in_flight_tokens[r] == _sum_in_flight(s, cfg, ops, r, lambda i: s.q_scheduled[i, r]),
+            s.num_stale_output_tokens[r] >= 0,
+        ]
+        # drafts exist only after a sampled step; preemption and stops clear them
+        conds.append(ops.implies(s.num_spec_tokens[r] > 0, ops.not_(_waiting_like(s, r, ops))))
+        if cfg.has("stream"):
+            conds.append(ops.implies(s.pending_update[r], s.pending_update_len[r] >= 1))
+            conds.append(ops.implies(s.pending_update[r], s.resumable[r]))
+    return ops.all(*conds)
+
+
+def stale_share(s: View, cfg: Config, ops: Ops):
+    """S is exactly the in-flight tokens scheduled before the last preemption/stop, and
+    deliverable stale output keeps a request out of RUNNING (sched:934-939)."""
+    conds = []
+    for r in _reqs(cfg):
+        old = _sum_in_flight(s, cfg, ops, r, lambda i: s.q_scheduled[i, r], lambda i: s.q_epoch[i, r] != s.epoch[r])
+        conds.append(s.num_stale_output_tokens[r] == old)
+        # deliver-mode stale output exists only for a preempted (or finished) request
+        conds.append(ops.implies(
+            ops.all(s.num_stale_output_tokens[r] > 0, ops.not_(s.drop_stale_output[r])),
+            ops.any(s.status[r] == Status.PREEMPTED, s.status[r] == Status.FINISHED),
+        ))
+    return ops.all(*conds)
+
+
+def idle_has_no_placeholders(s: View, cfg: Config, ops: Ops):
+    """A request that is not running holds no placeholders and no current-epoch step."""
+    conds = []
+    for r in _reqs(cfg):
+        current = _sum_in_flight(s, cfg, ops, r, lambda i: s.q_scheduled[i, r], lambda i: s.q_epoch[i, r] == s.epoch[r])
+        conds.append(ops.implies(_waiting_like(s, r, ops), ops.all(s.num_output_placeholders[r] == 0, current == 0)))
+    return ops.all(*conds)
+
+
+def decode_gap(s: View, cfg: Config, ops: Ops):
+    """A running request always has >= 1 token left to compute: T + P - c >= 1; so a
+    step's drafts never fill all its scheduled tokens (ks <= n - 1, sched:862-867)."""
+    conds = []
+    for r in _reqs(cfg):
+        conds.append(ops.implies(
+            s.status[r] == Status.RUNNING,
+            s.num_tokens[r] + s.num_output_placeholders[r] - s.num_computed_tokens[r] >= 1,
+        ))
+        for i in _queue(cfg):
+            conds.append(ops.implies(_in_flight(s, i, r, ops), s.q_spec[i, r] <= s.q_scheduled[i, r] - 1))
+    return ops.all(*conds)
+
+
+def frontier(s: View, cfg: Config, ops: Ops):
+    """The materialised frontier c - P sits one token short of T once a request samples,
+    and below T while it prefills (what makes the resumable stop's rollback land on the
+    history, sched:2472-2474)."""
+    conds = []
+    for r in _reqs(cfg):
+        f = s.num_computed_tokens[r] - s.num_output_placeholders[r]
+        T = s.num_tokens[r]
+        running = s.status[r] == Status.RUNNING
+        conds.append(ops.implies(ops.all(running, ops.not_(s.is_prefill_chunk[r])), f == T - 1))
+        conds.append(ops.implies(ops.all(running, s.is_prefill_chunk[r]), ops.all(f < T, s.num_output_placeholders[r] == 0)))
+    return ops.all(*conds)
+
+
+def placeholders_nonnegative(s: View, cfg: Config, ops: Ops):
+    return ops.all(*[s.num_output_placeholders[r] >= 0 for r in _reqs(cfg)])
+
+
+def session_prompt(s: View, cfg: Config, ops: Ops):
+    """Where a waiting request resumes from: a new or continued session has its whole
+    history as prompt (L = T) and c < T; a session waiting for input sits at T - 1,
+    past its prompt; a preempted request restarts from 0 (sched:1593, sched:2474)."""
+    conds = []
+    for r in _reqs(cfg):
+        st, L, T, c = s.status[r], s.num_prompt_tokens[r], s.num_tokens[r], s.num_computed_tokens[r]
+        conds.append(L <= T)
+        conds.append(ops.implies(st == Status.WAITING, ops.all(L == T, c < T)))
+        conds.append(ops.implies(st == Status.WAITING_FOR_STREAMING_REQ, ops.all(L <= c, c == T - 1)))
+        conds.append(ops.implies(st == Status.PREEMPTED, c == 0))
+    return ops.all(*conds)
+
+
+# ------------------------------------------------------------ reservations
+
+
+def accounting_exact(s: View, cfg: Config, ops: Ops):
+    """Placeholders are exactly the reservations of current-epoch steps in flight
+    (contract notes §5.3, I)."""
+    conds = []
+    for r in _reqs(cfg):
+        owed = _sum_in_flight(s, cfg, ops, r, lambda i: s.q_reserved[i, r], lambda i: s.q_epoch[i, r] == s.epoch[r])
+        conds.append(ops.implies(s.status[r] != Status.FINISHED, s.num_output_placeholders[r] == owed))
+    return ops.all(*conds)
+
+
+def accounting_at_least(s: View, cfg: Config, ops: Ops):
+    """With KV-load failures a skipped step leaks its reservation: P >= owed."""
+    conds = []
+    for r in _reqs(cfg):
+        owed = _sum_in_flight(s, cfg, ops, r, lambda i: s.q_reserved[i, r], lambda i: s.q_epoch[i, r] == s.epoch[r])
+        conds.append(ops.implies(s.status[r] != Status.FINISHED, s.num_output_placeholders[r] >= owed))
+    return ops.all(*conds)
+
+
+def in_flight_agreement(s: View, cfg: Config, ops: Ops):
+    """Every step in flight returns tokens exactly when the scheduler reserved for it."""
+    return ops.all(*[
+        ops.implies(_in_flight(s, i, r, ops), (s.q_sampled[i, r] > 0) == (s.q_reserved[i, r] > 0))
+        for r in _reqs(cfg) for i in _queue(cfg)
+    ])
+
+
+# ------------------------------------------------------------------ runners
+
+
+def v1_aligned(s: View, cfg: Config, ops: Ops):
+    """J: the V1 runner's optimistic length never falls behind the scheduler's T + P,
+    so its trim makes Nr = T + P before every prepare (v1r:1359-1409)."""
+    return ops.all(*[
+        ops.implies(
+            ops.all(s.status[r] == Status.RUNNING, s.v1_in_batch[r]),
+            s.v1_num_tokens[r] + s.v1_prev_draft_len[r] >= s.num_tokens[r] + s.num_output_placeholders[r],
+        )
+        for r in _reqs(cfg)
+    ])
+
+
+def v2_slots(s: View, cfg: Config, ops: Ops):
+    """Present requests own distinct slots; the free stack holds exactly the others."""
+    conds = []
+    present = [s.v2_present[r] for r in _reqs(cfg)]
+    conds.append(s.v2_num_free == cfg.slots - ops.count(present))
+    for r in _reqs(cfg):
+        conds.append(ops.implies(present[r], ops.all(s.v2_slot[r] >= 0, s.v2_slot[r] < cfg.slots)))
+        for q in _reqs(cfg):
+            if q < r:
+                conds.append(ops.implies(ops.all(present[q], present[r]), s.v2_slot[q] != s.v2_slot[r]))
+    for i in range(cfg.slots):
+        listed = i < s.v2_num_free
+        conds.append(ops.implies(listed, ops.all(s.v2_free[i] >= 0, s.v2_free[i] < cfg.slots)))
+        for r in _reqs(cfg):
+            conds.append(ops.implies(ops.all(listed, present[r]), s.v2_free[i] != s.v2_slot[r]))
+        for j in range(i):
+            conds.append(ops.implies(listed, s.v2_free[j] != s.v2_free[i]))
+    # running (and queued) requests are known to the runner once admitted
+    for r in _reqs(cfg):
+        conds.append(ops.implies(s.status[r] == Status.RUNNING, present[r]))
+    return ops.all(*conds)
+
+
+def v2_tracks_scheduler(s: View, cfg: Config, ops: Ops):
+    """K: a running request's slot mirrors the scheduler: while prefilling its
+    prefill_len is T and its GPU computed count is c; once decoding it is past
+    prefill_len and one token short of T + P (contract notes §5.3, K')."""
+    conds = []
+    for r in _reqs(cfg):
+        T, c, P = s.num_tokens[r], s.num_computed_tokens[r], s.num_output_placeholders[r]
+        g, pl, tl = s.v2_num_computed[r], s.v2_prefill_len[r], s.v2_total_len[r]
+        pending_rejects = _sum_in_flight(
+            s, cfg, ops, r,
+            lambda i: ops.ite(s.q_sampled[i, r] > 0, s.q_spec[i, r] - (s.q_sampled[i, r] - 1), 0),
+            lambda i: s.q_epoch[i, r] == s.epoch[r],
+        )
+        sampled_ahead = _sum_in_flight(
+            s, cfg, ops, r, lambda i: s.q_sampled[i, r], lambda i: s.q_epoch[i, r] == s.epoch[r]
+        )
+        prefilling = ops.all(P == 0, pl == T, g == c, c < T, tl == T)
+        decoding = ops.all(g >= pl, T + P - c == 1, g == c - pending_rejects, tl == T + sampled_ahead)
+        conds.append(ops.implies(s.status[r] == Status.RUNNING, ops.any(prefilling, decoding)))
+    return ops.all(*conds)
+
+
+def _no(*faults_or_families):
+    def applies(cfg: Config) -> bool:
+        return not any(x in cfg.faults or x in cfg.events for x in faults_or_families)
+    return applies
+
+
+def _all_of(*tests):
+    return lambda cfg: all(t(cfg) for t in tests)
+
+
+def _sessions_consistent(cfg: Config) -> bool:
+    """A KV-load failure or a fault can make a session stop below its prompt (c - P < L),
+    after which its prompt is longer than its history (the kvfail-stream finding)."""
+    return cfg.profile != profiles.H4 and (
+        not cfg.has("stream") or _no("kvfail", "stale-slot-read", "over-delivery")(cfg)
+    )
+
+
+_marks_stale_everywhere = lambda cfg: cfg.profile in (profiles.CURRENT, profiles.H4)  # noqa: E731
+_zeroes_when_idle = lambda cfg: cfg.profile not in (profiles.H1, profiles.H4)  # noqa: E731
+
+LEMMAS: tuple[Lemma, ...] = (
+    Lemma("queue-shape", queue_shape.__doc__, lambda cfg: True, queue_shape),
+    Lemma("request-shape", request_shape.__doc__, lambda cfg: True, request_shape),
+    Lemma("stale-share", stale_share.__doc__, _marks_stale_everywhere, stale_share),
+    Lemma("idle-no-placeholders", idle_has_no_placeholders.__doc__, _zeroes_when_idle, idle_has_no_placeholders),
+    # over-committed spec tokens roll c forward past T + P when P is already 0
+    Lemma("decode-gap", decode_gap.__doc__, _no("over-delivery"), decode_gap),
+    Lemma("frontier", frontier.__doc__,
+          _all_of(_no("kvfail", "stale-slot-read", "over-delivery"), _zeroes_when_idle), frontier),
+    Lemma("placeholders-nonnegative", "P >= 0", lambda cfg: True, placeholders_nonnegative),
+    Lemma("session-prompt", session_prompt.__doc__, _sessions_consistent, session_prompt),
+    Lemma("accounting-exact", accounting_exact.__doc__,
+          _no("kvfail", "stale-slot-read", "over-delivery"), accounting_exact),
+    # needs a runner that agrees with the scheduler: V1, or V2 without KV-load failures,
+    # and sessions that resume from their whole history
+    Lemma("in-flight-agreement", in_flight_agreement.__doc__,
+          _all_of(_no("stale-slot-read"), _sessions_consistent,
+                  lambda cfg: cfg.runner == "v1" or not cfg.has("kvfail")),
+          in_flight_agreement),
+    Lemma("accounting-at-least", accounting_at_least.__doc__,
+          _all_of(_no("stale-slot-read", "over-delivery"), _sessions_consistent,
+                  lambda cfg: cfg.runner == "v1" or not cfg.has("kvfail")),
+          accounting_at_least),
+    Lemma("v1-aligned", v1_aligned.__doc__, _all_of(lambda cfg: cfg.runner == "v1", _sessions_consistent), v1_aligned),
+    Lemma("v2-slots", v2_slots.__doc__, lambda cfg: cfg.is_v2, v2_slots),
+    Lemma("v2-tracks-scheduler", v2_tracks_scheduler.__doc__,
+          _all_of(lambda cfg: cfg.is_v2, _no("kvfail", "stale-slot-read", "over-delivery")), v2_tracks_scheduler),
+)
+
+BY_NAME = {lemma.name: lemma for lemma in LEMMAS}
