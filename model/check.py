@@ -27,11 +27,11 @@ from spec.state import View
 MAX_DEPTH = 12
 CLASS_LIMIT = 3
 CLASS_EXTRA_DEPTH = 3
-WITNESS = "a request completes after decoding"
+WITNESS = "a request prefills in chunks, decodes, and completes on a stop token"
 
 
 def completes(s: View, cfg: Config, ops: Ops):
-    return ops.any(*[s.completed[r] for r in range(cfg.requests)])
+    return ops.any(*[ops.all(s.completed[r], s.chunked[r]) for r in range(cfg.requests)])
 
 
 def core_only(enc: Encoding):

@@ -92,7 +92,8 @@ def request_shape(s: View, cfg: Config, ops: Ops):
             s.num_prompt_tokens[r] >= 1, s.num_tokens[r] >= 1,
             s.num_computed_tokens[r] >= 0, s.epoch[r] >= 0,
             s.num_spec_tokens[r] >= 0, s.num_spec_tokens[r] <= cfg.spec_tokens,
-            s.num_in_flight_tokens[r] == _sum_in_flight(s, cfg, ops, r, lambda i: s.q_scheduled[i, r]),
+            ops.implies(s.status[r] != Status.FINISHED,
+                        s.num_in_flight_tokens[r] == _sum_in_flight(s, cfg, ops, r, lambda i: s.q_scheduled[i, r])),
             s.num_stale_output_tokens[r] >= 0,
         ]
         # drafts exist only after a sampled step; preemption and stops clear them
@@ -109,7 +110,7 @@ def stale_share(s: View, cfg: Config, ops: Ops):
     conds = []
     for r in _reqs(cfg):
         old = _sum_in_flight(s, cfg, ops, r, lambda i: s.q_scheduled[i, r], lambda i: s.q_epoch[i, r] != s.epoch[r])
-        conds.append(s.num_stale_output_tokens[r] == old)
+        conds.append(ops.implies(s.status[r] != Status.FINISHED, s.num_stale_output_tokens[r] == old))
         # deliver-mode stale output exists only for a preempted (or finished) request
         conds.append(ops.implies(
             ops.all(s.num_stale_output_tokens[r] > 0, ops.not_(s.drop_stale_output[r])),

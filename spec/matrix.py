@@ -19,7 +19,7 @@ KVFAIL = ALL | {"kvfail"}
 
 SAFETY = ("counter-nonnegative", "predicates-agree", "no-token-while-prefilling",
           "placeholder-accounting", "stale-count-nonnegative", "safe-frontier-nonnegative",
-          "scheduled-tokens-positive")
+          "scheduled-tokens-positive", "padding-intact")
 
 
 def _expect(proved=(), violated=()) -> dict:

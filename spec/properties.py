@@ -78,6 +78,12 @@ _ALL = (
         "sched:2472-2473",
     ),
     Property(
+        "padding-intact", "transition", True,
+        "an admission padded to 1 + num_spec_tokens is scheduled whole (the long-prefill "
+        "threshold must not cut it)",
+        "sched:1134-1156, sched:1371-1372",
+    ),
+    Property(
         "scheduled-tokens-positive", "transition", True,
         "every scheduled token count is positive (asserted at admission and at delivery)",
         "sched:1170, sched:2078",

@@ -23,14 +23,15 @@ SAMPLED_PER_STEP = 1  # num_sampled_tokens_per_step for generative models (sched
 
 
 def has_requests(s: View, cfg: Config, ops: Ops):
-    """get_num_unfinished_requests() > 0: running + waiting, minus sessions waiting for
-    input (sched:2803-2811)."""
-    return ops.any(
-        *[
-            ops.any(st == Status.WAITING, st == Status.RUNNING, st == Status.PREEMPTED)
-            for st in (s.status[r] for r in range(cfg.requests))
-        ]
-    )
+    """Scheduler.has_requests(): unfinished requests (running + waiting, minus sessions
+    waiting for input, sched:2803-2811) or finished ids not yet shipped to the runner
+    (sched:2813-2815)."""
+    reqs = range(cfg.requests)
+    unfinished = [
+        ops.any(st == Status.WAITING, st == Status.RUNNING, st == Status.PREEMPTED)
+        for st in (s.status[r] for r in reqs)
+    ]
+    return ops.any(*unfinished, *[s.finished_unshipped[r] for r in reqs])
 
 
 def _front_end_slot(s: View, cfg: Config):
@@ -63,6 +64,8 @@ def init(a: View, nxt: Next, cfg: Config, ops: Ops) -> Effect:
         nxt.drop_stale_output[r] = False
         nxt.is_prefill_chunk[r] = False
         nxt.completed[r] = False
+        nxt.chunked[r] = False
+        nxt.finished_unshipped[r] = False
         nxt.waiting_rank[r] = r
         if cfg.has("stream"):
             nxt.resumable[r] = a.resumable[r]
@@ -223,6 +226,9 @@ def schedule(s: View, a: View, nxt: Next, cfg: Config, ops: Ops) -> Effect:
                 want = ops.ite(pad, 1 + K, want)
             count = ops.min(cap_long_prefill(want), remaining)  # sched:1155-1169
             checks.append(("scheduled-tokens-positive", ops.implies(here, count > 0)))  # sched:1170
+            if K:
+                # the threshold may cut a padded admission below 1 + K (sched:1371-1372)
+                checks.append(("padding-intact", ops.implies(ops.all(here, pad), count == 1 + K)))
             take[r] = ops.any(take[r], here)
             admitted[r] = ops.any(admitted[r], here)
             admit_pos[r] = ops.ite(here, admitted_count, admit_pos[r])
@@ -239,6 +245,8 @@ def schedule(s: View, a: View, nxt: Next, cfg: Config, ops: Ops) -> Effect:
         nxt.status[r] = ops.ite(admitted[r], Status.RUNNING, status[r])
         nxt.running_rank[r] = ops.ite(admitted[r], rank_base + admit_pos[r], s.running_rank[r])
     nxt.next_running_rank = rank_base + admitted_count
+    for r in reqs:
+        nxt.finished_unshipped[r] = False  # shipped in this output, then cleared (sched:1514, sched:1647)
 
     # ---- _update_after_schedule (sched:1616-1648, async:25-57)
     shipped = []
@@ -251,6 +259,7 @@ def schedule(s: View, a: View, nxt: Next, cfg: Config, ops: Ops) -> Effect:
         nxt.num_computed_tokens[r] = ops.ite(take[r], c1, c0)  # sched:1629
         nxt.num_in_flight_tokens[r] = s.num_in_flight_tokens[r] + n[r]  # sched:1630
         nxt.is_prefill_chunk[r] = ops.ite(take[r], chunk, s.is_prefill_chunk[r])
+        nxt.chunked[r] = ops.any(s.chunked[r], ops.all(take[r], chunk))
         nxt.num_output_placeholders[r] = P0 + reserved[r]
         # drafts cleared when scheduled (sched:876); placeholders for the next step
         # when sampled (async:50)
@@ -361,9 +370,11 @@ def deliver(s: View, a: View, nxt: Next, cfg: Config, ops: Ops) -> Effect:
             )
             c = ops.ite(failed, cut, c)
 
-        # in-flight and stale drain, before any skip (sched:2081-2087)
-        nxt.num_in_flight_tokens[r] = s.num_in_flight_tokens[r] - n
-        stale = ops.all(in_step, s.num_stale_output_tokens[r] > 0)
+        # in-flight and stale drain, before any skip (sched:2081-2087); a finished
+        # request is gone from Scheduler.requests (sched:2746-2749), so nothing drains
+        known = status != Status.FINISHED
+        nxt.num_in_flight_tokens[r] = s.num_in_flight_tokens[r] - ops.ite(known, n, 0)
+        stale = ops.all(in_step, known, s.num_stale_output_tokens[r] > 0)
         S = ops.ite(stale, s.num_stale_output_tokens[r] - n, s.num_stale_output_tokens[r])
         checks.append(("stale-count-nonnegative", ops.implies(stale, S >= 0)))
 
@@ -452,6 +463,7 @@ def deliver(s: View, a: View, nxt: Next, cfg: Config, ops: Ops) -> Effect:
             finishing = stopping
         new_status = ops.ite(finishing, Status.FINISHED, new_status)
         completed = ops.any(completed, ops.all(finishing, T - L >= 2))
+        nxt.finished_unshipped[r] = ops.any(s.finished_unshipped[r], finishing)  # _free_request (sched:2736)
 
         nxt.num_computed_tokens[r] = c
         nxt.num_output_placeholders[r] = P
@@ -610,4 +622,5 @@ def abort(s: View, a: View, nxt: Next, cfg: Config, ops: Ops) -> Effect:
         me = a.req == r
         guard.append(ops.implies(me, s.status[r] != Status.FINISHED))
         nxt.status[r] = ops.ite(me, Status.FINISHED, s.status[r])
+        nxt.finished_unshipped[r] = ops.any(s.finished_unshipped[r], me)  # _free_request (sched:2736)
     return Effect(guard=ops.all(*guard))

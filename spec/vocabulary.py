@@ -59,6 +59,7 @@ DECLS: tuple[VarDecl, ...] = (
     VarDecl("pending_update", bool, ("req",), "a streaming update is queued (streaming_queue non-empty; one modelled)", "req:237; sched:2621-2623", when=lambda c: c.has("stream")),
     VarDecl("pending_update_len", int, ("req",), "prompt tokens of the queued update", "sched:1678", when=lambda c: c.has("stream")),
     VarDecl("next_decode_eligible_step", int, ("req",), "V2+PP decode cadence", "req:177; async:52-57; sched:680-684", when=lambda c: c.is_v2 and c.pp > 1),
+    VarDecl("finished_unshipped", bool, ("req",), "in Scheduler.finished_req_ids: finished, not yet sent to the runner", "sched:2736, sched:1647, sched:2813-2815"),
     VarDecl("running_rank", int, ("req",), "order in Scheduler.running (smaller = earlier)", "sched:1345 (append), sched:2295 (remove_all keeps order)"),
     VarDecl("waiting_rank", int, ("req",), "order in its waiting queue (smaller = earlier)", "request_queue.py:78-94 (append / appendleft)"),
     VarDecl("discard_latest_async_tokens", bool, ("req",), "H2: drop the next output frame", "historical (#38624 era)", when=lambda c: c.profile == "h2-reset-discard-flag"),
@@ -95,6 +96,7 @@ DECLS: tuple[VarDecl, ...] = (
     # ---- ghosts ------------------------------------------------------------------------
     VarDecl("epoch", int, ("req",), "bumped at each preemption / resumable stop", "ghost", ghost=True),
     VarDecl("clamp_dropped", int, ("req",), "tokens the clamp dropped so far", "ghost", ghost=True, when=lambda c: c.clamp),
+    VarDecl("chunked", bool, ("req",), "had at least one non-final prefill chunk", "ghost", ghost=True),
     VarDecl("completed", bool, ("req",), "finished by a stop token after decoding", "ghost", ghost=True),
 )
 

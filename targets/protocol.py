@@ -28,6 +28,10 @@ class Outcome:
 
 class Target(Protocol):
     name: str
+    observes_asserts: bool  # True when `fired` reports the target's own assert
+
+    def accepts(self, cfg: Config) -> str | None:
+        """None when the target can run this configuration, else the reason it cannot."""
 
     def reset(self, cfg: Config, init: Mapping[tuple, Any]) -> None:
         """Start a fresh instance for this configuration and the init picks."""

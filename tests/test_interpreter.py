@@ -38,7 +38,9 @@ def test_healthy_path_balances_to_zero_and_completes():
     cfg = Config(name="t", runner="v2", requests=1)
     steps = [("schedule", {"budget": 2}), ("schedule", {"budget": 2}), ("deliver", {}),
              ("schedule", {"budget": 2}), ("deliver", {}), ("schedule", {"budget": 2}),
-             ("deliver", {"stop": [1]}), ("deliver", {})]
+             ("deliver", {"stop": [1]}),
+             # the finished id still has to be shipped: one more (empty) step (sched:2813)
+             ("schedule", {"budget": 2}), ("deliver", {}), ("deliver", {})]
     it, s, res = run(cfg, [3], steps)
     assert all(all(r.checks.values()) for r in res)
     assert req(s, "status") == Status.FINISHED

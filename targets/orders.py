@@ -1,0 +1,32 @@
+"""Queue orders as lists of request ids, derived from a model state.
+
+vLLM keeps order as list positions (Scheduler.running, the waiting queues); the model
+keeps rank numbers. Targets that can show their lists (the vLLM target's `orders()`)
+are compared on these lists, not on rank values.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from spec.config import Config
+from spec.vocabulary import Status
+
+
+def request_id(r: int) -> str:
+    return f"r{r}"
+
+
+def model_orders(cfg: Config, state: Mapping[tuple, Any]) -> dict[str, list[str]]:
+    """Running requests by running_rank; waiting ones (WAITING, PREEMPTED,
+    WAITING_FOR_STREAMING_REQ) holding KV blocks (c > 0) first, then by waiting_rank
+    (sched:915-918)."""
+    reqs = range(cfg.requests)
+    status = {r: state[("status", r)] for r in reqs}
+    running = sorted((r for r in reqs if status[r] == Status.RUNNING), key=lambda r: state[("running_rank", r)])
+    queued = (Status.WAITING, Status.PREEMPTED, Status.WAITING_FOR_STREAMING_REQ)
+    waiting = sorted(
+        (r for r in reqs if status[r] in queued),
+        key=lambda r: (0 if state[("num_computed_tokens", r)] > 0 else 1, state[("waiting_rank", r)]),
+    )
+    return {"running": [request_id(r) for r in running], "waiting": [request_id(r) for r in waiting]}

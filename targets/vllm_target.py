@@ -1,0 +1,456 @@
+"""The vLLM target: the spec's events driven through vLLM 0.32.0's real AsyncScheduler.
+
+Each event goes through vLLM's own code path; where no public path exists, the
+narrowest hook that reproduces what vLLM itself does:
+
+  schedule(budget, ...)   set the step's token budget (scheduler.max_num_scheduled_tokens
+                          and scheduler_config.max_num_batched_tokens, read at
+                          sched:611-614), call schedule(), keep the SchedulerOutput in
+                          our own FIFO (EngineCore's batch_queue, core:753). What the
+                          runner returns for that step is the model's decision: the
+                          target runs the reference interpreter alongside and takes
+                          q_sampled of the new step.
+  deliver(stop, kv_fail)  pop the oldest SchedulerOutput, build a ModelRunnerOutput
+                          (one row per scheduled id, q_sampled tokens each, the stop
+                          token placed so that the stop-th appended token is STOP_ID),
+                          report a KV-load failure as
+                          KVConnectorOutput(invalid_block_ids={...}) (without a
+                          connector recompute_kv_load_failures is True, sched:166),
+                          call update_from_output (core:783).
+  preempt(req, drop)      HOOK (no public path): the two statements schedule() runs on
+                          an allocation failure (sched:834-840): remove the victim from
+                          `scheduler.running` and call
+                          `_preempt_request(victim, t, drop_stale_output=drop)`.
+  reset_prefix_cache      reset_prefix_cache(reset_running_requests=True) (sched:2840).
+  stream_update(req, u)   add_request with the same id and a resumable request of u
+                          prompt tokens (sched:2616-2626).
+  abort(req)              finish_requests("rK", FINISHED_ABORTED) (sched:2649).
+
+An AssertionError raised by vLLM is not propagated: the step returns
+Outcome(fired=<property>) from the assert's file:line, and the case ends (the
+scheduler is half-updated).
+
+`replay(cfg, init, steps, target)` steps the reference interpreter and a target
+together and compares projections after every step.
+"""
+
+from __future__ import annotations
+
+import time
+import traceback
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+from model.interpreter import Interpreter, StepResult, args_for, flat, nested
+from spec.config import Config
+from spec.properties import FATAL
+from spec.vocabulary import Status
+from targets import vllm_env as env
+from targets.protocol import Outcome, Target, TargetUnavailable
+
+# vLLM's asserts that are contract properties: (file, line) -> property
+ASSERTS = {
+    ("async_scheduler.py", 71): "counter-nonnegative",
+    ("scheduler.py", 2087): "stale-count-nonnegative",
+    ("scheduler.py", 2473): "safe-frontier-nonnegative",
+    ("scheduler.py", 1170): "scheduled-tokens-positive",
+    ("scheduler.py", 1372): "padding-intact",
+    ("scheduler.py", 2078): "scheduled-tokens-positive",
+}
+_SCHED_DIR = "/vllm/v1/core/sched/"
+
+# the per-request variables vLLM's Request exposes (spec/vocabulary.py names)
+REQUEST_VARS = (
+    "status", "num_prompt_tokens", "num_tokens", "num_computed_tokens",
+    "num_output_placeholders", "num_in_flight_tokens", "num_stale_output_tokens",
+    "drop_stale_output", "is_prefill_chunk", "num_spec_tokens",
+)
+STREAM_VARS = ("resumable", "pending_update", "pending_update_len")
+QUEUE_VARS = ("q_scheduled", "q_spec", "q_order", "q_admitted")
+
+
+class CaseEnded(RuntimeError):
+    """The target was stepped after an assert fired or vLLM raised."""
+
+
+def assert_site(exc: BaseException) -> tuple[str, int] | None:
+    """(file name, line) of the innermost frame of vLLM's scheduler package."""
+    for frame in reversed(traceback.extract_tb(exc.__traceback__)):
+        path = frame.filename.replace("\\", "/")
+        if _SCHED_DIR in path:
+            return path.rsplit("/", 1)[-1], frame.lineno
+    return None
+
+
+def status_of(status) -> int:
+    """RequestStatus (req:370-386) -> spec.vocabulary.Status."""
+    V = env.load()
+    S = V.RequestStatus
+    if status == S.WAITING:
+        return Status.WAITING
+    if status == S.RUNNING:
+        return Status.RUNNING
+    if status == S.PREEMPTED:
+        return Status.PREEMPTED
+    if status == S.WAITING_FOR_STREAMING_REQ:
+        return Status.WAITING_FOR_STREAMING_REQ
+    if S.is_finished(status):
+        return Status.FINISHED
+    raise ValueError(f"request status {status!r} is outside the contract")
+
+
+def _rid(r: int) -> str:
+    return env.request_id(r)
+
+
+def _index(req_id: str) -> int:
+    return int(req_id[1:])
+
+
+def _named(init_or_args: Mapping) -> bool:
+    return all(isinstance(k, str) for k in init_or_args)
+
+
+class VllmTarget:
+    """Target protocol over vLLM's AsyncScheduler (or the clamp subclass)."""
+
+    name = "vllm"
+
+    def __init__(self, clamp: bool | None = None):
+        """clamp: None follows cfg.clamp; True/False forces the scheduler class
+        (a second arm: the model's projection then differs where the clamp acts)."""
+        env.load()  # TargetUnavailable if vLLM is not importable
+        self.clamp_option = clamp
+        self.cfg: Config | None = None
+
+    # ------------------------------------------------------------------ reset
+    def reset(self, cfg: Config, init: Mapping) -> None:
+        self.cfg = cfg.validate()
+        self.clamp = cfg.clamp if self.clamp_option is None else self.clamp_option
+        self.it = Interpreter(cfg)
+        named = nested(init) if not _named(init) else dict(init)
+        self.prompt_len = list(named["prompt_len"])
+        self.resumable = list(named.get("resumable", [False] * cfg.requests))
+        self.model_state = self.it.initial(**named)
+        self.sched = env.new_scheduler(cfg, clamp=self.clamp)
+        self.requests = []
+        for r in range(cfg.requests):
+            req = env.make_request(r, self.prompt_len[r], cfg.block_size, bool(self.resumable[r]))
+            self.sched.add_request(req)  # sched:2616-2647, in id order
+            self.requests.append(req)
+        self.fifo: deque = deque()  # (SchedulerOutput, {req index: tokens to return})
+        self.ended: str | None = None
+
+    # ------------------------------------------------------------------- step
+    def step(self, event: str, args: Mapping) -> Outcome:
+        if self.ended is not None:
+            raise CaseEnded(f"the case ended at an earlier step ({self.ended})")
+        cfg = self.cfg
+        if _named(args):
+            args = args_for(self.it.event(event), cfg, args)
+        result = self.it.step(self.model_state, event, args)
+        handler = getattr(self, "_" + event)
+        try:
+            observed = handler(args, result)
+        except AssertionError as exc:
+            site = assert_site(exc)
+            prop = ASSERTS.get(site) if site else None
+            self.ended = f"{event}: assert at {site}"
+            self.model_state = result.state
+            if prop is None:
+                # an assert the contract does not name: report it as an error
+                where = f"{site[0]}:{site[1]}" if site else "outside vllm/v1/core/sched"
+                return Outcome(detail=f"unmapped AssertionError at {where}: {exc}",
+                               observed={"error": f"AssertionError at {where}", "assert_site": site})
+            return Outcome(fired=prop, detail=f"{site[0]}:{site[1]} {exc}".strip(),
+                           observed={"assert_site": site})
+        except RuntimeError as exc:
+            if isinstance(exc, CaseEnded):
+                raise
+            # reset_prefix_cache raises after it has preempted every running request
+            # when other blocks are still held (sched:2868-2874); EngineCore returns
+            # that to the caller as a failed utility call (engine/core.py:1739-1751)
+            # and keeps running, so the case goes on. Anything else ends it.
+            if event != "reset_prefix_cache":
+                self.ended = f"{event}: {type(exc).__name__}"
+            self.model_state = result.state
+            return Outcome(detail=f"vLLM raised {type(exc).__name__}: {exc}",
+                           observed={"error": f"{type(exc).__name__}: {exc}"})
+        self.model_state = result.state
+        return Outcome(observed=observed)
+
+    def _schedule(self, args, result: StepResult) -> dict:
+        cfg = self.cfg
+        env.set_budget(self.sched, args[("budget",)])
+        out = self.sched.schedule()
+        pos = result.state[("queue_len",)] - 1
+        returns = {r: result.state[("q_sampled", pos, r)] for r in range(cfg.requests)}
+        self.fifo.append((out, returns))
+        return {
+            "num_scheduled_tokens": dict(out.num_scheduled_tokens),
+            "spec": {k: len(v) for k, v in out.scheduled_spec_decode_tokens.items()},
+            "runner_returns": returns,
+        }
+
+    def _deliver(self, args, result: StepResult) -> dict:
+        V = env.load()
+        cfg = self.cfg
+        out, returns = self.fifo.popleft()
+        req_ids = list(out.num_scheduled_tokens)
+        sampled = []
+        for req_id in req_ids:
+            r = _index(req_id)
+            count = returns.get(r, 0)
+            tokens = [env.SAMPLED_ID] * count
+            stop = args[("stop", r)]
+            if stop:
+                if stop > count:
+                    raise ValueError(f"deliver: stop={stop} for {req_id} but the runner returns {count} tokens")
+                tokens[stop - 1] = env.STOP_ID
+            sampled.append(tokens)
+        kv_output = None
+        if cfg.has("kvfail") and args[("kv_fail_req",)] >= 0:
+            r = args[("kv_fail_req",)]
+            (block_ids,) = self.sched.kv_cache_manager.get_block_ids(_rid(r))
+            index = args[("kv_fail_block",)]
+            if index >= len(block_ids):
+                raise ValueError(f"deliver: {_rid(r)} has {len(block_ids)} blocks, no index {index}")
+            kv_output = V.KVConnectorOutput(invalid_block_ids={block_ids[index]})
+        runner_output = V.ModelRunnerOutput(
+            req_ids=req_ids,
+            req_id_to_index={req_id: i for i, req_id in enumerate(req_ids)},
+            sampled_token_ids=sampled,
+            kv_connector_output=kv_output,
+        )
+        self.sched.update_from_output(out, runner_output)
+        return {"sampled": dict(zip(req_ids, sampled))}
+
+    def _preempt(self, args, result: StepResult) -> dict:
+        cfg = self.cfg
+        victim = self.requests[args[("req",)]]
+        if cfg.has("preempt") and cfg.has("preempt-drop"):
+            drop = bool(args[("drop",)])
+        else:
+            drop = cfg.has("preempt-drop")
+        was_last = bool(self.sched.running) and self.sched.running[-1] is victim
+        # sched:834-840: preempted_req = self.running.pop(); _preempt_request(...)
+        self.sched.running.remove(victim)
+        self.sched._preempt_request(victim, time.monotonic(), drop_stale_output=drop)
+        return {"victim_was_last": was_last, "drop": drop}
+
+    def _reset_prefix_cache(self, args, result: StepResult) -> dict:
+        ok = self.sched.reset_prefix_cache(reset_running_requests=True)
+        return {"reset_successful": ok}
+
+    def _stream_update(self, args, result: StepResult) -> dict:
+        r = args[("req",)]
+        update = env.make_request(r, args[("new_tokens",)], self.cfg.block_size, resumable=True)
+        self.sched.add_request(update)
+        return {}
+
+    def _abort(self, args, result: StepResult) -> dict:
+        V = env.load()
+        done = self.sched.finish_requests(_rid(args[("req",)]), V.RequestStatus.FINISHED_ABORTED)
+        return {"aborted": [q.request_id for q in done]}
+
+    # ---------------------------------------------------------------- project
+    def project(self) -> dict[tuple, Any]:
+        cfg = self.cfg
+        out: dict[tuple, Any] = {}
+        for r, req in enumerate(self.requests):
+            out[("status", r)] = status_of(req.status)
+            out[("num_prompt_tokens", r)] = req.num_prompt_tokens
+            out[("num_tokens", r)] = req.num_tokens
+            out[("num_computed_tokens", r)] = req.num_computed_tokens
+            out[("num_output_placeholders", r)] = req.num_output_placeholders
+            out[("num_in_flight_tokens", r)] = req.num_in_flight_tokens
+            out[("num_stale_output_tokens", r)] = req.num_stale_output_tokens
+            out[("drop_stale_output", r)] = bool(req.drop_stale_output)
+            out[("is_prefill_chunk", r)] = bool(req.is_prefill_chunk)
+            out[("num_spec_tokens", r)] = len(req.spec_token_ids)
+            if cfg.has("stream"):
+                queue = req.streaming_queue or ()
+                out[("resumable", r)] = bool(req.resumable)
+                out[("pending_update", r)] = len(queue) > 0
+                first = queue[0] if queue else None
+                out[("pending_update_len", r)] = (
+                    len(first.prompt_token_ids or ()) if first is not None else 0
+                )
+            if cfg.is_v2 and cfg.pp > 1:
+                out[("next_decode_eligible_step", r)] = req.next_decode_eligible_step
+            if cfg.clamp and self.clamp:
+                out[("clamp_dropped", r)] = self.sched.clamp_dropped.get(_rid(r), 0)
+        if cfg.is_v2 and cfg.pp > 1:
+            out[("current_step",)] = self.sched.current_step
+        out[("queue_len",)] = len(self.fifo)
+        # the in-flight steps, oldest first; unused positions read 0 as in the model
+        for i in range(cfg.queue_depth):
+            so = self.fifo[i][0] if i < len(self.fifo) else None
+            order = list(so.num_scheduled_tokens) if so is not None else []
+            admitted = set()
+            if so is not None:
+                admitted = {d.req_id for d in so.scheduled_new_reqs}
+                admitted |= set(so.scheduled_cached_reqs.resumed_req_ids)
+            for r in range(cfg.requests):
+                rid = _rid(r)
+                n = so.num_scheduled_tokens.get(rid, 0) if so is not None else 0
+                out[("q_scheduled", i, r)] = n
+                out[("q_spec", i, r)] = (
+                    len(so.scheduled_spec_decode_tokens.get(rid, ())) if so is not None else 0
+                )
+                out[("q_order", i, r)] = order.index(rid) if rid in order else 0
+                out[("q_admitted", i, r)] = rid in admitted
+        return out
+
+    def engine_view(self) -> dict[str, Any]:
+        """What EngineCore.step_with_batch_queue decides with (core:724, core:754-756):
+        whether the scheduler has requests (unfinished ones, or finished ids not yet
+        shipped; sched:2813-2838)."""
+        return {"has_requests": bool(self.sched.has_requests())}
+
+    def orders(self) -> dict[str, list[str]]:
+        """The order of Scheduler.running, and of the waiting queues as the waiting
+        loop drains them (kv_holding_waiting first, then waiting; sched:915-918)."""
+        return {
+            "running": [q.request_id for q in self.sched.running],
+            "waiting": [q.request_id for q in self.sched.kv_holding_waiting]
+            + [q.request_id for q in self.sched.waiting],
+        }
+
+
+# --------------------------------------------------------------------- orders
+
+
+def model_orders(cfg: Config, state: Mapping[tuple, Any]) -> dict[str, list[str]]:
+    """The same order lists, derived from a model state's rank keys: running requests
+    by running_rank; waiting ones (WAITING, PREEMPTED, WAITING_FOR_STREAMING_REQ)
+    holding KV blocks (c > 0) first, then by waiting_rank."""
+    reqs = range(cfg.requests)
+    st = lambda r: state[("status", r)]  # noqa: E731
+    running = sorted((r for r in reqs if st(r) == Status.RUNNING), key=lambda r: state[("running_rank", r)])
+    queued = (Status.WAITING, Status.PREEMPTED, Status.WAITING_FOR_STREAMING_REQ)
+    waiting = sorted(
+        (r for r in reqs if st(r) in queued),
+        key=lambda r: (0 if state[("num_computed_tokens", r)] > 0 else 1, state[("waiting_rank", r)]),
+    )
+    return {"running": [_rid(r) for r in running], "waiting": [_rid(r) for r in waiting]}
+
+
+# --------------------------------------------------------------------- replay
+
+
+class Divergence(AssertionError):
+    """The target and the reference interpreter disagree after a step."""
+
+    def __init__(self, message: str, step: int, event: str, diff: dict):
+        super().__init__(message)
+        self.step = step
+        self.event = event
+        self.diff = diff
+
+
+@dataclass
+class ReplayResult:
+    steps_run: int
+    fired: str | None  # fatal property that fired (on both sides), if any
+    spec_state: dict
+    target_state: dict
+    outcomes: list[Outcome] = field(default_factory=list)
+
+
+def _normalise_init(cfg: Config, init: Mapping) -> dict[str, Any]:
+    return dict(init) if _named(init) else nested(init)
+
+
+def _fmt_args(args: Mapping) -> str:
+    return repr(nested(args)) if args and not _named(args) else repr(dict(args))
+
+
+def _diff_message(step: int, event: str, args, diff: dict) -> str:
+    lines = [f"divergence after step {step}: {event}({_fmt_args(args)})",
+             f"{'key':<40} {'spec':>14} {'target':>14}"]
+    for key, (a, b) in diff.items():
+        lines.append(f"{str(key):<40} {str(a):>14} {str(b):>14}")
+    return "\n".join(lines)
+
+
+def compare(cfg: Config, spec_state: Mapping, target: Target, ignore=None) -> dict:
+    """{key: (spec, target)} for every projected key that differs, plus the orders.
+    ignore(key, spec_value, target_value, spec_state) -> True masks a known difference."""
+    projected = target.project()
+    diff = {k: (spec_state.get(k), v) for k, v in projected.items() if spec_state.get(k) != v}
+    if ignore is not None:
+        diff = {k: d for k, d in diff.items() if not ignore(k, d[0], d[1], spec_state)}
+    if hasattr(target, "orders"):
+        mine, theirs = model_orders(cfg, spec_state), target.orders()
+        for name in ("running", "waiting"):
+            if mine[name] != theirs[name]:
+                diff[(f"order:{name}",)] = (mine[name], theirs[name])
+    return diff
+
+
+def model_engine_view(cfg: Config, state: Mapping) -> dict[str, Any]:
+    """The model's counterpart of VllmTarget.engine_view (spec.scheduler.has_requests)."""
+    from spec.ops import INT_OPS
+    from spec.scheduler import has_requests
+    from spec.state import View
+
+    return {"has_requests": bool(has_requests(View(cfg, state), cfg, INT_OPS))}
+
+
+def replay(cfg: Config, init: Mapping, steps: Sequence[tuple[str, Mapping]],
+           target: Target | None = None, ignore=None, engine: bool = False) -> ReplayResult:
+    """Step the reference interpreter and the target together; after every step
+    compare the projections (and the queue orders). Raises Divergence (an
+    AssertionError) with a spec/target diff, the step index and the event.
+
+    A fatal property ends the trace: the model's failed fatal checks must contain the
+    property whose vLLM assert fired, and vice versa. `ignore` masks known
+    differences (see compare); the fuzzer uses it to look past them. engine=True also
+    compares what the engine loop decides with (has_requests), which is not a spec
+    variable: a difference there means the model's schedule/deliver guards admit an
+    order EngineCore would not take."""
+    cfg = cfg.validate()
+    target = target if target is not None else VllmTarget()
+    it = Interpreter(cfg)
+    named_init = _normalise_init(cfg, init)
+    state = it.initial(**named_init)
+    target.reset(cfg, named_init)
+    diff = compare(cfg, state, target, ignore)
+    if diff:
+        raise Divergence(_diff_message(-1, "init", named_init, diff), -1, "init", diff)
+    outcomes = []
+    for index, (event, args) in enumerate(steps):
+        flat_args = args_for(it.event(event), cfg, args) if _named(args) else dict(args)
+        result = it.step(state, event, flat_args)
+        state = result.state
+        outcome = target.step(event, flat_args)
+        outcomes.append(outcome)
+        model_fatal = [p for p in result.failed() if p in FATAL]
+        if outcome.fired or model_fatal:
+            if outcome.fired not in model_fatal:
+                diff = {("fired",): (model_fatal or None, outcome.fired)}
+                raise Divergence(_diff_message(index, event, flat_args, diff) + f"\n{outcome.detail}",
+                                 index, event, diff)
+            return ReplayResult(index + 1, outcome.fired, state, {}, outcomes)
+        diff = {}
+        if "error" in outcome.observed:
+            error = outcome.observed["error"]
+            if ignore is None or not ignore(("error",), None, error, state):
+                diff[("error",)] = (None, error)
+        diff.update(compare(cfg, state, target, ignore))
+        if engine and hasattr(target, "engine_view"):
+            mine, theirs = model_engine_view(cfg, state), target.engine_view()
+            for k in mine:
+                if mine[k] != theirs[k] and (ignore is None or not ignore((k,), mine[k], theirs[k], state)):
+                    diff[(k,)] = (mine[k], theirs[k])
+        if diff:
+            raise Divergence(_diff_message(index, event, flat_args, diff), index, event, diff)
+    return ReplayResult(len(steps), None, state, target.project(), outcomes)
+
+
+__all__ = [
+    "ASSERTS", "CaseEnded", "Divergence", "ReplayResult", "TargetUnavailable", "VllmTarget",
+    "assert_site", "compare", "flat", "model_orders", "replay", "status_of",
+]

@@ -1,0 +1,429 @@
+"""The vLLM target against the reference interpreter, on hand-written traces.
+
+Every trace is replayed with targets.vllm_target.replay, which compares vLLM's
+scheduler with the model after every step (all projected variables, the running and
+waiting orders, and which fatal assert fires). The explicit asserts on top pin what
+vLLM 0.32.0 itself did, so a test still says something if the model changes.
+
+vLLM is imported once per session; a fresh scheduler is built per case.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+from model.interpreter import nested  # noqa: E402
+from spec.config import Config  # noqa: E402
+from spec.vocabulary import Status  # noqa: E402
+from targets import vllm_env  # noqa: E402
+
+_OK, _WHY = vllm_env.available()
+if not _OK:
+    pytest.skip(f"vLLM target not available: {_WHY}", allow_module_level=True)
+
+from targets.fuzz import KNOWN, ignore_known, random_trace  # noqa: E402
+from targets.vllm_target import (  # noqa: E402
+    ASSERTS,
+    CaseEnded,
+    Divergence,
+    VllmTarget,
+    model_orders,
+    replay,
+)
+
+F = frozenset
+W, RUN, PRE, WSTREAM, FIN = (Status.WAITING, Status.RUNNING, Status.PREEMPTED,
+                             Status.WAITING_FOR_STREAMING_REQ, Status.FINISHED)
+SCHED = "schedule"
+DELIVER = "deliver"
+
+
+@pytest.fixture(scope="module")
+def target():
+    return VllmTarget()
+
+
+def walk(target, cfg, init, steps, ignore=None):
+    """Replay (spec == vLLM after every step), then step the target again and return
+    its projection (nested) after each step, for explicit checks."""
+    result = replay(cfg, init, steps, target, ignore=ignore)
+    target.reset(cfg, init)
+    views = []
+    for event, args in steps:
+        outcome = target.step(event, args)
+        views.append((outcome, nested(target.project())))
+    return result, views
+
+
+def at(views, i, name):
+    return views[i][1][name]
+
+
+# ----------------------------------------------------------------- healthy path
+
+
+@pytest.mark.parametrize("runner", ["v1", "v2"])
+def test_healthy_chunked_prefill_decode_stop(target, runner):
+    cfg = Config("healthy", runner=runner, requests=1)
+    steps = [
+        (SCHED, {"budget": 64}),  # chunk 1: 64 of 100
+        (SCHED, {"budget": 64}),  # final chunk: 36, reserves 1
+        (DELIVER, {}),  # chunk 1: the runner discards
+        (SCHED, {"budget": 64}),  # decode
+        (DELIVER, {}),  # final chunk's token
+        (SCHED, {"budget": 64}),
+        (DELIVER, {"stop": [1]}),  # the stop token
+        (SCHED, {"budget": 64}),  # empty: ships the finished id (sched:2813-2815)
+        (DELIVER, {}),  # the last step, for a finished request
+        (DELIVER, {}),  # the empty step
+    ]
+    result, v = walk(target, cfg, {"prompt_len": [100]}, steps)
+    assert result.fired is None and result.steps_run == len(steps)
+    assert at(v, 0, "num_computed_tokens") == [64]
+    assert at(v, 0, "is_prefill_chunk") == [True]
+    assert at(v, 0, "num_output_placeholders") == [0]
+    assert at(v, 1, "num_computed_tokens") == [100]
+    assert at(v, 1, "is_prefill_chunk") == [False]
+    assert at(v, 1, "num_output_placeholders") == [1]
+    assert at(v, 2, "num_tokens") == [100]  # nothing delivered for the chunk
+    assert at(v, 4, "num_tokens") == [101]
+    assert at(v, 6, "status") == [FIN]
+    assert at(v, 6, "num_tokens") == [102]
+    assert at(v, 9, "queue_len") == 0
+    assert v[0][0].observed["runner_returns"] == {0: 0}
+    assert v[1][0].observed["runner_returns"] == {0: 1}
+
+
+def test_two_requests_share_the_budget(target):
+    cfg = Config("share", runner="v1", long_prefill_threshold=5)
+    steps = [(SCHED, {"budget": 8}), (SCHED, {"budget": 8}), (DELIVER, {}),
+             (SCHED, {"budget": 8}), (DELIVER, {}), (SCHED, {"budget": 8}), (DELIVER, {})]
+    result, v = walk(target, cfg, {"prompt_len": [12, 9]}, steps)
+    # the threshold caps each request at 5 while two are eligible (sched:708-709)
+    assert v[0][0].observed["num_scheduled_tokens"] == {"r0": 5, "r1": 3}
+    assert result.target_state[("status", 0)] == RUN
+
+
+# ----------------------------------------------------------------- the seed's trigger
+
+
+def test_seed_synthetic_trigger_fires_counter_assert(target):
+    """A runner that samples a non-final prefill chunk (V2 reading a stale slot)
+    drives num_output_placeholders to -1: the assert at async_scheduler.py:71."""
+    cfg = Config("seed", runner="v2", requests=1, faults=F({"stale-slot-read"}))
+    steps = [
+        (SCHED, {"budget": 64, "stale_read": [True]}),  # chunk 1 sampled anyway
+        (SCHED, {"budget": 64}),  # chunk 2: still a chunk, reserves nothing
+        (DELIVER, {}),  # chunk 1's token: P = 0 - 1
+    ]
+    result = replay(cfg, {"prompt_len": [200]}, steps, target)
+    assert result.fired == "counter-nonnegative"
+    assert result.outcomes[-1].observed["assert_site"] == ("async_scheduler.py", 71)
+    with pytest.raises(CaseEnded):
+        target.step(SCHED, {"budget": 1})
+
+
+def test_seed_trigger_is_absorbed_by_a_final_chunk(target):
+    """In engine order the stray token of a two-chunk prompt consumes the final
+    chunk's placeholder silently; the counters stay non-negative (but the response
+    got a token sampled from an incomplete prompt)."""
+    cfg = Config("seed2", runner="v2", requests=1, faults=F({"stale-slot-read"}))
+    steps = [(SCHED, {"budget": 64, "stale_read": [True]}), (SCHED, {"budget": 64}),
+             (DELIVER, {}), (SCHED, {"budget": 64}), (DELIVER, {})]
+    result, v = walk(target, cfg, {"prompt_len": [100]}, steps)
+    assert result.fired is None
+    assert at(v, 2, "num_tokens") == [101]  # the stray token was appended
+    assert at(v, 2, "num_output_placeholders") == [0]
+
+
+# ----------------------------------------------------------------- preemption
+
+
+def test_preempt_deliver_mode(target):
+    cfg = Config("pre", runner="v1", events=F({"preempt", "preempt-drop"}))
+    steps = [(SCHED, {"budget": 8}), (SCHED, {"budget": 8}), (DELIVER, {}),
+             ("preempt", {"req": 1, "drop": False}),
+             (SCHED, {"budget": 8}),  # r1 not resumed: deliverable stale output
+             (DELIVER, {}),  # the stale step: appended, counters untouched
+             (SCHED, {"budget": 8}),  # r1 resumed: recomputes all 6 tokens
+             (DELIVER, {})]
+    result, v = walk(target, cfg, {"prompt_len": [4, 4]}, steps)
+    assert at(v, 3, "status") == [RUN, PRE]
+    assert at(v, 3, "num_computed_tokens")[1] == 0
+    assert at(v, 3, "num_output_placeholders")[1] == 0
+    assert at(v, 3, "num_stale_output_tokens")[1] == 1
+    assert at(v, 3, "drop_stale_output")[1] is False
+    assert "r1" not in v[4][0].observed["num_scheduled_tokens"]
+    assert at(v, 5, "num_tokens")[1] == 6  # stale token delivered
+    assert at(v, 5, "num_stale_output_tokens")[1] == 0
+    assert v[6][0].observed["num_scheduled_tokens"]["r1"] == 6
+    assert at(v, 6, "status") == [RUN, RUN]
+
+
+@pytest.mark.parametrize("runner", ["v1", "v2"])
+def test_preempt_drop_mode(target, runner):
+    cfg = Config("pre-drop", runner=runner, events=F({"preempt", "preempt-drop"}))
+    steps = [(SCHED, {"budget": 8}), (SCHED, {"budget": 8}), (DELIVER, {}),
+             ("preempt", {"req": 1, "drop": True}),
+             (SCHED, {"budget": 8}),  # drop mode: resumed at once
+             (DELIVER, {}),  # the stale step: dropped
+             (SCHED, {"budget": 8}), (DELIVER, {})]
+    result, v = walk(target, cfg, {"prompt_len": [4, 4]}, steps)
+    assert at(v, 3, "drop_stale_output")[1] is True
+    assert v[4][0].observed["num_scheduled_tokens"]["r1"] == 5
+    assert at(v, 4, "q_admitted")[1][1] is True
+    assert at(v, 5, "num_tokens")[1] == 5  # nothing appended
+    assert at(v, 5, "num_stale_output_tokens")[1] == 0
+    assert at(v, 7, "num_tokens")[1] == 6
+
+
+def test_preempt_orders_three_requests(target):
+    cfg = Config("pre3", runner="v1", requests=3, events=F({"preempt"}))
+    steps = [(SCHED, {"budget": 30}), (SCHED, {"budget": 30}), (DELIVER, {}),
+             ("preempt", {"req": 2}), (SCHED, {"budget": 30}), (DELIVER, {}),
+             ("preempt", {"req": 1}), (SCHED, {"budget": 30}), (DELIVER, {}),
+             (SCHED, {"budget": 30})]
+    result, v = walk(target, cfg, {"prompt_len": [3, 4, 5]}, steps)
+    assert at(v, 6, "status") == [RUN, PRE, PRE]
+    # r1 was prepended last, so it is first in `waiting`; it waits for its stale
+    # output, r2 is resumed first and re-enters `running` before r1
+    assert v[7][0].observed["num_scheduled_tokens"] == {"r0": 1, "r2": 7}
+    orders = target.orders()
+    assert orders == model_orders(cfg, result.spec_state)
+    assert orders["running"] == ["r0", "r2", "r1"]
+
+
+# ----------------------------------------------------------------- reset_prefix_cache
+
+
+def test_reset_prefix_cache_preempts_all_drop_mode(target):
+    cfg = Config("reset", runner="v1", events=F({"reset"}))
+    steps = [(SCHED, {"budget": 20}), (SCHED, {"budget": 20}), (DELIVER, {}),
+             ("reset_prefix_cache", {}), (SCHED, {"budget": 20}), (DELIVER, {})]
+    result, v = walk(target, cfg, {"prompt_len": [4, 6]}, steps)
+    assert v[3][0].observed["reset_successful"] is True
+    assert at(v, 3, "status") == [PRE, PRE]
+    assert at(v, 3, "drop_stale_output") == [True, True]
+    assert at(v, 3, "num_stale_output_tokens") == [1, 1]
+    assert v[3][1]["num_output_placeholders"] == [0, 0]
+    # both resumed in the next step, in their running order
+    assert v[4][0].observed["num_scheduled_tokens"] == {"r0": 5, "r1": 7}
+    assert at(v, 5, "num_tokens") == [5, 7]  # the stale step was dropped
+
+
+def test_reset_fails_while_a_session_holds_blocks(target):
+    """Known divergence 'reset-held-blocks': vLLM preempts the running requests, then
+    raises because a streaming session waiting for input still holds KV blocks."""
+    cfg = Config("reset-stream", runner="v1", events=F({"stream", "reset"}))
+    init = {"prompt_len": [3, 3], "resumable": [True, False]}
+    steps = [(SCHED, {"budget": 10}), (SCHED, {"budget": 10}),
+             (DELIVER, {"stop": [1, 0]}), ("reset_prefix_cache", {})]
+    with pytest.raises(Divergence) as info:
+        replay(cfg, init, steps, target)
+    assert info.value.event == "reset_prefix_cache"
+    assert "Failed to reset KV cache" in str(info.value)
+    # the state after the failed call matches the model's successful reset
+    result = replay(cfg, init, steps + [(SCHED, {"budget": 10})], target,
+                    ignore=ignore_known(["reset-held-blocks"]))
+    assert result.spec_state[("status", 0)] == WSTREAM
+
+
+# ----------------------------------------------------------------- streaming sessions
+
+
+def test_streaming_session_stop_and_update(target):
+    cfg = Config("stream", runner="v1", events=F({"stream"}))
+    steps = [(SCHED, {"budget": 20}), (SCHED, {"budget": 20}), (DELIVER, {}),
+             (SCHED, {"budget": 20}),
+             (DELIVER, {"stop": [1, 0]}),  # r0's turn ends
+             ("stream_update", {"req": 0, "new_tokens": 3}),  # applied at once
+             (SCHED, {"budget": 20}), (DELIVER, {}),
+             ("stream_update", {"req": 0, "new_tokens": 2}),  # queued
+             (SCHED, {"budget": 20}),
+             (DELIVER, {"stop": [1, 0]})]  # stop applies the queued update
+    result, v = walk(target, cfg, {"prompt_len": [4, 4], "resumable": [True, False]}, steps)
+    assert at(v, 4, "status") == [WSTREAM, RUN]
+    assert at(v, 4, "num_computed_tokens")[0] == 5  # safe frontier c - P = 6 - 1
+    assert at(v, 4, "num_output_placeholders")[0] == 0
+    assert at(v, 4, "drop_stale_output")[0] is True
+    assert at(v, 4, "num_stale_output_tokens")[0] == 1
+    assert at(v, 5, "status")[0] == W
+    assert at(v, 5, "num_tokens")[0] == 8  # 5 kept + 3 new
+    assert at(v, 5, "num_prompt_tokens")[0] == 8
+    assert v[6][0].observed["num_scheduled_tokens"]["r0"] == 3
+    assert at(v, 8, "pending_update")[0] is True
+    assert at(v, 8, "pending_update_len")[0] == 2
+    assert at(v, 10, "status")[0] == W
+    assert at(v, 10, "num_tokens")[0] == 10
+    assert at(v, 10, "pending_update")[0] is False
+
+
+# ----------------------------------------------------------------- abort
+
+
+def test_abort_skips_later_deliveries(target):
+    cfg = Config("abort", runner="v1", events=F({"abort"}))
+    # abort lands between engine steps, while the queue has room
+    steps = [(SCHED, {"budget": 10}), (SCHED, {"budget": 10}), (DELIVER, {}),
+             ("abort", {"req": 1}), (SCHED, {"budget": 10}), (DELIVER, {})]
+    result, v = walk(target, cfg, {"prompt_len": [3, 3]}, steps)
+    assert v[3][0].observed["aborted"] == ["r1"]
+    assert at(v, 3, "status") == [RUN, FIN]
+    assert "r1" not in v[4][0].observed["num_scheduled_tokens"]
+    assert at(v, 5, "num_tokens")[1] == 4  # its in-flight token was not appended
+    # vLLM forgets a finished request (sched:2746-2749): its in-flight count is never
+    # drained, in the model too (found by the fuzzer as divergence "finished-drain")
+    assert at(v, 5, "num_in_flight_tokens")[1] == 1
+
+
+# ----------------------------------------------------------------- KV-load failure
+
+
+KV_TRACE = [
+    (SCHED, {"budget": 5}),  # r0 admitted: a 5-token chunk (the step that "loaded")
+    (SCHED, {"budget": 1}),
+    (DELIVER, {"kv_fail_req": 0, "kv_fail_block": 0}),  # block 0 failed: c := 0
+    (SCHED, {"budget": 7}),  # re-prefill on the cached path
+    (DELIVER, {}),
+    (SCHED, {"budget": 4}),
+    (DELIVER, {}),
+]
+
+
+def test_kv_load_failure_recompute_v1(target):
+    cfg = Config("kv-v1", runner="v1", events=F({"kvfail"}), block_size=4)
+    result, v = walk(target, cfg, {"prompt_len": [13, 4]}, KV_TRACE)
+    assert result.fired is None
+    assert at(v, 2, "num_computed_tokens")[0] == 0  # rolled back to block 0
+    assert at(v, 2, "status")[0] == RUN  # stays in `running`
+    assert at(v, 2, "num_tokens")[0] == 13
+    assert v[3][0].observed["num_scheduled_tokens"]["r0"] == 7
+    assert v[3][0].observed["runner_returns"][0] == 0  # V1 discards the re-prefill chunk
+
+
+def test_kv_load_failure_recompute_v2_underflows(target):
+    """V2's slot (num_computed, prefill_len) is not rolled back on the cached path:
+    the re-prefill chunk reaches prefill_len, is sampled, and the delivery finds no
+    placeholder (§3.3 of the contract notes) -- both sides fire the same assert."""
+    cfg = Config("kv-v2", runner="v2", events=F({"kvfail"}), block_size=4)
+    result = replay(cfg, {"prompt_len": [13, 4]}, KV_TRACE, target)
+    assert result.fired == "counter-nonnegative"
+    assert result.steps_run == len(KV_TRACE)
+    assert result.outcomes[3].observed["runner_returns"][0] == 1
+
+
+# ----------------------------------------------------------------- spec decode
+
+
+@pytest.mark.parametrize("runner", ["v1", "v2"])
+def test_spec_decode_with_rejections(target, runner):
+    cfg = Config("spec", runner=runner, requests=1, spec_tokens=2)
+    steps = [
+        (SCHED, {"budget": 10}),  # prefill, reserves 1, two draft placeholders
+        (SCHED, {"budget": 10, "accepted": [0]}),  # 1 + 2 drafts, none accepted
+        (DELIVER, {}),
+        (SCHED, {"budget": 10, "accepted": [2]}),
+        (DELIVER, {}),  # 2 drafts rejected: c and P roll back by 2
+        (SCHED, {"budget": 10, "accepted": [1]}),
+        (DELIVER, {}),  # all accepted: 3 tokens
+        (SCHED, {"budget": 10}),
+        (DELIVER, {}),  # one rejected
+    ]
+    result, v = walk(target, cfg, {"prompt_len": [3]}, steps)
+    assert result.fired is None
+    assert at(v, 0, "num_spec_tokens") == [2]
+    assert v[1][0].observed["spec"] == {"r0": 2}
+    assert at(v, 1, "num_output_placeholders") == [4]
+    assert at(v, 1, "num_computed_tokens") == [6]
+    assert at(v, 4, "num_computed_tokens") == [7]
+    assert at(v, 4, "num_tokens") == [5]
+    assert at(v, 6, "num_tokens") == [8]
+
+
+def test_padded_admission_cut_by_the_threshold_asserts_in_vllm(target):
+    """A 1-token admission is padded to 1 + K drafts (sched:1134-1153), then cut by
+    long_prefill_token_threshold (sched:1155-1156); vLLM asserts the padded size at
+    sched:1372 and the engine dies. The fuzzer found this as a divergence; the model
+    now checks it as the fatal property padding-intact, and both sides fire."""
+    cfg = Config("pad-thr", runner="v1", spec_tokens=2, long_prefill_threshold=2)
+    steps = [(SCHED, {"budget": 2}), (SCHED, {"budget": 10})]
+    result = replay(cfg, {"prompt_len": [2, 1]}, steps, target)
+    assert result.steps_run == 2
+    assert result.fired == "padding-intact"
+
+
+def test_engine_loop_schedules_once_more_after_the_last_finish(target):
+    """Once every request has finished, vLLM's has_requests() stays True until the
+    next schedule() ships finished_req_ids (sched:2813-2815), so EngineCore schedules
+    an empty step first. The fuzzer found this as divergence "engine-finished-ids";
+    the model now tracks finished_unshipped, and the engine views agree."""
+    cfg = Config("engine", runner="v1", events=F({"abort"}))
+    steps = [("abort", {"req": 0}), ("abort", {"req": 1}), (SCHED, {"budget": 1})]
+    result = replay(cfg, {"prompt_len": [1, 1]}, steps, target, engine=True)
+    assert result.steps_run == 3
+    assert target.engine_view() == {"has_requests": False}
+
+
+# ----------------------------------------------------------------- pipeline parallel
+
+
+def test_v2_pp2_decode_cadence(target):
+    cfg = Config("pp2", runner="v2", pp=2)
+    steps = [(SCHED, {"budget": 10}), (SCHED, {"budget": 10}), (SCHED, {"budget": 10}),
+             (DELIVER, {}), (SCHED, {"budget": 10}), (DELIVER, {})]
+    result, v = walk(target, cfg, {"prompt_len": [2, 3]}, steps)
+    assert target.sched.decode_stagger == 2
+    assert v[1][0].observed["num_scheduled_tokens"] == {}  # not yet eligible
+    assert at(v, 0, "next_decode_eligible_step") == [3, 3]
+
+
+# ----------------------------------------------------------------- the mapping itself
+
+
+def test_assert_sites_are_asserts_in_the_installed_vllm():
+    import vllm.v1.core.sched.scheduler as sched_mod
+
+    base = Path(sched_mod.__file__).parent
+    for (name, line), prop in ASSERTS.items():
+        text = (base / name).read_text().splitlines()[line - 1].strip()
+        assert text.startswith("assert "), f"{name}:{line} is {text!r}, not an assert ({prop})"
+
+
+@pytest.mark.parametrize("profile,events,steps,init", [
+    ("h1-preempt-keeps-placeholders", {"preempt"},
+     [(SCHED, {"budget": 8}), (SCHED, {"budget": 8}), (DELIVER, {}), ("preempt", {"req": 1})],
+     {"prompt_len": [4, 4]}),
+    ("h2-reset-discard-flag", {"reset"},
+     [(SCHED, {"budget": 8}), (SCHED, {"budget": 8}), (DELIVER, {}), ("reset_prefix_cache", {})],
+     {"prompt_len": [4, 4]}),
+    ("h3-reset-discard-counter", {"reset"},
+     [(SCHED, {"budget": 8}), (SCHED, {"budget": 8}), (DELIVER, {}), ("reset_prefix_cache", {})],
+     {"prompt_len": [4, 4]}),
+    ("h4-stream-no-rollback", {"stream"},
+     [(SCHED, {"budget": 8}), (SCHED, {"budget": 8}), (DELIVER, {}), (SCHED, {"budget": 8}),
+      (DELIVER, {"stop": [1, 0]})],
+     {"prompt_len": [4, 4], "resumable": [True, False]}),
+])
+def test_historical_profiles_are_told_apart(target, profile, events, steps, init):
+    """The comparison is sensitive: each historical profile swaps one mechanism of
+    0.32.0 back, and the replay catches it at the step that uses it."""
+    cfg = Config(profile, runner="v1", profile=profile, events=F(events))
+    with pytest.raises(Divergence) as info:
+        replay(cfg, init, steps, target)
+    assert info.value.step == len(steps) - 1
+
+
+def test_random_traces_agree_on_core_config(target):
+    import random
+
+    cfg = Config("fuzz-small", runner="v1", spec_tokens=1, events=F({"preempt", "reset"}))
+    for seed in range(15):
+        init, steps, _ = random_trace(cfg, random.Random(seed), 25)
+        replay(cfg, init, steps, target, ignore=ignore_known(list(KNOWN)))
