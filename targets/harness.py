@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from model.interpreter import Disabled, Interpreter, args_for, nested
+from model.interpreter import Disabled, Interpreter, args_for, flat, nested
 from spec.config import Config
 from spec.properties import FATAL, PROPERTIES
 from targets.protocol import Target, TargetUnavailable
@@ -31,8 +31,8 @@ class Expect:
     """What one arm of a case does, as the model predicts it."""
 
     runs: int  # steps that run (the replay stops at a fatal assert or a disabled step)
-    fired: tuple | None = None  # (property, step index) of the fatal assert, if any
-    violations: tuple = ()  # step indices at which the case's property fails
+    fired: tuple | None = None  # (property, step) of the fatal assert, if any; steps count from 1
+    violations: tuple = ()  # steps at which the case's property fails
     dropped: int = 0  # tokens the clamp dropped
     completed: bool = False  # some request finished on a stop token after decoding
 
@@ -86,10 +86,10 @@ def predict(case_property: str | None, cfg: Config, init: Mapping, steps) -> Exp
         state = result.state
         runs = index + 1
         if case_property and _violates(it, result, case_property):
-            violations.append(index)
+            violations.append(index + 1)
         fatal = [p for p in result.failed() if p in FATAL]
         if fatal:
-            fired = (fatal[0], index)
+            fired = (fatal[0], index + 1)
             break
     view = nested(state)
     dropped = sum(view.get("clamp_dropped", [0]))
@@ -119,7 +119,8 @@ def replay_case(case: Case, target: Target) -> list[str]:
         cfg = case.config_for(overrides)
         reason = target.accepts(cfg) if hasattr(target, "accepts") else None
         if reason:
-            reasons.append(f"{label}: {reason}")
+            if reason not in reasons:
+                reasons.append(reason)
             continue
         observed = _replay_arm(case, label, cfg, target)
         if observed != expected:
@@ -130,15 +131,25 @@ def replay_case(case: Case, target: Target) -> list[str]:
             )
         ran.append(label)
     if not ran:
-        raise TargetUnavailable("; ".join(reasons) or f"{target.name} runs no arm of this case")
+        raise TargetUnavailable("; ".join(reasons) or "it runs no arm of this case")
     return ran
+
+
+def check_case(case: Case, target: Target) -> None:
+    """What a generated test calls: replay, or skip with the reason the target gives."""
+    import pytest
+
+    try:
+        replay_case(case, target)
+    except TargetUnavailable as exc:
+        pytest.skip(f"{target.name}: {exc}")
 
 
 def _replay_arm(case: Case, label: str, cfg: Config, target: Target) -> Expect:
     it = Interpreter(cfg)
     state = it.initial(**case.init)
-    target.reset(cfg, dict(case.init))
-    _compare(case, label, cfg, target, state, -1, "init", case.init)
+    target.reset(cfg, flat(case.init))  # the protocol takes flat keys
+    _compare(case, label, cfg, target, state, 0, "init", case.init)
     violations, fired, runs = [], None, 0
     for index, (event, named) in enumerate(case.steps):
         args = args_for(it.event(event), cfg, named)
@@ -149,31 +160,31 @@ def _replay_arm(case: Case, label: str, cfg: Config, target: Target) -> Expect:
         outcome = target.step(event, args)
         runs = index + 1
         if case.property and _violates(it, result, case.property):
-            violations.append(index)
+            violations.append(index + 1)
         model_fatal = [p for p in result.failed() if p in FATAL]
         if getattr(target, "observes_asserts", False) and (outcome.fired or model_fatal):
             if outcome.fired not in model_fatal:
                 raise Divergence(
-                    f"{case.name} [{label}] on {target.name}, step {index} {event}{named}: "
+                    f"{case.name} [{label}] on {target.name}, step {index + 1} {event}{named}: "
                     f"spec fires {model_fatal or 'nothing'}, target fires {outcome.fired or 'nothing'}\n"
                     f"{outcome.detail}\nreplay: {replay_command(case, target.name)}"
                 )
         mismatches = outcome.observed.get("mismatches") if outcome.observed else None
         if mismatches:
             raise Divergence(
-                f"{case.name} [{label}] on {target.name}, step {index} {event}{named}:\n  "
+                f"{case.name} [{label}] on {target.name}, step {index + 1} {event}{named}:\n  "
                 + "\n  ".join(mismatches) + f"\nreplay: {replay_command(case, target.name)}"
             )
         if model_fatal:
-            fired = (model_fatal[0], index)
+            fired = (model_fatal[0], index + 1)
             break
-        _compare(case, label, cfg, target, state, index, event, named)
+        _compare(case, label, cfg, target, state, index + 1, event, named)
     view = nested(state)
     return Expect(runs=runs, fired=fired, violations=tuple(violations),
                   dropped=sum(view.get("clamp_dropped", [0])), completed=any(view["completed"]))
 
 
-def _compare(case, label, cfg, target, state, index, event, named) -> None:
+def _compare(case, label, cfg, target, state, step, event, named) -> None:
     projected = target.project()
     diff = {k: (state.get(k), v) for k, v in projected.items() if state.get(k) != v}
     if hasattr(target, "orders"):
@@ -185,7 +196,7 @@ def _compare(case, label, cfg, target, state, index, event, named) -> None:
                 diff[(f"order:{name}",)] = (mine[name], theirs[name])
     if not diff:
         return
-    lines = [f"{case.name} [{label}] on {target.name}: states diverge after step {index}: {event}{dict(named)}",
+    lines = [f"{case.name} [{label}] on {target.name}: states diverge after step {step}: {event}{dict(named)}",
              f"  {'variable':<34} {'spec':>16} {'target':>16}"]
     for key, (mine, theirs) in sorted(diff.items(), key=lambda kv: str(kv[0])):
         lines.append(f"  {_key(key):<34} {str(mine):>16} {str(theirs):>16}")

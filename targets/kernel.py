@@ -35,6 +35,15 @@ POISONS = (INT32_MIN, INT32_MAX)  # fills for slots no scheduled row holds
 
 class KernelTarget(Target):
     name = "kernel"
+    observes_asserts = False
+
+    def accepts(self, cfg: Config) -> str | None:
+        """Runner decisions do not depend on the clamp: check them once, clamp off."""
+        if not cfg.is_v2:
+            return f"the kernel target runs V2 runners; this case uses runner {cfg.runner}"
+        if cfg.clamp:
+            return "runner decisions do not depend on the clamp: checked on the clamp-off arm"
+        return None
 
     def __init__(self) -> None:
         self.cfg: Config | None = None

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from model.interpreter import Interpreter, State
+from model.interpreter import Interpreter, State, nested
 from spec.config import Config
 from spec.properties import FATAL
 from targets.protocol import Outcome
@@ -32,7 +32,7 @@ class ReferenceTarget:
 
     def reset(self, cfg: Config, init: Mapping[str, Any]) -> None:
         self.interp = Interpreter(cfg)
-        self.state = self.interp.initial(**init)
+        self.state = self.interp.initial(**nested(init))
 
     def step(self, event: str, args: Mapping[tuple, Any]) -> Outcome:
         result = self.interp.step(self.state, event, args)

@@ -65,6 +65,12 @@ def load() -> SimpleNamespace:
     # cached there (first ModelConfig: ~10 s, later ones: milliseconds).
     os.environ["VLLM_CACHE_ROOT"] = str(CACHE_ROOT)
     try:
+        from targets.vllm_source import install_from_env
+
+        install_from_env()  # VLLM_SOURCE: scheduler modules from a checkout
+    except (OSError, RuntimeError) as exc:
+        raise TargetUnavailable(str(exc)) from exc
+    try:
         import vllm.logger  # noqa: F401  (configures the "vllm" logger first)
 
         logging.getLogger("vllm").setLevel(logging.ERROR)

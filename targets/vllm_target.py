@@ -116,6 +116,7 @@ class VllmTarget:
     """Target protocol over vLLM's AsyncScheduler (or the clamp subclass)."""
 
     name = "vllm"
+    observes_asserts = True
 
     def __init__(self, clamp: bool | None = None):
         """clamp: None follows cfg.clamp; True/False forces the scheduler class
@@ -123,6 +124,16 @@ class VllmTarget:
         env.load()  # TargetUnavailable if vLLM is not importable
         self.clamp_option = clamp
         self.cfg: Config | None = None
+        if clamp is True:
+            self.name = "vllm-clamp"
+
+    def accepts(self, cfg: Config) -> str | None:
+        """The installed vLLM is 0.32.0: it can only play that profile, and one arm."""
+        if cfg.profile != "vllm-0.32.0":
+            return f"vLLM 0.32.0 does not implement the historical profile {cfg.profile}"
+        if self.clamp_option is not None and cfg.clamp != self.clamp_option:
+            return f"{self.name} runs the clamp-{'on' if self.clamp_option else 'off'} arm"
+        return None
 
     # ------------------------------------------------------------------ reset
     def reset(self, cfg: Config, init: Mapping) -> None:

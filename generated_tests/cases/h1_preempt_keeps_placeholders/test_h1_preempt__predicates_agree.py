@@ -1,0 +1,55 @@
+"""With v2 and h1-preempt-keeps-placeholders, preempt violates predicates-agree at step
+3. The property: the runner samples a scheduled request iff the scheduler reserved
+placeholders for it (runner discard <=> is_prefill_chunk).
+
+Configuration h1-preempt: preemption kept placeholders, output not marked stale (before #38624); V2 re-prefills a resumed request while the scheduler still counts old placeholders
+  runner v2; events preempt; faults none;
+  profile h1-preempt-keeps-placeholders; clamp off; 1 request(s), pp 1, 1 draft token(s) per step
+Violated: predicates-agree (sched:1634-1636 + async:34 vs v1r:2058-2060 / v2b:507-533), at step 3.
+
+step  event               picks                           what changes
+   0  init                prompt_len=[1]
+   1  schedule            budget=1                        r0: scheduled 1, reserved 1, runner returns 1
+                                                          r0: status WAITING->RUNNING, c 0->1, P 0->1, F 0->1, drafts 0->1
+                                                          r0: g 0->1, pl 0->1, tl 0->2
+                                                          in flight 0->1
+   2  preempt                                             r0: status RUNNING->PREEMPTED, c 1->0, drafts 1->0
+   3  schedule            budget=1                        r0: scheduled 1, reserved 0, runner returns 1
+                                                          r0: status PREEMPTED->RUNNING, c 0->1, F 1->2, X F->T
+                                                          in flight 1->2
+                                                          VIOLATES predicates-agree
+(L prompt, T tokens, c computed, P placeholders, F in flight, S stale, D drop-stale, X is_prefill_chunk, Nr V1 num_tokens, g/pl/tl V2 slot computed/prefill_len/total_len)
+
+What the model predicts on each arm:
+  h1-preempt-keeps-placeholders runs 3 step(s); violated at step(s) 3
+  vllm-0.32.0        runs 3 step(s); no violation
+  vllm-0.32.0+clamp  runs 3 step(s); no violation
+
+Replay:      .venv/bin/python -m pytest generated_tests/cases/h1_preempt_keeps_placeholders/test_h1_preempt__predicates_agree.py --target=reference,vllm,vllm-clamp,kernel
+Regenerate:  make generate    (from build/prove/traces/h1-preempt/predicates-agree.itf.json; generated, do not edit)
+"""
+
+from targets.harness import Case, Expect, check_case
+
+CASE = Case(
+    name='h1_preempt__predicates_agree',
+    config={'name': 'h1-preempt', 'runner': 'v2', 'events': ['preempt'], 'faults': [], 'profile': 'h1-preempt-keeps-placeholders', 'clamp': False, 'requests': 1, 'pp': 1, 'spec_tokens': 1, 'max_budget': None, 'prompt_lens': None, 'long_prefill_threshold': 0, 'block_size': 16},
+    init={'prompt_len': [1]},
+    steps=(
+        ('schedule', {'budget': 1, 'accepted': [0]}),
+        ('preempt', {'req': 0}),
+        ('schedule', {'budget': 1, 'accepted': [0]}),
+    ),
+    kind='violation',
+    property='predicates-agree',
+    arms={
+        'h1-preempt-keeps-placeholders': ({'clamp': False}, Expect(runs=3, fired=None, violations=(3,), dropped=0, completed=False)),
+        'vllm-0.32.0': ({'profile': 'vllm-0.32.0', 'clamp': False}, Expect(runs=3, fired=None, violations=(), dropped=0, completed=False)),
+        'vllm-0.32.0+clamp': ({'profile': 'vllm-0.32.0', 'clamp': True}, Expect(runs=3, fired=None, violations=(), dropped=0, completed=False)),
+    },
+    path='generated_tests/cases/h1_preempt_keeps_placeholders/test_h1_preempt__predicates_agree.py',
+)
+
+
+def test_h1_preempt__predicates_agree(target):
+    check_case(CASE, target)

@@ -1,0 +1,67 @@
+"""With v1 and h3-reset-discard-counter, a request prefills in chunks, decodes and
+finishes on a stop token; no property is violated and the clamp never drops a token.
+
+Configuration h3-reset-counter: reset_prefix_cache counted tokens but dropped frames (#42117): a multi-token frame is counted as one, later frames are dropped and leak placeholders
+  runner v1; events reset; faults none;
+  profile h3-reset-discard-counter; clamp off; 1 request(s), pp 1, 2 draft token(s) per step
+
+step  event               picks                           what changes
+   0  init                prompt_len=[2]
+   1  schedule            budget=1                        r0: scheduled 1, reserved 0, runner returns 0
+                                                          r0: status WAITING->RUNNING, c 0->1, F 0->1, X F->T, Nr 0->2
+                                                          in flight 0->1
+   2  schedule            budget=1                        r0: scheduled 1, reserved 1, runner returns 1
+                                                          r0: c 1->2, P 0->1, F 1->2, X T->F, drafts 0->2
+                                                          r0: Nr 2->3
+                                                          in flight 1->2
+   3  deliver                                             r0: F 2->1
+                                                          in flight 2->1
+   4  schedule            budget=1                        r0: scheduled 1, reserved 1, runner returns 1
+                                                          r0: c 2->3, P 1->2, F 1->2, Nr 3->4
+                                                          in flight 1->2
+   5  deliver                                             r0: T 2->3, P 2->1, F 2->1
+                                                          in flight 2->1
+   6  schedule            budget=1                        r0: scheduled 1, reserved 1, runner returns 1
+                                                          r0: c 3->4, P 1->2, F 1->2, Nr 4->5
+                                                          in flight 1->2
+   7  deliver             stop=[1]                        r0: status RUNNING->FINISHED, T 3->4, P 2->1, F 2->1
+                                                          in flight 2->1
+(L prompt, T tokens, c computed, P placeholders, F in flight, S stale, D drop-stale, X is_prefill_chunk, Nr V1 num_tokens, g/pl/tl V2 slot computed/prefill_len/total_len)
+
+What the model predicts on each arm:
+  h3-reset-discard-counter runs 7 step(s); a request completes; no violation
+  vllm-0.32.0        runs 7 step(s); a request completes; no violation
+  vllm-0.32.0+clamp  runs 7 step(s); a request completes; no violation
+
+Replay:      .venv/bin/python -m pytest generated_tests/cases/h3_reset_discard_counter/test_h3_reset_counter__healthy_path.py --target=reference,vllm,vllm-clamp,kernel
+Regenerate:  make generate    (from build/prove/traces/h3-reset-counter/witness.itf.json; generated, do not edit)
+"""
+
+from targets.harness import Case, Expect, check_case
+
+CASE = Case(
+    name='h3_reset_counter__healthy_path',
+    config={'name': 'h3-reset-counter', 'runner': 'v1', 'events': ['reset'], 'faults': [], 'profile': 'h3-reset-discard-counter', 'clamp': False, 'requests': 1, 'pp': 1, 'spec_tokens': 2, 'max_budget': None, 'prompt_lens': None, 'long_prefill_threshold': 0, 'block_size': 16},
+    init={'prompt_len': [2]},
+    steps=(
+        ('schedule', {'budget': 1, 'accepted': [0]}),
+        ('schedule', {'budget': 1, 'accepted': [0]}),
+        ('deliver', {'stop': [0]}),
+        ('schedule', {'budget': 1, 'accepted': [0]}),
+        ('deliver', {'stop': [0]}),
+        ('schedule', {'budget': 1, 'accepted': [0]}),
+        ('deliver', {'stop': [1]}),
+    ),
+    kind='witness',
+    property=None,
+    arms={
+        'h3-reset-discard-counter': ({'clamp': False}, Expect(runs=7, fired=None, violations=(), dropped=0, completed=True)),
+        'vllm-0.32.0': ({'profile': 'vllm-0.32.0', 'clamp': False}, Expect(runs=7, fired=None, violations=(), dropped=0, completed=True)),
+        'vllm-0.32.0+clamp': ({'profile': 'vllm-0.32.0', 'clamp': True}, Expect(runs=7, fired=None, violations=(), dropped=0, completed=True)),
+    },
+    path='generated_tests/cases/h3_reset_discard_counter/test_h3_reset_counter__healthy_path.py',
+)
+
+
+def test_h3_reset_counter__healthy_path(target):
+    check_case(CASE, target)

@@ -1,0 +1,61 @@
+"""With v1 and h4-stream-no-rollback, session-stop, stream_update violates predicates-
+agree at step 5. The property: the runner samples a scheduled request iff the
+scheduler reserved placeholders for it (runner discard <=> is_prefill_chunk).
+
+Configuration h4-stream: resumable stop without the safe-frontier rollback (#35755, #50692)
+  runner v1; events stream; faults none;
+  profile h4-stream-no-rollback; clamp off; 1 request(s), pp 1, 1 draft token(s) per step
+Violated: predicates-agree (sched:1634-1636 + async:34 vs v1r:2058-2060 / v2b:507-533), at step 5.
+
+step  event               picks                           what changes
+   0  init                prompt_len=[1] resumable=[True]
+   1  schedule            budget=1                        r0: scheduled 1, reserved 1, runner returns 1
+                                                          r0: status WAITING->RUNNING, c 0->1, P 0->1, F 0->1, drafts 0->1
+                                                          r0: Nr 0->2
+                                                          in flight 0->1
+   2  schedule            budget=2 accepted=[1]           r0: scheduled 2, reserved 2, runner returns 2
+                                                          r0: c 1->3, P 1->3, F 1->3, Nr 2->3
+                                                          in flight 1->2
+   3  deliver             stop=[1]                        r0: status RUNNING->WAITING_FOR_STREAMING_REQ, T 1->2, P 3->2, F 3->2, drafts 1->0
+                                                          in flight 2->1
+   4  stream_update       new_tokens=1                    r0: status WAITING_FOR_STREAMING_REQ->WAITING, L 1->3, T 2->3
+   5  schedule            budget=1                        r0: status WAITING->RUNNING, X F->T, Nr 3->4
+                                                          in flight 1->2
+                                                          VIOLATES scheduled-tokens-positive, predicates-agree
+(L prompt, T tokens, c computed, P placeholders, F in flight, S stale, D drop-stale, X is_prefill_chunk, Nr V1 num_tokens, g/pl/tl V2 slot computed/prefill_len/total_len)
+
+What the model predicts on each arm:
+  h4-stream-no-rollback runs 5 step(s); vLLM's assert for scheduled-tokens-positive fires at step 5; violated at step(s) 5
+  vllm-0.32.0        runs 5 step(s); no violation
+  vllm-0.32.0+clamp  runs 5 step(s); no violation
+
+Replay:      .venv/bin/python -m pytest generated_tests/cases/h4_stream_no_rollback/test_h4_stream__predicates_agree.py --target=reference,vllm,vllm-clamp,kernel
+Regenerate:  make generate    (from build/prove/traces/h4-stream/predicates-agree.itf.json; generated, do not edit)
+"""
+
+from targets.harness import Case, Expect, check_case
+
+CASE = Case(
+    name='h4_stream__predicates_agree',
+    config={'name': 'h4-stream', 'runner': 'v1', 'events': ['stream'], 'faults': [], 'profile': 'h4-stream-no-rollback', 'clamp': False, 'requests': 1, 'pp': 1, 'spec_tokens': 1, 'max_budget': None, 'prompt_lens': None, 'long_prefill_threshold': 0, 'block_size': 16},
+    init={'prompt_len': [1], 'resumable': [True]},
+    steps=(
+        ('schedule', {'budget': 1, 'accepted': [0]}),
+        ('schedule', {'budget': 2, 'accepted': [1]}),
+        ('deliver', {'stop': [1]}),
+        ('stream_update', {'req': 0, 'new_tokens': 1}),
+        ('schedule', {'budget': 1, 'accepted': [0]}),
+    ),
+    kind='violation',
+    property='predicates-agree',
+    arms={
+        'h4-stream-no-rollback': ({'clamp': False}, Expect(runs=5, fired=('scheduled-tokens-positive', 5), violations=(5,), dropped=0, completed=False)),
+        'vllm-0.32.0': ({'profile': 'vllm-0.32.0', 'clamp': False}, Expect(runs=5, fired=None, violations=(), dropped=0, completed=False)),
+        'vllm-0.32.0+clamp': ({'profile': 'vllm-0.32.0', 'clamp': True}, Expect(runs=5, fired=None, violations=(), dropped=0, completed=False)),
+    },
+    path='generated_tests/cases/h4_stream_no_rollback/test_h4_stream__predicates_agree.py',
+)
+
+
+def test_h4_stream__predicates_agree(target):
+    check_case(CASE, target)

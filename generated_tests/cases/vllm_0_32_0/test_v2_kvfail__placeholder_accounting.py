@@ -1,0 +1,53 @@
+"""With v2 and vllm-0.32.0, kv-load-failure violates placeholder-accounting at step 3.
+The property: an unfinished request's placeholders equal the reservations of its in-
+flight steps scheduled since its last preemption or resumable stop.
+
+Configuration v2-kvfail: V2 0.32.0: a recompute after a KV-load failure re-prefills below prefill_len
+  runner v2; events kvfail; faults none;
+  profile vllm-0.32.0; clamp off; 1 request(s), pp 1, 1 draft token(s) per step
+Violated: placeholder-accounting (async:45-47, async:70, sched:1607, sched:2478), at step 3.
+
+step  event               picks                           what changes
+   0  init                prompt_len=[1]
+   1  schedule            budget=1                        r0: scheduled 1, reserved 1, runner returns 1
+                                                          r0: status WAITING->RUNNING, c 0->1, P 0->1, F 0->1, drafts 0->1
+                                                          r0: g 0->1, pl 0->1, tl 0->2
+                                                          in flight 0->1
+   2  schedule            budget=1                        r0: scheduled 1, reserved 1, runner returns 1
+                                                          r0: c 1->2, P 1->2, F 1->2, g 1->2, tl 2->3
+                                                          in flight 1->2
+   3  deliver             kv_fail_req=0                   r0: c 2->0, F 2->1
+                                                          in flight 2->1
+(L prompt, T tokens, c computed, P placeholders, F in flight, S stale, D drop-stale, X is_prefill_chunk, Nr V1 num_tokens, g/pl/tl V2 slot computed/prefill_len/total_len)
+
+What the model predicts on each arm:
+  clamp-off          runs 3 step(s); violated at step(s) 3
+  clamp-on           runs 3 step(s); violated at step(s) 3
+
+Replay:      .venv/bin/python -m pytest generated_tests/cases/vllm_0_32_0/test_v2_kvfail__placeholder_accounting.py --target=reference,vllm,vllm-clamp,kernel
+Regenerate:  make generate    (from build/prove/traces/v2-kvfail/placeholder-accounting.itf.json; generated, do not edit)
+"""
+
+from targets.harness import Case, Expect, check_case
+
+CASE = Case(
+    name='v2_kvfail__placeholder_accounting',
+    config={'name': 'v2-kvfail', 'runner': 'v2', 'events': ['kvfail'], 'faults': [], 'profile': 'vllm-0.32.0', 'clamp': False, 'requests': 1, 'pp': 1, 'spec_tokens': 1, 'max_budget': None, 'prompt_lens': None, 'long_prefill_threshold': 0, 'block_size': 16},
+    init={'prompt_len': [1]},
+    steps=(
+        ('schedule', {'budget': 1, 'accepted': [0]}),
+        ('schedule', {'budget': 1, 'accepted': [0]}),
+        ('deliver', {'stop': [0], 'kv_fail_req': 0, 'kv_fail_block': 0}),
+    ),
+    kind='violation',
+    property='placeholder-accounting',
+    arms={
+        'clamp-off': ({'clamp': False}, Expect(runs=3, fired=None, violations=(3,), dropped=0, completed=False)),
+        'clamp-on': ({'clamp': True}, Expect(runs=3, fired=None, violations=(3,), dropped=0, completed=False)),
+    },
+    path='generated_tests/cases/vllm_0_32_0/test_v2_kvfail__placeholder_accounting.py',
+)
+
+
+def test_v2_kvfail__placeholder_accounting(target):
+    check_case(CASE, target)

@@ -1,0 +1,60 @@
+"""With v2 and vllm-0.32.0 plus the clamp, a request prefills in chunks, decodes and
+finishes on a stop token; no property is violated and the clamp never drops a token.
+
+Configuration v2-kvfail-clamp: clamp on the #57562 candidate: survives, but a stray token is kept
+  runner v2; events kvfail; faults none;
+  profile vllm-0.32.0; clamp on; 1 request(s), pp 1, 1 draft token(s) per step
+
+step  event               picks                           what changes
+   0  init                prompt_len=[1]
+   1  schedule            budget=1                        r0: scheduled 1, reserved 1, runner returns 1
+                                                          r0: status WAITING->RUNNING, c 0->1, P 0->1, F 0->1, drafts 0->1
+                                                          r0: g 0->1, pl 0->1, tl 0->2
+                                                          in flight 0->1
+   2  schedule            budget=2 accepted=[1]           r0: scheduled 2, reserved 2, runner returns 2
+                                                          r0: c 1->3, P 1->3, F 1->3, g 1->3, tl 2->4
+                                                          in flight 1->2
+   3  deliver             kv_fail_req=0                   r0: c 3->0, F 3->2
+                                                          in flight 2->1
+   4  schedule            budget=1                        r0: scheduled 1, reserved 0, runner returns 1
+                                                          r0: c 0->1, F 2->3, X F->T, drafts 1->0, g 3->4
+                                                          r0: tl 4->5
+                                                          in flight 1->2
+                                                          VIOLATES predicates-agree
+   5  deliver             stop=[2]                        r0: status RUNNING->FINISHED, T 1->3, P 3->1, F 3->1
+                                                          in flight 2->1
+(L prompt, T tokens, c computed, P placeholders, F in flight, S stale, D drop-stale, X is_prefill_chunk, Nr V1 num_tokens, g/pl/tl V2 slot computed/prefill_len/total_len)
+
+What the model predicts on each arm:
+  clamp-off          runs 5 step(s); a request completes; no violation
+  clamp-on           runs 5 step(s); a request completes; no violation
+
+Replay:      .venv/bin/python -m pytest generated_tests/cases/vllm_0_32_0/test_v2_kvfail_clamp__healthy_path.py --target=reference,vllm,vllm-clamp,kernel
+Regenerate:  make generate    (from build/prove/traces/v2-kvfail-clamp/witness.itf.json; generated, do not edit)
+"""
+
+from targets.harness import Case, Expect, check_case
+
+CASE = Case(
+    name='v2_kvfail_clamp__healthy_path',
+    config={'name': 'v2-kvfail-clamp', 'runner': 'v2', 'events': ['kvfail'], 'faults': [], 'profile': 'vllm-0.32.0', 'clamp': True, 'requests': 1, 'pp': 1, 'spec_tokens': 1, 'max_budget': None, 'prompt_lens': None, 'long_prefill_threshold': 0, 'block_size': 16},
+    init={'prompt_len': [1]},
+    steps=(
+        ('schedule', {'budget': 1, 'accepted': [0]}),
+        ('schedule', {'budget': 2, 'accepted': [1]}),
+        ('deliver', {'stop': [0], 'kv_fail_req': 0, 'kv_fail_block': 0}),
+        ('schedule', {'budget': 1, 'accepted': [0]}),
+        ('deliver', {'stop': [2], 'kv_fail_req': -1, 'kv_fail_block': 0}),
+    ),
+    kind='witness',
+    property=None,
+    arms={
+        'clamp-off': ({'clamp': False}, Expect(runs=5, fired=None, violations=(), dropped=0, completed=True)),
+        'clamp-on': ({'clamp': True}, Expect(runs=5, fired=None, violations=(), dropped=0, completed=True)),
+    },
+    path='generated_tests/cases/vllm_0_32_0/test_v2_kvfail_clamp__healthy_path.py',
+)
+
+
+def test_v2_kvfail_clamp__healthy_path(target):
+    check_case(CASE, target)

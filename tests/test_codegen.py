@@ -1,0 +1,88 @@
+"""The generator: deterministic output, stale suites detected, wrong targets caught."""
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from codegen import generate
+from codegen.cases import CaseError, build
+from codegen.render import render
+from model.check import check_config
+from model.itf import write
+from spec.matrix import by_name
+from targets.harness import Divergence, replay_case
+from targets.reference import ReferenceTarget
+
+
+@pytest.fixture(scope="module")
+def kvfail_trace(tmp_path_factory) -> Path:
+    """The v2-kvfail counterexample, produced by the prover in this process."""
+    folder = tmp_path_factory.mktemp("prove")
+    report = check_config(by_name(["v2-kvfail"])[0])
+    for rel, doc in report.documents.items():
+        write(folder / rel, doc)
+    return folder / "traces/v2-kvfail/counter-nonnegative.itf.json"
+
+
+def test_same_spec_gives_byte_identical_traces_and_modules(kvfail_trace, tmp_path):
+    again = check_config(by_name(["v2-kvfail"])[0])
+    write(tmp_path / "again.itf.json", again.documents["traces/v2-kvfail/counter-nonnegative.itf.json"])
+    assert (tmp_path / "again.itf.json").read_bytes() == kvfail_trace.read_bytes()
+    first, second = render(build(kvfail_trace)), render(build(tmp_path / "again.itf.json"))
+    assert first.replace(str(kvfail_trace), "TRACE") == second.replace(str(tmp_path / "again.itf.json"), "TRACE")
+
+
+def test_check_catches_a_hand_edit(tmp_path):
+    committed = tmp_path / "cases"
+    shutil.copytree(generate.CASES, committed)
+    sources = generate.collect(Path("build/prove"), [], None)
+    assert generate.check(sources, committed) == 0
+    victim = sorted(committed.rglob("test_*.py"))[0]
+    victim.write_text(victim.read_text().replace("runs=", "runs=1 + ", 1))
+    assert generate.check(sources, committed) == 1
+
+
+def test_check_catches_a_spec_change(kvfail_trace, monkeypatch):
+    before = render(build(kvfail_trace))
+    import spec.scheduler
+
+    # a weaker clamp: it keeps one token more than was reserved
+    def leaky(ops, applies, delivered, reserved):
+        over = ops.all(applies, delivered > reserved + 1)
+        kept = ops.ite(over, ops.max(reserved + 1, 0), delivered)
+        return kept, delivered - kept
+
+    monkeypatch.setattr(spec.scheduler, "clamp_delivery", leaky)
+    assert render(build(kvfail_trace)) != before
+
+
+def test_harness_catches_a_target_that_does_not_clamp(kvfail_trace, monkeypatch):
+    """Negative control: a clamp-on target that behaves like the unpatched scheduler."""
+    case = build(kvfail_trace).case
+
+    class NoClamp(ReferenceTarget):
+        def reset(self, cfg, init):
+            super().reset(cfg.with_(clamp=False) if cfg.clamp else cfg, init)
+            self.interp.cfg = cfg.with_(clamp=False)
+
+        def project(self):
+            state = dict(self.state)
+            for r in range(2):
+                state.setdefault(("clamp_dropped", r), 0)
+            return {k: v for k, v in state.items() if k[0] != "clamp_dropped"}
+
+    with pytest.raises((Divergence, AssertionError)):
+        replay_case(case, NoClamp(clamp=True))
+    replay_case(case, ReferenceTarget(clamp=True))  # the honest target passes
+
+
+def test_a_trace_that_does_not_violate_is_refused(kvfail_trace, tmp_path):
+    import json
+
+    doc = json.loads(kvfail_trace.read_text())
+    doc["states"] = doc["states"][:-1]  # drop the violating delivery
+    short = tmp_path / "short.itf.json"
+    short.write_text(json.dumps(doc))
+    with pytest.raises(CaseError, match="not violated at its last step"):
+        build(short)
