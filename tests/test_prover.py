@@ -1,0 +1,136 @@
+"""The prover: every proof has a negative control, unknown fails, bad input is refused.
+
+Each proved property of the matrix is proved here on a configuration, and the same
+check is run on a weakened contract (the clamp removed, V1 swapped for V2 with a fault,
+a mutated rule) where it must find a counterexample, replayed on the interpreter.
+"""
+
+import json
+
+import pytest
+
+from model.bmc import Bmc, Goal, SolverUnknown
+from model.check import check_config
+from model.encoding import Encoding
+from model.induction import KInduction
+from model.interpreter import Interpreter
+from model.prove import main as prove_main
+from model.trace import confirm
+from spec.config import Config
+from spec.invariants import LEMMAS
+
+ALL = frozenset({"preempt", "preempt-drop", "reset", "stream", "abort"})
+
+
+def prove(cfg, props):
+    lemmas = [(lemma.name, lemma.holds) for lemma in LEMMAS if lemma.applies(cfg)]
+    return KInduction(Encoding(cfg)).prove(props, lemmas)
+
+
+def counterexample(cfg, prop, depth=10):
+    trace = Bmc(Encoding(cfg)).shortest(Goal.violation(prop), depth)
+    assert trace is not None, f"{cfg.name}: no counterexample for {prop} within {depth} steps"
+    confirm(Interpreter(cfg), trace, trace.solver_states)  # replayed concretely
+    return trace
+
+
+V1 = Config(name="v1", runner="v1", requests=2, spec_tokens=1, events=ALL)
+
+
+def test_v1_proves_agreement_and_v2_with_a_stale_slot_refutes_it():
+    assert prove(V1, ["predicates-agree", "no-token-while-prefilling"]).status == "proved"
+    weak = Config(name="v2-stale", runner="v2", requests=1, faults=frozenset({"stale-slot-read"}))
+    assert counterexample(weak, "predicates-agree").depth == 1
+    assert counterexample(weak, "no-token-while-prefilling").depth == 3
+
+
+def test_the_clamp_proves_the_counter_and_removing_it_refutes_it():
+    clamped = Config(name="clamp", runner="v1", requests=2, spec_tokens=1, clamp=True,
+                     events=ALL | {"kvfail"}, faults=frozenset({"over-delivery"}))
+    assert prove(clamped, ["counter-nonnegative"]).status == "proved"
+    trace = counterexample(clamped.with_(name="no-clamp", clamp=False, requests=1), "counter-nonnegative")
+    assert trace.mechanisms == ["over-delivery"]
+
+
+def test_accounting_proved_without_kvfail_and_leaks_with_it():
+    assert prove(V1, ["placeholder-accounting"]).status == "proved"
+    leak = counterexample(V1.with_(name="kv", events=frozenset({"kvfail"}), requests=1), "placeholder-accounting")
+    assert "kv-load-failure" in leak.mechanisms
+
+
+def test_safe_frontier_proved_and_refuted_by_a_recompute_on_a_session():
+    assert prove(V1, ["safe-frontier-nonnegative"]).status == "proved"
+    weak = V1.with_(name="kv-stream", events=frozenset({"kvfail", "stream"}), requests=1)
+    assert counterexample(weak, "safe-frontier-nonnegative").depth <= 8
+
+
+def test_scheduled_tokens_proved_and_refuted_by_the_old_stream_handoff():
+    assert prove(V1, ["scheduled-tokens-positive"]).status == "proved"
+    weak = V1.with_(name="h4", events=frozenset({"stream"}), requests=1, profile="h4-stream-no-rollback")
+    counterexample(weak, "scheduled-tokens-positive")
+
+
+def test_padding_proved_and_refuted_when_the_threshold_cuts_it():
+    assert prove(V1.with_(spec_tokens=2), ["padding-intact"]).status == "proved"
+    weak = V1.with_(name="thr", events=frozenset(), spec_tokens=2, long_prefill_threshold=2)
+    counterexample(weak, "padding-intact")
+
+
+def test_stale_count_proved_and_refuted_by_a_mutated_preemption(monkeypatch):
+    assert prove(V1, ["stale-count-nonnegative"]).status == "proved"
+    import spec.scheduler as sch
+
+    original = sch._preempt
+
+    def overcounting(s, nxt, cfg, ops, r, cond, drop, marks_stale):
+        original(s, nxt, cfg, ops, r, cond, drop, marks_stale)
+        # mutant: the stale share misses a token (S := F - 1)
+        nxt.num_stale_output_tokens[r] = ops.ite(cond, nxt.num_in_flight_tokens[r] - 1,
+                                                 nxt.num_stale_output_tokens[r])
+
+    monkeypatch.setattr(sch, "_preempt", overcounting)
+    weak = V1.with_(name="mutant", events=frozenset({"preempt"}), requests=1)
+    counterexample(weak, "stale-count-nonnegative")
+
+
+def test_a_false_lemma_never_proves_anything():
+    def bogus(s, cfg, ops):  # "no placeholder is ever reserved"
+        return ops.all(*[s.num_output_placeholders[r] == 0 for r in range(cfg.requests)])
+
+    lemmas = [(lemma.name, lemma.holds) for lemma in LEMMAS if lemma.applies(V1)] + [("bogus", bogus)]
+    result = KInduction(Encoding(V1)).prove(["counter-nonnegative"], lemmas)
+    assert result.status == "violated-base" and result.failed == "lemma bogus"
+
+
+def test_a_solver_timeout_is_unknown_not_a_pass():
+    with pytest.raises(SolverUnknown):
+        KInduction(Encoding(V1), timeout_ms=1).prove(["predicates-agree"],
+                                                     [(l.name, l.holds) for l in LEMMAS if l.applies(V1)])
+
+
+def test_every_matrix_result_is_as_expected_for_a_small_config():
+    report = check_config(Config(name="h1", runner="v2", requests=1, events=frozenset({"preempt"}),
+                                 profile="h1-preempt-keeps-placeholders",
+                                 expect={"predicates-agree": "violated"}))
+    assert [(r.property, r.verdict) for r in report.rows] == [("predicates-agree", "violated")]
+    assert report.witness["reached"] is True
+
+
+def test_prove_refuses_an_unknown_configuration_and_writes_nothing(tmp_path, capsys):
+    out = tmp_path / "prove"
+    assert prove_main(["no-such-config", "--out", str(out)]) == 2
+    assert "unknown configuration no-such-config" in capsys.readouterr().out
+    assert not out.exists()
+
+
+def test_prove_writes_a_summary_with_replayable_traces(tmp_path):
+    out = tmp_path / "prove"
+    assert prove_main(["v2-kvfail", "--out", str(out), "--jobs", "1"]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert {r["verdict"] for r in summary["results"]} == {"violated"}
+    first = summary["results"][0]
+    assert set(first) >= {"config", "runner", "clamp", "events", "faults", "profile", "property",
+                          "verdict", "depth", "seconds", "trace"}
+    doc = json.loads((out / first["trace"]).read_text())
+    assert doc["#meta"]["violated"] == first["property"]
+    assert doc["states"][0]["mbt::actionTaken"] == "init"
