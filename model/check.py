@@ -26,7 +26,7 @@ from spec.state import View
 
 MAX_DEPTH = 12
 CLASS_LIMIT = 3
-CLASS_EXTRA_DEPTH = 3
+CLASS_EXTRA_DEPTH = 2  # classes are searched up to 2 steps deeper than the first one
 WITNESS = "a request prefills in chunks, decodes, and completes on a stop token"
 
 
@@ -91,7 +91,6 @@ class ConfigReport:
 def check_config(cfg: Config, max_depth: int = MAX_DEPTH) -> ConfigReport:
     enc = Encoding(cfg)
     interp = Interpreter(cfg)
-    bmc = Bmc(enc)
     rows: list[Row] = []
     documents: dict = {}
 
@@ -102,6 +101,9 @@ def check_config(cfg: Config, max_depth: int = MAX_DEPTH) -> ConfigReport:
         return path
 
     def refute(prop: str, note: str = "") -> Row:
+        # a solver of its own: a trace depends on its configuration and property only,
+        # not on which other queries ran before it (Z3's models follow its history)
+        bmc = Bmc(enc)
         started = time.perf_counter()
         try:
             first = bmc.shortest(Goal.violation(prop), max_depth)
@@ -146,7 +148,7 @@ def check_config(cfg: Config, max_depth: int = MAX_DEPTH) -> ConfigReport:
     try:
         # schedule and deliver alone must get a request through: no event family is
         # needed to make progress, so this is the cheapest witness of non-vacuity
-        witness = bmc.shortest(Goal("completes", "witness", completes), max_depth, core_only(enc))
+        witness = Bmc(enc).shortest(Goal("completes", "witness", completes), max_depth, core_only(enc))
     except SolverUnknown as exc:
         witness, error = None, str(exc)
     else:

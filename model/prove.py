@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import os
 import shutil
 import sys
@@ -50,23 +51,33 @@ def _print_row(row) -> None:
     )
 
 
+def isolated_pool(jobs: int) -> ProcessPoolExecutor:
+    """Workers that check each configuration in a fresh process. Z3's answers depend on
+    what its context saw before, so sharing a process would make the traces depend on
+    scheduling; children fork from a server that has only imported the code."""
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(["model.check"])
+    return ProcessPoolExecutor(max_workers=max(jobs, 1), mp_context=context, max_tasks_per_child=1)
+
+
+def _cost(cfg) -> int:
+    """A rough guess of a configuration's solve time, for scheduling only."""
+    return cfg.requests ** 2 * (2 + len(cfg.events) + len(cfg.faults)) * cfg.queue_depth
+
+
 def _run(config_names: list[str], jobs: int, max_depth: int) -> tuple[list, dict, dict]:
     configs = by_name(config_names)  # raises SpecError on bad input, before any work
     reports: dict[str, ConfigReport] = {}
     _print_header()
-    if jobs <= 1:
-        for cfg in configs:
-            reports[cfg.name] = check_config(cfg, max_depth)
+    with isolated_pool(jobs) as pool:
+        # heaviest first, so the workers finish together (results print as they come)
+        heavy_first = sorted(configs, key=_cost, reverse=True)
+        futures = {pool.submit(check_config, cfg, max_depth): cfg for cfg in heavy_first}
+        for future in as_completed(futures):
+            cfg = futures[future]
+            reports[cfg.name] = future.result()
             for row in reports[cfg.name].rows:
                 _print_row(row)
-    else:
-        with ProcessPoolExecutor(max_workers=jobs) as pool:
-            futures = {pool.submit(check_config, cfg, max_depth): cfg for cfg in configs}
-            for future in as_completed(futures):
-                cfg = futures[future]
-                reports[cfg.name] = future.result()
-                for row in reports[cfg.name].rows:
-                    _print_row(row)
     ordered = [reports[c.name] for c in configs]
     rows = [row for rep in ordered for row in rep.rows]
     documents = {path: doc for rep in ordered for path, doc in rep.documents.items()}

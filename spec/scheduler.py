@@ -359,13 +359,15 @@ def deliver(s: View, a: View, nxt: Next, cfg: Config, ops: Ops) -> Effect:
         if cfg.has("kvfail"):
             # A sync load's invalid blocks, reported with the step that carried the
             # load (its admission), roll c back to the first invalid block
-            # (sched:2062-2071, sched:3284-3335); P and T are not touched.
+            # (sched:2062-2071, sched:3284-3335); P and T are not touched. A connector
+            # loads whole blocks of the prompt, so the failed block lies within it.
             failed = a.kv_fail_req == r
             cut = a.kv_fail_block * cfg.block_size
             guard.append(
                 ops.implies(
                     failed,
-                    ops.all(status == Status.RUNNING, s.q_admitted[0, r], cut < c - n, cut < L),
+                    ops.all(status == Status.RUNNING, s.q_admitted[0, r], cut < c - n,
+                            cut + cfg.block_size <= L),
                 )
             )
             c = ops.ite(failed, cut, c)

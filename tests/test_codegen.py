@@ -10,23 +10,29 @@ from codegen.cases import CaseError, build
 from codegen.render import render
 from model.check import check_config
 from model.itf import write
+from model.prove import isolated_pool
 from spec.matrix import by_name
 from targets.harness import Divergence, replay_case
 from targets.reference import ReferenceTarget
 
 
+def isolated(name: str):
+    """check_config in a fresh process, as make prove runs it."""
+    with isolated_pool(1) as pool:
+        return pool.submit(check_config, by_name([name])[0]).result()
+
+
 @pytest.fixture(scope="module")
 def kvfail_trace(tmp_path_factory) -> Path:
-    """The v2-kvfail counterexample, produced by the prover in this process."""
+    """The v2-kvfail counterexample, produced by the prover."""
     folder = tmp_path_factory.mktemp("prove")
-    report = check_config(by_name(["v2-kvfail"])[0])
-    for rel, doc in report.documents.items():
+    for rel, doc in isolated("v2-kvfail").documents.items():
         write(folder / rel, doc)
     return folder / "traces/v2-kvfail/counter-nonnegative.itf.json"
 
 
 def test_same_spec_gives_byte_identical_traces_and_modules(kvfail_trace, tmp_path):
-    again = check_config(by_name(["v2-kvfail"])[0])
+    again = isolated("v2-kvfail")
     write(tmp_path / "again.itf.json", again.documents["traces/v2-kvfail/counter-nonnegative.itf.json"])
     assert (tmp_path / "again.itf.json").read_bytes() == kvfail_trace.read_bytes()
     first, second = render(build(kvfail_trace)), render(build(tmp_path / "again.itf.json"))

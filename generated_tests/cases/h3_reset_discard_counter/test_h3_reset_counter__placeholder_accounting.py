@@ -14,7 +14,7 @@ step  event               picks                           what changes
                                                           r0: status WAITING->RUNNING, c 0->1, P 0->1, F 0->1, drafts 0->2
                                                           r0: Nr 0->2
                                                           in flight 0->1
-   2  schedule            budget=2 accepted=[1]           r0: scheduled 2, reserved 2, runner returns 2
+   2  schedule            budget=2                        r0: scheduled 2, reserved 2, runner returns 1
                                                           r0: c 1->3, P 1->3, F 1->3, Nr 2->3
                                                           in flight 1->2
    3  deliver                                             r0: T 1->2, P 3->2, F 3->2
@@ -49,7 +49,7 @@ CASE = Case(
     init={'prompt_len': [1]},
     steps=(
         ('schedule', {'budget': 1, 'accepted': [0]}),
-        ('schedule', {'budget': 2, 'accepted': [1]}),
+        ('schedule', {'budget': 2, 'accepted': [0]}),
         ('deliver', {'stop': [0]}),
         ('reset_prefix_cache', {}),
         ('schedule', {'budget': 2, 'accepted': [0]}),

@@ -8,20 +8,20 @@ Configuration kvfail-stream: KV-load failure on a streaming session: the stop la
 Violated: safe-frontier-nonnegative (sched:2472-2473), at step 5.
 
 step  event               picks                           what changes
-   0  init                prompt_len=[1] resumable=[True]
-   1  schedule            budget=1                        r0: scheduled 1, reserved 1, runner returns 1
-                                                          r0: status WAITING->RUNNING, c 0->1, P 0->1, F 0->1, drafts 0->1
-                                                          r0: Nr 0->2
+   0  init                prompt_len=[16] resumable=[True]
+   1  schedule            budget=16                       r0: scheduled 16, reserved 1, runner returns 1
+                                                          r0: status WAITING->RUNNING, c 0->16, P 0->1, F 0->16, drafts 0->1
+                                                          r0: Nr 0->17
                                                           in flight 0->1
    2  schedule            budget=2                        r0: scheduled 2, reserved 2, runner returns 1
-                                                          r0: c 1->3, P 1->3, F 1->3, Nr 2->3
+                                                          r0: c 16->18, P 1->3, F 16->18, Nr 17->18
                                                           in flight 1->2
-   3  deliver             kv_fail_req=0                   r0: c 3->0, F 3->2
+   3  deliver             kv_fail_req=0                   r0: c 18->0, F 18->2
                                                           in flight 2->1
    4  schedule            budget=1                        r0: scheduled 1, reserved 0, runner returns 0
-                                                          r0: c 0->1, F 2->3, X F->T, drafts 1->0, Nr 3->4
+                                                          r0: c 0->1, F 2->3, X F->T, drafts 1->0, Nr 18->19
                                                           in flight 1->2
-   5  deliver             stop=[1]                        r0: status RUNNING->WAITING_FOR_STREAMING_REQ, T 1->2, c 1->-1, P 3->0, F 3->1
+   5  deliver             stop=[1]                        r0: status RUNNING->WAITING_FOR_STREAMING_REQ, T 16->17, c 1->-1, P 3->0, F 3->1
                                                           r0: S 0->1, D F->T
                                                           in flight 2->1
                                                           VIOLATES safe-frontier-nonnegative
@@ -40,9 +40,9 @@ from targets.harness import Case, Expect, check_case
 CASE = Case(
     name='kvfail_stream__safe_frontier_nonnegative',
     config={'name': 'kvfail-stream', 'runner': 'v1', 'events': ['kvfail', 'stream'], 'faults': [], 'profile': 'vllm-0.32.0', 'clamp': False, 'requests': 1, 'pp': 1, 'spec_tokens': 1, 'max_budget': None, 'prompt_lens': None, 'long_prefill_threshold': 0, 'block_size': 16},
-    init={'prompt_len': [1], 'resumable': [True]},
+    init={'prompt_len': [16], 'resumable': [True]},
     steps=(
-        ('schedule', {'budget': 1, 'accepted': [0]}),
+        ('schedule', {'budget': 16, 'accepted': [0]}),
         ('schedule', {'budget': 2, 'accepted': [0]}),
         ('deliver', {'stop': [0], 'kv_fail_req': 0, 'kv_fail_block': 0}),
         ('schedule', {'budget': 1, 'accepted': [0]}),

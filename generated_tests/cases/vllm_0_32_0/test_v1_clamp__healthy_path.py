@@ -6,20 +6,20 @@ Configuration v1-clamp: clamp with V1 and every event family
   profile vllm-0.32.0; clamp on; 2 request(s), pp 1, 1 draft token(s) per step
 
 step  event               picks                           what changes
-   0  init                prompt_len=[1, 1] resumable=[False, False]
-   1  schedule            budget=1                        r0: scheduled 1, reserved 1, runner returns 1
-                                                          r0: status WAITING->RUNNING, c 0->1, P 0->1, F 0->1, drafts 0->1
-                                                          r0: Nr 0->2
+   0  init                prompt_len=[16, 1] resumable=[False, False]
+   1  schedule            budget=16                       r0: scheduled 16, reserved 1, runner returns 1
+                                                          r0: status WAITING->RUNNING, c 0->16, P 0->1, F 0->16, drafts 0->1
+                                                          r0: Nr 0->17
                                                           in flight 0->1
    2  schedule            budget=2 accepted=[1, 0]        r0: scheduled 2, reserved 2, runner returns 2
-                                                          r0: c 1->3, P 1->3, F 1->3, Nr 2->3
+                                                          r0: c 16->18, P 1->3, F 16->18, Nr 17->18
                                                           in flight 1->2
-   3  deliver             kv_fail_req=0                   r0: c 3->0, F 3->2
+   3  deliver             kv_fail_req=0                   r0: c 18->0, F 18->2
                                                           in flight 2->1
    4  schedule            budget=1                        r0: scheduled 1, reserved 0, runner returns 0
-                                                          r0: c 0->1, F 2->3, X F->T, drafts 1->0, Nr 3->4
+                                                          r0: c 0->1, F 2->3, X F->T, drafts 1->0, Nr 18->19
                                                           in flight 1->2
-   5  deliver             stop=[2, 0]                     r0: status RUNNING->FINISHED, T 1->3, P 3->1, F 3->1
+   5  deliver             stop=[2, 0]                     r0: status RUNNING->FINISHED, T 16->18, P 3->1, F 3->1
                                                           in flight 2->1
 (L prompt, T tokens, c computed, P placeholders, F in flight, S stale, D drop-stale, X is_prefill_chunk, Nr V1 num_tokens, g/pl/tl V2 slot computed/prefill_len/total_len)
 
@@ -36,9 +36,9 @@ from targets.harness import Case, Expect, check_case
 CASE = Case(
     name='v1_clamp__healthy_path',
     config={'name': 'v1-clamp', 'runner': 'v1', 'events': ['abort', 'kvfail', 'preempt', 'preempt-drop', 'reset', 'stream'], 'faults': [], 'profile': 'vllm-0.32.0', 'clamp': True, 'requests': 2, 'pp': 1, 'spec_tokens': 1, 'max_budget': None, 'prompt_lens': None, 'long_prefill_threshold': 0, 'block_size': 16},
-    init={'prompt_len': [1, 1], 'resumable': [False, False]},
+    init={'prompt_len': [16, 1], 'resumable': [False, False]},
     steps=(
-        ('schedule', {'budget': 1, 'accepted': [0, 0]}),
+        ('schedule', {'budget': 16, 'accepted': [0, 0]}),
         ('schedule', {'budget': 2, 'accepted': [1, 0]}),
         ('deliver', {'stop': [0, 0], 'kv_fail_req': 0, 'kv_fail_block': 0}),
         ('schedule', {'budget': 1, 'accepted': [0, 0]}),

@@ -6,22 +6,23 @@ Configuration v2-clamp-faults: clamp with V2 under KV-load failures and both fau
   profile vllm-0.32.0; clamp on; 2 request(s), pp 1, 1 draft token(s) per step
 
 step  event               picks                           what changes
-   0  init                prompt_len=[1, 1] resumable=[False, False]
-   1  schedule            budget=1                        r0: scheduled 1, reserved 1, runner returns 1
-                                                          r0: status WAITING->RUNNING, c 0->1, P 0->1, F 0->1, drafts 0->1
-                                                          r0: slot 0->1, g 0->1, pl 0->1, tl 0->2
+   0  init                prompt_len=[2, 1] resumable=[False, False]
+   1  schedule            budget=1 stale_read=[True, False]  r0: scheduled 1, reserved 0, runner returns 1
+                                                          r0: status WAITING->RUNNING, c 0->1, F 0->1, X F->T, slot 0->1
+                                                          r0: g 0->1, tl 0->1
                                                           in flight 0->1
-   2  schedule            budget=1 extra=[1, 0]           r0: scheduled 1, reserved 1, runner returns 2
-                                                          r0: c 1->2, P 1->2, F 1->2, g 1->2, tl 2->3
-                                                          in flight 1->2
-   3  deliver             kv_fail_req=0                   r0: c 2->0, F 2->1
-                                                          in flight 2->1
-   4  schedule            budget=1                        r0: scheduled 1, reserved 0, runner returns 1
-                                                          r0: c 0->1, F 1->2, X F->T, drafts 1->0, g 2->3
-                                                          r0: tl 3->4
-                                                          in flight 1->2
                                                           VIOLATES predicates-agree
-   5  deliver             stop=[2, 0]                     r0: status RUNNING->FINISHED, T 1->3, P 2->0, F 2->1
+   2  schedule            budget=1                        r0: scheduled 1, reserved 1, runner returns 1
+                                                          r0: c 1->2, P 0->1, F 1->2, X T->F, drafts 0->1
+                                                          r0: g 1->2, tl 1->2
+                                                          in flight 1->2
+   3  deliver                                             r0: T 2->3, P 1->0, F 2->1
+                                                          in flight 2->1
+                                                          VIOLATES no-token-while-prefilling
+   4  schedule            budget=1                        r0: scheduled 1, reserved 1, runner returns 1
+                                                          r0: c 2->3, P 0->1, F 1->2, g 2->3, tl 2->3
+                                                          in flight 1->2
+   5  deliver             stop=[1, 0]                     r0: status RUNNING->FINISHED, T 3->4, P 1->0, F 2->1
                                                           in flight 2->1
 (L prompt, T tokens, c computed, P placeholders, F in flight, S stale, D drop-stale, X is_prefill_chunk, Nr V1 num_tokens, g/pl/tl V2 slot computed/prefill_len/total_len)
 
@@ -38,13 +39,13 @@ from targets.harness import Case, Expect, check_case
 CASE = Case(
     name='v2_clamp_faults__healthy_path',
     config={'name': 'v2-clamp-faults', 'runner': 'v2', 'events': ['abort', 'kvfail', 'preempt', 'preempt-drop', 'reset', 'stream'], 'faults': ['over-delivery', 'stale-slot-read'], 'profile': 'vllm-0.32.0', 'clamp': True, 'requests': 2, 'pp': 1, 'spec_tokens': 1, 'max_budget': None, 'prompt_lens': None, 'long_prefill_threshold': 0, 'block_size': 16},
-    init={'prompt_len': [1, 1], 'resumable': [False, False]},
+    init={'prompt_len': [2, 1], 'resumable': [False, False]},
     steps=(
+        ('schedule', {'budget': 1, 'accepted': [0, 0], 'stale_read': [True, False], 'extra': [0, 0]}),
         ('schedule', {'budget': 1, 'accepted': [0, 0], 'stale_read': [False, False], 'extra': [0, 0]}),
-        ('schedule', {'budget': 1, 'accepted': [0, 0], 'stale_read': [False, False], 'extra': [1, 0]}),
-        ('deliver', {'stop': [0, 0], 'kv_fail_req': 0, 'kv_fail_block': 0}),
+        ('deliver', {'stop': [0, 0], 'kv_fail_req': -1, 'kv_fail_block': 0}),
         ('schedule', {'budget': 1, 'accepted': [0, 0], 'stale_read': [False, False], 'extra': [0, 0]}),
-        ('deliver', {'stop': [2, 0], 'kv_fail_req': -1, 'kv_fail_block': 0}),
+        ('deliver', {'stop': [1, 0], 'kv_fail_req': -1, 'kv_fail_block': 0}),
     ),
     kind='witness',
     property=None,

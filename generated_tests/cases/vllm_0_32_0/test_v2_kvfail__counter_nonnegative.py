@@ -8,29 +8,27 @@ Configuration v2-kvfail: V2 0.32.0: a recompute after a KV-load failure re-prefi
 Violated: counter-nonnegative (async:69-71), at step 7.
 
 step  event               picks                           what changes
-   0  init                prompt_len=[2]
-   1  schedule            budget=1                        r0: scheduled 1, reserved 0, runner returns 0
-                                                          r0: status WAITING->RUNNING, c 0->1, F 0->1, X F->T, g 0->1
-                                                          r0: pl 0->2, tl 0->2
+   0  init                prompt_len=[16]
+   1  schedule            budget=3                        r0: scheduled 3, reserved 0, runner returns 0
+                                                          r0: status WAITING->RUNNING, c 0->3, F 0->3, X F->T, g 0->3
+                                                          r0: pl 0->16, tl 0->16
                                                           in flight 0->1
-   2  schedule            budget=1                        r0: scheduled 1, reserved 1, runner returns 1
-                                                          r0: c 1->2, P 0->1, F 1->2, X T->F, drafts 0->1
-                                                          r0: g 1->2, tl 2->3
+   2  schedule            budget=5                        r0: scheduled 5, reserved 0, runner returns 0
+                                                          r0: c 3->8, F 3->8, g 3->8
                                                           in flight 1->2
-   3  deliver             kv_fail_req=0                   r0: c 2->0, F 2->1
+   3  deliver             kv_fail_req=0                   r0: c 8->0, F 8->5
                                                           in flight 2->1
-   4  schedule            budget=1                        r0: scheduled 1, reserved 0, runner returns 1
-                                                          r0: c 0->1, F 1->2, X F->T, drafts 1->0, g 2->3
-                                                          r0: tl 3->4
+   4  schedule            budget=8                        r0: scheduled 8, reserved 0, runner returns 1
+                                                          r0: c 0->8, F 5->13, g 8->16, tl 16->17
                                                           in flight 1->2
                                                           VIOLATES predicates-agree
-   5  deliver                                             r0: T 2->3, P 1->0, F 2->1
+   5  deliver                                             r0: F 13->8
                                                           in flight 2->1
    6  schedule            budget=1                        r0: scheduled 1, reserved 0, runner returns 1
-                                                          r0: c 1->2, F 1->2, g 3->4, tl 4->5
+                                                          r0: c 8->9, F 8->9, g 16->17, tl 17->18
                                                           in flight 1->2
                                                           VIOLATES predicates-agree
-   7  deliver                                             r0: T 3->4, P 0->-1, F 2->1
+   7  deliver                                             r0: T 16->17, P 0->-1, F 9->1
                                                           in flight 2->1
                                                           VIOLATES counter-nonnegative, no-token-while-prefilling
 (L prompt, T tokens, c computed, P placeholders, F in flight, S stale, D drop-stale, X is_prefill_chunk, Nr V1 num_tokens, g/pl/tl V2 slot computed/prefill_len/total_len)
@@ -48,12 +46,12 @@ from targets.harness import Case, Expect, check_case
 CASE = Case(
     name='v2_kvfail__counter_nonnegative',
     config={'name': 'v2-kvfail', 'runner': 'v2', 'events': ['kvfail'], 'faults': [], 'profile': 'vllm-0.32.0', 'clamp': False, 'requests': 1, 'pp': 1, 'spec_tokens': 1, 'max_budget': None, 'prompt_lens': None, 'long_prefill_threshold': 0, 'block_size': 16},
-    init={'prompt_len': [2]},
+    init={'prompt_len': [16]},
     steps=(
-        ('schedule', {'budget': 1, 'accepted': [0]}),
-        ('schedule', {'budget': 1, 'accepted': [0]}),
+        ('schedule', {'budget': 3, 'accepted': [0]}),
+        ('schedule', {'budget': 5, 'accepted': [0]}),
         ('deliver', {'stop': [0], 'kv_fail_req': 0, 'kv_fail_block': 0}),
-        ('schedule', {'budget': 1, 'accepted': [0]}),
+        ('schedule', {'budget': 8, 'accepted': [0]}),
         ('deliver', {'stop': [0], 'kv_fail_req': -1, 'kv_fail_block': 0}),
         ('schedule', {'budget': 1, 'accepted': [0]}),
         ('deliver', {'stop': [0], 'kv_fail_req': -1, 'kv_fail_block': 0}),

@@ -8,15 +8,15 @@ Configuration v2-kvfail: V2 0.32.0: a recompute after a KV-load failure re-prefi
 Violated: placeholder-accounting (async:45-47, async:70, sched:1607, sched:2478), at step 3.
 
 step  event               picks                           what changes
-   0  init                prompt_len=[1]
-   1  schedule            budget=1                        r0: scheduled 1, reserved 1, runner returns 1
-                                                          r0: status WAITING->RUNNING, c 0->1, P 0->1, F 0->1, drafts 0->1
-                                                          r0: g 0->1, pl 0->1, tl 0->2
+   0  init                prompt_len=[16]
+   1  schedule            budget=16                       r0: scheduled 16, reserved 1, runner returns 1
+                                                          r0: status WAITING->RUNNING, c 0->16, P 0->1, F 0->16, drafts 0->1
+                                                          r0: g 0->16, pl 0->16, tl 0->17
                                                           in flight 0->1
    2  schedule            budget=1                        r0: scheduled 1, reserved 1, runner returns 1
-                                                          r0: c 1->2, P 1->2, F 1->2, g 1->2, tl 2->3
+                                                          r0: c 16->17, P 1->2, F 16->17, g 16->17, tl 17->18
                                                           in flight 1->2
-   3  deliver             kv_fail_req=0                   r0: c 2->0, F 2->1
+   3  deliver             kv_fail_req=0                   r0: c 17->0, F 17->1
                                                           in flight 2->1
 (L prompt, T tokens, c computed, P placeholders, F in flight, S stale, D drop-stale, X is_prefill_chunk, Nr V1 num_tokens, g/pl/tl V2 slot computed/prefill_len/total_len)
 
@@ -33,9 +33,9 @@ from targets.harness import Case, Expect, check_case
 CASE = Case(
     name='v2_kvfail__placeholder_accounting',
     config={'name': 'v2-kvfail', 'runner': 'v2', 'events': ['kvfail'], 'faults': [], 'profile': 'vllm-0.32.0', 'clamp': False, 'requests': 1, 'pp': 1, 'spec_tokens': 1, 'max_budget': None, 'prompt_lens': None, 'long_prefill_threshold': 0, 'block_size': 16},
-    init={'prompt_len': [1]},
+    init={'prompt_len': [16]},
     steps=(
-        ('schedule', {'budget': 1, 'accepted': [0]}),
+        ('schedule', {'budget': 16, 'accepted': [0]}),
         ('schedule', {'budget': 1, 'accepted': [0]}),
         ('deliver', {'stop': [0], 'kv_fail_req': 0, 'kv_fail_block': 0}),
     ),

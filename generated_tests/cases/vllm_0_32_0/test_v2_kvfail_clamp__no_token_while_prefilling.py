@@ -8,28 +8,27 @@ Configuration v2-kvfail-clamp: clamp on the #57562 candidate: survives, but a st
 Violated: no-token-while-prefilling (sched:2497-2499 (the contract's own comment)), at step 7.
 
 step  event               picks                           what changes
-   0  init                prompt_len=[1]
-   1  schedule            budget=1                        r0: scheduled 1, reserved 1, runner returns 1
-                                                          r0: status WAITING->RUNNING, c 0->1, P 0->1, F 0->1, drafts 0->1
-                                                          r0: g 0->1, pl 0->1, tl 0->2
+   0  init                prompt_len=[16]
+   1  schedule            budget=1                        r0: scheduled 1, reserved 0, runner returns 0
+                                                          r0: status WAITING->RUNNING, c 0->1, F 0->1, X F->T, g 0->1
+                                                          r0: pl 0->16, tl 0->16
                                                           in flight 0->1
-   2  schedule            budget=1                        r0: scheduled 1, reserved 1, runner returns 1
-                                                          r0: c 1->2, P 1->2, F 1->2, g 1->2, tl 2->3
+   2  schedule            budget=1                        r0: scheduled 1, reserved 0, runner returns 0
+                                                          r0: c 1->2, F 1->2, g 1->2
                                                           in flight 1->2
    3  deliver             kv_fail_req=0                   r0: c 2->0, F 2->1
                                                           in flight 2->1
-   4  schedule            budget=1                        r0: scheduled 1, reserved 0, runner returns 1
-                                                          r0: c 0->1, F 1->2, X F->T, drafts 1->0, g 2->3
-                                                          r0: tl 3->4
+   4  schedule            budget=14                       r0: scheduled 14, reserved 0, runner returns 1
+                                                          r0: c 0->14, F 1->15, g 2->16, tl 16->17
                                                           in flight 1->2
                                                           VIOLATES predicates-agree
-   5  deliver                                             r0: T 1->2, P 2->1, F 2->1
+   5  deliver                                             r0: F 15->14
                                                           in flight 2->1
-   6  schedule            budget=1                        r0: scheduled 1, reserved 0, runner returns 1
-                                                          r0: c 1->2, F 1->2, g 3->4, tl 4->5
+   6  schedule            budget=2                        r0: scheduled 2, reserved 1, runner returns 1
+                                                          r0: c 14->16, P 0->1, F 14->16, X T->F, drafts 0->1
+                                                          r0: g 16->18, tl 17->18
                                                           in flight 1->2
-                                                          VIOLATES predicates-agree
-   7  deliver                                             r0: T 2->3, P 1->0, F 2->1
+   7  deliver                                             r0: T 16->17, P 1->0, F 16->2
                                                           in flight 2->1
                                                           VIOLATES no-token-while-prefilling
 (L prompt, T tokens, c computed, P placeholders, F in flight, S stale, D drop-stale, X is_prefill_chunk, Nr V1 num_tokens, g/pl/tl V2 slot computed/prefill_len/total_len)
@@ -47,14 +46,14 @@ from targets.harness import Case, Expect, check_case
 CASE = Case(
     name='v2_kvfail_clamp__no_token_while_prefilling',
     config={'name': 'v2-kvfail-clamp', 'runner': 'v2', 'events': ['kvfail'], 'faults': [], 'profile': 'vllm-0.32.0', 'clamp': True, 'requests': 1, 'pp': 1, 'spec_tokens': 1, 'max_budget': None, 'prompt_lens': None, 'long_prefill_threshold': 0, 'block_size': 16},
-    init={'prompt_len': [1]},
+    init={'prompt_len': [16]},
     steps=(
         ('schedule', {'budget': 1, 'accepted': [0]}),
         ('schedule', {'budget': 1, 'accepted': [0]}),
         ('deliver', {'stop': [0], 'kv_fail_req': 0, 'kv_fail_block': 0}),
-        ('schedule', {'budget': 1, 'accepted': [0]}),
+        ('schedule', {'budget': 14, 'accepted': [0]}),
         ('deliver', {'stop': [0], 'kv_fail_req': -1, 'kv_fail_block': 0}),
-        ('schedule', {'budget': 1, 'accepted': [0]}),
+        ('schedule', {'budget': 2, 'accepted': [0]}),
         ('deliver', {'stop': [0], 'kv_fail_req': -1, 'kv_fail_block': 0}),
     ),
     kind='violation',

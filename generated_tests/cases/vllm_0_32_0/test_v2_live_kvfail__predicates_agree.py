@@ -8,19 +8,18 @@ Configuration v2-live-kvfail: the live-length fix does not cover it: the GPU com
 Violated: predicates-agree (sched:1634-1636 + async:34 vs v1r:2058-2060 / v2b:507-533), at step 4.
 
 step  event               picks                           what changes
-   0  init                prompt_len=[1]
-   1  schedule            budget=1                        r0: scheduled 1, reserved 1, runner returns 1
-                                                          r0: status WAITING->RUNNING, c 0->1, P 0->1, F 0->1, drafts 0->1
-                                                          r0: g 0->1, pl 0->1, tl 0->2
+   0  init                prompt_len=[16]
+   1  schedule            budget=9                        r0: scheduled 9, reserved 0, runner returns 0
+                                                          r0: status WAITING->RUNNING, c 0->9, F 0->9, X F->T, g 0->9
+                                                          r0: pl 0->16, tl 0->16
                                                           in flight 0->1
-   2  schedule            budget=1                        r0: scheduled 1, reserved 1, runner returns 1
-                                                          r0: c 1->2, P 1->2, F 1->2, g 1->2, tl 2->3
+   2  schedule            budget=4                        r0: scheduled 4, reserved 0, runner returns 0
+                                                          r0: c 9->13, F 9->13, g 9->13
                                                           in flight 1->2
-   3  deliver             kv_fail_req=0                   r0: c 2->0, F 2->1
+   3  deliver             kv_fail_req=0                   r0: c 13->0, F 13->4
                                                           in flight 2->1
-   4  schedule            budget=1                        r0: scheduled 1, reserved 0, runner returns 1
-                                                          r0: c 0->1, F 1->2, X F->T, drafts 1->0, g 2->3
-                                                          r0: tl 3->4
+   4  schedule            budget=3                        r0: scheduled 3, reserved 0, runner returns 1
+                                                          r0: c 0->3, F 4->7, g 13->16, tl 16->17
                                                           in flight 1->2
                                                           VIOLATES predicates-agree
 (L prompt, T tokens, c computed, P placeholders, F in flight, S stale, D drop-stale, X is_prefill_chunk, Nr V1 num_tokens, g/pl/tl V2 slot computed/prefill_len/total_len)
@@ -38,12 +37,12 @@ from targets.harness import Case, Expect, check_case
 CASE = Case(
     name='v2_live_kvfail__predicates_agree',
     config={'name': 'v2-live-kvfail', 'runner': 'v2-live', 'events': ['kvfail'], 'faults': [], 'profile': 'vllm-0.32.0', 'clamp': False, 'requests': 1, 'pp': 1, 'spec_tokens': 1, 'max_budget': None, 'prompt_lens': None, 'long_prefill_threshold': 0, 'block_size': 16},
-    init={'prompt_len': [1]},
+    init={'prompt_len': [16]},
     steps=(
-        ('schedule', {'budget': 1, 'accepted': [0]}),
-        ('schedule', {'budget': 1, 'accepted': [0]}),
+        ('schedule', {'budget': 9, 'accepted': [0]}),
+        ('schedule', {'budget': 4, 'accepted': [0]}),
         ('deliver', {'stop': [0], 'kv_fail_req': 0, 'kv_fail_block': 0}),
-        ('schedule', {'budget': 1, 'accepted': [0]}),
+        ('schedule', {'budget': 3, 'accepted': [0]}),
     ),
     kind='violation',
     property='predicates-agree',

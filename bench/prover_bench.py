@@ -1,0 +1,174 @@
+"""The prover's and the suites' costs, measured, with ratios side by side in one run.
+
+    .venv/bin/python bench/prover_bench.py [--quick] [--cell-timeout 20]
+
+1. `make prove` (the whole default matrix, two workers): wall time, and per result the
+   time of each shortest counterexample and each unbounded proof, against the targets
+   (15 s, 0.25 s, 0.1 s).
+2. Solve time against depth (4..20) and requests (1..3): BMC exhausting a proved
+   property, and k-induction proving it, on the core contract (V1, no optional events).
+3. Integer sizes: a 9118-token prompt with an 8192-token budget against 3 and 2, for a
+   shortest counterexample (with minimisation) and for a proof.
+4. The generated suites on vLLM's real scheduler (both arms), against 60 s.
+Timings vary by about +-20% run to run on a shared 2-core machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import z3  # noqa: E402
+from rich.console import Console  # noqa: E402
+from rich.table import Table  # noqa: E402
+
+from model.bmc import Bmc, Goal, SolverUnknown  # noqa: E402
+from model.encoding import Encoding  # noqa: E402
+from model.induction import KInduction  # noqa: E402
+from spec.config import Config  # noqa: E402
+from spec.invariants import LEMMAS  # noqa: E402
+
+console = Console(width=120, highlight=False)
+PY = sys.executable
+
+
+def _lemmas(cfg):
+    return [(lemma.name, lemma.holds) for lemma in LEMMAS if lemma.applies(cfg)]
+
+
+def matrix() -> dict:
+    with tempfile.TemporaryDirectory() as tmp:
+        started = time.perf_counter()
+        proc = subprocess.run([PY, "-m", "model.prove", "--out", tmp], cwd=ROOT, capture_output=True, text=True)
+        wall = time.perf_counter() - started
+        summary = json.loads((Path(tmp) / "summary.json").read_text())
+    ces = [r["seconds"] for r in summary["results"] if r["verdict"] == "violated"]
+    proofs = {}
+    for r in summary["results"]:
+        if r["verdict"] == "proved":
+            proofs[r["config"]] = r["seconds"]  # one induction run proves a config's properties
+    table = Table(title="1. make prove: the default matrix (2 workers)")
+    for col in ("measure", "value", "target", "ratio"):
+        table.add_column(col, justify="right" if col != "measure" else "left")
+    rows = [
+        ("whole matrix, wall", wall, 15.0),
+        ("shortest counterexample + classes, median", statistics.median(ces), 0.25),
+        ("shortest counterexample + classes, max", max(ces), 0.25),
+        ("unbounded proof (all properties of a config), median", statistics.median(proofs.values()), 0.1),
+        ("unbounded proof (all properties of a config), max", max(proofs.values()), 0.1),
+    ]
+    for name, value, target in rows:
+        table.add_row(name, f"{value:.3f} s", f"{target:.2f} s", f"{value / target:.1f}x")
+    table.add_row("verdicts as expected", f"{sum(r['match'] for r in summary['results'])}/{len(summary['results'])}",
+                  "all", "exit 0" if proc.returncode == 0 else f"exit {proc.returncode}")
+    console.print(table)
+    slowest = sorted(summary["results"], key=lambda r: -r["seconds"])[:5]
+    console.print("slowest results: " + "; ".join(f"{r['config']}/{r['property']} {r['seconds']:.2f}s" for r in slowest))
+    return summary
+
+
+def exhaust(cfg: Config, prop: str, depth: int, timeout_ms: int) -> str:
+    bmc = Bmc(Encoding(cfg), timeout_ms=timeout_ms)
+    started = time.perf_counter()
+    try:
+        found = bmc.shortest(Goal.violation(prop), depth)
+    except SolverUnknown:
+        return f">{timeout_ms / 1000:.0f} s"
+    took = time.perf_counter() - started
+    return ("CE! " if found else "") + f"{took:.2f}"
+
+
+def depth_table(depths, requests, timeout_ms: int) -> None:
+    table = Table(title="2. seconds to exhaust BMC (no counterexample) for predicates-agree, V1 core contract")
+    table.add_column("requests")
+    for d in depths:
+        table.add_column(f"depth {d}", justify="right")
+    table.add_column("k-induction", justify="right")
+    for r in requests:
+        cfg = Config(name=f"core-{r}", runner="v1", requests=r)
+        cells = []
+        blown = False
+        for d in depths:
+            if blown:
+                cells.append("-")
+                continue
+            cell = exhaust(cfg, "predicates-agree", d, timeout_ms)
+            blown = cell.startswith(">")
+            cells.append(cell)
+        started = time.perf_counter()
+        result = KInduction(Encoding(cfg)).prove(["predicates-agree", "counter-nonnegative"], _lemmas(cfg))
+        cells.append(f"{result.status} k={result.k} {time.perf_counter() - started:.3f}")
+        table.add_row(str(r), *cells)
+    console.print(table)
+
+
+def sizes_table() -> None:
+    table = Table(title="3. integer sizes: the same checks with a 9118-token prompt / 8192 budget, and 3 / 2")
+    for col in ("check", "3 / 2", "9118 / 8192", "ratio"):
+        table.add_column(col, justify="right" if col != "check" else "left")
+
+    def ce(prompt, budget):
+        cfg = Config(name="sz", runner="v2", requests=1, spec_tokens=1, events=frozenset({"kvfail"}),
+                     prompt_lens=(prompt,), max_budget=budget)
+        started = time.perf_counter()
+        trace = Bmc(Encoding(cfg)).shortest(Goal.violation("counter-nonnegative"), 12)
+        return time.perf_counter() - started, trace.depth
+
+    def proof(prompt, budget):
+        cfg = Config(name="sz", runner="v1", requests=2, spec_tokens=1,
+                     events=frozenset({"preempt", "preempt-drop", "reset", "abort"}),
+                     prompt_lens=(prompt, prompt), max_budget=budget)
+        started = time.perf_counter()
+        result = KInduction(Encoding(cfg)).prove(["predicates-agree", "counter-nonnegative"], _lemmas(cfg))
+        assert result.status == "proved", result
+        return time.perf_counter() - started, result.k
+
+    for name, fn in (("V2 KV-failure counterexample (shortest, minimised)", ce), ("V1 proof (k-induction)", proof)):
+        small, small_depth = min((fn(3, 2) for _ in range(3)), key=lambda x: x[0])
+        large, large_depth = min((fn(9118, 8192) for _ in range(3)), key=lambda x: x[0])
+        table.add_row(name, f"{small:.3f} s (depth {small_depth})", f"{large:.3f} s (depth {large_depth})",
+                      f"{large / small:.2f}x")
+    console.print(table)
+    console.print("(best of 3 each; depth is the counterexample's length or the induction's k)")
+
+
+def suites_table() -> None:
+    table = Table(title="4. the generated suites on vLLM's real AsyncScheduler (both arms)")
+    for col in ("run", "seconds", "target", "ratio", "result"):
+        table.add_column(col, justify="right" if col != "run" else "left")
+    env = dict(os.environ, VLLM_CACHE_ROOT=str(ROOT / ".vllm_cache"))
+    started = time.perf_counter()
+    proc = subprocess.run([PY, "-m", "pytest", "generated_tests", "-q", "-p", "no:cacheprovider",
+                           "--target=vllm,vllm-clamp"], cwd=ROOT, capture_output=True, text=True, env=env)
+    took = time.perf_counter() - started
+    last = proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else proc.stderr.strip()[-200:]
+    table.add_row("pytest generated_tests --target=vllm,vllm-clamp", f"{took:.1f}", "60", f"{took / 60:.2f}x", last)
+    console.print(table)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="depths 4..12 and requests 1..2 only")
+    parser.add_argument("--cell-timeout", type=float, default=20.0, help="seconds per BMC cell")
+    args = parser.parse_args()
+    console.print(f"z3 {z3.get_version_string()}, {os.cpu_count()} cores")
+    matrix()
+    depths = [4, 8, 12] if args.quick else [4, 8, 12, 16, 20]
+    depth_table(depths, [1, 2] if args.quick else [1, 2, 3], int(args.cell_timeout * 1000))
+    sizes_table()
+    suites_table()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
