@@ -120,7 +120,7 @@ def launchers(vllm_module) -> dict[str, tuple]:
     """name -> (drop-in launcher, bare launch of the kernel alone, variant for inputs)."""
     out = {}
     for variant in ("snapshot", "live"):
-        kernel = discard.KERNELS[variant]
+        kernel = discard.discard_kernel
 
         def bare(b: Batch, kernel=kernel, variant=variant):
             rows = b.idx_mapping.shape[0]

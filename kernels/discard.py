@@ -11,8 +11,9 @@ same arguments, same in-place write to num_sampled, same returned pair.
   live      The fix discussed upstream: compare with the slot's live total_len
             instead, which grows with every sampled token.
 
-Both kernels take the decision through one helper, `still_prefilling`, so that
-kernels/proof.py can prove a property of the very code the kernels run.
+One kernel serves both: the launchers differ only in the per-slot threshold they
+pass. The decision is taken by one helper, `still_prefilling`, so that
+kernels/proof.py can prove a property of the very code the kernel runs.
 
 Unlike vLLM's kernel (one program per row), each program here handles BLOCK_ROWS
 rows with vector loads, and num_sampled is only rewritten where it changes.
@@ -58,44 +59,24 @@ def _store_counts(num_sampled_ptr, num_rejected_ptr, cu_num_logits_ptr, rows, in
 
 
 @triton.jit
-def snapshot_discard_kernel(
+def discard_kernel(
     num_sampled_ptr,
     num_rejected_ptr,
     seq_lens_ptr,
     cu_num_logits_ptr,
     idx_mapping_ptr,
-    prefill_len_ptr,
+    threshold_ptr,
     num_rows,
     BLOCK_ROWS: tl.constexpr,
 ):
-    """vLLM 0.32.0's rule: compare with prefill_len, the length recorded at add_request."""
+    """Both variants: a row is prefilling while its seq_len is below its slot's threshold.
+    The snapshot launcher passes prefill_len (vLLM 0.32.0), the live one total_len."""
     rows = tl.program_id(0) * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)
     in_batch = rows < num_rows
     slots = tl.load(idx_mapping_ptr + rows, mask=in_batch, other=0)
     seq_lens = tl.load(seq_lens_ptr + rows, mask=in_batch, other=0)
-    prefill_lens = tl.load(prefill_len_ptr + slots, mask=in_batch, other=0)
-    prefilling = still_prefilling(seq_lens, prefill_lens)
-    _store_counts(num_sampled_ptr, num_rejected_ptr, cu_num_logits_ptr, rows, in_batch, prefilling)
-
-
-@triton.jit
-def live_discard_kernel(
-    num_sampled_ptr,
-    num_rejected_ptr,
-    seq_lens_ptr,
-    cu_num_logits_ptr,
-    idx_mapping_ptr,
-    total_len_ptr,
-    num_rows,
-    BLOCK_ROWS: tl.constexpr,
-):
-    """The fix: compare with total_len, the slot's length as it is now."""
-    rows = tl.program_id(0) * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)
-    in_batch = rows < num_rows
-    slots = tl.load(idx_mapping_ptr + rows, mask=in_batch, other=0)
-    seq_lens = tl.load(seq_lens_ptr + rows, mask=in_batch, other=0)
-    total_lens = tl.load(total_len_ptr + slots, mask=in_batch, other=0)
-    prefilling = still_prefilling(seq_lens, total_lens)
+    thresholds = tl.load(threshold_ptr + slots, mask=in_batch, other=0)
+    prefilling = still_prefilling(seq_lens, thresholds)
     _store_counts(num_sampled_ptr, num_rejected_ptr, cu_num_logits_ptr, rows, in_batch, prefilling)
 
 
@@ -135,14 +116,14 @@ def _check_inputs(num_sampled, seq_lens, cu_num_logits, idx_mapping, per_slot) -
     return num_rows
 
 
-def _launch(kernel, num_sampled, seq_lens, cu_num_logits, idx_mapping, per_slot, block_rows):
+def _launch(num_sampled, seq_lens, cu_num_logits, idx_mapping, per_slot, block_rows):
     if block_rows < 1 or block_rows & (block_rows - 1):
         raise ValueError(f"block_rows must be a power of two (tl.arange needs one), got {block_rows}")
     num_rows = _check_inputs(num_sampled, seq_lens, cu_num_logits, idx_mapping, per_slot)
     num_rejected = torch.empty_like(num_sampled)
     if num_rows:
         grid = (triton.cdiv(num_rows, block_rows),)
-        kernel[grid](
+        discard_kernel[grid](
             num_sampled, num_rejected, seq_lens, cu_num_logits, idx_mapping, per_slot,
             num_rows, BLOCK_ROWS=block_rows, num_warps=NUM_WARPS,
         )
@@ -164,8 +145,7 @@ def get_num_sampled_and_rejected_snapshot(
     num_sampled is updated in place and returned; num_rejected is a new tensor shaped
     like num_sampled (entries past the batch's rows are left uninitialised, as in vLLM).
     """
-    return _launch(snapshot_discard_kernel, num_sampled, seq_lens, cu_num_logits, idx_mapping,
-                   prefill_len, block_rows)
+    return _launch(num_sampled, seq_lens, cu_num_logits, idx_mapping, prefill_len, block_rows)
 
 
 def get_num_sampled_and_rejected_live(
@@ -178,8 +158,7 @@ def get_num_sampled_and_rejected_live(
     block_rows: int = BLOCK_ROWS,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """As the snapshot variant, but a row is prefilling iff seq_len < total_len[slot]."""
-    return _launch(live_discard_kernel, num_sampled, seq_lens, cu_num_logits, idx_mapping,
-                   total_len, block_rows)
+    return _launch(num_sampled, seq_lens, cu_num_logits, idx_mapping, total_len, block_rows)
 
 
 # variant name -> launcher, and which variant each V2 runner of spec/config.py uses
@@ -187,6 +166,5 @@ LAUNCHERS = {
     "snapshot": get_num_sampled_and_rejected_snapshot,
     "live": get_num_sampled_and_rejected_live,
 }
-KERNELS = {"snapshot": snapshot_discard_kernel, "live": live_discard_kernel}
-THRESHOLD_ARG = {"snapshot": "prefill_len_ptr", "live": "total_len_ptr"}
+THRESHOLD = {"snapshot": "prefill_len", "live": "total_len"}  # what each launcher passes
 VARIANT_OF_RUNNER = {"v2": "snapshot", "v2-live": "live"}

@@ -20,7 +20,7 @@ from kernels import discard, runtime
 
 # the decision's SSA value is named after the kernel's `prefilling` variable
 DECISION = re.compile(r"%prefilling(?:_\d+)? = arith\.cmpi (\w+), %(\w+?)(?:_\d+)?, %(\w+?)(?:_\d+)? :")
-THRESHOLD_VALUE = {"snapshot": "prefill_lens", "live": "total_lens"}
+THRESHOLD_VALUE = "thresholds"  # the kernel's name for the per-slot values it compares with
 
 
 def compile_variant(variant: str, arch: int = 90, sampled: str = "*i32"):
@@ -31,10 +31,10 @@ def compile_variant(variant: str, arch: int = 90, sampled: str = "*i32"):
 
     signature = {
         "num_sampled_ptr": sampled, "num_rejected_ptr": sampled, "seq_lens_ptr": "*i32",
-        "cu_num_logits_ptr": "*i32", "idx_mapping_ptr": "*i64", discard.THRESHOLD_ARG[variant]: "*i32",
+        "cu_num_logits_ptr": "*i32", "idx_mapping_ptr": "*i64", "threshold_ptr": "*i32",
         "num_rows": "i32", "BLOCK_ROWS": "constexpr",
     }
-    source = ASTSource(fn=discard.KERNELS[variant], signature=signature,
+    source = ASTSource(fn=discard.discard_kernel, signature=signature,
                        constexprs={"BLOCK_ROWS": discard.BLOCK_ROWS})
     return triton.compile(source, target=GPUTarget("cuda", arch, 32), options={"num_warps": discard.NUM_WARPS})
 
@@ -45,7 +45,7 @@ def decision_problem(variant: str, ttir: str) -> str | None:
     if len(found) != 1:
         return f"expected one comparison named prefilling in the TTIR, found {len(found)}"
     predicate, left, right = found[0]
-    if (predicate, left, right) != ("slt", "seq_lens", THRESHOLD_VALUE[variant]):
+    if (predicate, left, right) != ("slt", "seq_lens", THRESHOLD_VALUE):
         return f"decision lowers to cmpi {predicate} %{left}, %{right}"
     return None
 
@@ -58,13 +58,13 @@ def main(argv: list[str] | None = None) -> int:
         print("kernels were decorated for the interpreter; rerun with TRITON_INTERPRET=0", file=sys.stderr)
         return 2
     failed = False
-    for variant in discard.KERNELS:
+    for variant in discard.THRESHOLD:
         for sampled in ("*i32", "*i64"):
             compiled = compile_variant(variant, opts.arch, sampled)
             problem = decision_problem(variant, compiled.asm["ttir"])
             failed |= problem is not None
             print(f"{variant} (num_sampled {sampled[1:]}): sm_{opts.arch} cubin {len(compiled.asm['cubin'])} bytes; "
-                  f"decision: {problem or 'arith.cmpi slt %seq_lens, %' + THRESHOLD_VALUE[variant]}")
+                  f"decision: {problem or 'arith.cmpi slt %seq_lens, %' + THRESHOLD_VALUE}")
     return 1 if failed else 0
 
 

@@ -128,18 +128,32 @@ def equals_spec(variant: str, *, nonnegative: bool, no_overflow: bool) -> ProofR
 
 
 def kernel_routes_decision(variant: str) -> ProofResult:
-    """The variant's kernel calls still_prefilling(seq_lens[rows], per_slot[idx_mapping[rows]])
-    with its own per-slot pointer, and stores through that result."""
-    kernel = discard.KERNELS[variant]
-    threshold_ptr = discard.THRESHOLD_ARG[variant]
+    """The kernel calls still_prefilling(seq_lens[rows], threshold[idx_mapping[rows]]) and
+    stores through that result, and the variant's launcher passes its own per-slot
+    threshold (prefill_len or total_len) as that pointer."""
+    kernel = discard.discard_kernel
     claim = f"{variant}: {kernel.fn.__name__} decides through still_prefilling"
-    problem = _routing_problem(kernel.fn, threshold_ptr)
+    problem = _routing_problem(kernel.fn, "threshold_ptr") or _launcher_problem(variant)
     return ProofResult(claim, REFUTED if problem else PROVED, PROVED, note=problem or "")
+
+
+def _launcher_problem(variant: str) -> str | None:
+    """None if the variant's launcher hands its threshold argument to the kernel."""
+    launcher = discard.LAUNCHERS[variant]
+    wanted = discard.THRESHOLD[variant]
+    tree = ast.parse(textwrap.dedent(inspect.getsource(launcher)))
+    calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and ast.unparse(n.func) == "_launch"]
+    if len(calls) != 1:
+        return f"{launcher.__name__} should call _launch once, calls it {len(calls)} times"
+    passed = calls[0].args[4] if len(calls[0].args) > 4 else None
+    if not (isinstance(passed, ast.Name) and passed.id == wanted):
+        return f"{launcher.__name__} passes {ast.unparse(passed) if passed else 'nothing'} as the threshold, not {wanted}"
+    return None
 
 
 def all_claims() -> list[ProofResult]:
     out = [signed_comparison()]
-    for variant in discard.KERNELS:
+    for variant in discard.THRESHOLD:
         out += [
             kernel_routes_decision(variant),
             equals_spec(variant, nonnegative=True, no_overflow=False),

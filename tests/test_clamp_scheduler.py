@@ -9,25 +9,19 @@ warns once per process, and the target's clamp arm agrees with the model's clamp
 from __future__ import annotations
 
 import logging
-import sys
-from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
-
-from spec.config import Config  # noqa: E402
-from targets import vllm_env  # noqa: E402
+from spec.config import Config
+from targets import vllm_env
 
 _OK, _WHY = vllm_env.available()
 if not _OK:
     pytest.skip(f"vLLM target not available: {_WHY}", allow_module_level=True)
 
-from targets import clamp_scheduler  # noqa: E402
-from targets.clamp_scheduler import ClampAsyncScheduler  # noqa: E402
-from targets.vllm_target import VllmTarget, assert_site, replay  # noqa: E402
+from targets import clamp_scheduler
+from targets.clamp_scheduler import ClampAsyncScheduler
+from targets.vllm_target import VllmTarget, assert_site, replay
 
 V = vllm_env.load()
 CFG = Config("clamp-unit", runner="v1", requests=1)

@@ -10,14 +10,9 @@ vLLM is imported once per session; a fresh scheduler is built per case.
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
-
-REPO = Path(__file__).resolve().parent.parent
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
 
 from model.interpreter import nested  # noqa: E402
 from spec.config import Config  # noqa: E402
