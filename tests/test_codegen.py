@@ -92,3 +92,31 @@ def test_a_trace_that_does_not_violate_is_refused(kvfail_trace, tmp_path):
     short.write_text(json.dumps(doc))
     with pytest.raises(CaseError, match="not violated at its last step"):
         build(short)
+
+
+def test_a_quint_style_trace_becomes_the_same_case(kvfail_trace, tmp_path):
+    """ITF as Quint writes it: every integer a #bigint, picks as Some(...) options, no
+    config record in #meta (named with --config instead)."""
+    import json
+
+    def quint(value):
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, int):
+            return {"#bigint": str(value)}
+        if isinstance(value, list):
+            return [quint(v) for v in value]
+        if isinstance(value, dict):
+            return {k: quint(v) for k, v in value.items()}
+        return value
+
+    doc = json.loads(kvfail_trace.read_text())
+    meta = {"violated": doc["#meta"]["violated"]}
+    states = []
+    for state in doc["states"]:
+        picks = {k: {"tag": "Some", "value": quint(v)} for k, v in state["mbt::nondetPicks"].items()}
+        states.append({**quint(state), "mbt::nondetPicks": picks})
+    other = tmp_path / "quint.itf.json"
+    other.write_text(json.dumps({"#meta": meta, "vars": doc["vars"], "states": states}))
+    ours, theirs = build(kvfail_trace), build(other, "v2-kvfail")
+    assert theirs.case.steps == ours.case.steps and theirs.case.arms == ours.case.arms
