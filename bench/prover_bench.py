@@ -118,8 +118,9 @@ def sizes_table() -> None:
         table.add_column(col, justify="right" if col != "check" else "left")
 
     def ce(prompt, budget):
+        # 1-token blocks: a failed block must fit in the prompt, and 3 tokens hold no 16-token block
         cfg = Config(name="sz", runner="v2", requests=1, spec_tokens=1, events=frozenset({"kvfail"}),
-                     prompt_lens=(prompt,), max_budget=budget)
+                     prompt_lens=(prompt,), max_budget=budget, block_size=1)
         started = time.perf_counter()
         trace = Bmc(Encoding(cfg)).shortest(Goal.violation("counter-nonnegative"), 12)
         return time.perf_counter() - started, trace.depth
@@ -148,7 +149,7 @@ def suites_table() -> None:
         table.add_column(col, justify="right" if col != "run" else "left")
     env = dict(os.environ, VLLM_CACHE_ROOT=str(ROOT / ".vllm_cache"))
     started = time.perf_counter()
-    proc = subprocess.run([PY, "-m", "pytest", "generated_tests", "-q", "-p", "no:cacheprovider",
+    proc = subprocess.run([PY, "-m", "pytest", "generated_tests", "-p", "no:cacheprovider",
                            "--target=vllm,vllm-clamp"], cwd=ROOT, capture_output=True, text=True, env=env)
     took = time.perf_counter() - started
     last = proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else proc.stderr.strip()[-200:]

@@ -89,8 +89,10 @@ class Bmc:
         return result
 
     # ------------------------------------------------------------------ searches
-    def shortest(self, goal: Goal, max_depth: int, extra: Callable[[int], object] | None = None) -> Trace | None:
-        """A shortest trace (<= max_depth transitions) reaching the goal, picks minimised."""
+    def shortest(self, goal: Goal, max_depth: int, extra: Callable[[int], object] | None = None,
+                 minimise: bool = True) -> Trace | None:
+        """A shortest trace (<= max_depth transitions) reaching the goal, picks minimised
+        (or, with minimise=False, as the solver found them)."""
         for depth in range(max_depth + 1):
             target = self.goal_at(goal, depth)
             if target is None:
@@ -100,7 +102,7 @@ class Bmc:
             if extra is not None:
                 assumptions.append(extra(depth))
             if self._check(assumptions) == z3.sat:
-                model = self._minimise(depth, assumptions)
+                model = self._minimise(depth, assumptions) if minimise else self.solver.model()
                 return self._trace(model, depth, goal)
         return None
 
@@ -123,6 +125,23 @@ class Bmc:
                 if ints or flags:
                     terms.append(z3.If(step.act == index, z3.Sum(*(ints + flags)), 0))
         return z3.Sum(*terms) if terms else z3.IntVal(0)
+
+    def small_picks(self, depth: int, bound: int):
+        """Every pick of a trace of this depth is at most `bound` above its lower limit."""
+        return self.picks_each(depth, lambda term: term <= bound)
+
+    def picks_each(self, depth: int, condition):
+        enc = self.enc
+        conds = [condition(enc.init_args[key] - (arg.lo or 0))
+                 for arg, key in INIT.arg_keys(enc.cfg) if arg.sort is int]
+        for t in range(depth):
+            step = enc.step(t)
+            for index, event in enumerate(enc.events):
+                ints = [condition(step.args[event.name][key] - (arg.lo or 0))
+                        for arg, key in event.arg_keys(enc.cfg) if arg.sort is int and arg.hi is None]
+                if ints:
+                    conds.append(z3.Implies(step.act == index, z3.And(*ints)))
+        return z3.And(*conds) if conds else z3.BoolVal(True)
 
     def _minimise(self, depth: int, assumptions: list) -> z3.ModelRef:
         """Smallest pick sum: gallop up from 0 to the first feasible bound, then bisect.
