@@ -59,17 +59,6 @@ def config_from_meta(meta: dict, override: str | None = None) -> Config:
         raise CaseError(f"the trace's #meta config has an unknown field ({exc})") from None
 
 
-def config_fields(cfg: Config) -> dict:
-    """The fields a generated module stores (what Case.config_for rebuilds)."""
-    return {
-        "name": cfg.name, "runner": cfg.runner, "events": sorted(cfg.events), "faults": sorted(cfg.faults),
-        "profile": cfg.profile, "clamp": cfg.clamp, "requests": cfg.requests, "pp": cfg.pp,
-        "spec_tokens": cfg.spec_tokens, "max_budget": cfg.max_budget,
-        "prompt_lens": list(cfg.prompt_lens) if cfg.prompt_lens else None,
-        "long_prefill_threshold": cfg.long_prefill_threshold, "block_size": cfg.block_size,
-    }
-
-
 # ------------------------------------------------------------------ the step table
 
 _SHOWN = (  # (variable, short label); per request unless scalar
@@ -178,9 +167,7 @@ def build(trace_path: Path | str, config_override: str | None = None, index: int
     steps = tuple((s.event, nested(args_for(it.event(s.event), cfg, s.named_args()))) for s in trace.steps)
     arms = {}
     for label, overrides in arms_for(cfg.profile, cfg.clamp).items():
-        arm_cfg = Config(**{**config_fields(cfg), "events": cfg.events, "faults": cfg.faults,
-                            "prompt_lens": cfg.prompt_lens, **overrides}).validate()
-        arms[label] = (overrides, predict(goal, arm_cfg, init, steps))
+        arms[label] = (overrides, predict(goal, cfg.with_(**overrides).validate(), init, steps))
 
     found = next(exp for ov, exp in arms.values()
                  if ov.get("clamp", cfg.clamp) == cfg.clamp and ov.get("profile", cfg.profile) == cfg.profile)
@@ -197,7 +184,7 @@ def build(trace_path: Path | str, config_override: str | None = None, index: int
         raise CaseError(f"{trace_path}: no arm shows a violation: the case would pass on both arms")
 
     path = module_path(cfg, kind, goal or "healthy", index)
-    case = Case(name=Path(path).stem[len("test_"):], config=config_fields(cfg), init=init, steps=steps,
+    case = Case(name=Path(path).stem[len("test_"):], config=cfg.record(), init=init, steps=steps,
                 kind=kind, property=goal, arms=arms, path=path)
     return CaseSource(
         case=case, trace_path=str(trace_path), cfg=cfg,

@@ -73,16 +73,6 @@ def _row(cfg: Config, prop: str, **kw) -> Row:
                expected=cfg.expect.get(prop, "reached"), **kw)
 
 
-def config_meta(cfg: Config) -> dict:
-    return {
-        "name": cfg.name, "runner": cfg.runner, "events": sorted(cfg.events), "faults": sorted(cfg.faults),
-        "profile": cfg.profile, "clamp": cfg.clamp, "requests": cfg.requests, "pp": cfg.pp,
-        "spec_tokens": cfg.spec_tokens, "max_budget": cfg.max_budget,
-        "prompt_lens": list(cfg.prompt_lens) if cfg.prompt_lens else None,
-        "long_prefill_threshold": cfg.long_prefill_threshold, "block_size": cfg.block_size,
-    }
-
-
 @dataclass
 class ConfigReport:
     rows: list[Row]
@@ -99,7 +89,7 @@ def check_config(cfg: Config, max_depth: int = MAX_DEPTH) -> ConfigReport:
     def keep(trace: Trace, name: str, description: str) -> str:
         confirm(interp, trace, trace.solver_states)
         path = f"traces/{cfg.name}/{name}.itf.json"
-        documents[path] = to_itf(trace, config_meta(cfg), description)
+        documents[path] = to_itf(trace, cfg.record(), description)
         return path
 
     def refute(prop: str, note: str = "") -> Row:

@@ -50,7 +50,7 @@ def _decode(value):
     return value
 
 
-def to_itf(trace: Trace, config_meta: dict, description: str) -> dict:
+def to_itf(trace: Trace, config: dict, description: str) -> dict:
     """Serialise a replayed trace (states present)."""
     if not trace.states:
         raise ValueError("replay the trace (model.trace.confirm) before writing it")
@@ -72,7 +72,7 @@ def to_itf(trace: Trace, config_meta: dict, description: str) -> dict:
         "format-description": FORMAT_URL,
         "source": "spec/ (vLLM 0.32.0 reservation/discard contract)",
         "description": description,
-        "config": config_meta,
+        "config": config,
         "kind": trace.kind,
         "goal": trace.goal,
         "mechanisms": trace.mechanisms,

@@ -29,7 +29,7 @@ from model.itf import write
 from spec.config import SpecError
 from spec.matrix import by_name
 
-console = Console(highlight=False)
+console = Console(highlight=False, width=150)  # CI logs are not terminals: do not wrap at 80
 
 VERDICT_STYLE = {"proved": "green", "violated": "yellow", "bounded": "magenta", "unknown": "red"}
 
@@ -68,6 +68,8 @@ def _cost(cfg) -> int:
 def _run(config_names: list[str], jobs: int, max_depth: int) -> tuple[list, dict, dict]:
     configs = by_name(config_names)  # raises SpecError on bad input, before any work
     reports: dict[str, ConfigReport] = {}
+    console.print(f"checking {len(configs)} configuration(s) on {max(jobs, 1)} worker(s); "
+                  "rows appear as each configuration finishes")
     _print_header()
     with isolated_pool(jobs) as pool:
         # heaviest first, so the workers finish together (results print as they come)

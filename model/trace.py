@@ -85,14 +85,3 @@ def happens(interp: Interpreter, trace: Trace, prop: str) -> bool:
     if PROPERTIES[prop].kind == "transition":
         return bool(trace.checks) and trace.checks[-1].get(prop, True) is False
     return not interp.state_properties(trace.states[-1])[prop]
-
-
-def first_fatal(trace: Trace) -> tuple[int, str] | None:
-    """The first step at which one of vLLM's engine-killing asserts fires."""
-    from spec.properties import FATAL
-
-    for t, checks in enumerate(trace.checks):
-        for prop in FATAL:
-            if checks.get(prop) is False:
-                return t, prop
-    return None

@@ -105,6 +105,18 @@ class Config:
     def with_(self, **changes) -> "Config":
         return replace(self, **changes)
 
+    def record(self) -> dict:
+        """The fields that define its semantics, JSON-friendly (traces' #meta and
+        generated cases carry it; Config(**record) rebuilds it)."""
+        return {
+            "name": self.name, "runner": self.runner, "events": sorted(self.events),
+            "faults": sorted(self.faults), "profile": self.profile, "clamp": self.clamp,
+            "requests": self.requests, "pp": self.pp, "spec_tokens": self.spec_tokens,
+            "max_budget": self.max_budget,
+            "prompt_lens": list(self.prompt_lens) if self.prompt_lens else None,
+            "long_prefill_threshold": self.long_prefill_threshold, "block_size": self.block_size,
+        }
+
     def validate(self) -> "Config":
         where = f"config {self.name!r}"
         if self.runner not in RUNNERS:

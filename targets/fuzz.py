@@ -4,7 +4,7 @@ A trace is built by sampling, at each step, an enabled event and random argument
 (checked with Interpreter.enabled / a trial step), so every trace is one the model
 allows. It ends where a fatal property fails in the model (the engine would be
 dead), when nothing is enabled, or at the length limit. Each trace is replayed on the
-vLLM target (targets.vllm_target.replay); a divergence is minimised by deleting steps
+vLLM target (targets.harness.replay); a divergence is minimised by deleting steps
 and shrinking numbers while the same kind of divergence remains.
 
 Known divergences (analysed, reported to the spec's owner) can be masked so the
@@ -306,7 +306,7 @@ ENGINE = False  # also compare has_requests (set by --engine)
 
 def try_replay(cfg: Config, init, steps, target, ignore):
     """None if the trace replays cleanly (or is not a valid trace), else the Divergence."""
-    from targets.vllm_target import Divergence
+    from targets.harness import Divergence
 
     try:
         replay(cfg, init, steps, target, ignore=ignore, engine=ENGINE)
@@ -318,7 +318,7 @@ def try_replay(cfg: Config, init, steps, target, ignore):
 
 
 def replay(cfg, init, steps, target, ignore=None, engine=False):
-    from targets.vllm_target import replay as _replay
+    from targets.harness import replay as _replay
 
     return _replay(cfg, init, steps, target, ignore=ignore, engine=engine)
 

@@ -15,13 +15,14 @@ observed outcome with the recorded one, so a stale case fails too.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
 
 from model.interpreter import Disabled, Interpreter, args_for, flat, nested
 from spec.config import Config
 from spec.properties import FATAL, PROPERTIES
-from targets.protocol import Target, TargetUnavailable
+from targets.orders import model_orders
+from targets.protocol import Outcome, Target, TargetUnavailable
 
 CURRENT = "vllm-0.32.0"
 
@@ -56,10 +57,6 @@ class Case:
         if fields.get("prompt_lens") is not None:
             fields["prompt_lens"] = tuple(fields["prompt_lens"])
         return Config(**fields).validate()
-
-
-class Divergence(AssertionError):
-    """The target and the reference interpreter disagree after a step."""
 
 
 def arms_for(profile: str, clamp: bool) -> dict[str, dict]:
@@ -167,13 +164,15 @@ def _replay_arm(case: Case, label: str, cfg: Config, target: Target) -> Expect:
                 raise Divergence(
                     f"{case.name} [{label}] on {target.name}, step {index + 1} {event}{named}: "
                     f"spec fires {model_fatal or 'nothing'}, target fires {outcome.fired or 'nothing'}\n"
-                    f"{outcome.detail}\nreplay: {replay_command(case, target.name)}"
+                    f"{outcome.detail}\nreplay: {replay_command(case, target.name)}",
+                    index + 1, event, {("fired",): (model_fatal or None, outcome.fired)},
                 )
         mismatches = outcome.observed.get("mismatches") if outcome.observed else None
         if mismatches:
             raise Divergence(
                 f"{case.name} [{label}] on {target.name}, step {index + 1} {event}{named}:\n  "
-                + "\n  ".join(mismatches) + f"\nreplay: {replay_command(case, target.name)}"
+                + "\n  ".join(mismatches) + f"\nreplay: {replay_command(case, target.name)}",
+                index + 1, event, {("kernel",): (None, mismatches)},
             )
         if model_fatal:
             fired = (model_fatal[0], index + 1)
@@ -185,24 +184,125 @@ def _replay_arm(case: Case, label: str, cfg: Config, target: Target) -> Expect:
 
 
 def _compare(case, label, cfg, target, state, step, event, named) -> None:
-    projected = target.project()
-    diff = {k: (state.get(k), v) for k, v in projected.items() if state.get(k) != v}
-    if hasattr(target, "orders"):
-        from targets.orders import model_orders
+    diff = compare(cfg, state, target)
+    if diff:
+        message = _diff_message(step, event, named, diff)
+        raise Divergence(f"{case.name} [{label}] on {target.name}: {message}\n"
+                         f"replay: {replay_command(case, target.name)}", step, event, diff)
 
-        mine, theirs = model_orders(cfg, state), target.orders()
-        for name in mine:
+
+# --------------------------------------------------------------------- replay
+
+
+class Divergence(AssertionError):
+    """The target and the reference interpreter disagree after a step."""
+
+    def __init__(self, message: str, step: int, event: str, diff: dict):
+        super().__init__(message)
+        self.step = step
+        self.event = event
+        self.diff = diff
+
+
+@dataclass
+class ReplayResult:
+    steps_run: int
+    fired: str | None  # fatal property that fired (on both sides), if any
+    spec_state: dict
+    target_state: dict
+    outcomes: list[Outcome] = field(default_factory=list)
+
+
+def is_named(init_or_args: Mapping) -> bool:
+    """Named ({"budget": 2}) rather than flat ({("budget",): 2}) arguments."""
+    return all(isinstance(k, str) for k in init_or_args)
+
+
+def _normalise_init(cfg: Config, init: Mapping) -> dict[str, Any]:
+    return dict(init) if is_named(init) else nested(init)
+
+
+def _fmt_args(args: Mapping) -> str:
+    return repr(nested(args)) if args and not is_named(args) else repr(dict(args))
+
+
+def _diff_message(step: int, event: str, args, diff: dict) -> str:
+    lines = [f"divergence after step {step}: {event}({_fmt_args(args)})",
+             f"{'key':<40} {'spec':>14} {'target':>14}"]
+    for key, (a, b) in diff.items():
+        lines.append(f"{str(key):<40} {str(a):>14} {str(b):>14}")
+    return "\n".join(lines)
+
+
+def compare(cfg: Config, spec_state: Mapping, target: Target, ignore=None) -> dict:
+    """{key: (spec, target)} for every projected key that differs, plus the orders.
+    ignore(key, spec_value, target_value, spec_state) -> True masks a known difference."""
+    projected = target.project()
+    diff = {k: (spec_state.get(k), v) for k, v in projected.items() if spec_state.get(k) != v}
+    if ignore is not None:
+        diff = {k: d for k, d in diff.items() if not ignore(k, d[0], d[1], spec_state)}
+    if hasattr(target, "orders"):
+        mine, theirs = model_orders(cfg, spec_state), target.orders()
+        for name in ("running", "waiting"):
             if mine[name] != theirs[name]:
                 diff[(f"order:{name}",)] = (mine[name], theirs[name])
-    if not diff:
-        return
-    lines = [f"{case.name} [{label}] on {target.name}: states diverge after step {step}: {event}{dict(named)}",
-             f"  {'variable':<34} {'spec':>16} {'target':>16}"]
-    for key, (mine, theirs) in sorted(diff.items(), key=lambda kv: str(kv[0])):
-        lines.append(f"  {_key(key):<34} {str(mine):>16} {str(theirs):>16}")
-    lines.append(f"replay: {replay_command(case, target.name)}")
-    raise Divergence("\n".join(lines))
+    return diff
 
 
-def _key(key: tuple) -> str:
-    return key[0] + "".join(f"[{i}]" for i in key[1:])
+def model_engine_view(cfg: Config, state: Mapping) -> dict[str, Any]:
+    """The model's counterpart of VllmTarget.engine_view (spec.scheduler.has_requests)."""
+    from spec.ops import INT_OPS
+    from spec.scheduler import has_requests
+    from spec.state import View
+
+    return {"has_requests": bool(has_requests(View(cfg, state), cfg, INT_OPS))}
+
+
+def replay(cfg: Config, init: Mapping, steps: Sequence[tuple[str, Mapping]],
+           target: Target, ignore=None, engine: bool = False) -> ReplayResult:
+    """Step the reference interpreter and the target together; after every step
+    compare the projections (and the queue orders). Raises Divergence (an
+    AssertionError) with a spec/target diff, the step index and the event.
+
+    A fatal property ends the trace: the model's failed fatal checks must contain the
+    property whose vLLM assert fired, and vice versa. `ignore` masks known
+    differences (see compare); the fuzzer uses it to look past them. engine=True also
+    compares what the engine loop decides with (has_requests), which is not a spec
+    variable: a difference there means the model's schedule/deliver guards admit an
+    order EngineCore would not take."""
+    cfg = cfg.validate()
+    it = Interpreter(cfg)
+    named_init = _normalise_init(cfg, init)
+    state = it.initial(**named_init)
+    target.reset(cfg, named_init)
+    diff = compare(cfg, state, target, ignore)
+    if diff:
+        raise Divergence(_diff_message(-1, "init", named_init, diff), -1, "init", diff)
+    outcomes = []
+    for index, (event, args) in enumerate(steps):
+        flat_args = args_for(it.event(event), cfg, args) if is_named(args) else dict(args)
+        result = it.step(state, event, flat_args)
+        state = result.state
+        outcome = target.step(event, flat_args)
+        outcomes.append(outcome)
+        model_fatal = [p for p in result.failed() if p in FATAL]
+        if outcome.fired or model_fatal:
+            if outcome.fired not in model_fatal:
+                diff = {("fired",): (model_fatal or None, outcome.fired)}
+                raise Divergence(_diff_message(index, event, flat_args, diff) + f"\n{outcome.detail}",
+                                 index, event, diff)
+            return ReplayResult(index + 1, outcome.fired, state, {}, outcomes)
+        diff = {}
+        if "error" in outcome.observed:
+            error = outcome.observed["error"]
+            if ignore is None or not ignore(("error",), None, error, state):
+                diff[("error",)] = (None, error)
+        diff.update(compare(cfg, state, target, ignore))
+        if engine and hasattr(target, "engine_view"):
+            mine, theirs = model_engine_view(cfg, state), target.engine_view()
+            for k in mine:
+                if mine[k] != theirs[k] and (ignore is None or not ignore((k,), mine[k], theirs[k], state)):
+                    diff[(k,)] = (mine[k], theirs[k])
+        if diff:
+            raise Divergence(_diff_message(index, event, flat_args, diff), index, event, diff)
+    return ReplayResult(len(steps), None, state, target.project(), outcomes)

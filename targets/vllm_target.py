@@ -47,7 +47,8 @@ from spec.config import Config
 from spec.properties import FATAL
 from spec.vocabulary import Status
 from targets import vllm_env as env
-from targets.protocol import Outcome, Target, TargetUnavailable
+from targets.harness import is_named
+from targets.protocol import Outcome, TargetUnavailable
 
 # vLLM's asserts that are contract properties: (file, line) -> property
 ASSERTS = {
@@ -108,10 +109,6 @@ def _index(req_id: str) -> int:
     return int(req_id[1:])
 
 
-def _named(init_or_args: Mapping) -> bool:
-    return all(isinstance(k, str) for k in init_or_args)
-
-
 class VllmTarget:
     """Target protocol over vLLM's AsyncScheduler (or the clamp subclass)."""
 
@@ -140,7 +137,7 @@ class VllmTarget:
         self.cfg = cfg.validate()
         self.clamp = cfg.clamp if self.clamp_option is None else self.clamp_option
         self.it = Interpreter(cfg)
-        named = nested(init) if not _named(init) else dict(init)
+        named = nested(init) if not is_named(init) else dict(init)
         self.prompt_len = list(named["prompt_len"])
         self.resumable = list(named.get("resumable", [False] * cfg.requests))
         self.model_state = self.it.initial(**named)
@@ -158,7 +155,7 @@ class VllmTarget:
         if self.ended is not None:
             raise CaseEnded(f"the case ended at an earlier step ({self.ended})")
         cfg = self.cfg
-        if _named(args):
+        if is_named(args):
             args = args_for(self.it.event(event), cfg, args)
         result = self.it.step(self.model_state, event, args)
         handler = getattr(self, "_" + event)
@@ -328,140 +325,3 @@ class VllmTarget:
             "waiting": [q.request_id for q in self.sched.kv_holding_waiting]
             + [q.request_id for q in self.sched.waiting],
         }
-
-
-# --------------------------------------------------------------------- orders
-
-
-def model_orders(cfg: Config, state: Mapping[tuple, Any]) -> dict[str, list[str]]:
-    """The same order lists, derived from a model state's rank keys: running requests
-    by running_rank; waiting ones (WAITING, PREEMPTED, WAITING_FOR_STREAMING_REQ)
-    holding KV blocks (c > 0) first, then by waiting_rank."""
-    reqs = range(cfg.requests)
-    st = lambda r: state[("status", r)]  # noqa: E731
-    running = sorted((r for r in reqs if st(r) == Status.RUNNING), key=lambda r: state[("running_rank", r)])
-    queued = (Status.WAITING, Status.PREEMPTED, Status.WAITING_FOR_STREAMING_REQ)
-    waiting = sorted(
-        (r for r in reqs if st(r) in queued),
-        key=lambda r: (0 if state[("num_computed_tokens", r)] > 0 else 1, state[("waiting_rank", r)]),
-    )
-    return {"running": [_rid(r) for r in running], "waiting": [_rid(r) for r in waiting]}
-
-
-# --------------------------------------------------------------------- replay
-
-
-class Divergence(AssertionError):
-    """The target and the reference interpreter disagree after a step."""
-
-    def __init__(self, message: str, step: int, event: str, diff: dict):
-        super().__init__(message)
-        self.step = step
-        self.event = event
-        self.diff = diff
-
-
-@dataclass
-class ReplayResult:
-    steps_run: int
-    fired: str | None  # fatal property that fired (on both sides), if any
-    spec_state: dict
-    target_state: dict
-    outcomes: list[Outcome] = field(default_factory=list)
-
-
-def _normalise_init(cfg: Config, init: Mapping) -> dict[str, Any]:
-    return dict(init) if _named(init) else nested(init)
-
-
-def _fmt_args(args: Mapping) -> str:
-    return repr(nested(args)) if args and not _named(args) else repr(dict(args))
-
-
-def _diff_message(step: int, event: str, args, diff: dict) -> str:
-    lines = [f"divergence after step {step}: {event}({_fmt_args(args)})",
-             f"{'key':<40} {'spec':>14} {'target':>14}"]
-    for key, (a, b) in diff.items():
-        lines.append(f"{str(key):<40} {str(a):>14} {str(b):>14}")
-    return "\n".join(lines)
-
-
-def compare(cfg: Config, spec_state: Mapping, target: Target, ignore=None) -> dict:
-    """{key: (spec, target)} for every projected key that differs, plus the orders.
-    ignore(key, spec_value, target_value, spec_state) -> True masks a known difference."""
-    projected = target.project()
-    diff = {k: (spec_state.get(k), v) for k, v in projected.items() if spec_state.get(k) != v}
-    if ignore is not None:
-        diff = {k: d for k, d in diff.items() if not ignore(k, d[0], d[1], spec_state)}
-    if hasattr(target, "orders"):
-        mine, theirs = model_orders(cfg, spec_state), target.orders()
-        for name in ("running", "waiting"):
-            if mine[name] != theirs[name]:
-                diff[(f"order:{name}",)] = (mine[name], theirs[name])
-    return diff
-
-
-def model_engine_view(cfg: Config, state: Mapping) -> dict[str, Any]:
-    """The model's counterpart of VllmTarget.engine_view (spec.scheduler.has_requests)."""
-    from spec.ops import INT_OPS
-    from spec.scheduler import has_requests
-    from spec.state import View
-
-    return {"has_requests": bool(has_requests(View(cfg, state), cfg, INT_OPS))}
-
-
-def replay(cfg: Config, init: Mapping, steps: Sequence[tuple[str, Mapping]],
-           target: Target | None = None, ignore=None, engine: bool = False) -> ReplayResult:
-    """Step the reference interpreter and the target together; after every step
-    compare the projections (and the queue orders). Raises Divergence (an
-    AssertionError) with a spec/target diff, the step index and the event.
-
-    A fatal property ends the trace: the model's failed fatal checks must contain the
-    property whose vLLM assert fired, and vice versa. `ignore` masks known
-    differences (see compare); the fuzzer uses it to look past them. engine=True also
-    compares what the engine loop decides with (has_requests), which is not a spec
-    variable: a difference there means the model's schedule/deliver guards admit an
-    order EngineCore would not take."""
-    cfg = cfg.validate()
-    target = target if target is not None else VllmTarget()
-    it = Interpreter(cfg)
-    named_init = _normalise_init(cfg, init)
-    state = it.initial(**named_init)
-    target.reset(cfg, named_init)
-    diff = compare(cfg, state, target, ignore)
-    if diff:
-        raise Divergence(_diff_message(-1, "init", named_init, diff), -1, "init", diff)
-    outcomes = []
-    for index, (event, args) in enumerate(steps):
-        flat_args = args_for(it.event(event), cfg, args) if _named(args) else dict(args)
-        result = it.step(state, event, flat_args)
-        state = result.state
-        outcome = target.step(event, flat_args)
-        outcomes.append(outcome)
-        model_fatal = [p for p in result.failed() if p in FATAL]
-        if outcome.fired or model_fatal:
-            if outcome.fired not in model_fatal:
-                diff = {("fired",): (model_fatal or None, outcome.fired)}
-                raise Divergence(_diff_message(index, event, flat_args, diff) + f"\n{outcome.detail}",
-                                 index, event, diff)
-            return ReplayResult(index + 1, outcome.fired, state, {}, outcomes)
-        diff = {}
-        if "error" in outcome.observed:
-            error = outcome.observed["error"]
-            if ignore is None or not ignore(("error",), None, error, state):
-                diff[("error",)] = (None, error)
-        diff.update(compare(cfg, state, target, ignore))
-        if engine and hasattr(target, "engine_view"):
-            mine, theirs = model_engine_view(cfg, state), target.engine_view()
-            for k in mine:
-                if mine[k] != theirs[k] and (ignore is None or not ignore((k,), mine[k], theirs[k], state)):
-                    diff[(k,)] = (mine[k], theirs[k])
-        if diff:
-            raise Divergence(_diff_message(index, event, flat_args, diff), index, event, diff)
-    return ReplayResult(len(steps), None, state, target.project(), outcomes)
-
-
-__all__ = [
-    "ASSERTS", "CaseEnded", "Divergence", "ReplayResult", "TargetUnavailable", "VllmTarget",
-    "assert_site", "compare", "flat", "model_orders", "replay", "status_of",
-]

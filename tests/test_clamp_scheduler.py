@@ -21,7 +21,8 @@ if not _OK:
 
 from targets import clamp_scheduler
 from targets.clamp_scheduler import ClampAsyncScheduler
-from targets.vllm_target import VllmTarget, assert_site, replay
+from targets.harness import replay
+from targets.vllm_target import VllmTarget, assert_site
 
 V = vllm_env.load()
 CFG = Config("clamp-unit", runner="v1", requests=1)

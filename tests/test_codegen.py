@@ -1,6 +1,5 @@
 """The generator: deterministic output, stale suites detected, wrong targets caught."""
 
-import shutil
 from pathlib import Path
 
 import pytest
@@ -39,10 +38,10 @@ def test_same_spec_gives_byte_identical_traces_and_modules(kvfail_trace, tmp_pat
     assert first.replace(str(kvfail_trace), "TRACE") == second.replace(str(tmp_path / "again.itf.json"), "TRACE")
 
 
-def test_check_catches_a_hand_edit(tmp_path):
+def test_check_catches_a_hand_edit(kvfail_trace, tmp_path):
     committed = tmp_path / "cases"
-    shutil.copytree(generate.CASES, committed)
-    sources = generate.collect(Path("build/prove"), [], None)
+    sources = [build(kvfail_trace)]
+    generate.write_all(sources, committed)
     assert generate.check(sources, committed) == 0
     victim = sorted(committed.rglob("test_*.py"))[0]
     victim.write_text(victim.read_text().replace("runs=", "runs=1 + ", 1))

@@ -20,7 +20,8 @@ if not _OK:
     pytest.skip(f"vLLM target not available: {_WHY}", allow_module_level=True)
 
 from targets.fuzz import KNOWN, PRESETS, ignore_known, random_trace  # noqa: E402
-from targets.vllm_target import VllmTarget, replay  # noqa: E402
+from targets.harness import replay  # noqa: E402
+from targets.vllm_target import VllmTarget  # noqa: E402
 
 settings.register_profile("ci", max_examples=60, deadline=None, derandomize=True,
                           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])

@@ -1,6 +1,6 @@
 """The vLLM target against the reference interpreter, on hand-written traces.
 
-Every trace is replayed with targets.vllm_target.replay, which compares vLLM's
+Every trace is replayed with targets.harness.replay, which compares vLLM's
 scheduler with the model after every step (all projected variables, the running and
 waiting orders, and which fatal assert fires). The explicit asserts on top pin what
 vLLM 0.32.0 itself did, so a test still says something if the model changes.
@@ -24,14 +24,9 @@ if not _OK:
     pytest.skip(f"vLLM target not available: {_WHY}", allow_module_level=True)
 
 from targets.fuzz import KNOWN, ignore_known, random_trace  # noqa: E402
-from targets.vllm_target import (  # noqa: E402
-    ASSERTS,
-    CaseEnded,
-    Divergence,
-    VllmTarget,
-    model_orders,
-    replay,
-)
+from targets.harness import Divergence, replay  # noqa: E402
+from targets.orders import model_orders  # noqa: E402
+from targets.vllm_target import ASSERTS, CaseEnded, VllmTarget  # noqa: E402
 
 F = frozenset
 W, RUN, PRE, WSTREAM, FIN = (Status.WAITING, Status.RUNNING, Status.PREEMPTED,
