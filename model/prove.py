@@ -99,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         rows, documents, witnesses = _run(args.configs, args.jobs, args.max_depth)
     except SpecError as exc:
-        console.print(f"[bold red]error:[/] {exc}")
+        print(f"error: {exc}", file=sys.stderr)  # one line, unwrapped
         return 2
     total = time.perf_counter() - started
 

@@ -119,7 +119,8 @@ def test_every_matrix_result_is_as_expected_for_a_small_config():
 def test_prove_refuses_an_unknown_configuration_and_writes_nothing(tmp_path, capsys):
     out = tmp_path / "prove"
     assert prove_main(["no-such-config", "--out", str(out)]) == 2
-    assert "unknown configuration no-such-config" in capsys.readouterr().out
+    err = capsys.readouterr().err
+    assert "unknown configuration no-such-config" in err and err.count("\n") == 1
     assert not out.exists()
 
 
