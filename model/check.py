@@ -58,6 +58,7 @@ class Row:
     depth: int | None
     seconds: float
     trace: str | None = None
+    first_seconds: float | None = None  # the shortest counterexample alone, before classes
     classes: list = field(default_factory=list)
     mechanisms: list = field(default_factory=list)
     note: str = ""
@@ -99,6 +100,7 @@ def check_config(cfg: Config, max_depth: int = MAX_DEPTH) -> ConfigReport:
         started = time.perf_counter()
         try:
             first = bmc.shortest(Goal.violation(prop), max_depth)
+            first_seconds = time.perf_counter() - started
             classes = []
             if first is not None:
                 classes = bmc.classes(Goal.violation(prop), first, first.depth + CLASS_EXTRA_DEPTH, CLASS_LIMIT)
@@ -112,7 +114,7 @@ def check_config(cfg: Config, max_depth: int = MAX_DEPTH) -> ConfigReport:
         paths = [keep(tr, prop if i == 0 else f"{prop}.{i}", f"{prop} violated ({', '.join(tr.mechanisms) or 'core path'})")
                  for i, tr in enumerate(classes)]
         return _row(cfg, prop, verdict="violated", depth=first.depth, seconds=seconds, trace=paths[0],
-                    classes=paths[1:], mechanisms=first.mechanisms, note=note)
+                    first_seconds=first_seconds, classes=paths[1:], mechanisms=first.mechanisms, note=note)
 
     proved = [p for p, e in cfg.expect.items() if e == "proved"]
     violated = [p for p, e in cfg.expect.items() if e == "violated"]
@@ -160,5 +162,7 @@ def check_config(cfg: Config, max_depth: int = MAX_DEPTH) -> ConfigReport:
 def row_dict(row: Row) -> dict:
     out = asdict(row)
     out["seconds"] = round(row.seconds, 4)
+    if row.first_seconds is not None:
+        out["first_seconds"] = round(row.first_seconds, 4)
     out["match"] = row.ok
     return out

@@ -44,11 +44,13 @@ MATRIX: tuple[Config, ...] = (
     _cfg("v2-pp2", "V2 with two pipeline stages: three steps in flight, decode cadence "
          "(without streaming sessions: that proof does not close in a minute with two requests)",
          _expect(proved=SAFETY), runner="v2", events=ALL - {"stream"}, pp=2),
-    _cfg("v1-kvfail", "V1 with KV-load failures (recompute): agrees, but leaks a placeholder",
+    _cfg("v1-kvfail", "V1 with KV-load failures (recompute) and every other event but streaming: "
+         "runner and scheduler still agree",
          _expect(proved=("counter-nonnegative", "predicates-agree", "no-token-while-prefilling",
-                         "stale-count-nonnegative", "scheduled-tokens-positive"),
-                 violated=("placeholder-accounting",)),
+                         "stale-count-nonnegative", "scheduled-tokens-positive")),
          runner="v1", events=ALL - {"stream"} | {"kvfail"}),
+    _cfg("v1-kvfail-leak", "V1 with KV-load failures: the failed step's placeholder is never consumed",
+         _expect(violated=("placeholder-accounting",)), runner="v1", events=frozenset({"kvfail"}), requests=1),
     # ---- KV-load failure on the V2 runner: the #57562 candidate ------------------------
     _cfg("v2-kvfail", "V2 0.32.0: a recompute after a KV-load failure re-prefills below prefill_len",
          _expect(violated=("counter-nonnegative", "predicates-agree", "no-token-while-prefilling",

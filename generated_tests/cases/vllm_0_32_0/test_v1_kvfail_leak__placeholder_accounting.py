@@ -2,13 +2,13 @@
 The property: an unfinished request's placeholders equal the reservations of its in-
 flight steps scheduled since its last preemption or resumable stop.
 
-Configuration v1-kvfail: V1 with KV-load failures (recompute): agrees, but leaks a placeholder
-  runner v1; events abort, kvfail, preempt, preempt-drop, reset; faults none;
-  profile vllm-0.32.0; clamp off; 2 request(s), pp 1, 1 draft token(s) per step
+Configuration v1-kvfail-leak: V1 with KV-load failures: the failed step's placeholder is never consumed
+  runner v1; events kvfail; faults none;
+  profile vllm-0.32.0; clamp off; 1 request(s), pp 1, 1 draft token(s) per step
 Violated: placeholder-accounting (async:45-47, async:70, sched:1607, sched:2478), at step 3.
 
 step  event               picks                           what changes
-   0  init                prompt_len=[16, 1]
+   0  init                prompt_len=[16]
    1  schedule            budget=16                       r0: scheduled 16, reserved 1, runner returns 1
                                                           r0: status WAITING->RUNNING, c 0->16, P 0->1, F 0->16, drafts 0->1
                                                           r0: Nr 0->17
@@ -24,20 +24,20 @@ What the model predicts on each arm:
   clamp-off          runs 3 step(s); violated at step(s) 3
   clamp-on           runs 3 step(s); violated at step(s) 3
 
-Replay:      .venv/bin/python -m pytest generated_tests/cases/vllm_0_32_0/test_v1_kvfail__placeholder_accounting.py --target=reference,vllm,vllm-clamp,kernel
-Regenerate:  make generate    (from build/prove/traces/v1-kvfail/placeholder-accounting.itf.json; generated, do not edit)
+Replay:      .venv/bin/python -m pytest generated_tests/cases/vllm_0_32_0/test_v1_kvfail_leak__placeholder_accounting.py --target=reference,vllm,vllm-clamp,kernel
+Regenerate:  make generate    (from build/prove/traces/v1-kvfail-leak/placeholder-accounting.itf.json; generated, do not edit)
 """
 
 from targets.harness import Case, Expect, check_case
 
 CASE = Case(
-    name='v1_kvfail__placeholder_accounting',
-    config={'name': 'v1-kvfail', 'runner': 'v1', 'events': ['abort', 'kvfail', 'preempt', 'preempt-drop', 'reset'], 'faults': [], 'profile': 'vllm-0.32.0', 'clamp': False, 'requests': 2, 'pp': 1, 'spec_tokens': 1, 'max_budget': None, 'prompt_lens': None, 'long_prefill_threshold': 0, 'block_size': 16},
-    init={'prompt_len': [16, 1]},
+    name='v1_kvfail_leak__placeholder_accounting',
+    config={'name': 'v1-kvfail-leak', 'runner': 'v1', 'events': ['kvfail'], 'faults': [], 'profile': 'vllm-0.32.0', 'clamp': False, 'requests': 1, 'pp': 1, 'spec_tokens': 1, 'max_budget': None, 'prompt_lens': None, 'long_prefill_threshold': 0, 'block_size': 16},
+    init={'prompt_len': [16]},
     steps=(
-        ('schedule', {'budget': 16, 'accepted': [0, 0]}),
-        ('schedule', {'budget': 1, 'accepted': [0, 0]}),
-        ('deliver', {'stop': [0, 0], 'kv_fail_req': 0, 'kv_fail_block': 0}),
+        ('schedule', {'budget': 16, 'accepted': [0]}),
+        ('schedule', {'budget': 1, 'accepted': [0]}),
+        ('deliver', {'stop': [0], 'kv_fail_req': 0, 'kv_fail_block': 0}),
     ),
     kind='violation',
     property='placeholder-accounting',
@@ -45,9 +45,9 @@ CASE = Case(
         'clamp-off': ({'clamp': False}, Expect(runs=3, fired=None, violations=(3,), dropped=0, completed=False)),
         'clamp-on': ({'clamp': True}, Expect(runs=3, fired=None, violations=(3,), dropped=0, completed=False)),
     },
-    path='generated_tests/cases/vllm_0_32_0/test_v1_kvfail__placeholder_accounting.py',
+    path='generated_tests/cases/vllm_0_32_0/test_v1_kvfail_leak__placeholder_accounting.py',
 )
 
 
-def test_v1_kvfail__placeholder_accounting(target):
+def test_v1_kvfail_leak__placeholder_accounting(target):
     check_case(CASE, target)

@@ -1,0 +1,65 @@
+"""With v1 and vllm-0.32.0, a request prefills in chunks, decodes and finishes on a stop
+token; no property is violated and the clamp never drops a token.
+
+Configuration v1-kvfail-leak: V1 with KV-load failures: the failed step's placeholder is never consumed
+  runner v1; events kvfail; faults none;
+  profile vllm-0.32.0; clamp off; 1 request(s), pp 1, 1 draft token(s) per step
+
+step  event               picks                           what changes
+   0  init                prompt_len=[4]
+   1  schedule            budget=1                        r0: scheduled 1, reserved 0, runner returns 0
+                                                          r0: status WAITING->RUNNING, c 0->1, F 0->1, X F->T, Nr 0->4
+                                                          in flight 0->1
+   2  schedule            budget=4                        r0: scheduled 3, reserved 1, runner returns 1
+                                                          r0: c 1->4, P 0->1, F 1->4, X T->F, drafts 0->1
+                                                          r0: Nr 4->5
+                                                          in flight 1->2
+   3  deliver                                             r0: F 4->3
+                                                          in flight 2->1
+   4  schedule            budget=3                        r0: scheduled 2, reserved 2, runner returns 1
+                                                          r0: c 4->6, P 1->3, F 3->5, Nr 5->6
+                                                          in flight 1->2
+   5  deliver                                             r0: T 4->5, P 3->2, F 5->2
+                                                          in flight 2->1
+   6  schedule            budget=3 accepted=[1]           r0: scheduled 2, reserved 2, runner returns 2
+                                                          r0: c 6->8, P 2->4, F 2->4, Nr 6->8
+                                                          in flight 1->2
+   7  deliver             stop=[1]                        r0: status RUNNING->FINISHED, T 5->6, c 8->7, P 4->2, F 4->2
+                                                          in flight 2->1
+(L prompt, T tokens, c computed, P placeholders, F in flight, S stale, D drop-stale, X is_prefill_chunk, Nr V1 num_tokens, g/pl/tl V2 slot computed/prefill_len/total_len)
+
+What the model predicts on each arm:
+  clamp-off          runs 7 step(s); a request completes; no violation
+  clamp-on           runs 7 step(s); a request completes; no violation
+
+Replay:      .venv/bin/python -m pytest generated_tests/cases/vllm_0_32_0/test_v1_kvfail_leak__healthy_path.py --target=reference,vllm,vllm-clamp,kernel
+Regenerate:  make generate    (from build/prove/traces/v1-kvfail-leak/witness.itf.json; generated, do not edit)
+"""
+
+from targets.harness import Case, Expect, check_case
+
+CASE = Case(
+    name='v1_kvfail_leak__healthy_path',
+    config={'name': 'v1-kvfail-leak', 'runner': 'v1', 'events': ['kvfail'], 'faults': [], 'profile': 'vllm-0.32.0', 'clamp': False, 'requests': 1, 'pp': 1, 'spec_tokens': 1, 'max_budget': None, 'prompt_lens': None, 'long_prefill_threshold': 0, 'block_size': 16},
+    init={'prompt_len': [4]},
+    steps=(
+        ('schedule', {'budget': 1, 'accepted': [0]}),
+        ('schedule', {'budget': 4, 'accepted': [0]}),
+        ('deliver', {'stop': [0], 'kv_fail_req': -1, 'kv_fail_block': 0}),
+        ('schedule', {'budget': 3, 'accepted': [0]}),
+        ('deliver', {'stop': [0], 'kv_fail_req': -1, 'kv_fail_block': 0}),
+        ('schedule', {'budget': 3, 'accepted': [1]}),
+        ('deliver', {'stop': [1], 'kv_fail_req': -1, 'kv_fail_block': 0}),
+    ),
+    kind='witness',
+    property=None,
+    arms={
+        'clamp-off': ({'clamp': False}, Expect(runs=7, fired=None, violations=(), dropped=0, completed=True)),
+        'clamp-on': ({'clamp': True}, Expect(runs=7, fired=None, violations=(), dropped=0, completed=True)),
+    },
+    path='generated_tests/cases/vllm_0_32_0/test_v1_kvfail_leak__healthy_path.py',
+)
+
+
+def test_v1_kvfail_leak__healthy_path(target):
+    check_case(CASE, target)
