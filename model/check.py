@@ -36,12 +36,14 @@ def completes(s: View, cfg: Config, ops: Ops):
     return ops.any(*[ops.all(s.completed[r], s.chunked[r]) for r in range(cfg.requests)])
 
 
-def healthy(bmc: Bmc):
+def healthy(bmc: Bmc, bound: int | None = 3):
     """Restrict a search to traces using no optional mechanism: schedule and deliver
-    only, no fault, no KV-load failure, no session stop; picks at most 3 above their
-    lower limits (any small healthy path will do)."""
-    return lambda depth: z3.And(*[z3.Not(used) for used in bmc.mechanisms(depth).values()],
-                                bmc.small_picks(depth, 3))
+    only, no fault, no KV-load failure, no session stop; with a bound, picks at most
+    that far above their lower limits (any small healthy path will do)."""
+    def restrict(depth):
+        clean = [z3.Not(used) for used in bmc.mechanisms(depth).values()]
+        return z3.And(*clean, bmc.small_picks(depth, bound)) if bound is not None else z3.And(*clean)
+    return restrict
 
 
 @dataclass
@@ -143,9 +145,11 @@ def check_config(cfg: Config, max_depth: int = MAX_DEPTH) -> ConfigReport:
         # schedule and deliver alone must get a request through: no event family or
         # fault is needed to make progress, so a healthy path is the witness of
         # non-vacuity (and a positive test). Its picks are bounded, not minimised.
-        search = Bmc(enc)
-        witness = search.shortest(Goal("completes", "witness", completes), max_depth, healthy(search),
-                                  minimise=False)
+        search, goal = Bmc(enc), Goal("completes", "witness", completes)
+        witness = search.shortest(goal, max_depth, healthy(search), minimise=False)
+        if witness is None:  # the bound is a heuristic: never let it make a model look vacuous
+            search = Bmc(enc)
+            witness = search.shortest(goal, max_depth, healthy(search, None), minimise=False)
     except SolverUnknown as exc:
         witness, error = None, str(exc)
     else:
