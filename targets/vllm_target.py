@@ -39,16 +39,14 @@ from __future__ import annotations
 import time
 import traceback
 from collections import deque
-from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping
 
-from model.interpreter import Interpreter, StepResult, args_for, flat, nested
+from model.interpreter import Interpreter, StepResult, args_for, nested
 from spec.config import Config
-from spec.properties import FATAL
 from spec.vocabulary import Status
 from targets import vllm_env as env
 from targets.harness import is_named
-from targets.protocol import Outcome, TargetUnavailable
+from targets.protocol import Outcome
 
 # vLLM's asserts that are contract properties: (file, line) -> property
 ASSERTS = {
