@@ -2,8 +2,8 @@
 
 Iterative deepening on one incremental solver, one `check(assumption)` per depth (the
 fast mode in z3-encoding-notes), so the first depth that is satisfiable gives a
-shortest trace. The picks (budgets, prompt lengths, ...) are then minimised at that
-depth by binary search on their sum. A solver `unknown` raises `SolverUnknown`: it is a
+shortest trace. The picks (budgets, prompt lengths, ...) are then minimised along that
+trace's event sequence (least sum). A solver `unknown` raises `SolverUnknown`: it is a
 failure, never a pass.
 """
 
@@ -14,6 +14,7 @@ from typing import Callable
 
 import z3
 
+from model import solvers
 from model.encoding import Encoding
 from model.trace import Step, Trace
 from spec.catalog import INIT
@@ -48,9 +49,8 @@ def _value(model: z3.ModelRef, var):
 class Bmc:
     def __init__(self, enc: Encoding, timeout_ms: int = 60_000):
         self.enc = enc
-        self.solver = z3.Solver()
-        self.solver.set("smt.arith.solver", 2)
-        self.solver.set("timeout", timeout_ms)
+        self.timeout_ms = timeout_ms
+        self.solver = solvers.incremental(timeout_ms)
         self.solver.add(enc.initial())
         # transition t and "transition t keeps the engine alive" are asserted under
         # activation literals, so one solver serves goals of every depth: a search for
@@ -144,27 +144,39 @@ class Bmc:
         return z3.And(*conds) if conds else z3.BoolVal(True)
 
     def _minimise(self, depth: int, assumptions: list) -> z3.ModelRef:
-        """Smallest pick sum: gallop up from 0 to the first feasible bound, then bisect.
-        Minimal traces are small, so the probes stay near the answer."""
-        objective = self.picks(depth)
+        """Smallest pick sum along the event sequence the solver found.
+
+        The sequence (which event at each step) is pinned, so this is an integer
+        optimisation over the picks of one fixed path, which one Optimize call answers
+        (searching every path of this depth costs several times more, measured). Its
+        model satisfies the same formulas as the search, and is replayed concretely
+        like every trace."""
+        enc = self.enc
         model = self.solver.model()
-        best = _value(model, objective)
-        low, bound = 0, 0
-        while bound < best:
-            if self._check(assumptions + [objective <= bound]) == z3.sat:
-                model = self.solver.model()
-                best = _value(model, objective)
-                break
-            low = bound + 1
-            bound = 2 * bound + 1
-        while low < best:
-            mid = (low + best) // 2
-            if self._check(assumptions + [objective <= mid]) == z3.sat:
-                model = self.solver.model()
-                best = _value(model, objective)
+        objective = self.picks(depth)
+        if _value(model, objective) == 0:
+            return model
+        optimise = solvers.optimiser(self.timeout_ms)
+        optimise.add(*self._formulas(assumptions))
+        optimise.add(*[enc.step(t).act == _value(model, enc.step(t).act) for t in range(depth)])
+        optimise.minimize(objective)
+        result = optimise.check()
+        if result != z3.sat:
+            raise SolverUnknown(f"minimising the picks along a found path: {result} ({optimise.reason_unknown()})")
+        return optimise.model()
+
+    def _formulas(self, assumptions: list) -> list:
+        """The main solver's facts under these assumptions, as plain formulas."""
+        literals = {lit.get_id() for lit in self._step_on + self._alive_on}
+        on = {a.get_id() for a in assumptions if a.get_id() in literals}
+        out = []
+        for fact in self.solver.assertions():
+            if z3.is_implies(fact) and fact.arg(0).get_id() in literals:
+                if fact.arg(0).get_id() in on:
+                    out.append(fact.arg(1))
             else:
-                low = mid + 1
-        return model
+                out.append(fact)
+        return out + [a for a in assumptions if a.get_id() not in literals]
 
     def _trace(self, model: z3.ModelRef, depth: int, goal: Goal) -> Trace:
         enc = self.enc

@@ -21,6 +21,7 @@ from model.induction import KInduction
 from model.interpreter import Interpreter
 from model.itf import to_itf
 from model.trace import Trace, confirm
+from model.witness import admitted_by_encoding, policy_run
 from spec.config import Config
 from spec.invariants import LEMMAS
 from spec.ops import Ops
@@ -141,19 +142,29 @@ def check_config(cfg: Config, max_depth: int = MAX_DEPTH) -> ConfigReport:
         rows.append(refute(prop))
 
     started = time.perf_counter()
+    witness, error = None, ""
     try:
         # schedule and deliver alone must get a request through: no event family or
         # fault is needed to make progress, so a healthy path is the witness of
-        # non-vacuity (and a positive test). Its picks are bounded, not minimised.
-        search, goal = Bmc(enc), Goal("completes", "witness", completes)
-        witness = search.shortest(goal, max_depth, healthy(search), minimise=False)
-        if witness is None:  # the bound is a heuristic: never let it make a model look vacuous
-            search = Bmc(enc)
-            witness = search.shortest(goal, max_depth, healthy(search, None), minimise=False)
+        # non-vacuity (and a positive test). The engine's own policy, run on the
+        # interpreter, gives one; the encoding must admit it.
+        run = policy_run(interp, completes, "completes")
+        if run is not None:
+            solver_states = admitted_by_encoding(enc, run, completes)
+            if solver_states is None:
+                error = (f"the encoding rejects a healthy run of {run.depth} steps that the "
+                         "interpreter accepts: over-constrained")
+            else:
+                run.solver_states = solver_states
+                witness = run
+        else:  # the policy did not get through: search (bounded picks first, then any)
+            search, goal = Bmc(enc), Goal("completes", "witness", completes)
+            witness = search.shortest(goal, max_depth, healthy(search), minimise=False)
+            if witness is None:
+                search = Bmc(enc)
+                witness = search.shortest(goal, max_depth, healthy(search, None), minimise=False)
     except SolverUnknown as exc:
         witness, error = None, str(exc)
-    else:
-        error = ""
     witness_info = {"goal": WITNESS, "seconds": round(time.perf_counter() - started, 4)}
     if witness is None:
         witness_info.update(reached=False, note=error or f"not reachable within {max_depth} steps: vacuous model")

@@ -50,6 +50,7 @@ class Encoding:
         self.keys = state_keys(cfg)
         self.sort = {k: d.sort for d in decls_for(cfg) for k in keys_of(d, cfg)}
         self._steps: dict[int, StepVars] = {}
+        self._state_templates: dict = {}  # state-formula builder -> formula on the template state
 
         cur = {k: _const("s." + _name(k), self.sort[k]) for k in self.keys}
         nxt = {k: _const("n." + _name(k), self.sort[k]) for k in self.keys}
@@ -142,8 +143,11 @@ class Encoding:
         return z3.substitute(self._state_holds[prop], *self._state_pairs(t))
 
     def state_formula(self, build, t: int):
-        """A formula over a View of state t (for reachability targets and lemmas)."""
-        return _as_bool(build(View(self.cfg, self.step(t).state), self.cfg, Z3_OPS))
+        """A formula over a View of state t (for reachability targets and lemmas); built
+        once on the template state, then copied to each t by substitution."""
+        if build not in self._state_templates:
+            self._state_templates[build] = _as_bool(build(View(self.cfg, self._template_vars.state), self.cfg, Z3_OPS))
+        return z3.substitute(self._state_templates[build], *self._state_pairs(t))
 
     def action_is(self, t: int, name: str):
         index = [e.name for e in self.events].index(name)

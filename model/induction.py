@@ -17,6 +17,7 @@ from typing import Callable
 
 import z3
 
+from model import solvers
 from model.bmc import SolverUnknown, _value
 from model.encoding import Encoding
 from spec.properties import PROPERTIES
@@ -38,17 +39,14 @@ class KInduction:
         self.enc = enc
         self.timeout_ms = timeout_ms
 
-    def _solver(self) -> z3.Solver:
-        s = z3.Solver()
-        s.set("smt.arith.solver", 2)
-        s.set("timeout", self.timeout_ms)
-        return s
-
-    def _check(self, s: z3.Solver, *assumptions) -> z3.CheckSatResult:
-        r = s.check(*assumptions)
-        if r == z3.unknown:
-            raise SolverUnknown(s.reason_unknown())
-        return r
+    def _check(self, premises: list, goal) -> z3.ModelRef | None:
+        """Are the premises and the goal satisfiable together? A model if so; unknown raises."""
+        solver = solvers.one_shot(self.timeout_ms)
+        solver.add(*premises, goal)
+        result = solver.check()
+        if result == z3.unknown:
+            raise SolverUnknown(solver.reason_unknown())
+        return solver.model() if result == z3.sat else None
 
     def _lemmas_at(self, lemmas: list[Lemma], t: int) -> list:
         return [self.enc.state_formula(fn, t) for _, fn in lemmas]
@@ -74,37 +72,41 @@ class KInduction:
         def keeps(t):
             return [enc.fatal_ok(t)] + [z3.Not(enc.bad(p, t)) for p in trans_props]
 
-        base, step = self._solver(), self._solver()
-        base.add(enc.initial())
+        base_premises = [enc.initial()]
+        step_premises: list = []
         for k in range(1, k_max + 1):
             t = k - 1
             # base: from an initial state, states 0..t and transition t are good
             if t > 0:
-                base.add(enc.transition(t - 1), *keeps(t - 1))
-            base.add(enc.transition(t))
+                base_premises += [enc.transition(t - 1), *keeps(t - 1)]
             failures = [("lemma " + n, z3.Not(f)) for n, f in zip(names, self._lemmas_at(lemmas, t))]
             failures += [(p, z3.Not(enc.holds(p, t))) for p in state_props]
             failures += [(p, enc.bad(p, t)) for p in trans_props]
-            hit = self._first(base, failures)
+            hit = self._first(base_premises + [enc.transition(t)], failures)
             if hit is not None:
                 label, model = hit
                 return InductionResult("violated-base", k, names, self._states(model, t + 2), label)
             # step: k good states and k-1 good transitions; can transition t break?
-            step.add(*good_state(t), enc.transition(t))
-            broken = self._first(step, breaks(t))
+            # One query per event of transition t: each is small once the event is fixed.
+            step_premises += [*good_state(t), enc.transition(t)]
+            broken, failing = None, breaks(t)
+            for event in enc.event_index():
+                broken = self._first(step_premises + [enc.action_is(t, event)], failing)
+                if broken is not None:
+                    break
             if broken is None:
                 return InductionResult("proved", k, names)
             if k == k_max:
                 label, model = broken
                 return InductionResult("not-inductive", k, names, self._states(model, t + 2), label)
-            step.add(*keeps(t))
+            step_premises += keeps(t)
         raise AssertionError("unreachable")
 
-    def _first(self, solver: z3.Solver, labelled: list) -> tuple[str, z3.ModelRef] | None:
+    def _first(self, premises: list, labelled: list) -> tuple[str, z3.ModelRef] | None:
         """One query for 'any of these can happen'; names the first that does."""
-        if self._check(solver, z3.Or(*[f for _, f in labelled])) == z3.unsat:
+        model = self._check(premises, z3.Or(*[f for _, f in labelled]))
+        if model is None:
             return None
-        model = solver.model()
         for label, formula in labelled:
             if z3.is_true(model.eval(formula, model_completion=True)):
                 return label, model

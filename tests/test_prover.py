@@ -135,3 +135,44 @@ def test_prove_writes_a_summary_with_replayable_traces(tmp_path):
     doc = json.loads((out / first["trace"]).read_text())
     assert doc["#meta"]["violated"] == first["property"]
     assert doc["states"][0]["mbt::actionTaken"] == "init"
+
+
+def test_an_over_constrained_encoding_has_no_witness(monkeypatch):
+    """Vacuity check that can fail: forbid every completion in the encoding alone; the
+    interpreter's healthy run is then rejected and the configuration reported vacuous."""
+    import z3
+
+    import model.check as check
+
+    class NoStop(Encoding):
+        def __init__(self, cfg):
+            super().__init__(cfg)
+            done = [self._next_template[("completed", r)] for r in range(cfg.requests)]
+            self._trans = z3.And(self._trans, *[z3.Not(d) for d in done])
+
+    monkeypatch.setattr(check, "Encoding", NoStop)
+    cfg = Config(name="v1-one", runner="v1", requests=1, expect={"counter-nonnegative": "proved"})
+    report = check.check_config(cfg)
+    assert report.witness["reached"] is False
+    assert "over-constrained" in report.witness["note"]
+
+
+def test_counterexample_picks_are_least_along_their_path():
+    import z3
+
+    from model.bmc import _value
+
+    goal = Goal.violation("counter-nonnegative")
+    bmc = Bmc(Encoding(Config(name="kv", runner="v2", requests=1, events=frozenset({"kvfail"}))))
+    trace = bmc.shortest(goal, 10)
+    enc, depth = bmc.enc, trace.depth
+    names = enc.event_index()
+    path = [enc.step(t).act == names.index(s.event) for t, s in enumerate(trace.steps)]
+    values = [enc.init_args[k] == v for k, v in trace.init.items()]
+    values += [enc.step(t).args[s.event][k] == v for t, s in enumerate(trace.steps) for k, v in s.args.items()]
+    assumptions = bmc._prefix(depth, last_alive=goal.kind != "transition") + [bmc.goal_at(goal, depth)]
+    objective = bmc.picks(depth)
+    assert bmc.solver.check(*assumptions, *path, *values) == z3.sat
+    found = _value(bmc.solver.model(), objective)
+    assert found > 0  # the test would say nothing about a trace with nothing to minimise
+    assert bmc.solver.check(*assumptions, *path, objective < found) == z3.unsat

@@ -13,7 +13,7 @@ step  event               picks                           what changes
                                                           r0: status WAITING->RUNNING, c 0->1, P 0->1, F 0->1, drafts 0->1
                                                           r0: Nr 0->2
                                                           in flight 0->1
-   2  schedule            budget=4 accepted=[1, 0]        r0: scheduled 2, reserved 2, runner returns 2
+   2  schedule            budget=4                        r0: scheduled 2, reserved 2, runner returns 1
                                                           r0: c 1->3, P 1->3, F 1->3, Nr 2->3
                                                           r1: scheduled 2, reserved 2, runner returns 1
                                                           r1: status WAITING->RUNNING, c 0->2, P 0->2, F 0->2, drafts 0->1
@@ -28,13 +28,13 @@ step  event               picks                           what changes
                                                           r1: scheduled 1, reserved 1, runner returns 1
                                                           r1: status PREEMPTED->RUNNING, c 0->1, P 0->1, F 2->3, drafts 0->1
                                                           in flight 1->2
-   6  deliver                                             r0: F 4->2, discard T->F
+   6  deliver                                             r0: c 2->1, P 1->0, F 4->2, discard T->F
                                                           r1: c 1->0, P 1->0, F 3->1, discard T->F
                                                           in flight 2->1
    7  schedule            budget=1                        r0: scheduled 1, reserved 1, runner returns 1
-                                                          r0: c 2->3, P 1->2, F 2->3, Nr 3->4
+                                                          r0: c 1->2, P 0->1, F 2->3
                                                           in flight 1->2
-   8  deliver                                             r0: T 2->3, P 2->1, F 3->1
+   8  deliver                                             r0: T 2->3, P 1->0, F 3->1
                                                           r1: T 1->2, P 0->-1, F 1->0
                                                           in flight 2->1
                                                           VIOLATES counter-nonnegative
@@ -57,7 +57,7 @@ CASE = Case(
     init={'prompt_len': [1, 1]},
     steps=(
         ('schedule', {'budget': 1, 'accepted': [0, 0]}),
-        ('schedule', {'budget': 4, 'accepted': [1, 0]}),
+        ('schedule', {'budget': 4, 'accepted': [0, 0]}),
         ('deliver', {'stop': [0, 0]}),
         ('reset_prefix_cache', {}),
         ('schedule', {'budget': 3, 'accepted': [0, 0]}),

@@ -6,25 +6,25 @@ Configuration v1-kvfail-leak: V1 with KV-load failures: the failed step's placeh
   profile vllm-0.32.0; clamp off; 1 request(s), pp 1, 1 draft token(s) per step
 
 step  event               picks                           what changes
-   0  init                prompt_len=[4]
+   0  init                prompt_len=[2]
    1  schedule            budget=1                        r0: scheduled 1, reserved 0, runner returns 0
-                                                          r0: status WAITING->RUNNING, c 0->1, F 0->1, X F->T, Nr 0->4
+                                                          r0: status WAITING->RUNNING, c 0->1, F 0->1, X F->T, Nr 0->2
                                                           in flight 0->1
-   2  schedule            budget=4                        r0: scheduled 3, reserved 1, runner returns 1
-                                                          r0: c 1->4, P 0->1, F 1->4, X T->F, drafts 0->1
-                                                          r0: Nr 4->5
+   2  schedule            budget=1                        r0: scheduled 1, reserved 1, runner returns 1
+                                                          r0: c 1->2, P 0->1, F 1->2, X T->F, drafts 0->1
+                                                          r0: Nr 2->3
                                                           in flight 1->2
-   3  deliver                                             r0: F 4->3
+   3  deliver                                             r0: F 2->1
                                                           in flight 2->1
-   4  schedule            budget=3                        r0: scheduled 2, reserved 2, runner returns 1
-                                                          r0: c 4->6, P 1->3, F 3->5, Nr 5->6
+   4  schedule            budget=1                        r0: scheduled 1, reserved 1, runner returns 1
+                                                          r0: c 2->3, P 1->2, F 1->2, Nr 3->4
                                                           in flight 1->2
-   5  deliver                                             r0: T 4->5, P 3->2, F 5->2
+   5  deliver                                             r0: T 2->3, P 2->1, F 2->1
                                                           in flight 2->1
-   6  schedule            budget=3 accepted=[1]           r0: scheduled 2, reserved 2, runner returns 2
-                                                          r0: c 6->8, P 2->4, F 2->4, Nr 6->8
+   6  schedule            budget=1                        r0: scheduled 1, reserved 1, runner returns 1
+                                                          r0: c 3->4, P 1->2, F 1->2, Nr 4->5
                                                           in flight 1->2
-   7  deliver             stop=[1]                        r0: status RUNNING->FINISHED, T 5->6, c 8->7, P 4->2, F 4->2
+   7  deliver             stop=[1]                        r0: status RUNNING->FINISHED, T 3->4, P 2->1, F 2->1
                                                           in flight 2->1
 (L prompt, T tokens, c computed, P placeholders, F in flight, S stale, D drop-stale, X is_prefill_chunk, Nr V1 num_tokens, g/pl/tl V2 slot computed/prefill_len/total_len)
 
@@ -41,14 +41,14 @@ from targets.harness import Case, Expect, check_case
 CASE = Case(
     name='v1_kvfail_leak__healthy_path',
     config={'name': 'v1-kvfail-leak', 'runner': 'v1', 'events': ['kvfail'], 'faults': [], 'profile': 'vllm-0.32.0', 'clamp': False, 'requests': 1, 'pp': 1, 'spec_tokens': 1, 'max_budget': None, 'prompt_lens': None, 'long_prefill_threshold': 0, 'block_size': 16},
-    init={'prompt_len': [4]},
+    init={'prompt_len': [2]},
     steps=(
         ('schedule', {'budget': 1, 'accepted': [0]}),
-        ('schedule', {'budget': 4, 'accepted': [0]}),
+        ('schedule', {'budget': 1, 'accepted': [0]}),
         ('deliver', {'stop': [0], 'kv_fail_req': -1, 'kv_fail_block': 0}),
-        ('schedule', {'budget': 3, 'accepted': [0]}),
+        ('schedule', {'budget': 1, 'accepted': [0]}),
         ('deliver', {'stop': [0], 'kv_fail_req': -1, 'kv_fail_block': 0}),
-        ('schedule', {'budget': 3, 'accepted': [1]}),
+        ('schedule', {'budget': 1, 'accepted': [0]}),
         ('deliver', {'stop': [1], 'kv_fail_req': -1, 'kv_fail_block': 0}),
     ),
     kind='witness',

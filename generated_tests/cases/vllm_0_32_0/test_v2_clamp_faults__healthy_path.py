@@ -6,32 +6,26 @@ Configuration v2-clamp-faults: clamp with V2 under KV-load failures and both fau
   profile vllm-0.32.0; clamp on; 2 request(s), pp 1, 1 draft token(s) per step
 
 step  event               picks                           what changes
-   0  init                prompt_len=[1, 4] resumable=[False, False]
-   1  schedule            budget=4                        r0: scheduled 1, reserved 1, runner returns 1
-                                                          r0: status WAITING->RUNNING, c 0->1, P 0->1, F 0->1, drafts 0->1
-                                                          r0: slot 0->1, g 0->1, pl 0->1, tl 0->2
-                                                          r1: scheduled 3, reserved 0, runner returns 0
-                                                          r1: status WAITING->RUNNING, c 0->3, F 0->3, X F->T, g 0->3
-                                                          r1: pl 0->4, tl 0->4
+   0  init                prompt_len=[2, 2] resumable=[False, False]
+   1  schedule            budget=1                        r0: scheduled 1, reserved 0, runner returns 0
+                                                          r0: status WAITING->RUNNING, c 0->1, F 0->1, X F->T, slot 0->1
+                                                          r0: g 0->1, pl 0->2, tl 0->2
                                                           in flight 0->1
-   2  schedule            budget=4 accepted=[1, 0]        r0: scheduled 2, reserved 2, runner returns 2
-                                                          r0: c 1->3, P 1->3, F 1->3, g 1->3, tl 2->4
-                                                          r1: scheduled 1, reserved 1, runner returns 1
-                                                          r1: c 3->4, P 0->1, F 3->4, X T->F, drafts 0->1
-                                                          r1: g 3->4, tl 4->5
+   2  schedule            budget=1                        r0: scheduled 1, reserved 1, runner returns 1
+                                                          r0: c 1->2, P 0->1, F 1->2, X T->F, drafts 0->1
+                                                          r0: g 1->2, tl 2->3
                                                           in flight 1->2
-   3  deliver             stop=[1, 0]                     r0: status RUNNING->FINISHED, T 1->2, P 3->2, F 3->2
-                                                          r1: F 4->1
+   3  deliver                                             r0: F 2->1
                                                           in flight 2->1
-   4  schedule            budget=3 accepted=[0, 1]        r1: scheduled 2, reserved 2, runner returns 2
-                                                          r1: c 4->6, P 1->3, F 1->3, g 4->6, tl 5->7
+   4  schedule            budget=1                        r0: scheduled 1, reserved 1, runner returns 1
+                                                          r0: c 2->3, P 1->2, F 1->2, g 2->3, tl 3->4
                                                           in flight 1->2
-   5  deliver                                             r1: T 4->5, P 3->2, F 3->2
+   5  deliver                                             r0: T 2->3, P 2->1, F 2->1
                                                           in flight 2->1
-   6  schedule            budget=3                        r1: scheduled 2, reserved 2, runner returns 1
-                                                          r1: c 6->8, P 2->4, F 2->4, g 6->7, tl 7->8
+   6  schedule            budget=1                        r0: scheduled 1, reserved 1, runner returns 1
+                                                          r0: c 3->4, P 1->2, F 1->2, g 3->4, tl 4->5
                                                           in flight 1->2
-   7  deliver             stop=[0, 1]                     r1: status RUNNING->FINISHED, T 5->6, P 4->3, F 4->2
+   7  deliver             stop=[1, 0]                     r0: status RUNNING->FINISHED, T 3->4, P 2->1, F 2->1
                                                           in flight 2->1
 (L prompt, T tokens, c computed, P placeholders, F in flight, S stale, D drop-stale, X is_prefill_chunk, Nr V1 num_tokens, g/pl/tl V2 slot computed/prefill_len/total_len)
 
@@ -48,15 +42,15 @@ from targets.harness import Case, Expect, check_case
 CASE = Case(
     name='v2_clamp_faults__healthy_path',
     config={'name': 'v2-clamp-faults', 'runner': 'v2', 'events': ['abort', 'kvfail', 'preempt', 'preempt-drop', 'reset', 'stream'], 'faults': ['over-delivery', 'stale-slot-read'], 'profile': 'vllm-0.32.0', 'clamp': True, 'requests': 2, 'pp': 1, 'spec_tokens': 1, 'max_budget': None, 'prompt_lens': None, 'long_prefill_threshold': 0, 'block_size': 16},
-    init={'prompt_len': [1, 4], 'resumable': [False, False]},
+    init={'prompt_len': [2, 2], 'resumable': [False, False]},
     steps=(
-        ('schedule', {'budget': 4, 'accepted': [0, 0], 'stale_read': [False, False], 'extra': [0, 0]}),
-        ('schedule', {'budget': 4, 'accepted': [1, 0], 'stale_read': [False, False], 'extra': [0, 0]}),
-        ('deliver', {'stop': [1, 0], 'kv_fail_req': -1, 'kv_fail_block': 0}),
-        ('schedule', {'budget': 3, 'accepted': [0, 1], 'stale_read': [False, False], 'extra': [0, 0]}),
+        ('schedule', {'budget': 1, 'accepted': [0, 0], 'stale_read': [False, False], 'extra': [0, 0]}),
+        ('schedule', {'budget': 1, 'accepted': [0, 0], 'stale_read': [False, False], 'extra': [0, 0]}),
         ('deliver', {'stop': [0, 0], 'kv_fail_req': -1, 'kv_fail_block': 0}),
-        ('schedule', {'budget': 3, 'accepted': [0, 0], 'stale_read': [False, False], 'extra': [0, 0]}),
-        ('deliver', {'stop': [0, 1], 'kv_fail_req': -1, 'kv_fail_block': 0}),
+        ('schedule', {'budget': 1, 'accepted': [0, 0], 'stale_read': [False, False], 'extra': [0, 0]}),
+        ('deliver', {'stop': [0, 0], 'kv_fail_req': -1, 'kv_fail_block': 0}),
+        ('schedule', {'budget': 1, 'accepted': [0, 0], 'stale_read': [False, False], 'extra': [0, 0]}),
+        ('deliver', {'stop': [1, 0], 'kv_fail_req': -1, 'kv_fail_block': 0}),
     ),
     kind='witness',
     property=None,

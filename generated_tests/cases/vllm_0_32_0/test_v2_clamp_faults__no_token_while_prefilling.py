@@ -8,7 +8,7 @@ Configuration v2-clamp-faults: clamp with V2 under KV-load failures and both fau
 Violated: no-token-while-prefilling (sched:2497-2499 (the contract's own comment)), at step 3.
 
 step  event               picks                           what changes
-   0  init                prompt_len=[2, 1] resumable=[False, True]
+   0  init                prompt_len=[2, 1] resumable=[False, False]
    1  schedule            budget=1 stale_read=[True, False]  r0: scheduled 1, reserved 0, runner returns 1
                                                           r0: status WAITING->RUNNING, c 0->1, F 0->1, X F->T, slot 0->1
                                                           r0: g 0->1, tl 0->1
@@ -36,7 +36,7 @@ from targets.harness import Case, Expect, check_case
 CASE = Case(
     name='v2_clamp_faults__no_token_while_prefilling',
     config={'name': 'v2-clamp-faults', 'runner': 'v2', 'events': ['abort', 'kvfail', 'preempt', 'preempt-drop', 'reset', 'stream'], 'faults': ['over-delivery', 'stale-slot-read'], 'profile': 'vllm-0.32.0', 'clamp': True, 'requests': 2, 'pp': 1, 'spec_tokens': 1, 'max_budget': None, 'prompt_lens': None, 'long_prefill_threshold': 0, 'block_size': 16},
-    init={'prompt_len': [2, 1], 'resumable': [False, True]},
+    init={'prompt_len': [2, 1], 'resumable': [False, False]},
     steps=(
         ('schedule', {'budget': 1, 'accepted': [0, 0], 'stale_read': [True, False], 'extra': [0, 0]}),
         ('schedule', {'budget': 1, 'accepted': [0, 0], 'stale_read': [False, False], 'extra': [0, 0]}),

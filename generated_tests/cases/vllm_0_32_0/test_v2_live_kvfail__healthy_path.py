@@ -6,26 +6,26 @@ Configuration v2-live-kvfail: the live-length fix does not cover it: the GPU com
   profile vllm-0.32.0; clamp off; 1 request(s), pp 1, 1 draft token(s) per step
 
 step  event               picks                           what changes
-   0  init                prompt_len=[3]
+   0  init                prompt_len=[2]
    1  schedule            budget=1                        r0: scheduled 1, reserved 0, runner returns 0
                                                           r0: status WAITING->RUNNING, c 0->1, F 0->1, X F->T, g 0->1
-                                                          r0: pl 0->3, tl 0->3
+                                                          r0: pl 0->2, tl 0->2
                                                           in flight 0->1
-   2  schedule            budget=3                        r0: scheduled 2, reserved 1, runner returns 1
-                                                          r0: c 1->3, P 0->1, F 1->3, X T->F, drafts 0->1
-                                                          r0: g 1->3, tl 3->4
+   2  schedule            budget=1                        r0: scheduled 1, reserved 1, runner returns 1
+                                                          r0: c 1->2, P 0->1, F 1->2, X T->F, drafts 0->1
+                                                          r0: g 1->2, tl 2->3
                                                           in flight 1->2
-   3  deliver                                             r0: F 3->2
+   3  deliver                                             r0: F 2->1
                                                           in flight 2->1
-   4  schedule            budget=3 accepted=[1]           r0: scheduled 2, reserved 2, runner returns 2
-                                                          r0: c 3->5, P 1->3, F 2->4, g 3->5, tl 4->6
+   4  schedule            budget=1                        r0: scheduled 1, reserved 1, runner returns 1
+                                                          r0: c 2->3, P 1->2, F 1->2, g 2->3, tl 3->4
                                                           in flight 1->2
-   5  deliver                                             r0: T 3->4, P 3->2, F 4->2
+   5  deliver                                             r0: T 2->3, P 2->1, F 2->1
                                                           in flight 2->1
-   6  schedule            budget=3                        r0: scheduled 2, reserved 2, runner returns 1
-                                                          r0: c 5->7, P 2->4, F 2->4, g 5->6, tl 6->7
+   6  schedule            budget=1                        r0: scheduled 1, reserved 1, runner returns 1
+                                                          r0: c 3->4, P 1->2, F 1->2, g 3->4, tl 4->5
                                                           in flight 1->2
-   7  deliver             stop=[1]                        r0: status RUNNING->FINISHED, T 4->5, P 4->3, F 4->2
+   7  deliver             stop=[1]                        r0: status RUNNING->FINISHED, T 3->4, P 2->1, F 2->1
                                                           in flight 2->1
 (L prompt, T tokens, c computed, P placeholders, F in flight, S stale, D drop-stale, X is_prefill_chunk, Nr V1 num_tokens, g/pl/tl V2 slot computed/prefill_len/total_len)
 
@@ -42,14 +42,14 @@ from targets.harness import Case, Expect, check_case
 CASE = Case(
     name='v2_live_kvfail__healthy_path',
     config={'name': 'v2-live-kvfail', 'runner': 'v2-live', 'events': ['kvfail'], 'faults': [], 'profile': 'vllm-0.32.0', 'clamp': False, 'requests': 1, 'pp': 1, 'spec_tokens': 1, 'max_budget': None, 'prompt_lens': None, 'long_prefill_threshold': 0, 'block_size': 16},
-    init={'prompt_len': [3]},
+    init={'prompt_len': [2]},
     steps=(
         ('schedule', {'budget': 1, 'accepted': [0]}),
-        ('schedule', {'budget': 3, 'accepted': [0]}),
+        ('schedule', {'budget': 1, 'accepted': [0]}),
         ('deliver', {'stop': [0], 'kv_fail_req': -1, 'kv_fail_block': 0}),
-        ('schedule', {'budget': 3, 'accepted': [1]}),
+        ('schedule', {'budget': 1, 'accepted': [0]}),
         ('deliver', {'stop': [0], 'kv_fail_req': -1, 'kv_fail_block': 0}),
-        ('schedule', {'budget': 3, 'accepted': [0]}),
+        ('schedule', {'budget': 1, 'accepted': [0]}),
         ('deliver', {'stop': [1], 'kv_fail_req': -1, 'kv_fail_block': 0}),
     ),
     kind='witness',
