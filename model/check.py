@@ -23,7 +23,7 @@ from model.itf import to_itf
 from model.trace import Trace, confirm
 from model.witness import admitted_by_encoding, policy_run
 from spec.config import Config
-from spec.invariants import LEMMAS
+from spec.invariants import lemmas_for
 from spec.ops import Ops
 from spec.state import View
 
@@ -122,7 +122,7 @@ def check_config(cfg: Config, max_depth: int = MAX_DEPTH) -> ConfigReport:
     proved = [p for p, e in cfg.expect.items() if e == "proved"]
     violated = [p for p, e in cfg.expect.items() if e == "violated"]
     if proved:
-        lemmas = [(lemma.name, lemma.holds) for lemma in LEMMAS if lemma.applies(cfg)]
+        lemmas = [(lemma.name, lemma.holds) for lemma in lemmas_for(cfg, proved)]
         started = time.perf_counter()
         try:
             result = KInduction(enc).prove(proved, lemmas)

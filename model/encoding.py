@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import z3
+from z3.z3 import _to_expr_ref  # wraps a C-level result; no public equivalent
 
 from model.interpreter import state_keys
 from model.z3ops import Z3_OPS
@@ -51,6 +52,7 @@ class Encoding:
         self.sort = {k: d.sort for d in decls_for(cfg) for k in keys_of(d, cfg)}
         self._steps: dict[int, StepVars] = {}
         self._state_templates: dict = {}  # state-formula builder -> formula on the template state
+        self._renamings: dict = {}  # ("step" | "state", t) -> the substitution's C arrays
 
         cur = {k: _const("s." + _name(k), self.sort[k]) for k in self.keys}
         nxt = {k: _const("n." + _name(k), self.sort[k]) for k in self.keys}
@@ -121,6 +123,22 @@ class Encoding:
         here, tv = self.step(t), self._template_vars
         return [(tv.state[k], here.state[k]) for k in self.keys]
 
+    def _copy(self, template, kind: str, t: int):
+        """The template with its variables renamed to step t's: z3.substitute without its
+        per-call sort checks on hundreds of pairs (they are checked once, here), which
+        cost more than the substitution itself."""
+        key = (kind, t)
+        if key not in self._renamings:
+            pairs = self._pairs(t) if kind == "step" else self._state_pairs(t)
+            assert all(a.sort().eq(b.sort()) for a, b in pairs)
+            sources, targets = (z3.Ast * len(pairs))(), (z3.Ast * len(pairs))()
+            for i, (a, b) in enumerate(pairs):
+                sources[i], targets[i] = a.as_ast(), b.as_ast()
+            self._renamings[key] = (len(pairs), sources, targets)
+        count, sources, targets = self._renamings[key]
+        ctx = template.ctx
+        return _to_expr_ref(z3.Z3_substitute(ctx.ref(), template.as_ast(), count, sources, targets), ctx)
+
     # ------------------------------------------------------------------ formulas
     def initial(self):
         """State 0 is an initial state (the init event's picks are its own variables)."""
@@ -128,26 +146,26 @@ class Encoding:
         return z3.And(self._init_guard, *[s0[k] == v for k, v in self._init_writes.items()])
 
     def transition(self, t: int):
-        return z3.substitute(self._trans, *self._pairs(t))
+        return self._copy(self._trans, "step", t)
 
     def bad(self, prop: str, t: int):
         """Transition t (state t -> t+1) violates a transition property."""
-        return z3.substitute(self._bad[prop], *self._pairs(t))
+        return self._copy(self._bad[prop], "step", t)
 
     def fatal_ok(self, t: int):
         """Transition t trips none of vLLM's engine-killing asserts."""
-        return z3.substitute(self._fatal_ok, *self._pairs(t))
+        return self._copy(self._fatal_ok, "step", t)
 
     def holds(self, prop: str, t: int):
         """State t satisfies a state property."""
-        return z3.substitute(self._state_holds[prop], *self._state_pairs(t))
+        return self._copy(self._state_holds[prop], "state", t)
 
     def state_formula(self, build, t: int):
         """A formula over a View of state t (for reachability targets and lemmas); built
         once on the template state, then copied to each t by substitution."""
         if build not in self._state_templates:
             self._state_templates[build] = _as_bool(build(View(self.cfg, self._template_vars.state), self.cfg, Z3_OPS))
-        return z3.substitute(self._state_templates[build], *self._state_pairs(t))
+        return self._copy(self._state_templates[build], "state", t)
 
     def action_is(self, t: int, name: str):
         index = [e.name for e in self.events].index(name)

@@ -28,6 +28,9 @@ class Lemma:
     doc: str
     applies: Callable[[Config], bool]
     holds: Callable[[View, Config, Ops], object]
+    # properties or lemmas that imply this one (checked in tests/test_prover.py): when
+    # one of them is proved alongside, this lemma adds nothing but solver work
+    implied_by: tuple[str, ...] = ()
 
 
 def _reqs(cfg):
@@ -157,7 +160,9 @@ def frontier(s: View, cfg: Config, ops: Ops):
 
 
 def placeholders_nonnegative(s: View, cfg: Config, ops: Ops):
-    return ops.all(*[s.num_output_placeholders[r] >= 0 for r in _reqs(cfg)])
+    """P >= 0 while a request is unfinished (a finished one's counter is never read again)."""
+    return ops.all(*[ops.implies(s.status[r] != Status.FINISHED, s.num_output_placeholders[r] >= 0)
+                     for r in _reqs(cfg)])
 
 
 def session_prompt(s: View, cfg: Config, ops: Ops):
@@ -294,10 +299,12 @@ LEMMAS: tuple[Lemma, ...] = (
     Lemma("decode-gap", decode_gap.__doc__, _no("over-delivery"), decode_gap),
     Lemma("frontier", frontier.__doc__,
           _all_of(_no("kvfail", "stale-slot-read", "over-delivery"), _zeroes_when_idle), frontier),
-    Lemma("placeholders-nonnegative", "P >= 0", lambda cfg: True, placeholders_nonnegative),
+    Lemma("placeholders-nonnegative", placeholders_nonnegative.__doc__, lambda cfg: True, placeholders_nonnegative,
+          implied_by=("placeholder-accounting", "accounting-exact", "accounting-at-least")),
     Lemma("session-prompt", session_prompt.__doc__, _sessions_consistent, session_prompt),
     Lemma("accounting-exact", accounting_exact.__doc__,
-          _no("kvfail", "stale-slot-read", "over-delivery"), accounting_exact),
+          _no("kvfail", "stale-slot-read", "over-delivery"), accounting_exact,
+          implied_by=("placeholder-accounting",)),  # the property itself, as a lemma
     # needs a runner that agrees with the scheduler: V1, or V2 without KV-load failures,
     # and sessions that resume from their whole history
     Lemma("in-flight-agreement", in_flight_agreement.__doc__,
@@ -307,11 +314,33 @@ LEMMAS: tuple[Lemma, ...] = (
     Lemma("accounting-at-least", accounting_at_least.__doc__,
           _all_of(_no("stale-slot-read", "over-delivery"), _sessions_consistent,
                   lambda cfg: cfg.runner == "v1" or not cfg.has("kvfail")),
-          accounting_at_least),
+          accounting_at_least, implied_by=("placeholder-accounting", "accounting-exact")),
     Lemma("v1-aligned", v1_aligned.__doc__, _all_of(lambda cfg: cfg.runner == "v1", _sessions_consistent), v1_aligned),
-    Lemma("v2-slots", v2_slots.__doc__, lambda cfg: cfg.is_v2, v2_slots),
     Lemma("v2-tracks-scheduler", v2_tracks_scheduler.__doc__,
           _all_of(lambda cfg: cfg.is_v2, _no("kvfail", "stale-slot-read", "over-delivery")), v2_tracks_scheduler),
 )
 
-BY_NAME = {lemma.name: lemma for lemma in LEMMAS}
+# Facts about the model's own bookkeeping that no contract property depends on: not
+# assumed by the matrix's proofs (they cost solver time there for nothing), proved on
+# their own in tests/test_prover.py.
+BOOKKEEPING: tuple[Lemma, ...] = (
+    Lemma("v2-slots", v2_slots.__doc__, lambda cfg: cfg.is_v2, v2_slots),
+)
+
+BY_NAME = {lemma.name: lemma for lemma in LEMMAS + BOOKKEEPING}
+
+
+def lemmas_for(cfg: Config, proved: list[str] | tuple[str, ...] = ()) -> list[Lemma]:
+    """The lemmas a proof of these properties under cfg assumes: every lemma that
+    holds there, less those implied by a proved property or by another chosen lemma."""
+    chosen = [lemma for lemma in LEMMAS if lemma.applies(cfg)]
+    dropping = True
+    while dropping:  # one at a time, so two lemmas that imply each other keep one
+        dropping = False
+        for lemma in chosen:
+            others = set(proved) | {other.name for other in chosen if other is not lemma}
+            if others.intersection(lemma.implied_by):
+                chosen.remove(lemma)
+                dropping = True
+                break
+    return chosen

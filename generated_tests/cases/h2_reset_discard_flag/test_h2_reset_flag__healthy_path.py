@@ -1,17 +1,17 @@
 """With v1 and h2-reset-discard-flag, a request prefills in chunks, decodes and finishes
 on a stop token; no property is violated and the clamp never drops a token.
 
-Configuration h2-reset-flag: reset_prefix_cache dropped one frame with a boolean
+Configuration h2-reset-flag: reset_prefix_cache dropped one frame with a boolean: a later frame carrying drafts is consumed against the zeroed counter (two drafts let one request show it; with one draft it takes a second request, three times the search)
   runner v1; events reset; faults none;
-  profile h2-reset-discard-flag; clamp off; 2 request(s), pp 1, 1 draft token(s) per step
+  profile h2-reset-discard-flag; clamp off; 1 request(s), pp 1, 2 draft token(s) per step
 
 step  event               picks                           what changes
-   0  init                prompt_len=[2, 2]
+   0  init                prompt_len=[2]
    1  schedule            budget=1                        r0: scheduled 1, reserved 0, runner returns 0
                                                           r0: status WAITING->RUNNING, c 0->1, F 0->1, X F->T, Nr 0->2
                                                           in flight 0->1
    2  schedule            budget=1                        r0: scheduled 1, reserved 1, runner returns 1
-                                                          r0: c 1->2, P 0->1, F 1->2, X T->F, drafts 0->1
+                                                          r0: c 1->2, P 0->1, F 1->2, X T->F, drafts 0->2
                                                           r0: Nr 2->3
                                                           in flight 1->2
    3  deliver                                             r0: F 2->1
@@ -24,7 +24,7 @@ step  event               picks                           what changes
    6  schedule            budget=1                        r0: scheduled 1, reserved 1, runner returns 1
                                                           r0: c 3->4, P 1->2, F 1->2, Nr 4->5
                                                           in flight 1->2
-   7  deliver             stop=[1, 0]                     r0: status RUNNING->FINISHED, T 3->4, P 2->1, F 2->1
+   7  deliver             stop=[1]                        r0: status RUNNING->FINISHED, T 3->4, P 2->1, F 2->1
                                                           in flight 2->1
 (L prompt, T tokens, c computed, P placeholders, F in flight, S stale, D drop-stale, X is_prefill_chunk, Nr V1 num_tokens, g/pl/tl V2 slot computed/prefill_len/total_len)
 
@@ -41,16 +41,16 @@ from targets.harness import Case, Expect, check_case
 
 CASE = Case(
     name='h2_reset_flag__healthy_path',
-    config={'name': 'h2-reset-flag', 'runner': 'v1', 'events': ['reset'], 'faults': [], 'profile': 'h2-reset-discard-flag', 'clamp': False, 'requests': 2, 'pp': 1, 'spec_tokens': 1, 'max_budget': None, 'prompt_lens': None, 'long_prefill_threshold': 0, 'block_size': 16},
-    init={'prompt_len': [2, 2]},
+    config={'name': 'h2-reset-flag', 'runner': 'v1', 'events': ['reset'], 'faults': [], 'profile': 'h2-reset-discard-flag', 'clamp': False, 'requests': 1, 'pp': 1, 'spec_tokens': 2, 'max_budget': None, 'prompt_lens': None, 'long_prefill_threshold': 0, 'block_size': 16},
+    init={'prompt_len': [2]},
     steps=(
-        ('schedule', {'budget': 1, 'accepted': [0, 0]}),
-        ('schedule', {'budget': 1, 'accepted': [0, 0]}),
-        ('deliver', {'stop': [0, 0]}),
-        ('schedule', {'budget': 1, 'accepted': [0, 0]}),
-        ('deliver', {'stop': [0, 0]}),
-        ('schedule', {'budget': 1, 'accepted': [0, 0]}),
-        ('deliver', {'stop': [1, 0]}),
+        ('schedule', {'budget': 1, 'accepted': [0]}),
+        ('schedule', {'budget': 1, 'accepted': [0]}),
+        ('deliver', {'stop': [0]}),
+        ('schedule', {'budget': 1, 'accepted': [0]}),
+        ('deliver', {'stop': [0]}),
+        ('schedule', {'budget': 1, 'accepted': [0]}),
+        ('deliver', {'stop': [1]}),
     ),
     kind='witness',
     property=None,
