@@ -36,14 +36,14 @@ from model.bmc import Bmc, Goal, SolverUnknown  # noqa: E402
 from model.encoding import Encoding  # noqa: E402
 from model.induction import KInduction  # noqa: E402
 from spec.config import Config  # noqa: E402
-from spec.invariants import LEMMAS  # noqa: E402
+from spec.invariants import lemmas_for  # noqa: E402
 
 console = Console(width=120, highlight=False)
 PY = sys.executable
 
 
-def _lemmas(cfg):
-    return [(lemma.name, lemma.holds) for lemma in LEMMAS if lemma.applies(cfg)]
+def _lemmas(cfg, props):
+    return [(lemma.name, lemma.holds) for lemma in lemmas_for(cfg, props)]
 
 
 def matrix() -> dict:
@@ -79,6 +79,10 @@ def matrix() -> dict:
     console.print(table)
     slowest = sorted(summary["results"], key=lambda r: -r["seconds"])[:5]
     console.print("slowest results: " + "; ".join(f"{r['config']}/{r['property']} {r['seconds']:.2f}s" for r in slowest))
+    console.print("proofs: " + "; ".join(f"{name} {seconds:.3f}s" for name, seconds in proofs.items()))
+    worst = sorted(((r["first_seconds"], r["config"], r["property"]) for r in summary["results"]
+                    if r["verdict"] == "violated"), reverse=True)[:5]
+    console.print("slowest shortest counterexamples: " + "; ".join(f"{c}/{p} {t:.3f}s" for t, c, p in worst))
     return summary
 
 
@@ -111,7 +115,8 @@ def depth_table(depths, requests, timeout_ms: int) -> None:
             blown = cell.startswith(">")
             cells.append(cell)
         started = time.perf_counter()
-        result = KInduction(Encoding(cfg)).prove(["predicates-agree", "counter-nonnegative"], _lemmas(cfg))
+        props = ["predicates-agree", "counter-nonnegative"]
+        result = KInduction(Encoding(cfg)).prove(props, _lemmas(cfg, props))
         cells.append(f"{result.status} k={result.k} {time.perf_counter() - started:.3f}")
         table.add_row(str(r), *cells)
     console.print(table)
@@ -135,17 +140,18 @@ def sizes_table() -> None:
                      events=frozenset({"preempt", "preempt-drop", "reset", "abort"}),
                      prompt_lens=(prompt, prompt), max_budget=budget)
         started = time.perf_counter()
-        result = KInduction(Encoding(cfg)).prove(["predicates-agree", "counter-nonnegative"], _lemmas(cfg))
+        props = ["predicates-agree", "counter-nonnegative"]
+        result = KInduction(Encoding(cfg)).prove(props, _lemmas(cfg, props))
         assert result.status == "proved", result
         return time.perf_counter() - started, result.k
 
     for name, fn in (("V2 KV-failure counterexample (shortest, minimised)", ce), ("V1 proof (k-induction)", proof)):
-        small, small_depth = min((fn(3, 2) for _ in range(3)), key=lambda x: x[0])
-        large, large_depth = min((fn(9118, 8192) for _ in range(3)), key=lambda x: x[0])
+        small, small_depth = min((fn(3, 2) for _ in range(5)), key=lambda x: x[0])
+        large, large_depth = min((fn(9118, 8192) for _ in range(5)), key=lambda x: x[0])
         table.add_row(name, f"{small:.3f} s (depth {small_depth})", f"{large:.3f} s (depth {large_depth})",
                       f"{large / small:.2f}x")
     console.print(table)
-    console.print("(best of 3 each; depth is the counterexample's length or the induction's k)")
+    console.print("(best of 5 each, this machine varies by +-30% run to run; depth is the counterexample's length or the induction's k)")
 
 
 def suites_table() -> None:

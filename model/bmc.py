@@ -146,8 +146,9 @@ class Bmc:
     def _minimise(self, depth: int, assumptions: list) -> z3.ModelRef:
         """Smallest pick sum along the event sequence the solver found.
 
-        The sequence (which event at each step) is pinned, so this is an integer
-        optimisation over the picks of one fixed path, which one Optimize call answers
+        The sequence (which event at each step) is pinned, and so are the picks the
+        configuration bounds (they are not minimised), so this is an integer
+        optimisation over the other picks of one fixed path, which one Optimize call answers
         (searching every path of this depth costs several times more, measured). Its
         model satisfies the same formulas as the search, and is replayed concretely
         like every trace."""
@@ -158,7 +159,15 @@ class Bmc:
             return model
         optimise = solvers.optimiser(self.timeout_ms)
         optimise.add(*self._formulas(assumptions))
-        optimise.add(*[enc.step(t).act == _value(model, enc.step(t).act) for t in range(depth)])
+        names = enc.event_index()
+        for t in range(depth):
+            step = enc.step(t)
+            event = names[_value(model, step.act)]
+            optimise.add(step.act == names.index(event))
+            # picks the configuration bounds are not minimised: keep them as found
+            optimise.add(*[step.args[event][key] == _value(model, step.args[event][key])
+                           for arg, key in enc.events[names.index(event)].arg_keys(enc.cfg)
+                           if arg.sort is int and arg.hi is not None])
         optimise.minimize(objective)
         result = optimise.check()
         if result != z3.sat:

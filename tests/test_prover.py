@@ -212,3 +212,11 @@ def test_a_lemma_left_out_as_implied_is_implied(cfg):
             assert solver.check() == z3.unsat, f"{name} does not imply {lemma.name} under {cfg.name}"
             checked += 1
     assert checked >= 2
+
+
+def test_the_witness_falls_back_to_a_search_when_the_policy_does_not_get_through(monkeypatch):
+    import model.check as check
+
+    monkeypatch.setattr(check, "policy_run", lambda *args: None)
+    report = check.check_config(Config(name="v1-one", runner="v1", requests=1))
+    assert report.witness["reached"] is True and report.witness["depth"] >= 5

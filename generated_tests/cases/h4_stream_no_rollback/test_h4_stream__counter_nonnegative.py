@@ -14,19 +14,19 @@ step  event               picks                           what changes
                                                           r0: Nr 0->2
                                                           in flight 0->1
    2  stream_update       new_tokens=2                    r0: update F->T
-   3  schedule            budget=1                        r0: scheduled 1, reserved 1, runner returns 1
-                                                          r0: c 1->2, P 1->2, F 1->2, Nr 2->3
+   3  schedule            budget=2 accepted=[1]           r0: scheduled 2, reserved 2, runner returns 2
+                                                          r0: c 1->3, P 1->3, F 1->3, Nr 2->3
                                                           in flight 1->2
-   4  deliver             stop=[1]                        r0: status RUNNING->WAITING, L 1->4, T 1->4, P 2->1, F 2->1
+   4  deliver             stop=[1]                        r0: status RUNNING->WAITING, L 1->4, T 1->4, P 3->2, F 3->2
                                                           r0: drafts 1->0, update T->F
                                                           in flight 2->1
    5  schedule            budget=2                        r0: scheduled 2, reserved 0, runner returns 1
-                                                          r0: status WAITING->RUNNING, c 2->4, F 1->3, X F->T, Nr 3->5
+                                                          r0: status WAITING->RUNNING, c 3->5, F 2->4, X F->T, Nr 3->5
                                                           in flight 1->2
                                                           VIOLATES predicates-agree
-   6  deliver             stop=[1]                        r0: status RUNNING->WAITING_FOR_STREAMING_REQ, T 4->5, P 1->0, F 3->2
+   6  deliver             stop=[1]                        r0: status RUNNING->WAITING_FOR_STREAMING_REQ, T 4->5, P 2->1, F 4->2
                                                           in flight 2->1
-   7  deliver                                             r0: T 5->6, P 0->-1, F 2->0
+   7  deliver                                             r0: T 5->6, c 5->4, P 1->-1, F 2->0
                                                           in flight 1->0
                                                           VIOLATES counter-nonnegative, no-token-while-prefilling
 (L prompt, T tokens, c computed, P placeholders, F in flight, S stale, D drop-stale, X is_prefill_chunk, Nr V1 num_tokens, g/pl/tl V2 slot computed/prefill_len/total_len)
@@ -49,7 +49,7 @@ CASE = Case(
     steps=(
         ('schedule', {'budget': 1, 'accepted': [0]}),
         ('stream_update', {'req': 0, 'new_tokens': 2}),
-        ('schedule', {'budget': 1, 'accepted': [0]}),
+        ('schedule', {'budget': 2, 'accepted': [1]}),
         ('deliver', {'stop': [1]}),
         ('schedule', {'budget': 2, 'accepted': [0]}),
         ('deliver', {'stop': [1]}),

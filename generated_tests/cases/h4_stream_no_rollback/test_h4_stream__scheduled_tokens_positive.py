@@ -13,12 +13,13 @@ step  event               picks                           what changes
                                                           r0: status WAITING->RUNNING, c 0->1, P 0->1, F 0->1, drafts 0->1
                                                           r0: Nr 0->2
                                                           in flight 0->1
-   2  schedule            budget=2                        r0: scheduled 2, reserved 2, runner returns 1
+   2  stream_update       new_tokens=1                    r0: update F->T
+   3  schedule            budget=2 accepted=[1]           r0: scheduled 2, reserved 2, runner returns 2
                                                           r0: c 1->3, P 1->3, F 1->3, Nr 2->3
                                                           in flight 1->2
-   3  deliver             stop=[1]                        r0: status RUNNING->WAITING_FOR_STREAMING_REQ, T 1->2, P 3->2, F 3->2, drafts 1->0
+   4  deliver             stop=[1]                        r0: status RUNNING->WAITING, L 1->3, T 1->3, P 3->2, F 3->2
+                                                          r0: drafts 1->0, update T->F
                                                           in flight 2->1
-   4  stream_update       new_tokens=1                    r0: status WAITING_FOR_STREAMING_REQ->WAITING, L 1->3, T 2->3
    5  schedule            budget=1                        r0: status WAITING->RUNNING, X F->T, Nr 3->4
                                                           in flight 1->2
                                                           VIOLATES scheduled-tokens-positive, predicates-agree
@@ -41,9 +42,9 @@ CASE = Case(
     init={'prompt_len': [1], 'resumable': [True]},
     steps=(
         ('schedule', {'budget': 1, 'accepted': [0]}),
-        ('schedule', {'budget': 2, 'accepted': [0]}),
-        ('deliver', {'stop': [1]}),
         ('stream_update', {'req': 0, 'new_tokens': 1}),
+        ('schedule', {'budget': 2, 'accepted': [1]}),
+        ('deliver', {'stop': [1]}),
         ('schedule', {'budget': 1, 'accepted': [0]}),
     ),
     kind='violation',

@@ -1,6 +1,6 @@
-"""With v2 and vllm-0.32.0 plus the clamp, stale-slot-read violates no-token-while-
-prefilling at step 3. The property: no live delivery appends a token for a step the
-scheduler classified as a prefill chunk.
+"""With v2 and vllm-0.32.0 plus the clamp, kv-load-failure, stale-slot-read violates no-
+token-while-prefilling at step 3. The property: no live delivery appends a token for a
+step the scheduler classified as a prefill chunk.
 
 Configuration v2-clamp-faults: clamp with V2 under KV-load failures and both faults
   runner v2; events abort, kvfail, preempt, preempt-drop, reset, stream; faults over-delivery, stale-slot-read;
@@ -8,17 +8,23 @@ Configuration v2-clamp-faults: clamp with V2 under KV-load failures and both fau
 Violated: no-token-while-prefilling (sched:2497-2499 (the contract's own comment)), at step 3.
 
 step  event               picks                           what changes
-   0  init                prompt_len=[2, 1] resumable=[False, False]
-   1  schedule            budget=1 stale_read=[True, False]  r0: scheduled 1, reserved 0, runner returns 1
-                                                          r0: status WAITING->RUNNING, c 0->1, F 0->1, X F->T, slot 0->1
-                                                          r0: g 0->1, tl 0->1
+   0  init                prompt_len=[16, 2] resumable=[False, False]
+   1  schedule            budget=17 stale_read=[False, True]  r0: scheduled 16, reserved 1, runner returns 1
+                                                          r0: status WAITING->RUNNING, c 0->16, P 0->1, F 0->16, drafts 0->1
+                                                          r0: slot 0->1, g 0->16, pl 0->16, tl 0->17
+                                                          r1: scheduled 1, reserved 0, runner returns 1
+                                                          r1: status WAITING->RUNNING, c 0->1, F 0->1, X F->T, g 0->1
+                                                          r1: tl 0->1
                                                           in flight 0->1
                                                           VIOLATES predicates-agree
-   2  schedule            budget=1                        r0: scheduled 1, reserved 1, runner returns 1
-                                                          r0: c 1->2, P 0->1, F 1->2, X T->F, drafts 0->1
-                                                          r0: g 1->2, tl 1->2
+   2  schedule            budget=3                        r0: scheduled 2, reserved 2, runner returns 1
+                                                          r0: c 16->18, P 1->3, F 16->18, g 16->17, tl 17->18
+                                                          r1: scheduled 1, reserved 1, runner returns 1
+                                                          r1: c 1->2, P 0->1, F 1->2, X T->F, drafts 0->1
+                                                          r1: g 1->2, tl 1->2
                                                           in flight 1->2
-   3  deliver                                             r0: T 2->3, P 1->0, F 2->1
+   3  deliver             kv_fail_req=0                   r0: c 18->0, F 18->2
+                                                          r1: T 2->3, P 1->0, F 2->1
                                                           in flight 2->1
                                                           VIOLATES no-token-while-prefilling
 (L prompt, T tokens, c computed, P placeholders, F in flight, S stale, D drop-stale, X is_prefill_chunk, Nr V1 num_tokens, g/pl/tl V2 slot computed/prefill_len/total_len)
@@ -36,11 +42,11 @@ from targets.harness import Case, Expect, check_case
 CASE = Case(
     name='v2_clamp_faults__no_token_while_prefilling',
     config={'name': 'v2-clamp-faults', 'runner': 'v2', 'events': ['abort', 'kvfail', 'preempt', 'preempt-drop', 'reset', 'stream'], 'faults': ['over-delivery', 'stale-slot-read'], 'profile': 'vllm-0.32.0', 'clamp': True, 'requests': 2, 'pp': 1, 'spec_tokens': 1, 'max_budget': None, 'prompt_lens': None, 'long_prefill_threshold': 0, 'block_size': 16},
-    init={'prompt_len': [2, 1], 'resumable': [False, False]},
+    init={'prompt_len': [16, 2], 'resumable': [False, False]},
     steps=(
-        ('schedule', {'budget': 1, 'accepted': [0, 0], 'stale_read': [True, False], 'extra': [0, 0]}),
-        ('schedule', {'budget': 1, 'accepted': [0, 0], 'stale_read': [False, False], 'extra': [0, 0]}),
-        ('deliver', {'stop': [0, 0], 'kv_fail_req': -1, 'kv_fail_block': 0}),
+        ('schedule', {'budget': 17, 'accepted': [0, 0], 'stale_read': [False, True], 'extra': [0, 0]}),
+        ('schedule', {'budget': 3, 'accepted': [0, 0], 'stale_read': [False, False], 'extra': [0, 0]}),
+        ('deliver', {'stop': [0, 0], 'kv_fail_req': 0, 'kv_fail_block': 0}),
     ),
     kind='violation',
     property='no-token-while-prefilling',
