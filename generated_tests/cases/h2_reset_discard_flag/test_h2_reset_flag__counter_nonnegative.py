@@ -2,7 +2,7 @@
 step 8. The property: vLLM's assert num_output_placeholders >= 0 after a live delivery
 never fires.
 
-Configuration h2-reset-flag: reset_prefix_cache dropped one frame with a boolean: a later frame carrying drafts is consumed against the zeroed counter (two drafts let one request show it; with one draft it takes a second request, three times the search)
+Configuration h2-reset-flag: reset_prefix_cache dropped one frame with a boolean: a later frame carrying drafts is consumed against the zeroed counter (one request with two drafts; with one draft it takes a second request)
   runner v1; events reset; faults none;
   profile h2-reset-discard-flag; clamp off; 1 request(s), pp 1, 2 draft token(s) per step
 Violated: counter-nonnegative (async:69-71), at step 8.

@@ -1,7 +1,7 @@
 """With v1 and h2-reset-discard-flag, a request prefills in chunks, decodes and finishes
 on a stop token; no property is violated and the clamp never drops a token.
 
-Configuration h2-reset-flag: reset_prefix_cache dropped one frame with a boolean: a later frame carrying drafts is consumed against the zeroed counter (two drafts let one request show it; with one draft it takes a second request, three times the search)
+Configuration h2-reset-flag: reset_prefix_cache dropped one frame with a boolean: a later frame carrying drafts is consumed against the zeroed counter (one request with two drafts; with one draft it takes a second request)
   runner v1; events reset; faults none;
   profile h2-reset-discard-flag; clamp off; 1 request(s), pp 1, 2 draft token(s) per step
 
