@@ -159,15 +159,14 @@ class Bmc:
             return model
         optimise = solvers.optimiser(self.timeout_ms)
         optimise.add(*self._formulas(assumptions))
-        names = enc.event_index()
         for t in range(depth):
             step = enc.step(t)
-            event = names[_value(model, step.act)]
-            optimise.add(step.act == names.index(event))
+            index = _value(model, step.act)
+            event = enc.events[index]
+            optimise.add(step.act == index)
             # picks the configuration bounds are not minimised: keep them as found
-            optimise.add(*[step.args[event][key] == _value(model, step.args[event][key])
-                           for arg, key in enc.events[names.index(event)].arg_keys(enc.cfg)
-                           if arg.sort is int and arg.hi is not None])
+            optimise.add(*[step.args[event.name][key] == _value(model, step.args[event.name][key])
+                           for arg, key in event.arg_keys(enc.cfg) if arg.sort is int and arg.hi is not None])
         optimise.minimize(objective)
         result = optimise.check()
         if result != z3.sat:

@@ -28,6 +28,7 @@ from model.interpreter import Disabled, Interpreter, args_for, nested
 from spec.config import Config
 from spec.properties import FATAL
 from spec.vocabulary import Status
+from targets.harness import Divergence, replay
 
 # ------------------------------------------------------------------ configurations
 
@@ -306,8 +307,6 @@ ENGINE = False  # also compare has_requests (set by --engine)
 
 def try_replay(cfg: Config, init, steps, target, ignore):
     """None if the trace replays cleanly (or is not a valid trace), else the Divergence."""
-    from targets.harness import Divergence
-
     try:
         replay(cfg, init, steps, target, ignore=ignore, engine=ENGINE)
     except Divergence as exc:
@@ -315,12 +314,6 @@ def try_replay(cfg: Config, init, steps, target, ignore):
     except Disabled:
         return None
     return None
-
-
-def replay(cfg, init, steps, target, ignore=None, engine=False):
-    from targets.harness import replay as _replay
-
-    return _replay(cfg, init, steps, target, ignore=ignore, engine=engine)
 
 
 def _revalidate(cfg: Config, init, steps):

@@ -34,6 +34,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from spec.config import Config
+from targets.orders import request_id
 from targets.protocol import TargetUnavailable
 
 REPO = Path(__file__).resolve().parent.parent
@@ -270,10 +271,6 @@ def set_budget(scheduler, budget: int) -> None:
 def sampling_params():
     V = load()
     return V.SamplingParams(max_tokens=MAX_TOKENS, ignore_eos=True, stop_token_ids=[STOP_ID])
-
-
-def request_id(r: int) -> str:
-    return f"r{r}"
 
 
 def make_request(r: int, num_tokens: int, block_size: int, resumable: bool = False):
