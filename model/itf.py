@@ -7,7 +7,10 @@ violated property. Integers outside JSON's safe range use {"#bigint": "..."}.
 
 `read` accepts any ITF trace that uses the spec's variable and action names, e.g. one
 written by Quint or Apalache: picks may be plain values or Quint's {"tag": "Some",
-"value": ...} options; only the picks are needed, states are recomputed by replay.
+"value": ...} options. The picks drive the replay; the states it records under the spec's
+variable names are then compared with the replayed ones (codegen refuses a trace whose
+states contradict the spec). `#meta` must say what the trace shows: `"kind"` ("witness"
+or "violation") or `"violated": PROPERTY`.
 """
 
 from __future__ import annotations
@@ -88,27 +91,67 @@ def write(path: Path, document: dict) -> None:
     path.write_text(json.dumps(document, indent=1, sort_keys=False) + "\n")
 
 
+def _where(path: Path, i: int) -> str:
+    return f"{path}: state {i}"
+
+
 def read(path: Path | str) -> tuple[dict, Trace]:
-    """Parse an ITF trace: returns its #meta and a Trace of init picks and steps."""
+    """Parse an ITF trace: returns its #meta and a Trace of init picks and steps, with
+    the states it records (`Trace.recorded`) so a replay can be compared with them.
+    Anything malformed is a SpecError naming the file and what to fix."""
     path = Path(path)
     try:
-        doc = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as exc:
-        raise SpecError(f"{path}: not a readable ITF JSON file ({exc})") from None
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise SpecError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise SpecError(f"{path}: not UTF-8 text (byte {raw[exc.start]:#04x} at offset {exc.start}); "
+                        "an ITF trace is JSON in UTF-8") from None
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise SpecError(f"{path}: not valid JSON ({exc})") from None
+    if not isinstance(doc, dict):
+        raise SpecError(f"{path}: the top level of an ITF trace must be an object with a 'states' list, "
+                        f"not a {type(doc).__name__} (see {FORMAT_URL})")
     states = doc.get("states")
     if not isinstance(states, list) or not states:
         raise SpecError(f"{path}: an ITF trace needs a non-empty 'states' list")
     meta = doc.get("#meta", {})
-    steps, init = [], None
+    if not isinstance(meta, dict):
+        raise SpecError(f"{path}: '#meta' must be an object, not a {type(meta).__name__}")
+    kind = meta.get("kind")
+    if kind is None and meta.get("violated"):
+        kind = "violation"
+    if kind not in ("violation", "witness"):
+        # a trace that says nothing is not silently a witness (it would "pass" anything)
+        raise SpecError(
+            f"{path}: #meta must say what the trace shows: add \"kind\": \"witness\" (a healthy path) "
+            f"or \"violated\": \"PROPERTY\" (a counterexample) to its '#meta'"
+            + (f"; got kind {kind!r}" if kind is not None else "")
+        )
+    mechanisms = meta.get("mechanisms", [])
+    if not isinstance(mechanisms, list) or not all(isinstance(m, str) for m in mechanisms):
+        raise SpecError(f"{path}: #meta 'mechanisms' must be a list of names, got {mechanisms!r}")
+    steps, init, recorded = [], None, []
     for i, state in enumerate(states):
+        if not isinstance(state, dict):
+            raise SpecError(f"{_where(path, i)} is a {type(state).__name__}, not an object of variables")
         action = state.get("mbt::actionTaken")
         picks = _decode(state.get("mbt::nondetPicks", {}))
         if action is None:
             raise SpecError(
-                f"{path}: state {i} has no 'mbt::actionTaken'; record the action taken "
+                f"{_where(path, i)} has no 'mbt::actionTaken'; record the action taken "
                 "(Quint: run with --mbt) so the trace can be replayed"
             )
+        if not isinstance(action, str):
+            raise SpecError(f"{_where(path, i)}: 'mbt::actionTaken' must be an action name, got {action!r}")
+        if picks is not None and not isinstance(picks, dict):
+            raise SpecError(f"{_where(path, i)}: 'mbt::nondetPicks' must be an object, got {picks!r:.60}")
         picks = {k: v for k, v in (picks or {}).items() if v is not None}
+        recorded.append({k: _decode(v) for k, v in state.items() if k != "#meta" and not k.startswith("mbt::")})
         if i == 0:
             if action not in ("init", "step", ""):
                 raise SpecError(f"{path}: the first state's action must be 'init', got {action!r}")
@@ -116,12 +159,14 @@ def read(path: Path | str) -> tuple[dict, Trace]:
         else:
             steps.append(Step(action, flat(picks)))
     config = meta.get("config", {})
+    goal = meta.get("goal", meta.get("violated", ""))
     trace = Trace(
         config=config.get("name", "?") if isinstance(config, dict) else str(config),
         init=init,
         steps=steps,
-        goal=meta.get("goal", meta.get("violated", "")),
-        kind=meta.get("kind", "violation" if meta.get("violated") else "witness"),
-        mechanisms=list(meta.get("mechanisms", [])),
+        goal=goal if isinstance(goal, str) else str(goal),
+        kind=kind,
+        mechanisms=list(mechanisms),
+        recorded=recorded,
     )
     return meta, trace

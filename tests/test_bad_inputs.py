@@ -1,0 +1,538 @@
+"""Bad input, interrupts and typos (issue 11): nothing lost, nothing silent, one line.
+
+Each test pins one behaviour that was wrong before: an output folder deleted without
+looking, a partial run deleting committed cases, staging folders left behind, an
+interrupt or a timeout recorded as a verdict, a contradicting trace accepted, and
+tracebacks where one line naming the problem and its fix is due.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import z3
+
+from codegen import generate
+from codegen.cases import CaseError, build
+from model import prove
+from model.bmc import Bmc, SolverInterrupted, SolverTimeout, SolverUnknown, classify_unknown
+from model.encoding import Encoding
+from model.induction import KInduction
+from model.itf import read
+from spec.config import Config, SpecError
+from spec.invariants import LEMMAS
+
+ROOT = Path(__file__).resolve().parent.parent
+PY = sys.executable
+SMALL = "v1-kvfail-leak@0.32.0"  # one request, a 3-step counterexample: the cheapest configuration
+
+
+def one_line(text: str) -> bool:
+    return text.count("\n") == 1 and "Traceback" not in text
+
+
+def dead_pid() -> int:
+    """The pid of a process that has ended (for staging folders of a killed run)."""
+    child = subprocess.Popen(["true"])
+    child.wait()
+    return child.pid
+
+
+@pytest.fixture(scope="module")
+def result(tmp_path_factory) -> Path:
+    """A real (partial) prover result: summary.json, marker and traces of SMALL."""
+    out = tmp_path_factory.mktemp("proved") / "prove"
+    assert prove.main([SMALL, "--out", str(out), "--jobs", "1"]) == 0
+    return out
+
+
+@pytest.fixture
+def no_solving(monkeypatch):
+    """Bad input must be refused before the matrix runs."""
+    def refuse(*args, **kw):
+        raise AssertionError("the matrix ran before the input was checked")
+    monkeypatch.setattr(prove, "_run", refuse)
+
+
+# ------------------------------------------------------------------ prove --out
+
+
+def test_out_with_a_users_file_is_refused_and_kept(tmp_path, capsys, no_solving):
+    out = tmp_path / "mine"
+    out.mkdir()
+    (out / "notes.txt").write_text("keep me")
+    assert prove.main([SMALL, "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert one_line(err) and "notes.txt" in err and "did not write" in err
+    assert (out / "notes.txt").read_text() == "keep me"
+
+
+def test_out_dot_is_refused(tmp_path, monkeypatch, capsys, no_solving):
+    (tmp_path / "precious.txt").write_text("x")
+    monkeypatch.chdir(tmp_path)
+    for out in (".", "", str(tmp_path.parent)):
+        assert prove.main([SMALL, "--out", out]) == 2
+        assert one_line(capsys.readouterr().err)
+    assert (tmp_path / "precious.txt").exists()
+
+
+def test_out_naming_a_file_is_one_line(tmp_path, capsys, no_solving):
+    target = tmp_path / "results.txt"
+    target.write_text("data")
+    assert prove.main([SMALL, "--out", str(target)]) == 2
+    err = capsys.readouterr().err
+    assert one_line(err) and "is a file" in err
+    assert target.read_text() == "data"
+    assert prove.main([SMALL, "--out", str(target / "sub")]) == 2  # a file where a folder is needed
+    assert one_line(capsys.readouterr().err)
+
+
+def test_unwritable_out_is_found_before_solving(tmp_path, capsys, no_solving):
+    assert prove.main([SMALL, "--out", "/proc/no-such-place/prove"]) == 2
+    err = capsys.readouterr().err
+    assert one_line(err) and "choose another --out" in err
+
+
+def test_a_previous_result_is_replaced_old_and_marked_ones(result, tmp_path):
+    out = tmp_path / "prove"
+    shutil.copytree(result, out)
+    assert (out / prove.MARKER).is_file()
+    assert prove.foreign_entry(out) is None
+    (out / prove.MARKER).unlink()  # as written before the marker existed: summary.json + traces/
+    assert prove.main([SMALL, "--out", str(out), "--jobs", "1"]) == 0
+    assert (out / prove.MARKER).is_file()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["prove"]  # no staging left
+
+
+def test_summary_records_what_was_run(result):
+    summary = json.loads((result / "summary.json").read_text())
+    assert summary["configs"] == [SMALL] and summary["complete"] is False
+
+
+def test_swap_leaves_new_results_whole_with_or_without_exchange(tmp_path, monkeypatch):
+    for exchange in (True, False):
+        target, staging = tmp_path / "out", tmp_path / f"out.{os.getpid()}.new"
+        for folder, text in ((target, "old"), (staging, "new")):
+            folder.mkdir(exist_ok=True)
+            (folder / "summary.json").write_text(text)
+        if not exchange:
+            monkeypatch.setattr(prove, "_exchange", lambda a, b: False)
+        prove.swap_in(staging, target, f"out.{os.getpid()}.old-")
+        assert (target / "summary.json").read_text() == "new"
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+
+
+def test_stale_staging_of_a_dead_run_is_cleaned_a_live_ones_kept(tmp_path):
+    out = tmp_path / "prove"
+    dead, alive = dead_pid(), os.getppid()
+    for name in (f"prove.{dead}.abcd1234", f"prove.{alive}.efgh5678", f"prove.{dead}.ijkl9012"):
+        (tmp_path / name).mkdir()
+        prove.write_marker(tmp_path / name, ["summary.json"])
+        (tmp_path / name / "summary.json").write_text("{}")
+    (tmp_path / f"prove.{dead}.ijkl9012" / "mine.txt").write_text("not ours: kept")
+    # killed between the two renames of the fallback swap: the old results go back
+    (tmp_path / f"prove.{dead}.old-mnop3456").mkdir()
+    (tmp_path / f"prove.{dead}.old-mnop3456" / "summary.json").write_text("old")
+    prove.clean_stale(out)
+    left = sorted(p.name for p in tmp_path.iterdir())
+    assert left == ["prove", f"prove.{alive}.efgh5678", f"prove.{dead}.ijkl9012"]
+    assert (out / "summary.json").read_text() == "old"
+
+
+# ------------------------------------------------------------------ interrupts
+
+
+def _descendants(pid: int) -> list[int]:
+    parents = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text()
+            except OSError:
+                continue
+            parents.setdefault(int(stat.rsplit(")", 1)[1].split()[1]), []).append(int(entry))
+    out, todo = [], [pid]
+    while todo:
+        kids = parents.get(todo.pop(), [])
+        out += kids
+        todo += kids
+    return out
+
+
+def _interrupt(result: Path, tmp_path: Path, sig: int, worker: bool) -> tuple[int, str, Path]:
+    """Run the whole matrix on one worker into a copy of a previous result, and send
+    `sig` to the prover or only to its solver worker while that one is solving."""
+    out = tmp_path / "prove"
+    shutil.copytree(result, out)
+    before = (out / "summary.json").read_bytes()
+    proc = subprocess.Popen([PY, "-m", "model.prove", "--out", str(out), "--jobs", "1"], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    def workers() -> list[int]:  # main -> forkserver -> worker: two levels down
+        return [w for f in _descendants(proc.pid) for w in _descendants(f)]
+
+    try:
+        deadline = time.time() + 30
+        while time.time() < deadline and not workers():
+            time.sleep(0.1)
+        assert workers(), "no solver worker appeared"
+        time.sleep(0.3)
+        # a worker checks one configuration and exits: aim at the ones running now, and
+        # again if the one hit had just finished (then the signal went nowhere)
+        for _ in range(10):
+            if worker:
+                for pid in workers():
+                    os.kill(pid, sig)
+            else:
+                proc.send_signal(sig)
+            try:
+                _, err = proc.communicate(timeout=5)
+                break
+            except subprocess.TimeoutExpired:
+                assert worker, "the prover did not stop within 5 s of the signal"
+        else:
+            raise AssertionError("the interrupted run did not stop")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert (out / "summary.json").read_bytes() == before, "an interrupted run wrote results"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["prove"], "staging left behind"
+    return proc.returncode, err, out
+
+
+def test_sigint_reaching_only_the_solver_worker_is_not_a_verdict(result, tmp_path):
+    code, err, _ = _interrupt(result, tmp_path, signal.SIGINT, worker=True)
+    assert code == 130 and "interrupted" in err and "nothing written" in err
+
+
+def test_sigterm_reaching_only_the_solver_worker_stops_the_run(result, tmp_path):
+    code, err, _ = _interrupt(result, tmp_path, signal.SIGTERM, worker=True)
+    assert code != 0 and "nothing written" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("sig, code", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+def test_a_signal_to_the_prover_writes_nothing_and_cleans_up(sig, code, result, tmp_path):
+    got, err, _ = _interrupt(result, tmp_path, sig, worker=False)
+    assert got == code and "nothing written" in err and "Traceback" not in err
+
+
+def test_an_interrupted_query_raises_interrupted_not_unknown():
+    """Z3 catches SIGINT during a search and answers unknown ("interrupted from
+    keyboard"): that must not become an `unknown` verdict."""
+    bmc = Bmc(Encoding(Config(name="x", runner="v1", requests=1)), timeout_ms=30_000)
+    xs = [z3.Int(f"hard{i}") for i in range(40)]
+    bmc.solver.add(*[z3.And(x >= 0, x < 1000) for x in xs])
+    bmc.solver.add(z3.Sum(*[x * x * (i + 1) for i, x in enumerate(xs)]) == 123456789)
+    bmc.solver.add(z3.Sum(*[x * y for x, y in zip(xs, xs[1:])]) == 9876543)
+    previous = signal.signal(signal.SIGINT, lambda *a: None)  # a stray SIGINT must not end pytest
+    timer = threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT))
+    try:
+        timer.start()
+        with pytest.raises(SolverInterrupted):
+            bmc._check([], "a hard query")
+    finally:
+        timer.cancel()
+        signal.signal(signal.SIGINT, previous)
+    assert not issubclass(SolverInterrupted, SolverUnknown)  # no `except SolverUnknown` records it
+
+
+def test_canceled_is_a_timeout_only_at_the_limit():
+    assert isinstance(classify_unknown("canceled", 0.2, 60_000, "q"), SolverInterrupted)
+    assert isinstance(classify_unknown("interrupted from keyboard", 59, 60_000, "q"), SolverInterrupted)
+    assert isinstance(classify_unknown("canceled", 60.0, 60_000, "q"), SolverTimeout)
+    assert isinstance(classify_unknown("timeout", 0.5, 500, "q"), SolverTimeout)
+    other = classify_unknown("incomplete quantifiers", 1, 60_000, "q")
+    assert type(other) is SolverUnknown and "incomplete" in str(other)
+
+
+# ------------------------------------------------------------------ timeouts
+
+
+def test_a_timeout_says_which_query_the_limit_and_how_to_raise_it():
+    cfg = Config(name="v1", runner="v1", requests=2, spec_tokens=1,
+                 events=frozenset({"preempt", "preempt-drop", "reset", "stream", "abort"}))
+    with pytest.raises(SolverTimeout) as info:
+        KInduction(Encoding(cfg), timeout_ms=1).prove(["predicates-agree"],
+                                                       [(l.name, l.holds) for l in LEMMAS if l.applies(cfg)])
+    text = str(info.value)
+    assert "timeout" in text and "v1" in text and "k-induction" in text and "predicates-agree" in text
+    assert "0.001 s" in text and "--timeout" in text and "canceled" not in text
+
+
+def test_prove_timeout_option_reports_timeouts_as_failures(tmp_path, capsys):
+    assert prove.main([SMALL, "--out", str(tmp_path / "p"), "--jobs", "1", "--timeout", "0.001"]) == 1
+    out = capsys.readouterr().out
+    assert "solver timeout" in out and "--timeout" in out and "canceled" not in out
+
+
+# ------------------------------------------------------------------ command lines and the matrix
+
+
+@pytest.mark.parametrize("args", [["--jobs", "0"], ["--jobs", "-2"], ["--jobs", "two"],
+                                  ["--max-depth", "0"], ["--max-depth", "x"], ["--timeout", "0"],
+                                  ["--timeout", "soon"], ["--bogus"]])
+def test_prove_nonsense_arguments_are_one_line(args, capsys, no_solving, tmp_path):
+    assert prove.main([SMALL, "--out", str(tmp_path / "p"), *args]) == 2
+    assert one_line(capsys.readouterr().err)
+    assert not (tmp_path / "p").exists()
+
+
+def test_a_configuration_named_twice_runs_once(tmp_path, capsys):
+    out = tmp_path / "p"
+    assert prove.main([SMALL, SMALL, "--out", str(out), "--jobs", "1"]) == 0
+    err = capsys.readouterr().err
+    assert f"{SMALL} named more than once" in err
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["configs"] == [SMALL] and len(summary["results"]) == 1
+
+
+@pytest.mark.parametrize("field, value, says", [
+    ("clamp", "no", "clamp must be True or False"),
+    ("events", "kvfail", "not the string 'kvfail'"),
+    ("faults", "over-delivery", "not the string"),
+    ("requests", "2", "requests must be a whole number"),
+    ("spec_tokens", 1.5, "spec_tokens must be a whole number"),
+    ("max_budget", "8", "max_budget must be a whole number"),
+    ("prompt_lens", "16", "prompt_lens must be None or a tuple"),
+    ("expect", "proved", "expect must map"),
+])
+def test_a_matrix_entry_of_the_wrong_type_is_one_line(field, value, says, monkeypatch, tmp_path, capsys):
+    import spec.matrix
+
+    bad = spec.matrix.MATRIX[0].with_(**{field: value})
+    monkeypatch.setattr(spec.matrix, "MATRIX", (bad,) + spec.matrix.MATRIX[1:])
+    with pytest.raises(SpecError, match=says):
+        bad.validate()
+    assert prove.main([bad.name, "--out", str(tmp_path / "p")]) == 2
+    err = capsys.readouterr().err
+    assert one_line(err) and says in err
+
+
+def test_a_list_of_events_is_taken_as_a_set():
+    cfg = Config(name="x", events=["kvfail"], prompt_lens=[3, 4]).validate()
+    assert cfg.events == frozenset({"kvfail"}) and cfg.prompt_lens == (3, 4)
+
+
+def test_a_duplicate_configuration_name_is_named(monkeypatch):
+    import spec.matrix
+
+    monkeypatch.setattr(spec.matrix, "MATRIX", spec.matrix.MATRIX + (spec.matrix.MATRIX[2],))
+    with pytest.raises(SpecError, match=repr(spec.matrix.MATRIX[2].name)):
+        spec.matrix.by_name(None)
+
+
+def test_an_unknown_keyword_in_the_matrix_is_one_line(tmp_path, monkeypatch, capsys):
+    import spec
+
+    fake = tmp_path / "spec"
+    fake.mkdir()
+    (fake / "matrix.py").write_text("from spec.config import Config\n\nMATRIX = (Config(name='x', colour=1),)\n")
+    monkeypatch.setattr(spec, "__path__", [str(fake)] + list(spec.__path__))
+    monkeypatch.delitem(sys.modules, "spec.matrix", raising=False)
+    assert prove.main(["--out", str(tmp_path / "p")]) == 2
+    err = capsys.readouterr().err
+    assert one_line(err) and "spec/matrix.py line 3" in err and "colour" in err and "the fields are" in err
+
+
+@pytest.mark.parametrize("args, says", [
+    (["--config", "no-such-preset"], "unknown --config no-such-preset"),
+    (["--cases", "0"], "--cases"), (["--cases", "-5"], "--cases"), (["--cases", "many"], "--cases"),
+    (["--length", "0"], "--length"), (["--known", "bogus"], "unknown --known bogus"),
+])
+def test_fuzz_nonsense_is_one_line(args, says, capsys):
+    from targets import fuzz
+
+    assert fuzz.main(args) == 2
+    err = capsys.readouterr().err
+    assert one_line(err) and says in err
+
+
+# ------------------------------------------------------------------ ITF traces
+
+
+def _trace(result: Path, name: str = "placeholder-accounting") -> Path:
+    """A trace of the result, found through summary.json (whatever the folder layout)."""
+    summary = json.loads((result / "summary.json").read_text())
+    if name == "witness":
+        return result / summary["witnesses"][SMALL]["trace"]
+    return result / next(r["trace"] for r in summary["results"] if r["property"] == name)
+
+
+def _doc(result: Path, name: str = "placeholder-accounting") -> dict:
+    return json.loads(_trace(result, name).read_text())
+
+
+@pytest.mark.parametrize("content, says", [
+    (b"[1, 2]", "top level of an ITF trace must be an object"),
+    (json.dumps({"#meta": {"kind": "witness"}, "states": [[1], [2]]}).encode(), "state 0 is a list"),
+    (b"\xff\xfe{}", "not UTF-8"),
+    (b"{not json", "not valid JSON"),
+    (json.dumps({"#meta": "x", "states": [{}]}).encode(), "'#meta' must be an object"),
+])
+def test_malformed_itf_is_one_line(content, says, tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(generate, "CASES", tmp_path / "cases")
+    monkeypatch.setattr(generate, "USER_TRACES", tmp_path / "traces")
+    bad = tmp_path / "bad.itf.json"
+    bad.write_bytes(content)
+    with pytest.raises(SpecError, match=says):
+        read(bad)
+    assert generate.main(["--trace", str(bad), "--from", str(tmp_path / "none")]) == 2
+    assert one_line(capsys.readouterr().err)
+    assert not (tmp_path / "traces").exists() and not (tmp_path / "cases").exists()
+
+
+def test_a_trace_that_contradicts_the_spec_is_refused(result, tmp_path):
+    doc = _doc(result)
+    for state in doc["states"]:
+        state["num_output_placeholders"] = [99]
+    bad = tmp_path / "p99.itf.json"
+    bad.write_text(json.dumps(doc))
+    with pytest.raises(CaseError, match=r"state 0, the initial state: num_output_placeholders\[0\] "
+                                        r"is recorded as 99, the spec gives 0"):
+        build(bad)
+    good = tmp_path / "good.itf.json"
+    good.write_text(json.dumps(_doc(result)))
+    build(good)  # the prover's own trace agrees with its replay
+
+
+def test_a_trace_without_meta_is_not_a_witness(result, tmp_path):
+    doc = _doc(result, "witness")
+    del doc["#meta"]
+    bare = tmp_path / "bare.itf.json"
+    bare.write_text(json.dumps(doc))
+    with pytest.raises(SpecError, match='"kind": "witness"'):
+        build(bare, SMALL)
+    doc["#meta"] = {"kind": "witness"}  # said explicitly, it is one
+    bare.write_text(json.dumps(doc))
+    assert build(bare, SMALL).case.kind == "witness"
+
+
+def test_a_meta_config_of_the_wrong_type_is_refused(result, tmp_path):
+    doc = _doc(result)
+    doc["#meta"]["config"]["clamp"] = "no"
+    bad = tmp_path / "clamp.itf.json"
+    bad.write_text(json.dumps(doc))
+    with pytest.raises(CaseError, match="clamp must be True or False"):
+        build(bad)
+    doc["#meta"]["config"]["colour"] = 1
+    bad.write_text(json.dumps(doc))
+    with pytest.raises(CaseError, match="unknown field"):
+        build(bad)
+
+
+# ------------------------------------------------------------------ codegen
+
+
+@pytest.fixture
+def committed(tmp_path, monkeypatch) -> Path:
+    """A copy of the committed suites, and an empty user-trace folder, as codegen's own."""
+    cases = tmp_path / "generated" / "cases"
+    shutil.copytree(ROOT / "generated_tests" / "cases", cases, ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(generate, "CASES", cases)
+    monkeypatch.setattr(generate, "USER_TRACES", tmp_path / "generated" / "traces")
+    return cases
+
+
+def _snapshot(folder: Path) -> dict:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_a_partial_run_keeps_the_cases_of_configurations_it_did_not_run(result, committed, capsys):
+    before = _snapshot(committed)
+    assert generate.main(["--from", str(result)]) == 0
+    after = _snapshot(committed)
+    assert set(after) >= set(before), f"deleted: {sorted(set(before) - set(after))}"
+    mine = generate.module_config
+    for rel, text in before.items():
+        if rel.endswith(".py") and mine(text.decode()) != SMALL:
+            assert after[rel] == text, f"{rel} of a configuration not run was changed"
+    assert "kept" in capsys.readouterr().out
+    assert generate.main(["--from", str(result), "--check"]) == 0
+    assert not [p for p in committed.parent.iterdir() if p.name.startswith(".cases-")]
+
+
+def test_generate_refuses_results_that_do_not_say_what_was_run(result, tmp_path, committed, capsys):
+    old = tmp_path / "old"
+    shutil.copytree(result, old)
+    summary = json.loads((old / "summary.json").read_text())
+    del summary["configs"], summary["complete"]
+    (old / "summary.json").write_text(json.dumps(summary))
+    before = _snapshot(committed)
+    assert generate.main(["--from", str(old)]) == 2
+    assert one_line(capsys.readouterr().err)
+    (old / "summary.json").unlink()
+    assert generate.main(["--from", str(old)]) == 2
+    assert one_line(capsys.readouterr().err)
+    assert _snapshot(committed) == before
+
+
+def test_stale_codegen_staging_is_cleaned(committed):
+    parent, dead = committed.parent, dead_pid()
+    for name in (f".cases-staging-{dead}-abcd1234", ".cases-staging-efgh5678", ".cases-old",
+                 f".cases-staging-{os.getppid()}-live1234"):
+        (parent / name).mkdir()
+    generate.clean_stale()
+    assert sorted(p.name for p in parent.iterdir()) == [f".cases-staging-{os.getppid()}-live1234", "cases"]
+    shutil.rmtree(parent / f".cases-staging-{os.getppid()}-live1234")
+    # killed mid-swap: the suites set aside go back
+    os.rename(committed, parent / f".cases-old-{dead}-ijkl9012")
+    generate.clean_stale()
+    assert sorted(p.name for p in parent.iterdir()) == ["cases"]
+
+
+def test_sigterm_while_generating_leaves_the_suites_and_no_staging(result, committed, monkeypatch):
+    before = _snapshot(committed)
+    real = generate.write_all
+
+    def killed_midway(sources, folder, *rest):
+        real(sources[:1], folder)
+        os.kill(os.getpid(), signal.SIGTERM)  # handled: raises in this frame
+        raise AssertionError("SIGTERM did not stop the run")
+
+    monkeypatch.setattr(generate, "write_all", killed_midway)
+    assert generate.main(["--from", str(result)]) == 143
+    assert _snapshot(committed) == before
+    assert sorted(p.name for p in committed.parent.iterdir()) == ["cases"]
+
+
+def test_a_user_trace_lives_beside_the_generated_cases(result, committed, tmp_path, capsys):
+    """A user trace of an existing configuration: its own case name, copied into the
+    user-trace folder, kept by a whole-matrix generate and not "extra" for --check."""
+    mine = tmp_path / "my-repro.itf.json"
+    shutil.copy(_trace(result), mine)
+    assert generate.main(["--from", str(result), "--trace", str(mine)]) == 0
+    [module] = committed.rglob("test_user__my_repro.py")
+    assert (generate.USER_TRACES / "my-repro.itf.json").is_file()
+    same_config = [p for p in committed.rglob("test_*.py") if generate.module_config(p.read_text()) == SMALL]
+    assert len(same_config) >= 3  # its own case beside the generated ones of that configuration
+    assert "test_user__my_repro.py" in (committed / "README.md").read_text()
+    full = tmp_path / "full"  # the same result, as if it were the whole matrix
+    shutil.copytree(result, full)
+    summary = json.loads((full / "summary.json").read_text())
+    summary["complete"] = True
+    (full / "summary.json").write_text(json.dumps(summary))
+    assert generate.main(["--from", str(full)]) == 0
+    assert module.is_file()
+    capsys.readouterr()
+    assert generate.main(["--from", str(full), "--check"]) == 0
+    assert "fresh" in capsys.readouterr().out
+
+
+def test_a_quint_trace_with_config_is_adopted_with_its_config(result, committed, tmp_path):
+    doc = _doc(result)
+    doc["#meta"] = {"violated": "placeholder-accounting"}
+    quint = tmp_path / "quint.itf.json"
+    quint.write_text(json.dumps(doc))
+    assert generate.main(["--from", str(result), "--trace", str(quint)]) == 2  # no config: one line
+    assert generate.main(["--from", str(result), "--trace", str(quint), "--config", SMALL]) == 0
+    copy = json.loads((generate.USER_TRACES / "quint.itf.json").read_text())
+    assert copy["#meta"]["config"]["name"] == SMALL
+    assert generate.main(["--from", str(result), "--check"]) == 0  # regenerates alone
