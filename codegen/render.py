@@ -40,11 +40,25 @@ def environment() -> jinja2.Environment:
     return env
 
 
+def cited(prop_name: str, release: str) -> str:
+    """Where vLLM implements a property, in a release: `scheduler.py:1634-1636, ...`."""
+    from spec import citations
+
+    known = citations.load()
+    refs = []
+    for cid in PROPERTIES[prop_name].cite.split():
+        if cid in known and release in known[cid].lines:
+            refs.append(citations.ref(cid, release)[0])
+    return ", ".join(refs) if refs else "no vLLM line"
+
+
 def render(src: CaseSource, env: jinja2.Environment | None = None) -> str:
     env = env or environment()
     text = env.get_template("case.py.j2").render(
-        src=src, case=src.case, cfg=src.cfg, legend=LEGEND, describe=describe_expect,
+        src=src, case=src.case, cfg=src.cfg, legend=LEGEND,
+        describe=lambda exp: describe_expect(exp, src.case.property),
         prop=PROPERTIES.get(src.case.property) if src.case.property else None,
+        where=cited(src.case.property, src.cfg.prof.release) if src.case.property else "",
     )
     # no trailing spaces: the table's empty columns would leave some
     return "\n".join(line.rstrip() for line in text.splitlines()) + "\n"

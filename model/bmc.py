@@ -3,12 +3,14 @@
 Iterative deepening on one incremental solver, one `check(assumption)` per depth (the
 fast mode in z3-encoding-notes), so the first depth that is satisfiable gives a
 shortest trace. The picks (budgets, prompt lengths, ...) are then minimised along that
-trace's event sequence (least sum). A solver `unknown` raises `SolverUnknown`: it is a
-failure, never a pass.
+trace's event sequence (least sum). A solver `unknown` raises `SolverUnknown` (its
+subclass `SolverTimeout` when the time limit ran out): it is a failure, never a pass. A
+SIGINT that Z3 caught raises `SolverInterrupted`, which is not a verdict at all.
 """
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Callable
 
@@ -18,12 +20,45 @@ from model import solvers
 from model.encoding import Encoding
 from model.trace import Step, Trace
 from spec.catalog import INIT
-from spec.properties import PROPERTIES
+from spec.properties import PROPERTIES, reported_by
 from spec.state import View
 
 
 class SolverUnknown(RuntimeError):
     """Z3 answered unknown (or ran out of time): the check is inconclusive."""
+
+
+class SolverTimeout(SolverUnknown):
+    """A query ran past its time limit. Still inconclusive (a failure), but the message
+    names the query, the limit and how to raise it, so it does not read like a bug."""
+
+    def __init__(self, query: str, limit_s: float, config: str = ""):
+        self.query, self.limit_s, self.config = query, limit_s, config
+        again = f"python -m model.prove {config} --timeout {max(2 * limit_s, 1):g}".replace("  ", " ")
+        super().__init__(f"solver timeout: {query} ran past the {limit_s:g} s limit per query; "
+                         f"raise it with --timeout SECONDS (e.g. {again})")
+
+    def __reduce__(self):  # travels back from a worker process intact
+        return SolverTimeout, (self.query, self.limit_s, self.config)
+
+
+class SolverInterrupted(Exception):
+    """Z3 stopped because the process got SIGINT (Z3 catches it while it searches and
+    answers `unknown`). Not a verdict: the run is being stopped, so nothing is recorded.
+    Deliberately not a SolverUnknown, so no caller turns it into an `unknown` row."""
+
+
+def classify_unknown(reason: str, elapsed_s: float, timeout_ms: int, query: str, config: str = "") -> Exception:
+    """The exception for a solver `unknown`. Z3 says "interrupted from keyboard" for a
+    SIGINT and "timeout" for its limit, but some solvers say "canceled" for both: a
+    cancel well before the limit can only be an interrupt."""
+    why = reason.strip().lower()
+    limit_s = timeout_ms / 1000
+    if "interrupt" in why or (why == "canceled" and elapsed_s < 0.9 * limit_s):
+        return SolverInterrupted(f"{query}: the solver was interrupted ({reason})")
+    if "timeout" in why or why == "canceled":
+        return SolverTimeout(query, limit_s, config)
+    return SolverUnknown(f"{query}: the solver answered unknown ({reason or 'no reason given'})")
 
 
 @dataclass(frozen=True)
@@ -37,6 +72,14 @@ class Goal:
     @staticmethod
     def violation(prop: str) -> "Goal":
         return Goal(prop, PROPERTIES[prop].kind)
+
+    @property
+    def may_end_engine(self) -> bool:
+        """May the step that reaches the goal also fire an assert? Yes for a transition
+        property, and for a state property some assert reports (a counter that goes
+        negative in the very delivery whose assert then fires); a witness and other
+        state properties must be reached by a live engine."""
+        return self.kind == "transition" or (self.kind == "state" and bool(reported_by(self.name)))
 
 
 def _value(model: z3.ModelRef, var):
@@ -82,10 +125,12 @@ class Bmc:
             return z3.Not(enc.holds(goal.name, depth))
         return enc.state_formula(goal.predicate, depth)
 
-    def _check(self, assumptions: list) -> z3.CheckSatResult:
+    def _check(self, assumptions: list, query: str = "BMC search") -> z3.CheckSatResult:
+        started = time.perf_counter()
         result = self.solver.check(*assumptions)
         if result == z3.unknown:
-            raise SolverUnknown(self.solver.reason_unknown())
+            raise classify_unknown(self.solver.reason_unknown(), time.perf_counter() - started,
+                                   self.timeout_ms, f"{self.enc.cfg.name}: {query}", self.enc.cfg.name)
         return result
 
     # ------------------------------------------------------------------ searches
@@ -98,11 +143,12 @@ class Bmc:
             if target is None:
                 continue
             self._unroll(depth)
-            assumptions = self._prefix(depth, last_alive=goal.kind != "transition") + [target]
+            assumptions = self._prefix(depth, last_alive=not goal.may_end_engine) + [target]
             if extra is not None:
                 assumptions.append(extra(depth))
-            if self._check(assumptions) == z3.sat:
-                model = self._minimise(depth, assumptions) if minimise else self.solver.model()
+            query = f"BMC search for {goal.name} at depth {depth}"
+            if self._check(assumptions, query) == z3.sat:
+                model = self._minimise(depth, assumptions, goal.name) if minimise else self.solver.model()
                 return self._trace(model, depth, goal)
         return None
 
@@ -143,7 +189,7 @@ class Bmc:
                     conds.append(z3.Implies(step.act == index, z3.And(*ints)))
         return z3.And(*conds) if conds else z3.BoolVal(True)
 
-    def _minimise(self, depth: int, assumptions: list) -> z3.ModelRef:
+    def _minimise(self, depth: int, assumptions: list, goal: str = "") -> z3.ModelRef:
         """Smallest pick sum along the event sequence the solver found.
 
         The sequence (which event at each step) is pinned, and so are the picks the
@@ -168,9 +214,14 @@ class Bmc:
             optimise.add(*[step.args[event.name][key] == _value(model, step.args[event.name][key])
                            for arg, key in event.arg_keys(enc.cfg) if arg.sort is int and arg.hi is not None])
         optimise.minimize(objective)
+        started = time.perf_counter()
         result = optimise.check()
+        if result == z3.unknown:
+            raise classify_unknown(optimise.reason_unknown(), time.perf_counter() - started, self.timeout_ms,
+                                   f"{enc.cfg.name}: minimising the picks of the {goal or 'found'} trace at depth {depth}",
+                                   enc.cfg.name)
         if result != z3.sat:
-            raise SolverUnknown(f"minimising the picks along a found path: {result} ({optimise.reason_unknown()})")
+            raise SolverUnknown(f"{enc.cfg.name}: minimising the picks along a found path: {result}")
         return optimise.model()
 
     def _formulas(self, assumptions: list) -> list:

@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, field
 
 import z3
 
-from model.bmc import Bmc, Goal, SolverUnknown
+from model.bmc import Bmc, Goal, SolverUnknown, classify_unknown
 from model.encoding import Encoding
 from model.induction import KInduction
 from model.interpreter import Interpreter
@@ -28,6 +28,7 @@ from spec.ops import Ops
 from spec.state import View
 
 MAX_DEPTH = 12
+TIMEOUT_S = 60.0  # per solver query; `make prove --timeout SECONDS` changes it
 CLASS_LIMIT = 3
 CLASS_EXTRA_DEPTH = 2  # classes are searched up to 2 steps deeper than the first one
 WITNESS = "a request prefills in chunks, decodes, and completes on a stop token"
@@ -64,6 +65,7 @@ class Row:
     first_seconds: float | None = None  # the shortest counterexample alone, before classes
     classes: list = field(default_factory=list)
     mechanisms: list = field(default_factory=list)
+    reaction: str = ""  # violated: what vLLM does at the violating step ("crash: <assert>" / "silent")
     note: str = ""
 
     @property
@@ -84,8 +86,9 @@ class ConfigReport:
     witness: dict
 
 
-def check_config(cfg: Config, max_depth: int = MAX_DEPTH) -> ConfigReport:
+def check_config(cfg: Config, max_depth: int = MAX_DEPTH, timeout_s: float = TIMEOUT_S) -> ConfigReport:
     enc = Encoding(cfg)
+    timeout_ms = max(int(timeout_s * 1000), 1)
     interp = Interpreter(cfg)
     rows: list[Row] = []
     documents: dict = {}
@@ -99,7 +102,7 @@ def check_config(cfg: Config, max_depth: int = MAX_DEPTH) -> ConfigReport:
     def refute(prop: str, note: str = "") -> Row:
         # a solver of its own: a trace depends on its configuration and property only,
         # not on which other queries ran before it (Z3's models follow its history)
-        bmc = Bmc(enc)
+        bmc = Bmc(enc, timeout_ms)
         started = time.perf_counter()
         try:
             first = bmc.shortest(Goal.violation(prop), max_depth)
@@ -107,9 +110,9 @@ def check_config(cfg: Config, max_depth: int = MAX_DEPTH) -> ConfigReport:
             classes = []
             if first is not None:
                 classes = bmc.classes(Goal.violation(prop), first, first.depth + CLASS_EXTRA_DEPTH, CLASS_LIMIT)
-        except SolverUnknown as exc:
+        except SolverUnknown as exc:  # a timeout says so; an interrupt is not caught here
             return _row(cfg, prop, verdict="unknown", depth=None, seconds=time.perf_counter() - started,
-                        note=f"solver: {exc}")
+                        note=(note + "; then " if note else "") + str(exc))
         seconds = time.perf_counter() - started
         if first is None:
             return _row(cfg, prop, verdict="bounded", depth=max_depth, seconds=seconds,
@@ -117,18 +120,19 @@ def check_config(cfg: Config, max_depth: int = MAX_DEPTH) -> ConfigReport:
         paths = [keep(tr, prop if i == 0 else f"{prop}.{i}", f"{prop} violated ({', '.join(tr.mechanisms) or 'core path'})")
                  for i, tr in enumerate(classes)]
         return _row(cfg, prop, verdict="violated", depth=first.depth, seconds=seconds, trace=paths[0],
-                    first_seconds=first_seconds, classes=paths[1:], mechanisms=first.mechanisms, note=note)
+                    first_seconds=first_seconds, classes=paths[1:], mechanisms=first.mechanisms,
+                    reaction=first.reaction, note=note)
 
     proved = [p for p, e in cfg.expect.items() if e == "proved"]
-    violated = [p for p, e in cfg.expect.items() if e == "violated"]
+    violated = [p for p, e in cfg.expect.items() if e in ("violated", "bounded")]  # both: search
     if proved:
         lemmas = [(lemma.name, lemma.holds) for lemma in lemmas_for(cfg, proved)]
         started = time.perf_counter()
         try:
-            result = KInduction(enc).prove(proved, lemmas)
+            result = KInduction(enc, timeout_ms).prove(proved, lemmas)
         except SolverUnknown as exc:
             result = None
-            reason = f"solver: {exc}"
+            reason = str(exc)
         seconds = time.perf_counter() - started
         if result is not None and result.status == "proved":
             for prop in proved:
@@ -142,7 +146,7 @@ def check_config(cfg: Config, max_depth: int = MAX_DEPTH) -> ConfigReport:
         rows.append(refute(prop))
 
     started = time.perf_counter()
-    witness, error = None, ""
+    witness, error, undecided = None, "", False
     try:
         # schedule and deliver alone must get a request through: no event family or
         # fault is needed to make progress, so a healthy path is the witness of
@@ -150,7 +154,7 @@ def check_config(cfg: Config, max_depth: int = MAX_DEPTH) -> ConfigReport:
         # interpreter, gives one; the encoding must admit it.
         run = policy_run(interp, completes, "completes")
         if run is not None:
-            solver_states = admitted_by_encoding(enc, run, completes)
+            solver_states = admitted_by_encoding(enc, run, completes, timeout_ms)
             if solver_states is None:
                 error = (f"the encoding rejects a healthy run of {run.depth} steps that the "
                          "interpreter accepts: over-constrained")
@@ -158,16 +162,23 @@ def check_config(cfg: Config, max_depth: int = MAX_DEPTH) -> ConfigReport:
                 run.solver_states = solver_states
                 witness = run
         else:  # the policy did not get through: search (bounded picks first, then any)
-            search, goal = Bmc(enc), Goal("completes", "witness", completes)
+            search, goal = Bmc(enc, timeout_ms), Goal("completes", "witness", completes)
             witness = search.shortest(goal, max_depth, healthy(search), minimise=False)
             if witness is None:
-                search = Bmc(enc)
+                search = Bmc(enc, timeout_ms)
                 witness = search.shortest(goal, max_depth, healthy(search, None), minimise=False)
     except SolverUnknown as exc:
-        witness, error = None, str(exc)
+        if type(exc) is SolverUnknown:  # raised with Z3's bare reason: was it a timeout or an interrupt?
+            exc = classify_unknown(str(exc), time.perf_counter() - started, timeout_ms,
+                                   f"{cfg.name}: the witness check", cfg.name)
+            if not isinstance(exc, SolverUnknown):
+                raise exc from None
+        witness, error, undecided = None, str(exc), True
     witness_info = {"goal": WITNESS, "seconds": round(time.perf_counter() - started, 4)}
     if witness is None:
         witness_info.update(reached=False, note=error or f"not reachable within {max_depth} steps: vacuous model")
+        if undecided:
+            witness_info["unknown"] = True  # not shown vacuous: the solver did not decide
     else:
         witness_info.update(reached=True, depth=witness.depth,
                             trace=keep(witness, "witness", f"witness: {WITNESS}"))

@@ -20,7 +20,7 @@ from model.z3ops import Z3_OPS
 from spec.catalog import INIT, events_for
 from spec.config import Config
 from spec.events import Event, apply
-from spec.properties import FATAL, PROPERTIES
+from spec.properties import ASSERTS, PROPERTIES
 from spec.state import View
 from spec.vocabulary import decls_for, keys_of
 
@@ -64,6 +64,7 @@ class Encoding:
         # -- the transition relation ------------------------------------------------
         ops = Z3_OPS
         enabled, merged, bad = [], {}, {p: [] for p in PROPERTIES if PROPERTIES[p].kind == "transition"}
+        fires = {name: [] for name in ASSERTS}
         for index, event in enumerate(self.events):
             guard, writes, effect = apply(event, cur, args[event.name], cfg, ops)
             chosen = act == index
@@ -73,6 +74,9 @@ class Encoding:
             for prop, ok in effect.checks.items():
                 if ok is not True:
                     bad[prop].append(z3.And(chosen, z3.Not(_as_bool(ok))))
+            for name, ok in effect.asserts.items():
+                if ok is not True:
+                    fires[name].append(z3.And(chosen, z3.Not(_as_bool(ok))))
         frame = []
         for key in self.keys:
             value = cur[key]
@@ -81,7 +85,8 @@ class Encoding:
             frame.append(nxt[key] == value)
         self._trans = z3.And(z3.Or(*enabled), *frame)
         self._bad = {p: (z3.Or(*terms) if terms else z3.BoolVal(False)) for p, terms in bad.items()}
-        self._fatal_ok = z3.Not(z3.Or(*[self._bad[p] for p in FATAL if p in self._bad]))
+        self._fires = {name: z3.Or(*terms) for name, terms in fires.items() if terms}
+        self._fatal_ok = z3.Not(z3.Or(*self._fires.values())) if self._fires else z3.BoolVal(True)
         self._state_holds = {
             p.name: _as_bool(p.holds(View(cfg, cur), cfg, Z3_OPS))
             for p in PROPERTIES.values()
@@ -155,6 +160,12 @@ class Encoding:
     def fatal_ok(self, t: int):
         """Transition t trips none of vLLM's engine-killing asserts."""
         return self._copy(self._fatal_ok, "step", t)
+
+    def fires(self, name: str, t: int):
+        """Transition t trips the named vLLM assert."""
+        if name not in self._fires:
+            return z3.BoolVal(False)
+        return self._copy(self._fires[name], "step", t)
 
     def holds(self, prop: str, t: int):
         """State t satisfies a state property."""

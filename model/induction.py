@@ -12,15 +12,16 @@ failed proof can be diagnosed.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import Callable
 
 import z3
 
 from model import solvers
-from model.bmc import SolverUnknown, _value
+from model.bmc import _value, classify_unknown
 from model.encoding import Encoding
-from spec.properties import PROPERTIES
+from spec.properties import PROPERTIES, reported_by
 
 Lemma = tuple[str, Callable]  # (name, (View, cfg, ops) -> condition)
 
@@ -39,13 +40,17 @@ class KInduction:
         self.enc = enc
         self.timeout_ms = timeout_ms
 
-    def _check(self, premises: list, goal) -> z3.ModelRef | None:
-        """Are the premises and the goal satisfiable together? A model if so; unknown raises."""
+    def _check(self, premises: list, goal, query: str = "k-induction") -> z3.ModelRef | None:
+        """Are the premises and the goal satisfiable together? A model if so; unknown raises
+        (naming the query: a timeout must say which one ran out)."""
         solver = solvers.one_shot(self.timeout_ms)
         solver.add(*premises, goal)
+        started = time.perf_counter()
         result = solver.check()
         if result == z3.unknown:
-            raise SolverUnknown(solver.reason_unknown())
+            name = self.enc.cfg.name
+            raise classify_unknown(solver.reason_unknown(), time.perf_counter() - started,
+                                   self.timeout_ms, f"{name}: {query}", name)
         return solver.model() if result == z3.sat else None
 
     def _lemmas_at(self, lemmas: list[Lemma], t: int) -> list:
@@ -65,7 +70,11 @@ class KInduction:
             """Ways transition t can fail: a property breaks on it, or s_{t+1} loses one."""
             out = [(p, enc.bad(p, t)) for p in trans_props]
             alive = enc.fatal_ok(t)
-            out += [(p, z3.And(alive, z3.Not(enc.holds(p, t + 1)))) for p in state_props]
+            # a state property some assert reports must hold even after a step whose
+            # assert fires (the counter is negative in that very state); others, and
+            # the lemmas, only in states a live engine reaches
+            out += [(p, z3.Not(enc.holds(p, t + 1)) if reported_by(p) else z3.And(alive, z3.Not(enc.holds(p, t + 1))))
+                    for p in state_props]
             out += [("lemma " + n, z3.And(alive, z3.Not(enc.state_formula(fn, t + 1)))) for n, fn in lemmas]
             return out
 
@@ -82,7 +91,9 @@ class KInduction:
             failures = [("lemma " + n, z3.Not(f)) for n, f in zip(names, self._lemmas_at(lemmas, t))]
             failures += [(p, z3.Not(enc.holds(p, t))) for p in state_props]
             failures += [(p, enc.bad(p, t)) for p in trans_props]
-            hit = self._first(base_premises + [enc.transition(t)], failures)
+            proving = ", ".join(props)
+            hit = self._first(base_premises + [enc.transition(t)], failures,
+                              f"k-induction base case k={k} ({proving})")
             if hit is not None:
                 label, model = hit
                 return InductionResult("violated-base", k, names, self._states(model, t + 2), label)
@@ -91,7 +102,8 @@ class KInduction:
             step_premises += [*good_state(t), enc.transition(t)]
             broken, failing = None, breaks(t)
             for event in enc.event_index():
-                broken = self._first(step_premises + [enc.action_is(t, event)], failing)
+                broken = self._first(step_premises + [enc.action_is(t, event)], failing,
+                                     f"k-induction step k={k}, event {event} ({proving})")
                 if broken is not None:
                     break
             if broken is None:
@@ -102,9 +114,9 @@ class KInduction:
             step_premises += keeps(t)
         raise AssertionError("unreachable")
 
-    def _first(self, premises: list, labelled: list) -> tuple[str, z3.ModelRef] | None:
+    def _first(self, premises: list, labelled: list, query: str = "k-induction") -> tuple[str, z3.ModelRef] | None:
         """One query for 'any of these can happen'; names the first that does."""
-        model = self._check(premises, z3.Or(*[f for _, f in labelled]))
+        model = self._check(premises, z3.Or(*[f for _, f in labelled]), query)
         if model is None:
             return None
         for label, formula in labelled:

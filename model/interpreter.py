@@ -27,9 +27,15 @@ class StepResult:
     state: State
     checks: dict[str, bool]  # transition property -> held
     observed: dict[str, Any]  # event-specific facts (see Effect.observed)
+    asserts: dict[str, bool] = None  # vLLM assert -> passed (spec/properties.py ASSERTS)
 
     def failed(self) -> list[str]:
         return [name for name, ok in self.checks.items() if not ok]
+
+    @property
+    def fired(self) -> list[str]:
+        """The vLLM asserts that fired in this step (the engine is dead after it)."""
+        return [name for name, ok in (self.asserts or {}).items() if not ok]
 
 
 def state_keys(cfg: Config) -> list[tuple]:
@@ -126,7 +132,8 @@ class Interpreter:
             raise Disabled(f"{name}({nested(args)}) is not enabled in this state")
         nxt = dict(state)
         nxt.update(writes)
-        return StepResult(nxt, {k: bool(v) for k, v in effect.checks.items()}, effect.observed)
+        return StepResult(nxt, {k: bool(v) for k, v in effect.checks.items()}, effect.observed,
+                          {k: bool(v) for k, v in effect.asserts.items()})
 
     def state_properties(self, state: State) -> dict[str, bool]:
         from spec.properties import PROPERTIES

@@ -10,7 +10,7 @@ as a finding.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from model.interpreter import Interpreter, State, args_for, nested
+from model.interpreter import Interpreter, State, args_for, flat, nested
 
 
 class ReplayMismatch(AssertionError):
@@ -35,17 +35,27 @@ class Trace:
     kind: str  # "violation" | "witness"
     states: list[State] = field(default_factory=list)
     checks: list[dict] = field(default_factory=list)  # per step: transition property -> held
+    fired: list[list] = field(default_factory=list)  # per step: the vLLM asserts that fired
     observed: list[dict] = field(default_factory=list)
     mechanisms: list[str] = field(default_factory=list)  # optional mechanisms it uses (its class)
     solver_states: list[State] | None = None  # as the solver saw them, before replay
+    recorded: list[dict] | None = None  # the states an ITF file records (variable -> nested value)
 
     @property
     def depth(self) -> int:
         return len(self.steps)
 
+    @property
+    def reaction(self) -> str:
+        """What vLLM does at the trace's last step: "crash: <assert>" or "silent"."""
+        last = self.fired[-1] if self.fired else []
+        return f"crash: {last[0]}" if last else "silent"
 
-def replay(interp: Interpreter, init: dict, steps: list[Step]) -> tuple[list[State], list[dict], list[dict]]:
-    """Run a trace on the reference interpreter; returns states, checks and observations."""
+
+def replay(interp: Interpreter, init: dict, steps: list[Step],
+           fired: list | None = None) -> tuple[list[State], list[dict], list[dict]]:
+    """Run a trace on the reference interpreter; returns states, checks and observations
+    (and appends each step's fired asserts to `fired` when given)."""
     state = interp.initial(**nested(init))
     states, checks, observed = [state], [], []
     for step in steps:
@@ -55,12 +65,16 @@ def replay(interp: Interpreter, init: dict, steps: list[Step]) -> tuple[list[Sta
         states.append(state)
         checks.append(result.checks)
         observed.append(result.observed)
+        if fired is not None:
+            fired.append(result.fired)
     return states, checks, observed
 
 
 def confirm(interp: Interpreter, trace: Trace, solver_states: list[State] | None = None) -> Trace:
     """Replay, compare with the solver's states, and check the goal really happens."""
-    states, checks, observed = replay(interp, trace.init, trace.steps)
+    fired: list = []
+    states, checks, observed = replay(interp, trace.init, trace.steps, fired)
+    trace.fired = fired
     if solver_states is not None:
         for t, (mine, theirs) in enumerate(zip(states, solver_states)):
             diff = {k: (mine[k], theirs[k]) for k in mine if mine[k] != theirs[k]}
@@ -85,3 +99,24 @@ def happens(interp: Interpreter, trace: Trace, prop: str) -> bool:
     if PROPERTIES[prop].kind == "transition":
         return bool(trace.checks) and trace.checks[-1].get(prop, True) is False
     return not interp.state_properties(trace.states[-1])[prop]
+
+
+def first_difference(trace: Trace) -> str | None:
+    """Where the states a trace file records contradict its replay (the spec's states):
+    the first step and variable, recorded vs spec; None when they agree. Only the
+    variables the spec has are compared (a trace may record fewer, or more of its own)."""
+    if trace.recorded is None:
+        return None
+    for t, (recorded, state) in enumerate(zip(trace.recorded, trace.states)):
+        spec = nested(state)
+        for name in sorted(set(recorded) & set(spec)):
+            mine, theirs = flat({name: spec[name]}), flat({name: recorded[name]})
+            for key in sorted(set(mine) | set(theirs)):
+                if key in mine and key in theirs and mine[key] == theirs[key]:
+                    continue
+                label = name + "".join(f"[{i}]" for i in key[1:])
+                where = "the initial state" if t == 0 else f"after step {t} ({trace.steps[t - 1].event})"
+                recorded_as = f"is recorded as {theirs[key]!r}" if key in theirs else "is not recorded"
+                spec_gives = f"the spec gives {mine[key]!r}" if key in mine else "the spec has no such element"
+                return f"state {t}, {where}: {label} {recorded_as}, {spec_gives}"
+    return None

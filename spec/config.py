@@ -9,6 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Mapping
 
+# Profiles (vLLM releases and historical behaviours) are data: spec/profiles.py.
+from spec.profiles import PROFILES, Profile
+
 
 class SpecError(ValueError):
     """A configuration or matrix entry is malformed. The message says what and how to fix it."""
@@ -38,20 +41,8 @@ FAULTS = {
     "(the /v1/realtime path of #30142)",
 }
 
-PROFILES = {
-    "vllm-0.32.0": "vLLM 0.32.0 as installed",
-    "h1-preempt-keeps-placeholders": "preemption resets only computed tokens: placeholders "
-    "kept, in-flight output not marked stale (before #38624)",
-    "h2-reset-discard-flag": "reset_prefix_cache zeroes placeholders and sets a boolean "
-    "that drops one output frame (discard_latest_async_tokens)",
-    "h3-reset-discard-counter": "reset_prefix_cache sets async_tokens_to_discard := "
-    "placeholders, decremented once per non-empty frame (#42117)",
-    "h4-stream-no-rollback": "resumable stop without the safe-frontier rollback: "
-    "placeholders, computed tokens and in-flight output kept (before #58259)",
-}
-
 VERDICTS = ("proved", "violated", "bounded", "unknown")
-EXPECTATIONS = ("proved", "violated")
+EXPECTATIONS = ("proved", "violated", "bounded")
 
 
 @dataclass(frozen=True)
@@ -60,7 +51,7 @@ class Config:
 
     requests: how many requests share the token budget and the runner's slots.
     pp: pipeline-parallel stages; the in-flight queue holds pp + 1 steps
-        (config/vllm.py:577-587). V1 supports async scheduling only with pp = 1.
+        ([cite:max-concurrent-batches]). V1 supports async scheduling only with pp = 1.
     spec_tokens: draft tokens per step (num_speculative_tokens); 0 = no spec decode.
     max_budget: upper bound of a step's token budget; None = unbounded.
     prompt_lens: fixed prompt lengths, or None for symbolic ones (>= 1).
@@ -95,9 +86,19 @@ class Config:
 
     @property
     def slots(self) -> int:
-        # V2 RequestState has max_num_reqs slots (states.py:30); we run with
+        # V2 RequestState has max_num_reqs slots ([cite:v2-free-indices-init]); we run with
         # max_num_seqs = number of requests, so admission never runs out of slots.
         return self.requests
+
+    @property
+    def prof(self) -> Profile:
+        """The profile record (which mechanism each part of the contract uses)."""
+        return PROFILES[self.profile]
+
+    @property
+    def scenario(self) -> str:
+        """The name without its release suffix: `v2-kvfail@0.33.0` -> `v2-kvfail`."""
+        return self.name.split("@", 1)[0]
 
     def has(self, family: str) -> bool:
         return family in self.events
@@ -118,7 +119,48 @@ class Config:
         }
 
     def validate(self) -> "Config":
+        if not isinstance(self.name, str) or not self.name:
+            raise SpecError(f"config {self.name!r}: name must be a non-empty string")
         where = f"config {self.name!r}"
+        # types first: a wrong type would pass unnoticed (clamp="no" is truthy) or fail
+        # deep inside with a traceback ("kvfail" read as the families k, v, f, ...)
+        for name in ("runner", "profile", "note"):
+            value = getattr(self, name)
+            if not isinstance(value, str):
+                raise SpecError(f"{where}: {name} must be a string, got {value!r} ({type(value).__name__})")
+        fixed: dict = {}
+        for name, known in (("events", EVENT_FAMILIES), ("faults", FAULTS)):
+            value = getattr(self, name)
+            example = f"{name}=frozenset({{{value if isinstance(value, str) and value in known else next(iter(known))!r}}})"
+            if isinstance(value, (str, bytes)):
+                raise SpecError(f"{where}: {name} must be a set of names, e.g. {example}, not the string "
+                                f"{value!r} (a string would be read letter by letter)")
+            if not isinstance(value, (frozenset, set, list, tuple)) or not all(isinstance(v, str) for v in value):
+                raise SpecError(f"{where}: {name} must be a set of names, e.g. {example}; got {value!r}")
+            if not isinstance(value, frozenset):
+                fixed[name] = frozenset(value)
+        if not isinstance(self.clamp, bool):
+            raise SpecError(f"{where}: clamp must be True or False, got {self.clamp!r} "
+                            f"({type(self.clamp).__name__}; a string like 'no' would count as on)")
+        for name in ("requests", "pp", "spec_tokens", "long_prefill_threshold", "block_size", "max_budget"):
+            value = getattr(self, name)
+            if name == "max_budget" and value is None:
+                continue
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise SpecError(f"{where}: {name} must be a whole number, got {value!r} "
+                                f"({type(value).__name__}); write e.g. {name}=2, not {name}='2'")
+        if self.prompt_lens is not None:
+            if (not isinstance(self.prompt_lens, (tuple, list))
+                    or any(isinstance(n, bool) or not isinstance(n, int) for n in self.prompt_lens)):
+                raise SpecError(f"{where}: prompt_lens must be None or a tuple of whole numbers, "
+                                f"e.g. prompt_lens=(16, 3); got {self.prompt_lens!r}")
+            if isinstance(self.prompt_lens, list):
+                fixed["prompt_lens"] = tuple(self.prompt_lens)
+        if not isinstance(self.expect, Mapping):
+            raise SpecError(f"{where}: expect must map property names to 'proved' or 'violated', "
+                            f"got {self.expect!r}")
+        if fixed:  # a list or set where a frozenset is meant: the same configuration
+            return replace(self, **fixed).validate()
         if self.runner not in RUNNERS:
             raise SpecError(
                 f"{where}: unknown runner {self.runner!r}; use one of {', '.join(RUNNERS)}"
@@ -143,7 +185,7 @@ class Config:
         if self.runner == "v1" and self.pp != 1:
             raise SpecError(
                 f"{where}: the V1 runner supports async scheduling only with pp=1 "
-                "(config/vllm.py:2962-2974); set pp=1 or use a V2 runner"
+                "([cite:v1-pp-async-unsupported]); set pp=1 or use a V2 runner"
             )
         if not 1 <= self.requests <= 4:
             raise SpecError(f"{where}: requests must be 1..4, got {self.requests}")
@@ -161,9 +203,10 @@ class Config:
                 )
         if self.long_prefill_threshold < 0 or self.block_size < 1:
             raise SpecError(f"{where}: long_prefill_threshold >= 0 and block_size >= 1 required")
-        if self.profile == "h4-stream-no-rollback" and "stream" not in self.events:
+        prof = PROFILES[self.profile]
+        if not prof.stop_rolls_back and "stream" not in self.events:
             raise SpecError(f"{where}: profile {self.profile} only differs on the stream events; add 'stream'")
-        if self.profile in ("h2-reset-discard-flag", "h3-reset-discard-counter") and "reset" not in self.events:
+        if prof.reset != "preempt-drop-stale" and "reset" not in self.events:
             raise SpecError(f"{where}: profile {self.profile} only differs on reset; add 'reset'")
         from spec.properties import PROPERTIES
 
@@ -173,8 +216,12 @@ class Config:
                     f"{where}: expectation for unknown property {prop!r}; "
                     f"use one of {', '.join(PROPERTIES)}"
                 )
+            if not PROPERTIES[prop].applies(self):
+                raise SpecError(f"{where}: property {prop} does not apply to this configuration "
+                                f"({PROPERTIES[prop].doc}); drop the expectation")
             if verdict not in EXPECTATIONS:
                 raise SpecError(
-                    f"{where}: expected verdict for {prop} must be 'proved' or 'violated', got {verdict!r}"
+                    f"{where}: expected verdict for {prop} must be 'proved', 'violated' or 'bounded', "
+                    f"got {verdict!r}"
                 )
         return self

@@ -2,9 +2,11 @@
 
 An event is a function `(s, a, nxt, cfg, ops) -> Effect`. It reads the current state
 `s` and its arguments `a` (nondeterministic picks: a budget, which request, ...),
-writes the successor into `nxt`, and returns its guard and the transition properties
-it checks (name -> condition that must hold). Argument domains declared here are
-added to the guard, so every interpreter sees the same choices.
+writes the successor into `nxt`, and returns its guard, the transition properties it
+checks (name -> condition that must hold) and the vLLM asserts it passes through
+(name -> condition under which the assert passes; spec/properties.py). Argument
+domains declared here are added to the guard, so every interpreter sees the same
+choices.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ class Arg:
 class Effect:
     guard: Any
     checks: dict[str, Any] = field(default_factory=dict)
+    asserts: dict[str, Any] = field(default_factory=dict)
     # facts a target may need that are not state, e.g. the V2 kernel's row inputs;
     # the concrete interpreter returns them, the Z3 encoding ignores them
     observed: dict[str, Any] = field(default_factory=dict)
@@ -81,12 +84,16 @@ def domain_guard(event: Event, a_values: Mapping[tuple, Any], cfg: Config, ops: 
 
 
 def apply(event: Event, state: Mapping, args: Mapping, cfg: Config, ops: Ops):
-    """Run an event: returns (guard, writes, effect). The guard includes argument domains."""
+    """Run an event: returns (guard, writes, effect). The guard includes argument
+    domains; effect.checks includes the checks of assert-defined properties."""
+    from spec.properties import checks_with_asserts
+
     s = View(cfg, state)
     a = ArgView(event, cfg, args)
     nxt = Next(cfg, state)
     effect = event.fn(s, a, nxt, cfg, ops)
     guard = ops.all(domain_guard(event, args, cfg, ops), effect.guard)
+    effect.checks = checks_with_asserts(effect.checks, effect.asserts, ops)
     return guard, nxt.writes, effect
 
 

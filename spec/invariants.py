@@ -15,7 +15,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from spec import profiles
 from spec.config import Config
 from spec.ops import Ops
 from spec.state import View
@@ -93,7 +92,9 @@ def request_shape(s: View, cfg: Config, ops: Ops):
         conds += [
             s.status[r] >= Status.WAITING, s.status[r] <= Status.FINISHED,
             s.num_prompt_tokens[r] >= 1, s.num_tokens[r] >= 1,
-            s.num_computed_tokens[r] >= 0, s.epoch[r] >= 0,
+            # a stop that trims drafts rolls c back (0.33.0); after a KV-load recompute
+            # that can take a finishing request below 0, which nothing reads again
+            ops.implies(s.status[r] != Status.FINISHED, s.num_computed_tokens[r] >= 0), s.epoch[r] >= 0,
             s.num_spec_tokens[r] >= 0, s.num_spec_tokens[r] <= cfg.spec_tokens,
             ops.implies(s.status[r] != Status.FINISHED,
                         s.num_in_flight_tokens[r] == _sum_in_flight(s, cfg, ops, r, lambda i: s.q_scheduled[i, r])),
@@ -109,7 +110,7 @@ def request_shape(s: View, cfg: Config, ops: Ops):
 
 def stale_share(s: View, cfg: Config, ops: Ops):
     """S is exactly the in-flight tokens scheduled before the last preemption/stop, and
-    deliverable stale output keeps a request out of RUNNING (sched:934-939)."""
+    deliverable stale output keeps a request out of RUNNING ([cite:stale-output-blocks-resume])."""
     conds = []
     for r in _reqs(cfg):
         old = _sum_in_flight(s, cfg, ops, r, lambda i: s.q_scheduled[i, r], lambda i: s.q_epoch[i, r] != s.epoch[r])
@@ -133,7 +134,7 @@ def idle_has_no_placeholders(s: View, cfg: Config, ops: Ops):
 
 def decode_gap(s: View, cfg: Config, ops: Ops):
     """A running request always has >= 1 token left to compute: T + P - c >= 1; so a
-    step's drafts never fill all its scheduled tokens (ks <= n - 1, sched:862-867)."""
+    step's drafts never fill all its scheduled tokens (ks <= n - 1, [cite:spec-tokens-fit])."""
     conds = []
     for r in _reqs(cfg):
         conds.append(ops.implies(
@@ -148,7 +149,7 @@ def decode_gap(s: View, cfg: Config, ops: Ops):
 def frontier(s: View, cfg: Config, ops: Ops):
     """The materialised frontier c - P sits one token short of T once a request samples,
     and below T while it prefills (what makes the resumable stop's rollback land on the
-    history, sched:2472-2474)."""
+    history, [cite:resumable-stop-rollback])."""
     conds = []
     for r in _reqs(cfg):
         f = s.num_computed_tokens[r] - s.num_output_placeholders[r]
@@ -168,13 +169,19 @@ def placeholders_nonnegative(s: View, cfg: Config, ops: Ops):
 def session_prompt(s: View, cfg: Config, ops: Ops):
     """Where a waiting request resumes from: a new or continued session has its whole
     history as prompt (L = T) and c < T; a session waiting for input sits at T - 1,
-    past its prompt; a preempted request restarts from 0 (sched:1593, sched:2474)."""
+    past its prompt (or at 0 after a stale stop, where a release allows one); a
+    preempted request restarts from 0 ([cite:preempt-resets-request], [cite:resumable-stop-rollback])."""
     conds = []
     for r in _reqs(cfg):
         st, L, T, c = s.status[r], s.num_prompt_tokens[r], s.num_tokens[r], s.num_computed_tokens[r]
         conds.append(L <= T)
         conds.append(ops.implies(st == Status.WAITING, ops.all(L == T, c < T)))
-        conds.append(ops.implies(st == Status.WAITING_FOR_STREAMING_REQ, ops.all(L <= c, c == T - 1)))
+        at_frontier = ops.all(L <= c, c == T - 1)
+        if cfg.prof.stale_stop_of_preempted_session:
+            # a stale frame that stops a preempted session leaves it at c = 0, with
+            # the frame's tokens appended past its prompt
+            at_frontier = ops.any(at_frontier, ops.all(c == 0, L <= T - 1))
+        conds.append(ops.implies(st == Status.WAITING_FOR_STREAMING_REQ, at_frontier))
         conds.append(ops.implies(st == Status.PREEMPTED, c == 0))
     return ops.all(*conds)
 
@@ -214,7 +221,7 @@ def in_flight_agreement(s: View, cfg: Config, ops: Ops):
 
 def v1_aligned(s: View, cfg: Config, ops: Ops):
     """J: the V1 runner's optimistic length never falls behind the scheduler's T + P,
-    so its trim makes Nr = T + P before every prepare (v1r:1359-1409)."""
+    so its trim makes Nr = T + P before every prepare ([cite:v1-optimistic-draft-extend v1-trim-outputs])."""
     return ops.all(*[
         ops.implies(
             ops.all(s.status[r] == Status.RUNNING, s.v1_in_batch[r]),
@@ -282,13 +289,19 @@ def _all_of(*tests):
 def _sessions_consistent(cfg: Config) -> bool:
     """A KV-load failure or a fault can make a session stop below its prompt (c - P < L),
     after which its prompt is longer than its history (the kvfail-stream finding)."""
-    return cfg.profile != profiles.H4 and (
+    return cfg.prof.stop_rolls_back and (
         not cfg.has("stream") or _no("kvfail", "stale-slot-read", "over-delivery")(cfg)
     )
 
 
-_marks_stale_everywhere = lambda cfg: cfg.profile in (profiles.CURRENT, profiles.H4)  # noqa: E731
-_zeroes_when_idle = lambda cfg: cfg.profile not in (profiles.H1, profiles.H4)  # noqa: E731
+def _marks_stale_everywhere(cfg: Config) -> bool:
+    """Preemption and reset both mark in-flight output stale (not h1, h2, h3)."""
+    return cfg.prof.preempt_marks_stale and cfg.prof.reset == "preempt-drop-stale"
+
+
+def _zeroes_when_idle(cfg: Config) -> bool:
+    """Preemption and resumable stops both zero placeholders (not h1, h4)."""
+    return cfg.prof.preempt_marks_stale and cfg.prof.stop_rolls_back
 
 LEMMAS: tuple[Lemma, ...] = (
     Lemma("queue-shape", queue_shape.__doc__, lambda cfg: True, queue_shape),
@@ -300,7 +313,7 @@ LEMMAS: tuple[Lemma, ...] = (
     Lemma("frontier", frontier.__doc__,
           _all_of(_no("kvfail", "stale-slot-read", "over-delivery"), _zeroes_when_idle), frontier),
     Lemma("placeholders-nonnegative", placeholders_nonnegative.__doc__, lambda cfg: True, placeholders_nonnegative,
-          implied_by=("placeholder-accounting", "accounting-exact", "accounting-at-least")),
+          implied_by=("counter-nonnegative", "placeholder-accounting", "accounting-exact", "accounting-at-least")),
     Lemma("session-prompt", session_prompt.__doc__, _sessions_consistent, session_prompt),
     Lemma("accounting-exact", accounting_exact.__doc__,
           _no("kvfail", "stale-slot-read", "over-delivery"), accounting_exact,

@@ -2,6 +2,16 @@
 property. An expectation is a claim about vLLM: `make prove` fails when the prover
 disagrees, and a "violated" entry is a finding with a replayable trace.
 
+A scenario (runner, events, faults, clamp, sizes) is checked once per vLLM release it
+is written for; its configurations are named `<scenario>@<release>` and a release may
+expect other verdicts than the one before. A historical profile is a scenario of its
+own. `make prove CONFIGS=v2-kvfail` runs every release of a scenario,
+`CONFIGS=v2-kvfail@0.33.0` one.
+
+Expectations: "proved" (k-induction, for every depth), "violated" (a shortest
+counterexample, replayed), "bounded" (no counterexample within the search depth and no
+proof claimed: honest about where the model stops).
+
 Prompt lengths and budgets are symbolic everywhere, with one draft token per step
 unless an entry says otherwise. Proofs run with two requests sharing the token budget
 and the runner's slots. A counterexample search runs with as many requests as its
@@ -13,18 +23,22 @@ every extra idle request multiplies the search for nothing.
 from __future__ import annotations
 
 from spec.config import Config, SpecError
+from spec.profiles import RELEASES
 
 ALL = frozenset({"preempt", "preempt-drop", "reset", "stream", "abort"})
 KVFAIL = ALL | {"kvfail"}
 
-SAFETY = ("counter-nonnegative", "predicates-agree", "no-token-while-prefilling",
+SAFETY = ("counter-nonnegative", "computed-nonnegative", "predicates-agree", "no-token-while-prefilling",
           "placeholder-accounting", "stale-count-nonnegative", "safe-frontier-nonnegative",
           "scheduled-tokens-positive", "padding-intact")
+# 0.33.0 asserts that a session update keeps every token it has computed
+SAFETY_033 = SAFETY + ("session-keep-covers-computed",)
 
 
-def _expect(proved=(), violated=()) -> dict:
+def _expect(proved=(), violated=(), bounded=()) -> dict:
     out = {p: "proved" for p in proved}
     out.update({p: "violated" for p in violated})
+    out.update({p: "bounded" for p in bounded})
     return out
 
 
@@ -33,62 +47,102 @@ def _cfg(name, note, expect, **kw) -> Config:
     return Config(name=name, note=note, expect=expect, **kw)
 
 
+def _releases(scenario: str, note: str, expect: dict, **kw) -> tuple[Config, ...]:
+    """One configuration per release: expect maps a release ("0.32.0") to its
+    expectations, or to (note for that release, expectations)."""
+    out = []
+    for profile in RELEASES:
+        if profile.release not in expect:
+            continue
+        entry = expect[profile.release]
+        text, wanted = (entry if isinstance(entry, tuple) else (note, entry))
+        out.append(_cfg(f"{scenario}@{profile.release}", text, wanted, profile=profile.name, **kw))
+    return tuple(out)
+
+
+def _same(expect: dict) -> dict:
+    return {p.release: expect for p in RELEASES}
+
+
 MATRIX: tuple[Config, ...] = (
-    # ---- vLLM 0.32.0 without faults: the contract holds, for every event family ---------
-    _cfg("v1", "V1 runner; preemption (both modes), reset, streaming sessions, aborts",
-         _expect(proved=SAFETY), runner="v1", events=ALL),
-    _cfg("v2", "V2 runner as in 0.32.0; every event family but KV-load failure",
-         _expect(proved=SAFETY), runner="v2", events=ALL),
-    _cfg("v2-live", "V2 with the live-length fix; every event family but KV-load failure",
-         _expect(proved=SAFETY), runner="v2-live", events=ALL),
-    _cfg("v2-pp2", "V2 with two pipeline stages: three steps in flight, decode cadence "
-         "(without streaming sessions: that proof does not close in a minute with two requests)",
-         _expect(proved=SAFETY), runner="v2", events=ALL - {"stream"}, pp=2),
-    _cfg("v1-kvfail", "V1 with KV-load failures (recompute) and every other event but streaming: "
-         "runner and scheduler still agree",
-         _expect(proved=("counter-nonnegative", "predicates-agree", "no-token-while-prefilling",
-                         "stale-count-nonnegative", "scheduled-tokens-positive")),
-         runner="v1", events=ALL - {"stream"} | {"kvfail"}),
-    _cfg("v1-kvfail-leak", "V1 with KV-load failures: the failed step's placeholder is never consumed",
-         _expect(violated=("placeholder-accounting",)), runner="v1", events=frozenset({"kvfail"}), requests=1),
-    # ---- KV-load failure on the V2 runner: the #57562 candidate ------------------------
-    _cfg("v2-kvfail", "V2 0.32.0: a recompute after a KV-load failure re-prefills below prefill_len",
-         _expect(violated=("counter-nonnegative", "predicates-agree", "no-token-while-prefilling",
-                           "placeholder-accounting")),
-         runner="v2", events=frozenset({"kvfail"}), requests=1),
-    _cfg("v2-live-kvfail", "the live-length fix does not cover it: the GPU computed count is stale too",
-         _expect(violated=("counter-nonnegative", "predicates-agree", "no-token-while-prefilling")),
-         runner="v2-live", events=frozenset({"kvfail"}), requests=1),
-    _cfg("kvfail-stream", "KV-load failure on a streaming session: the stop lands below the prompt",
-         _expect(violated=("predicates-agree", "safe-frontier-nonnegative")),
-         runner="v1", events=frozenset({"kvfail", "stream"}), requests=1),
-    # ---- runner faults -------------------------------------------------------------------
-    _cfg("v2-stale-slot", "V2 reading its slot as the previous occupant left it (CC / UVA)",
-         _expect(violated=("counter-nonnegative", "predicates-agree", "no-token-while-prefilling")),
-         runner="v2", events=frozenset({"abort"}), faults=frozenset({"stale-slot-read"})),
-    _cfg("v2-live-stale-slot", "the live-length fix under stale slot reads",
-         _expect(violated=("counter-nonnegative", "predicates-agree", "no-token-while-prefilling")),
-         runner="v2-live", events=frozenset({"abort"}), faults=frozenset({"stale-slot-read"})),
-    _cfg("v1-over-delivery", "V1 over-committing tokens for a sampled step (realtime path)",
-         _expect(violated=("counter-nonnegative",)),
-         runner="v1", events=frozenset(), faults=frozenset({"over-delivery"}), requests=1),
-    # ---- the seed PR's clamp ---------------------------------------------------------------
-    _cfg("v1-clamp", "clamp with V1 and every event family",
-         _expect(proved=("counter-nonnegative",)), runner="v1", events=KVFAIL, clamp=True),
-    _cfg("v2-clamp-faults", "clamp with V2 under KV-load failures and both faults",
-         _expect(proved=("counter-nonnegative",),
-                 violated=("predicates-agree", "no-token-while-prefilling")),
-         runner="v2", events=KVFAIL, faults=frozenset({"stale-slot-read", "over-delivery"}), clamp=True),
-    _cfg("v2-kvfail-clamp", "clamp on the #57562 candidate: survives, but a stray token is kept",
-         _expect(proved=("counter-nonnegative",),
-                 violated=("predicates-agree", "no-token-while-prefilling")),
-         runner="v2", events=frozenset({"kvfail"}), clamp=True, requests=1),
-    _cfg("v1-over-delivery-clamp-2drafts", "clamp with two draft tokens: the rejection decrement "
-         "(sched:2127, guarded by P > 0) still drives the counter negative",
-         _expect(violated=("counter-nonnegative",)),
-         runner="v1", events=frozenset(), faults=frozenset({"over-delivery"}), clamp=True, spec_tokens=2,
-         requests=1),
-    # ---- historical behaviours: their triggers become regression suites --------------------
+    # ---- without faults: the contract holds, for every event family -----------------------
+    *_releases("v1", "V1 runner; preemption (both modes), reset, streaming sessions, aborts",
+               {"0.32.0": _expect(proved=SAFETY), "0.33.0": _expect(proved=SAFETY_033)},
+               runner="v1", events=ALL),
+    *_releases("v2", "V2 runner (snapshot prefill_len); every event family but KV-load failure",
+               {"0.32.0": _expect(proved=SAFETY), "0.33.0": _expect(proved=SAFETY_033)},
+               runner="v2", events=ALL),
+    *_releases("v2-live", "V2 with the live-length fix; every event family but KV-load failure",
+               {"0.32.0": _expect(proved=SAFETY), "0.33.0": _expect(proved=SAFETY_033)},
+               runner="v2-live", events=ALL),
+    *_releases("v2-pp2", "V2 with two pipeline stages: three steps in flight, decode cadence "
+               "(without streaming sessions: that proof does not close in a minute with two requests)",
+               _same(_expect(proved=SAFETY)), runner="v2", events=ALL - {"stream"}, pp=2),
+    *_releases("v1-kvfail", "V1 with KV-load failures (recompute) and every other event but streaming: "
+               "runner and scheduler still agree",
+               {"0.32.0": _expect(proved=("counter-nonnegative", "computed-nonnegative", "predicates-agree",
+                                          "no-token-while-prefilling", "stale-count-nonnegative",
+                                          "scheduled-tokens-positive")),
+                "0.33.0": ("V1 with KV-load failures: runner and scheduler agree, but a stop that trims a "
+                           "draft rolls a recomputed request's computed count below 0 as it finishes",
+                           _expect(proved=("counter-nonnegative", "predicates-agree", "no-token-while-prefilling",
+                                           "stale-count-nonnegative", "scheduled-tokens-positive"),
+                                   violated=("computed-nonnegative",)))},
+               runner="v1", events=ALL - {"stream"} | {"kvfail"}),
+    *_releases("kvfail-2drafts", "KV-load failure with two draft tokens: after the recompute both "
+               "drafts are rejected from a computed count of 1 ([cite:spec-reject-decrement] checks c > 0, "
+               "not c >= rejected), and the next step is scheduled from position -1",
+               _same(_expect(violated=("computed-nonnegative",))),
+               runner="v1", events=frozenset({"kvfail"}), spec_tokens=2, requests=1),
+    *_releases("v1-kvfail-leak", "V1 with KV-load failures: the failed step's placeholder is never consumed",
+               _same(_expect(violated=("placeholder-accounting",))),
+               runner="v1", events=frozenset({"kvfail"}), requests=1),
+    # ---- KV-load failure on the V2 runner: the #57562 candidate ------------------------------
+    *_releases("v2-kvfail", "V2: a recompute after a KV-load failure re-prefills below prefill_len",
+               {"0.32.0": _expect(violated=("counter-nonnegative", "predicates-agree", "no-token-while-prefilling",
+                                            "placeholder-accounting")),
+                "0.33.0": ("V2: the recompute's stray token is appended silently during the prefill "
+                           "(the decrement is skipped while P = 0): no crash, wrong output",
+                           _expect(violated=("predicates-agree", "no-token-while-prefilling",
+                                             "placeholder-accounting"),
+                                   bounded=("counter-nonnegative",)))},
+               runner="v2", events=frozenset({"kvfail"}), requests=1),
+    *_releases("v2-live-kvfail", "the live-length fix does not cover it: the GPU computed count is stale too",
+               {"0.32.0": _expect(violated=("counter-nonnegative", "predicates-agree", "no-token-while-prefilling")),
+                "0.33.0": _expect(violated=("predicates-agree", "no-token-while-prefilling"),
+                                  bounded=("counter-nonnegative",))},
+               runner="v2-live", events=frozenset({"kvfail"}), requests=1),
+    *_releases("kvfail-stream", "KV-load failure on a streaming session: the stop lands below the prompt",
+               {"0.32.0": _expect(violated=("predicates-agree", "safe-frontier-nonnegative")),
+                "0.33.0": _expect(violated=("safe-frontier-nonnegative",), bounded=("predicates-agree",))},
+               runner="v1", events=frozenset({"kvfail", "stream"}), requests=1),
+    # ---- runner faults -------------------------------------------------------------------------
+    *_releases("v2-stale-slot", "V2 reading its slot as the previous occupant left it (CC / UVA)",
+               _same(_expect(violated=("counter-nonnegative", "predicates-agree", "no-token-while-prefilling"))),
+               runner="v2", events=frozenset({"abort"}), faults=frozenset({"stale-slot-read"})),
+    *_releases("v2-live-stale-slot", "the live-length fix under stale slot reads",
+               _same(_expect(violated=("counter-nonnegative", "predicates-agree", "no-token-while-prefilling"))),
+               runner="v2-live", events=frozenset({"abort"}), faults=frozenset({"stale-slot-read"})),
+    *_releases("v1-over-delivery", "V1 over-committing tokens for a sampled step (realtime path)",
+               _same(_expect(violated=("counter-nonnegative",))),
+               runner="v1", events=frozenset(), faults=frozenset({"over-delivery"}), requests=1),
+    # ---- the seed PR's clamp -----------------------------------------------------------------------
+    *_releases("v1-clamp", "clamp with V1 and every event family",
+               _same(_expect(proved=("counter-nonnegative",))), runner="v1", events=KVFAIL, clamp=True),
+    *_releases("v2-clamp-faults", "clamp with V2 under KV-load failures and both faults",
+               _same(_expect(proved=("counter-nonnegative",),
+                             violated=("predicates-agree", "no-token-while-prefilling"))),
+               runner="v2", events=KVFAIL, faults=frozenset({"stale-slot-read", "over-delivery"}), clamp=True),
+    *_releases("v2-kvfail-clamp", "clamp on the #57562 candidate: survives, but a stray token is kept",
+               _same(_expect(proved=("counter-nonnegative",),
+                             violated=("predicates-agree", "no-token-while-prefilling"))),
+               runner="v2", events=frozenset({"kvfail"}), clamp=True, requests=1),
+    *_releases("v1-over-delivery-clamp-2drafts", "clamp with two draft tokens: the rejection decrement "
+               "(guarded by P > 0, [cite:spec-reject-decrement]) still drives the counter negative",
+               _same(_expect(violated=("counter-nonnegative",))),
+               runner="v1", events=frozenset(), faults=frozenset({"over-delivery"}), clamp=True, spec_tokens=2,
+               requests=1),
+    # ---- historical behaviours (each 0.32.0 with one mechanism swapped back) ---------------------
     _cfg("h1-preempt", "preemption kept placeholders, output not marked stale (before #38624); "
          "V2 re-prefills a resumed request while the scheduler still counts old placeholders",
          _expect(violated=("counter-nonnegative", "predicates-agree", "placeholder-accounting")),
@@ -111,15 +165,34 @@ MATRIX: tuple[Config, ...] = (
 
 
 def by_name(names: list[str] | None = None) -> list[Config]:
-    """The named configurations (all when names is empty), validated."""
+    """The named configurations (all when names is empty), validated, each once."""
+    for i, c in enumerate(MATRIX):
+        if not isinstance(c, Config) or not isinstance(c.name, str) or not c.name:
+            raise SpecError(f"spec/matrix.py: MATRIX entry {i + 1} is not a Config with a name string "
+                            f"(got {c!r:.80}); write _cfg(\"name\", \"note\", expect, ...)")
     table = {c.name: c for c in MATRIX}
     if len(table) != len(MATRIX):
-        raise SpecError("spec/matrix.py: two configurations share a name; names must be unique")
+        shared = sorted({c.name for c in MATRIX if sum(d.name == c.name for d in MATRIX) > 1})
+        raise SpecError(f"spec/matrix.py: configuration name(s) {', '.join(map(repr, shared))} used more "
+                        "than once; names must be unique (rename one entry)")
     if not names:
         return [c.validate() for c in MATRIX]
-    unknown = [n for n in names if n not in table]
+    names = list(dict.fromkeys(names))  # a name given twice is run once
+    chosen: list[str] = []
+    unknown = []
+    for n in names:
+        if n in table:
+            chosen.append(n)
+            continue
+        releases = [c.name for c in MATRIX if c.scenario == n]  # a scenario: all its releases
+        if releases:
+            chosen.extend(releases)
+        else:
+            unknown.append(n)
     if unknown:
+        scenarios = list(dict.fromkeys(c.scenario for c in MATRIX))
         raise SpecError(
-            f"unknown configuration {', '.join(unknown)}; known: {', '.join(table)} (see spec/matrix.py)"
+            f"unknown configuration {', '.join(unknown)}; known scenarios: {', '.join(scenarios)} "
+            "(each runs on every release; name one as SCENARIO@RELEASE; see spec/matrix.py)"
         )
-    return [table[n].validate() for n in names]
+    return [table[n].validate() for n in dict.fromkeys(chosen)]

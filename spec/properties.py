@@ -1,9 +1,19 @@
-"""The properties the contract is checked against.
+"""The properties the contract is checked against, and vLLM's asserts on its paths.
 
-Transition properties are conditions an event returns in `Effect.checks` (vLLM's own
-asserts, and the agreement of the two predicates). State properties are invariants of
-every reachable state. A fatal property is an assert that kills EngineCore: once one
-fires, the trace ends, so no counterexample may pass through an earlier fatal one.
+Properties say what must hold of the state or of a step, whatever vLLM does about it.
+Transition properties are conditions an event returns in `Effect.checks`; state
+properties are invariants of every reachable state.
+
+Asserts are what vLLM does about it: an `assert` statement in vLLM's code that kills
+EngineCore when it fails. An event returns each assert it passes through in
+`Effect.asserts` (name -> condition that holds when the assert passes). Once an assert
+fires the engine is dead: the trace ends there, so no counterexample may pass through
+an earlier firing. A property's violation is a *crash* when an assert fires at the
+same step, and *silent* otherwise; which one depends on the release (0.32.0 asserts
+the counter after every live delivery, 0.33.0 only when it was positive before).
+
+Some properties are nothing but an assert ("vLLM's assert X never fires"): their check
+is the conjunction of their asserts' conditions, computed from `Effect.asserts`.
 """
 
 from __future__ import annotations
@@ -21,10 +31,33 @@ from spec.vocabulary import Status
 class Property:
     name: str
     kind: str  # "transition" | "state"
-    fatal: bool
     doc: str
-    source: str
+    cite: str  # citation id(s) in spec/citations.toml, space-separated
     holds: Callable[[View, Config, Ops], object] | None = None  # state properties only
+    asserts: tuple[str, ...] = ()  # defined as "none of these asserts fires"
+    applies: Callable[[Config], bool] = lambda cfg: True
+
+
+@dataclass(frozen=True)
+class Assert:
+    """One vLLM assert statement the contract's paths pass through."""
+
+    name: str
+    statement: str | None  # the statement as vLLM writes it (whitespace-normalised);
+    #                        None: the model ends the trace although vLLM has no assert
+    property: str  # the property whose violation it reports
+    cite: str  # citation id in spec/citations.toml
+    doc: str = ""
+
+
+def counter_nonnegative(s: View, cfg: Config, ops: Ops):
+    """num_output_placeholders is never negative, for any request."""
+    return ops.all(*[s.num_output_placeholders[r] >= 0 for r in range(cfg.requests)])
+
+
+def computed_nonnegative(s: View, cfg: Config, ops: Ops):
+    """num_computed_tokens is never negative, for any request."""
+    return ops.all(*[s.num_computed_tokens[r] >= 0 for r in range(cfg.requests)])
 
 
 def placeholder_accounting(s: View, cfg: Config, ops: Ops):
@@ -45,50 +78,121 @@ def placeholder_accounting(s: View, cfg: Config, ops: Ops):
 
 _ALL = (
     Property(
-        "counter-nonnegative", "transition", True,
-        "vLLM's assert num_output_placeholders >= 0 after a live delivery never fires",
-        "async:69-71",
+        "counter-nonnegative", "state",
+        "num_output_placeholders is never negative (0.32.0 asserts it after every live "
+        "delivery; 0.33.0 only after a delivery that found it positive)",
+        "delivery-decrement-0.32 delivery-decrement-0.33",
+        counter_nonnegative,
     ),
     Property(
-        "predicates-agree", "transition", False,
+        "predicates-agree", "transition",
         "the runner samples a scheduled request iff the scheduler reserved placeholders "
         "for it (runner discard <=> is_prefill_chunk)",
-        "sched:1634-1636 + async:34 vs v1r:2058-2060 / v2b:507-533",
+        "is-prefill-chunk reserve-placeholders v1-discard-mask v2-discard-kernel",
     ),
     Property(
-        "no-token-while-prefilling", "transition", False,
+        "no-token-while-prefilling", "transition",
         "no live delivery appends a token for a step the scheduler classified as a prefill chunk",
-        "sched:2497-2499 (the contract's own comment)",
+        "expect-empty-while-prefilling",
     ),
     Property(
-        "placeholder-accounting", "state", False,
+        "placeholder-accounting", "state",
         "an unfinished request's placeholders equal the reservations of its in-flight steps "
         "scheduled since its last preemption or resumable stop",
-        "async:45-47, async:70, sched:1607, sched:2478",
+        "reserve-placeholders delivery-decrement-0.32 preempt-zeroes-placeholders resumable-stop-rollback",
         placeholder_accounting,
     ),
     Property(
-        "stale-count-nonnegative", "transition", True,
+        "computed-nonnegative", "state",
+        "num_computed_tokens is never negative: no step is scheduled to start before "
+        "position 0 (the rejection rollback is guarded by c > 0, not c >= num_rejected; "
+        "0.33.0 also rolls c back by the tokens trimmed at a stop)",
+        "spec-reject-decrement stop-trim-rolls-back-computed",
+        computed_nonnegative,
+    ),
+    Property(
+        "stale-count-nonnegative", "transition",
         "vLLM's assert num_stale_output_tokens >= 0 never fires",
-        "sched:2084-2087",
+        "stale-drain", asserts=("stale-count-nonnegative",),
     ),
     Property(
-        "safe-frontier-nonnegative", "transition", True,
+        "safe-frontier-nonnegative", "transition",
         "vLLM's assert safe_frontier >= 0 on a resumable stop never fires",
-        "sched:2472-2473",
+        "resumable-stop-rollback", asserts=("safe-frontier-nonnegative",),
     ),
     Property(
-        "padding-intact", "transition", True,
+        "padding-intact", "transition",
         "an admission padded to 1 + num_spec_tokens is scheduled whole (the long-prefill "
         "threshold must not cut it)",
-        "sched:1134-1156, sched:1371-1372",
+        "admission-padding padding-assert", asserts=("padding-intact",),
     ),
     Property(
-        "scheduled-tokens-positive", "transition", True,
+        "scheduled-tokens-positive", "transition",
         "every scheduled token count is positive (asserted at admission and at delivery)",
-        "sched:1170, sched:2078",
+        "admission-tokens-positive delivery-tokens-positive",
+        asserts=("admission-tokens-positive", "running-tokens-positive", "delivery-tokens-positive"),
+    ),
+    Property(
+        "session-keep-covers-computed", "transition",
+        "vLLM's assert keep_end >= num_computed_tokens in a session update never fires "
+        "(0.33.0 keeps every output token but the last)",
+        "session-keep-end", asserts=("session-keep-covers-computed",),
+        applies=lambda cfg: cfg.prof.session_keep == "all-but-last" and cfg.has("stream"),
     ),
 )
 
+ASSERTS: dict[str, Assert] = {a.name: a for a in (
+    Assert("placeholders-nonnegative", "assert request.num_output_placeholders >= 0",
+           "counter-nonnegative", "delivery-decrement-0.32 delivery-decrement-0.33",
+           "after a live delivery's decrement"),
+    Assert("stale-count-nonnegative", "assert request.num_stale_output_tokens >= 0",
+           "stale-count-nonnegative", "stale-drain"),
+    Assert("safe-frontier-nonnegative", "assert safe_frontier >= 0",
+           "safe-frontier-nonnegative", "resumable-stop-rollback"),
+    Assert("padding-intact", "assert num_new_tokens == 1 + self.num_spec_tokens",
+           "padding-intact", "padding-assert"),
+    Assert("admission-tokens-positive", "assert num_new_tokens > 0",
+           "scheduled-tokens-positive", "admission-tokens-positive"),
+    Assert("running-tokens-positive", None, "scheduled-tokens-positive", "running-zero-skip",
+           "a running request scheduled a negative token count: the step cannot execute "
+           "(no assert in the scheduler's running loop; the model ends the trace)"),
+    Assert("delivery-tokens-positive", "assert num_tokens_scheduled > 0",
+           "scheduled-tokens-positive", "delivery-tokens-positive"),
+    Assert("session-keep-covers-computed", "assert keep_end >= session.num_computed_tokens",
+           "session-keep-covers-computed", "session-keep-end"),
+)}
+
 PROPERTIES: dict[str, Property] = {p.name: p for p in _ALL}
-FATAL = tuple(p.name for p in _ALL if p.fatal)
+# properties that are an assert's non-firing (kept for callers that list them)
+FATAL = tuple(p.name for p in _ALL if p.asserts)
+
+
+def properties_for(cfg: Config) -> list[str]:
+    """The properties that mean something under a configuration."""
+    return [p.name for p in _ALL if p.applies(cfg)]
+
+
+def checks_with_asserts(checks: dict, asserts: dict, ops: Ops) -> dict:
+    """An event's transition checks plus the assert-defined properties' checks."""
+    out = dict(checks)
+    for prop in _ALL:
+        if not prop.asserts:
+            continue
+        conds = [asserts[a] for a in prop.asserts if a in asserts]
+        if conds:
+            mine = out.get(prop.name)
+            out[prop.name] = ops.all(*conds) if mine is None else ops.all(mine, *conds)
+    return out
+
+
+def reported_by(prop: str) -> list[str]:
+    """The asserts whose firing reports a violation of `prop`."""
+    return [a.name for a in ASSERTS.values() if a.property == prop]
+
+
+def statement_key(text: str) -> str:
+    """An assert statement with whitespace normalised: how a source line is matched."""
+    return " ".join(text.replace("(", " ( ").replace(")", " ) ").split())
+
+
+BY_STATEMENT: dict[str, str] = {statement_key(a.statement): a.name for a in ASSERTS.values() if a.statement}

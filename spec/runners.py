@@ -1,17 +1,17 @@
 """The model runner's half of the contract: does it sample a scheduled request?
 
 The worker executes steps strictly in schedule order, and nothing else moves runner
-state in between (core:698-812), so the runner's decision for a step is taken in the
+state in between ([cite:step-with-batch-queue]), so the runner's decision for a step is taken in the
 `schedule` event, from the SchedulerOutput the scheduler just built.
 
 Three variants:
   v1       GPUModelRunner. Discards while cr + n < Nr, where cr is the scheduler's
            num_computed_tokens before the step and Nr = CachedRequestState.num_tokens,
            a live count the runner re-aligns to the scheduler's T + P every step
-           (v1r:2041-2061, v1r:1339-1445, v1b:73-75).
+           ([cite:v1-optimistic-seq-lens v1-discard-mask], [cite:v1-optimistic-draft-extend v1-trim-outputs v1-resumed-outputs-rebuilt], [cite:v1-cached-num-tokens]).
   v2       V2 runner, 0.32.0. Discards while seq_len < prefill_len, where
            seq_len = num_computed_tokens (GPU, slot state) + n and prefill_len is the
-           token count written once, in add_request (v2b:507-533, v2s:106-115).
+           token count written once, in add_request ([cite:v2-discard-kernel], [cite:v2-add-writes-slot]).
   v2-live  The fix the seed discussion points to: compare with the slot's live
            total_len instead of prefill_len; same inputs otherwise.
 """
@@ -34,54 +34,57 @@ class Shipped:
     """What SchedulerOutput carries to the runner for one request in one step."""
 
     on: Term  # scheduled in this step (n > 0)
-    n: Term  # num_scheduled_tokens (out:244), drafts included
-    ks: Term  # len(scheduled_spec_decode_tokens) (out:251)
-    c0: Term  # num_computed_tokens before this step's advance (out:77, sched:1737)
-    prompt_len: Term  # len(prompt_token_ids) (out:68)
-    num_tokens: Term  # len(_all_token_ids) at schedule time (V2 prefill_token_ids, sched:1425)
-    placeholders: Term  # P before this step's reservation (num_output_tokens - (T-L), sched:1738-1740)
+    n: Term  # num_scheduled_tokens ([cite:output-num-scheduled-tokens]), drafts included
+    ks: Term  # len(scheduled_spec_decode_tokens) ([cite:output-scheduled-spec-tokens])
+    c0: Term  # num_computed_tokens before this step's advance ([cite:new-req-num-computed], [cite:cached-reqs-computed-and-output])
+    prompt_len: Term  # len(prompt_token_ids) ([cite:new-req-prompt-token-ids])
+    num_tokens: Term  # len(_all_token_ids) at schedule time (V2 prefill_token_ids, [cite:v2-new-req-all-token-ids])
+    placeholders: Term  # P before this step's reservation (num_output_tokens - (T-L), [cite:cached-reqs-computed-and-output])
     as_new: Term  # in scheduled_new_reqs as a WAITING request (new or streaming)
     as_resumed: Term  # resumed from preemption (scheduled_resumed_reqs; V2 moves it to new)
     admit_pos: Term  # position in the waiting loop's admission order
 
 
-def v1_decide(s: View, nxt: Next, cfg: Config, ops: Ops, shipped: list[Shipped]) -> list[Term]:
-    """V1: returns, per request, whether the runner discards the step's sample."""
-    discards = []
+def v1_decide(s: View, nxt: Next, cfg: Config, ops: Ops, shipped: list[Shipped]) -> tuple[list[Term], list[dict]]:
+    """V1: returns, per request, whether the runner discards the step's sample, and the
+    rule's inputs (for the step tables of generated cases)."""
+    discards, rows = [], []
     for r, sh in enumerate(shipped):
         nr, in_batch, prev_draft = s.v1_num_tokens[r], s.v1_in_batch[r], s.v1_prev_draft_len[r]
         aligned = sh.num_tokens + sh.placeholders  # scheduler's T + P_before
         num_tokens_now = ops.ite(
             sh.as_new,
-            # new or streaming: CachedRequestState(output_token_ids=[]) (v1r:1275-1288,
-            # v1r:1605-1619) -> Nr = len(prompt_token_ids)
+            # new or streaming: CachedRequestState(output_token_ids=[]) ([cite:v1-new-request-state],
+            # [cite:v1-streaming-update-state]) -> Nr = len(prompt_token_ids)
             sh.prompt_len,
             ops.ite(
                 ops.any(sh.as_resumed, ops.not_(in_batch)),
-                # not in the persistent batch: outputs trimmed (v1r:1405-1409) and rebuilt
-                # from all_token_ids to num_output_tokens (v1r:1435-1439) -> T + P_before
+                # not in the persistent batch: outputs trimmed ([cite:v1-trim-outputs]) and rebuilt
+                # from all_token_ids to num_output_tokens ([cite:v1-resumed-outputs-rebuilt]) -> T + P_before
                 aligned,
-                # in batch: optimistic draft extend (v1r:1359-1360), then trim to the
-                # scheduler's num_output_tokens (v1r:1405-1409)
+                # in batch: optimistic draft extend ([cite:v1-optimistic-draft-extend]), then trim to the
+                # scheduler's num_output_tokens ([cite:v1-trim-outputs])
                 ops.min(nr + prev_draft, aligned),
             ),
         )
-        discard = sh.c0 + sh.n < num_tokens_now  # v1r:2041-2046, v1r:2058-2060
+        discard = sh.c0 + sh.n < num_tokens_now  # [cite:v1-optimistic-seq-lens], [cite:v1-discard-mask]
+        rows.append({"scheduled": sh.on, "computed": sh.c0, "query_len": sh.n,
+                     "num_tokens": num_tokens_now, "discard": discard})
         discards.append(discard)
-        # one -1 placeholder per sampled request under async (v1r:3561-3586)
+        # one -1 placeholder per sampled request under async ([cite:v1-async-placeholder-outputs v1-cached-outputs-extend])
         nxt.v1_num_tokens[r] = ops.ite(sh.on, num_tokens_now + ops.ite(discard, 0, 1), nr)
         nxt.v1_prev_draft_len[r] = ops.ite(sh.on, sh.ks, prev_draft)
-        # unscheduled (or finished) requests leave the persistent batch (v1r:1183-1197,
-        # v1r:1213-1233); scheduled ones are in it after this step
+        # unscheduled (or finished) requests leave the persistent batch ([cite:v1-finished-leave-batch],
+        # [cite:v1-unscheduled-leave-batch]); scheduled ones are in it after this step
         nxt.v1_in_batch[r] = sh.on
-    return discards
+    return discards, rows
 
 
 _SLOT_FIELDS = ("prefill_len", "num_computed", "total_len")
 
 
 def _push_free(nxt: Next, cfg: Config, ops: Ops, cond: Term, slot: Term) -> None:
-    """free_indices.append(slot) when cond (v2s:132)."""
+    """free_indices.append(slot) when cond ([cite:v2-remove-frees-slot])."""
     top = nxt.v2_num_free
     for i in range(cfg.slots):
         nxt.v2_free[i] = ops.ite(ops.all(cond, top == i), slot, nxt.v2_free[i])
@@ -89,7 +92,7 @@ def _push_free(nxt: Next, cfg: Config, ops: Ops, cond: Term, slot: Term) -> None
 
 
 def _pop_free(nxt: Next, cfg: Config, ops: Ops, cond: Term) -> Term:
-    """free_indices.pop() when cond (v2s:100); returns the slot."""
+    """free_indices.pop() when cond ([cite:v2-add-takes-slot]); returns the slot."""
     top = nxt.v2_num_free
     slot = select(ops, [nxt.v2_free[i] for i in range(cfg.slots)], top - 1)
     nxt.v2_num_free = ops.ite(cond, top - 1, top)
@@ -97,7 +100,7 @@ def _pop_free(nxt: Next, cfg: Config, ops: Ops, cond: Term) -> Term:
 
 
 def _vacate(nxt: Next, cfg: Config, ops: Ops, cond: Term, r: int) -> None:
-    """remove_request (v2s:126-133): the slot returns to the free stack and keeps the
+    """remove_request ([cite:v2-remove-frees-slot]): the slot returns to the free stack and keeps the
     values its occupant left in it; nothing clears them."""
     slot = nxt.v2_slot[r]
     _push_free(nxt, cfg, ops, cond, slot)
@@ -126,7 +129,7 @@ def v2_decide(
     reqs = range(cfg.requests)
     stale_read = "stale-slot-read" in cfg.faults
 
-    # 1. finish_requests: drop finished and preempted requests, sorted by id (v2r:1152-1164)
+    # 1. finish_requests: drop finished and preempted requests, sorted by id ([cite:v2-finish-requests])
     for r in reqs:
         gone = ops.all(
             nxt.v2_present[r],
@@ -135,7 +138,7 @@ def v2_decide(
         _vacate(nxt, cfg, ops, gone, r)
 
     # 2. add_requests, in scheduled_new_reqs order: WAITING admissions, then resumed ones
-    #    (sched:1418-1420); each first drops an old state of the same id (v2r:1189)
+    #    ([cite:v2-resumed-as-new]); each first drops an old state of the same id ([cite:v2-add-drops-old-state])
     for resumed_pass in (False, True):
         for p in range(cfg.requests):
             for r in reqs:
@@ -145,7 +148,7 @@ def v2_decide(
                 slot = _pop_free(nxt, cfg, ops, here)
                 nxt.v2_slot[r] = ops.ite(here, slot, nxt.v2_slot[r])
                 nxt.v2_present[r] = ops.ite(here, True, nxt.v2_present[r])
-                # v2s:106-115: prefill_len = total_len = len(all_token_ids); GPU
+                # [cite:v2-add-writes-slot]: prefill_len = total_len = len(all_token_ids); GPU
                 # num_computed_tokens = the scheduler's value at add. Under the
                 # stale-slot-read fault the writes do not reach the GPU's view and the
                 # slot reads as its previous occupant left it.
@@ -156,9 +159,9 @@ def v2_decide(
                     seen = ops.ite(lost, select(ops, [left[i] for i in range(cfg.slots)], slot), fresh[name])
                     getattr(nxt, "v2_" + name)[r] = ops.ite(here, seen, getattr(nxt, "v2_" + name)[r])
 
-    # 3. the discard kernel, one row per scheduled request (v2b:507-533), then
+    # 3. the discard kernel, one row per scheduled request ([cite:v2-discard-kernel]), then
     #    post_update: total_len += num_sampled; num_computed += n - num_rejected
-    #    (v2b:585, v2b:611-614)
+    #    ([cite:v2-total-len-advance], [cite:v2-computed-advance])
     discards = []
     rows = []
     for r in reqs:

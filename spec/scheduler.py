@@ -1,16 +1,15 @@
 """The scheduler's events: schedule, deliver, preempt, reset, stream update, abort.
 
 Each function mirrors the vLLM 0.32.0 code it cites (paths in spec/vocabulary.py).
-The engine loop is EngineCore.step_with_batch_queue (core:698-812): while requests
+The engine loop is EngineCore.step_with_batch_queue ([cite:step-with-batch-queue]): while requests
 exist and the queue has room it schedules; it delivers the oldest step only when the
 queue is full or nothing is left to schedule. Front-end calls (reset, a streaming
 update) and preemption land between engine steps, when the queue has room; aborts are
-also applied just before a delivery (core:782).
+also applied just before a delivery ([cite:aborts-before-delivery]).
 """
 
 from __future__ import annotations
 
-from spec import profiles
 from spec.clamp import clamp_delivery
 from spec.config import Config
 from spec.events import Arg, Effect
@@ -19,13 +18,13 @@ from spec.runners import Shipped, v1_decide, v2_decide
 from spec.state import Next, View
 from spec.vocabulary import Status
 
-SAMPLED_PER_STEP = 1  # num_sampled_tokens_per_step for generative models (sched:152-159)
+SAMPLED_PER_STEP = 1  # num_sampled_tokens_per_step for generative models ([cite:sampled-per-step])
 
 
 def has_requests(s: View, cfg: Config, ops: Ops):
     """Scheduler.has_requests(): unfinished requests (running + waiting, minus sessions
-    waiting for input, sched:2803-2811) or finished ids not yet shipped to the runner
-    (sched:2813-2815)."""
+    waiting for input, [cite:num-unfinished-requests]) or finished ids not yet shipped to the runner
+    ([cite:has-finished-requests])."""
     reqs = range(cfg.requests)
     unfinished = [
         ops.any(st == Status.WAITING, st == Status.RUNNING, st == Status.PREEMPTED)
@@ -35,7 +34,7 @@ def has_requests(s: View, cfg: Config, ops: Ops):
 
 
 def _front_end_slot(s: View, cfg: Config):
-    """Between two engine steps the queue is never full (core:720)."""
+    """Between two engine steps the queue is never full ([cite:batch-queue-not-full])."""
     return s.queue_len < cfg.queue_depth
 
 
@@ -50,7 +49,7 @@ def init_args(cfg: Config) -> tuple[Arg, ...]:
 
 
 def init(a: View, nxt: Next, cfg: Config, ops: Ops) -> Effect:
-    """All requests added, in id order, before the first step (sched:2616-2647)."""
+    """All requests added, in id order, before the first step ([cite:add-request-streaming-update add-request-new])."""
     guard = []
     for r in range(cfg.requests):
         if cfg.prompt_lens is not None:
@@ -73,9 +72,9 @@ def init(a: View, nxt: Next, cfg: Config, ops: Ops) -> Effect:
             nxt.pending_update_len[r] = 0
         if cfg.is_v2 and cfg.pp > 1:
             nxt.next_decode_eligible_step[r] = 0
-        if cfg.profile == profiles.H2:
+        if cfg.prof.reset == "discard-flag":
             nxt.discard_latest_async_tokens[r] = False
-        if cfg.profile == profiles.H3:
+        if cfg.prof.reset == "discard-counter":
             nxt.async_tokens_to_discard[r] = 0
         if cfg.clamp:
             nxt.clamp_dropped[r] = 0
@@ -96,10 +95,10 @@ def init(a: View, nxt: Next, cfg: Config, ops: Ops) -> Effect:
             nxt.v2_num_computed[r] = 0
             nxt.v2_total_len[r] = 0
         for slot in range(cfg.slots):
-            nxt.v2_left_prefill_len[slot] = 0  # buffers start zeroed (v2s:52-65)
+            nxt.v2_left_prefill_len[slot] = 0  # buffers start zeroed ([cite:v2-state-buffers])
             nxt.v2_left_num_computed[slot] = 0
             nxt.v2_left_total_len[slot] = 0
-            nxt.v2_free[slot] = slot  # free_indices = list(range(max_num_reqs)) (v2s:30)
+            nxt.v2_free[slot] = slot  # free_indices = list(range(max_num_reqs)) ([cite:v2-free-indices-init])
         nxt.v2_num_free = cfg.slots
     if cfg.is_v2 and cfg.pp > 1:
         nxt.current_step = 0
@@ -125,27 +124,28 @@ def schedule_args(cfg: Config) -> tuple[Arg, ...]:
 
 
 def schedule(s: View, a: View, nxt: Next, cfg: Config, ops: Ops) -> Effect:
-    """Scheduler.schedule() (sched:591-1556) with AsyncScheduler._update_after_schedule
-    (async:25-57), then the runner's execute_model for that output."""
+    """Scheduler.schedule() ([cite:schedule-begins schedule-ends-with-update]) with AsyncScheduler._update_after_schedule
+    ([cite:async-update-after-schedule reserve-placeholders spec-token-placeholders next-decode-eligible]), then the runner's execute_model for that output."""
     reqs = range(cfg.requests)
     K = cfg.spec_tokens
     status = [s.status[r] for r in reqs]
     guard = [s.queue_len < cfg.queue_depth, has_requests(s, cfg, ops)]
     checks: list = []
+    asserts: list = []
 
     stagger = cfg.is_v2 and cfg.pp > 1
     if stagger:
-        nxt.current_step = s.current_step + 1  # sched:592
+        nxt.current_step = s.current_step + 1  # [cite:schedule-begins]
 
     # long_prefill_token_threshold applies only with more than one request in the
-    # running or waiting queues (sched:643-649, sched:2608-2610)
+    # running or waiting queues ([cite:long-prefill-threshold-eligible], [cite:request-counts])
     eligible = ops.count(st != Status.FINISHED for st in status)
     thr = cfg.long_prefill_threshold
 
     def cap_long_prefill(x):
         if thr == 0:
             return x
-        return ops.ite(ops.all(eligible > 1, thr < x), thr, x)  # sched:708-709, sched:1155-1156
+        return ops.ite(ops.all(eligible > 1, thr < x), thr, x)  # [cite:running-num-new-tokens], [cite:admission-padding]
 
     remaining = a.budget
     take = [False] * len(reqs)
@@ -156,7 +156,7 @@ def schedule(s: View, a: View, nxt: Next, cfg: Config, ops: Ops) -> Effect:
     prefill_scheduled = False
     running_scheduled = False
 
-    # ---- RUNNING requests, in Scheduler.running order (sched:657-887)
+    # ---- RUNNING requests, in Scheduler.running order ([cite:running-loop])
     running = [st == Status.RUNNING for st in status]
     run_pos = [
         ops.count(ops.all(running[q], s.running_rank[q] < s.running_rank[r]) for q in reqs if q != r)
@@ -166,13 +166,13 @@ def schedule(s: View, a: View, nxt: Next, cfg: Config, ops: Ops) -> Effect:
         for r in reqs:
             here = ops.all(running[r], run_pos[r] == p, remaining > 0)
             if stagger:
-                here = ops.all(here, ops.not_(nxt.current_step < s.next_decode_eligible_step[r]))  # sched:680-684
+                here = ops.all(here, ops.not_(nxt.current_step < s.next_decode_eligible_step[r]))  # [cite:decode-eligible-skip]
             T, c, P, k0 = s.num_tokens[r], s.num_computed_tokens[r], s.num_output_placeholders[r], s.num_spec_tokens[r]
-            want = cap_long_prefill(T + k0 + P - c)  # sched:703-709
-            count = ops.min(want, remaining)  # sched:710-712
-            chosen = ops.all(here, count != 0)  # zero -> continue (sched:755-773)
-            checks.append(("scheduled-tokens-positive", ops.implies(chosen, count > 0)))
-            spec_room = count + c - T - P  # sched:862-867
+            want = cap_long_prefill(T + k0 + P - c)  # [cite:running-num-new-tokens]
+            count = ops.min(want, remaining)  # [cite:running-budget-cap]
+            chosen = ops.all(here, count != 0)  # zero -> continue ([cite:running-zero-skip])
+            asserts.append(("running-tokens-positive", ops.implies(chosen, count > 0)))
+            spec_room = count + c - T - P  # [cite:spec-tokens-fit]
             spec = ops.ite(ops.all(k0 > 0, spec_room > 0), ops.min(k0, spec_room), 0)
             take[r] = ops.any(take[r], chosen)
             n[r] = ops.ite(chosen, count, n[r])
@@ -180,21 +180,21 @@ def schedule(s: View, a: View, nxt: Next, cfg: Config, ops: Ops) -> Effect:
             order[r] = ops.ite(chosen, scheduled_count, order[r])
             scheduled_count = scheduled_count + ops.ite(chosen, 1, 0)
             remaining = remaining - ops.ite(chosen, count, 0)
-            prefill_scheduled = ops.any(prefill_scheduled, ops.all(chosen, s.is_prefill_chunk[r]))  # sched:852
+            prefill_scheduled = ops.any(prefill_scheduled, ops.all(chosen, s.is_prefill_chunk[r]))  # [cite:prefill-scheduled-flag]
             running_scheduled = ops.any(running_scheduled, chosen)
 
-    # ---- WAITING requests (sched:900-1395): kv_holding_waiting (c > 0) before waiting,
+    # ---- WAITING requests ([cite:waiting-loop]): kv_holding_waiting (c > 0) before waiting,
     #      FCFS within each; blocked sessions and deliverable stale output are skipped
     queued = [ops.any(st == Status.WAITING, st == Status.PREEMPTED, st == Status.WAITING_FOR_STREAMING_REQ) for st in status]
     blocked = [
         ops.any(
-            status[r] == Status.WAITING_FOR_STREAMING_REQ,  # sched:929, sched:3202-3205
-            ops.all(s.num_stale_output_tokens[r] > 0, ops.not_(s.drop_stale_output[r])),  # sched:934-939
+            status[r] == Status.WAITING_FOR_STREAMING_REQ,  # [cite:blocked-waiting-check], [cite:streaming-waits-for-input]
+            ops.all(s.num_stale_output_tokens[r] > 0, ops.not_(s.drop_stale_output[r])),  # [cite:stale-output-blocks-resume]
         )
         for r in reqs
     ]
     admissible = [ops.all(queued[r], ops.not_(blocked[r])) for r in reqs]
-    holding = [s.num_computed_tokens[r] > 0 for r in reqs]  # sched:2445-2463
+    holding = [s.num_computed_tokens[r] > 0 for r in reqs]  # [cite:enqueue-waiting-kv-holding]
 
     def waits_before(q, r):
         same_queue = holding[q] == holding[r]
@@ -211,63 +211,63 @@ def schedule(s: View, a: View, nxt: Next, cfg: Config, ops: Ops) -> Effect:
     for p in range(cfg.requests):
         for r in reqs:
             here = ops.all(admissible[r], wait_pos[r] == p, remaining > 0, ops.not_(stopped))
-            computed = s.num_computed_tokens[r]  # c == 0: no prefix-cache hit; else kept (sched:960-1092)
-            want = s.num_tokens[r] - computed  # sched:1129
+            computed = s.num_computed_tokens[r]  # c == 0: no prefix-cache hit; else kept ([cite:admission-prefix-lookup admission-keeps-computed])
+            want = s.num_tokens[r] - computed  # [cite:admission-num-new-tokens]
             pad = False
             if K:
                 pad = ops.all(
                     want == 1,
                     ops.not_(prefill_scheduled),
                     ops.any(running_scheduled, computed > 0),
-                )  # sched:1134-1140
-                no_room = ops.all(here, pad, 1 + K > remaining)  # sched:1149-1151: break
+                )  # [cite:admission-padding]
+                no_room = ops.all(here, pad, 1 + K > remaining)  # [cite:admission-padding]: break
                 stopped = ops.any(stopped, no_room)
                 here = ops.all(here, ops.not_(no_room))
                 want = ops.ite(pad, 1 + K, want)
-            count = ops.min(cap_long_prefill(want), remaining)  # sched:1155-1169
-            checks.append(("scheduled-tokens-positive", ops.implies(here, count > 0)))  # sched:1170
+            count = ops.min(cap_long_prefill(want), remaining)  # [cite:admission-padding admission-budget-cap]
+            asserts.append(("admission-tokens-positive", ops.implies(here, count > 0)))  # [cite:admission-tokens-positive]
             if K:
-                # the threshold may cut a padded admission below 1 + K (sched:1371-1372)
-                checks.append(("padding-intact", ops.implies(ops.all(here, pad), count == 1 + K)))
+                # the threshold may cut a padded admission below 1 + K ([cite:padding-assert])
+                asserts.append(("padding-intact", ops.implies(ops.all(here, pad), count == 1 + K)))
             take[r] = ops.any(take[r], here)
             admitted[r] = ops.any(admitted[r], here)
             admit_pos[r] = ops.ite(here, admitted_count, admit_pos[r])
             n[r] = ops.ite(here, count, n[r])
-            ks[r] = ops.ite(ops.all(here, pad), K, ks[r])  # sched:1371-1375
+            ks[r] = ops.ite(ops.all(here, pad), K, ks[r])  # [cite:padding-assert padded-draft-placeholders]
             order[r] = ops.ite(here, scheduled_count, order[r])
             scheduled_count = scheduled_count + ops.ite(here, 1, 0)
             admitted_count = admitted_count + ops.ite(here, 1, 0)
             remaining = remaining - ops.ite(here, count, 0)
 
-    # admission bookkeeping (sched:1343-1369): status RUNNING, appended to running
+    # admission bookkeeping ([cite:running-append admitted-new-or-resumed admission-records-tokens admission-sets-running]): status RUNNING, appended to running
     rank_base = s.next_running_rank
     for r in reqs:
         nxt.status[r] = ops.ite(admitted[r], Status.RUNNING, status[r])
         nxt.running_rank[r] = ops.ite(admitted[r], rank_base + admit_pos[r], s.running_rank[r])
     nxt.next_running_rank = rank_base + admitted_count
     for r in reqs:
-        nxt.finished_unshipped[r] = False  # shipped in this output, then cleared (sched:1514, sched:1647)
+        nxt.finished_unshipped[r] = False  # shipped in this output, then cleared ([cite:output-finished-req-ids], [cite:finished-ids-cleared])
 
-    # ---- _update_after_schedule (sched:1616-1648, async:25-57)
+    # ---- _update_after_schedule ([cite:update-after-schedule advance-computed-and-in-flight is-prefill-chunk finished-ids-cleared], [cite:async-update-after-schedule reserve-placeholders spec-token-placeholders next-decode-eligible])
     shipped = []
     reserved = [0] * len(reqs)
     for r in reqs:
         c0, P0, T = s.num_computed_tokens[r], s.num_output_placeholders[r], s.num_tokens[r]
         c1 = c0 + n[r]
-        chunk = c1 < T + P0  # sched:1634-1636
-        reserved[r] = ops.ite(ops.all(take[r], ops.not_(chunk)), SAMPLED_PER_STEP + ks[r], 0)  # async:34-47
-        nxt.num_computed_tokens[r] = ops.ite(take[r], c1, c0)  # sched:1629
-        nxt.num_in_flight_tokens[r] = s.num_in_flight_tokens[r] + n[r]  # sched:1630
+        chunk = c1 < T + P0  # [cite:is-prefill-chunk]
+        reserved[r] = ops.ite(ops.all(take[r], ops.not_(chunk)), SAMPLED_PER_STEP + ks[r], 0)  # [cite:reserve-placeholders]
+        nxt.num_computed_tokens[r] = ops.ite(take[r], c1, c0)  # [cite:advance-computed-and-in-flight]
+        nxt.num_in_flight_tokens[r] = s.num_in_flight_tokens[r] + n[r]  # [cite:advance-computed-and-in-flight]
         nxt.is_prefill_chunk[r] = ops.ite(take[r], chunk, s.is_prefill_chunk[r])
         nxt.chunked[r] = ops.any(s.chunked[r], ops.all(take[r], chunk))
         nxt.num_output_placeholders[r] = P0 + reserved[r]
-        # drafts cleared when scheduled (sched:876); placeholders for the next step
-        # when sampled (async:50)
+        # drafts cleared when scheduled ([cite:drafts-cleared-when-scheduled]); placeholders for the next step
+        # when sampled ([cite:spec-token-placeholders])
         nxt.num_spec_tokens[r] = ops.ite(take[r], ops.ite(chunk, 0, K), s.num_spec_tokens[r])
         if stagger:
             nxt.next_decode_eligible_step[r] = ops.ite(
                 ops.all(take[r], ops.not_(chunk)), nxt.current_step + cfg.pp, s.next_decode_eligible_step[r]
-            )  # async:52-57 (decode_stagger = pp_size)
+            )  # [cite:next-decode-eligible] (decode_stagger = pp_size)
         shipped.append(
             Shipped(
                 on=take[r],
@@ -283,10 +283,10 @@ def schedule(s: View, a: View, nxt: Next, cfg: Config, ops: Ops) -> Effect:
             )
         )
 
-    # ---- the runner executes the step (core:726-745)
+    # ---- the runner executes the step ([cite:engine-executes])
     observed = {}
     if cfg.runner == "v1":
-        discards = v1_decide(s, nxt, cfg, ops, shipped)
+        discards, observed["v1_rows"] = v1_decide(s, nxt, cfg, ops, shipped)
     else:
         discards, observed["v2_rows"] = v2_decide(s, a, nxt, cfg, ops, shipped, status)
     observed["discard"] = discards
@@ -315,8 +315,9 @@ def schedule(s: View, a: View, nxt: Next, cfg: Config, ops: Ops) -> Effect:
             nxt.q_order[i, r] = ops.ite(at, order[r], s.q_order[i, r])
             nxt.q_epoch[i, r] = ops.ite(at, ops.ite(take[r], s.epoch[r], 0), s.q_epoch[i, r])
             nxt.q_admitted[i, r] = ops.ite(at, admitted[r], s.q_admitted[i, r])
-    nxt.queue_len = s.queue_len + 1  # appendleft (core:753)
-    return Effect(guard=ops.all(*guard), checks=_merge(ops, checks), observed=observed)
+    nxt.queue_len = s.queue_len + 1  # appendleft ([cite:batch-queue-append])
+    return Effect(guard=ops.all(*guard), checks=_merge(ops, checks), asserts=_merge(ops, asserts),
+                  observed=observed)
 
 
 def _merge(ops: Ops, checks: list) -> dict:
@@ -338,12 +339,13 @@ def deliver_args(cfg: Config) -> tuple[Arg, ...]:
 
 
 def deliver(s: View, a: View, nxt: Next, cfg: Config, ops: Ops) -> Effect:
-    """update_from_output for the oldest step (sched:2026-2300, async:59-78)."""
+    """update_from_output for the oldest step ([cite:update-from-output], [cite:async-update-request-with-output delivery-decrement-0.32])."""
     reqs = range(cfg.requests)
     full = s.queue_len == cfg.queue_depth
-    guard = [s.queue_len > 0, ops.any(full, ops.not_(has_requests(s, cfg, ops)))]  # core:754-768
+    guard = [s.queue_len > 0, ops.any(full, ops.not_(has_requests(s, cfg, ops)))]  # [cite:engine-defers-delivery batch-queue-pop]
     checks: list = []
-    rolls_back = profiles.stop_rolls_back(cfg)
+    asserts: list = []
+    prof = cfg.prof
     session_stops = []
 
     for r in reqs:
@@ -359,7 +361,7 @@ def deliver(s: View, a: View, nxt: Next, cfg: Config, ops: Ops) -> Effect:
         if cfg.has("kvfail"):
             # A sync load's invalid blocks, reported with the step that carried the
             # load (its admission), roll c back to the first invalid block
-            # (sched:2062-2071, sched:3284-3335); P and T are not touched. A connector
+            # ([cite:kv-load-failure-detected], [cite:kv-failure-computed-before-step kv-failure-truncates-computed]); P and T are not touched. A connector
             # loads whole blocks of the prompt, so the failed block lies within it.
             failed = a.kv_fail_req == r
             cut = a.kv_fail_block * cfg.block_size
@@ -372,59 +374,70 @@ def deliver(s: View, a: View, nxt: Next, cfg: Config, ops: Ops) -> Effect:
             )
             c = ops.ite(failed, cut, c)
 
-        # in-flight and stale drain, before any skip (sched:2081-2087); a finished
-        # request is gone from Scheduler.requests (sched:2746-2749), so nothing drains
+        # in-flight and stale drain, before any skip ([cite:stale-drain]); a finished
+        # request is gone from Scheduler.requests ([cite:free-blocks-deletes-request]), so nothing drains
+        asserts.append(("delivery-tokens-positive", ops.implies(in_step, n > 0)))  # [cite:delivery-tokens-positive]
         known = status != Status.FINISHED
         nxt.num_in_flight_tokens[r] = s.num_in_flight_tokens[r] - ops.ite(known, n, 0)
         stale = ops.all(in_step, known, s.num_stale_output_tokens[r] > 0)
         S = ops.ite(stale, s.num_stale_output_tokens[r] - n, s.num_stale_output_tokens[r])
-        checks.append(("stale-count-nonnegative", ops.implies(stale, S >= 0)))
+        asserts.append(("stale-count-nonnegative", ops.implies(stale, S >= 0)))
 
         proceed = ops.all(
             in_step,
-            ops.not_(failed),  # sched:2088-2090
-            status != Status.FINISHED,  # sched:2091-2099
-            ops.not_(ops.all(stale, s.drop_stale_output[r])),  # sched:2101-2103
+            ops.not_(failed),  # [cite:skip-failed-kv-load]
+            status != Status.FINISHED,  # [cite:skip-finished]
+            ops.not_(ops.all(stale, s.drop_stale_output[r])),  # [cite:skip-drop-stale]
         )
         live = ops.not_(stale)
 
-        # spec-decode rejection (sched:2110-2128)
+        # spec-decode rejection ([cite:spec-reject-decrement])
         rejecting = ops.all(proceed, ks > 0, sampled > 0, live)
-        if cfg.profile == profiles.H3:
+        if prof.reset == "discard-counter":
             rejecting = ops.all(rejecting, s.async_tokens_to_discard[r] == 0)
         rejected = ks - ops.max(sampled - SAMPLED_PER_STEP, 0)
         c = ops.ite(ops.all(rejecting, c > 0), c - rejected, c)
         P = ops.ite(ops.all(rejecting, P > 0), P - rejected, P)
 
-        # _update_request_with_output, only for non-empty output (sched:2166-2169)
+        # _update_request_with_output, only for non-empty output ([cite:update-only-nonempty-output])
         calling = ops.all(proceed, sampled > 0)
         tokens = sampled
         if cfg.clamp:
             tokens, dropped = clamp_delivery(ops, ops.all(calling, live), sampled, P)
             nxt.clamp_dropped[r] = s.clamp_dropped[r] + ops.ite(calling, dropped, 0)
         appending = calling
-        if cfg.profile == profiles.H2:
+        if prof.reset == "discard-flag":
             discard_frame = ops.all(calling, s.discard_latest_async_tokens[r])
             nxt.discard_latest_async_tokens[r] = ops.ite(discard_frame, False, s.discard_latest_async_tokens[r])
             appending = ops.all(appending, ops.not_(discard_frame))
-        if cfg.profile == profiles.H3:
+        if prof.reset == "discard-counter":
             discard_frame = ops.all(calling, s.async_tokens_to_discard[r] > 0)
             nxt.async_tokens_to_discard[r] = s.async_tokens_to_discard[r] - ops.ite(discard_frame, 1, 0)
             appending = ops.all(appending, ops.not_(discard_frame))
 
-        # append one by one, stop check after each (sched:2501-2509)
+        # append one by one, stop check after each ([cite:append-with-stop-check])
         stop_at = a.stop[r]
         guard.append(stop_at <= ops.ite(appending, tokens, 0))
         appended = ops.ite(appending, ops.ite(stop_at > 0, stop_at, tokens), 0)
         T = T + appended
         stopping = ops.all(appending, stop_at > 0)
-        # async:69-71: a live delivery consumes its placeholders, then the assert
-        consuming = ops.all(appending, live)
-        P = ops.ite(consuming, P - appended, P)
-        checks.append(("counter-nonnegative", ops.implies(consuming, P >= 0)))
-        checks.append(("no-token-while-prefilling", ops.implies(ops.all(consuming, appended > 0), reserved > 0)))
+        live_append = ops.all(appending, live)
+        if prof.delivery_decrement == "after-trim":
+            # [cite:delivery-decrement-0.32]: a live delivery consumes the placeholders of the tokens it
+            # kept after the stop trim, then the assert
+            P = ops.ite(live_append, P - appended, P)
+            asserts.append(("placeholders-nonnegative", ops.implies(live_append, P >= 0)))
+        else:
+            # 0.33.0: at a live stop the trimmed tokens roll num_computed_tokens back;
+            # then, only when P > 0, every returned token is resolved, then the assert
+            if prof.stop_trim_rolls_back_computed:
+                c = ops.ite(ops.all(live_append, stopping), c - (tokens - appended), c)
+            decrementing = ops.all(live_append, P > 0)
+            P = ops.ite(decrementing, P - tokens, P)
+            asserts.append(("placeholders-nonnegative", ops.implies(decrementing, P >= 0)))
+        checks.append(("no-token-while-prefilling", ops.implies(ops.all(live_append, appended > 0), reserved > 0)))
 
-        # _handle_stopped_request (sched:2465-2491)
+        # _handle_stopped_request ([cite:handle-stopped-request resumable-stop-rollback stop-applies-queued-update stopped-session-requeued])
         new_status = status
         spec_drafts = s.num_spec_tokens[r]
         epoch = s.epoch[r]
@@ -432,22 +445,24 @@ def deliver(s: View, a: View, nxt: Next, cfg: Config, ops: Ops) -> Effect:
         completed = s.completed[r]
         if cfg.has("stream"):
             session = s.resumable[r]
-            # A stale frame stopping a preempted session would re-queue a request that is
-            # still queued (sched:2243-2246 with sched:2490); outside the model.
-            guard.append(ops.implies(ops.all(stopping, session), live))
+            if not prof.stale_stop_of_preempted_session:
+                # 0.32.0: a stale frame stopping a preempted session re-queues a request
+                # that is still queued ([cite:stopped-by-status] with [cite:stopped-session-requeued]); outside the model
+                guard.append(ops.implies(ops.all(stopping, session), live))
             session_stop = ops.all(stopping, session)
-            if rolls_back:
+            if prof.stop_rolls_back:
                 frontier = c - P
-                checks.append(("safe-frontier-nonnegative", ops.implies(session_stop, frontier >= 0)))
+                asserts.append(("safe-frontier-nonnegative", ops.implies(session_stop, frontier >= 0)))
                 c = ops.ite(session_stop, frontier, c)
                 drop = ops.ite(session_stop, True, drop)
                 S = ops.ite(session_stop, nxt.num_in_flight_tokens[r], S)
                 P = ops.ite(session_stop, 0, P)
                 epoch = epoch + ops.ite(session_stop, 1, 0)
             spec_drafts = ops.ite(session_stop, 0, spec_drafts)
-            # the queued update is applied now (sched:2480-2485, sched:1650-1688)
+            # the queued update is applied now ([cite:stop-applies-queued-update], [cite:update-request-as-session session-keep-computed session-appends-update session-prompt-len session-to-waiting])
             applying = ops.all(session_stop, s.pending_update[r])
-            kept = ops.min(T, c)
+            kept, keep_ok = session_kept(prof, T, c, ops)
+            asserts.append(("session-keep-covers-computed", ops.implies(applying, keep_ok)))
             u = s.pending_update_len[r]
             new_L = ops.ite(applying, ops.max(L, kept) + u, L)
             T = ops.ite(applying, kept + u, T)
@@ -465,7 +480,7 @@ def deliver(s: View, a: View, nxt: Next, cfg: Config, ops: Ops) -> Effect:
             finishing = stopping
         new_status = ops.ite(finishing, Status.FINISHED, new_status)
         completed = ops.any(completed, ops.all(finishing, T - L >= 2))
-        nxt.finished_unshipped[r] = ops.any(s.finished_unshipped[r], finishing)  # _free_request (sched:2736)
+        nxt.finished_unshipped[r] = ops.any(s.finished_unshipped[r], finishing)  # _free_request ([cite:free-request-records-finished])
 
         nxt.num_computed_tokens[r] = c
         nxt.num_output_placeholders[r] = P
@@ -478,7 +493,7 @@ def deliver(s: View, a: View, nxt: Next, cfg: Config, ops: Ops) -> Effect:
         nxt.status[r] = new_status
         nxt.completed[r] = completed
 
-    # sessions re-enter the waiting queues in processing order (sched:2490)
+    # sessions re-enter the waiting queues in processing order ([cite:stopped-session-requeued])
     if cfg.has("stream"):
         for r in reqs:
             ahead = ops.count(
@@ -488,11 +503,20 @@ def deliver(s: View, a: View, nxt: Next, cfg: Config, ops: Ops) -> Effect:
         nxt.waiting_back = s.waiting_back + ops.count(session_stops)
 
     _pop_head(s, nxt, cfg, ops)
-    return Effect(guard=ops.all(*guard), checks=_merge(ops, checks))
+    return Effect(guard=ops.all(*guard), checks=_merge(ops, checks), asserts=_merge(ops, asserts))
+
+
+def session_kept(prof, T, c, ops: Ops):
+    """_update_request_as_session: how many tokens of the history a session keeps, and
+    the condition of the assert that guards it (True where there is none)."""
+    if prof.session_keep == "computed":
+        return ops.min(T, c), True  # [cite:session-keep-computed]: output up to num_computed_tokens
+    keep_end = T - 1  # 0.33.0: every output token but the last sampled one
+    return keep_end, keep_end >= c
 
 
 def _pop_head(s: View, nxt: Next, cfg: Config, ops: Ops) -> None:
-    """batch_queue.pop() of the oldest step (core:768); unused positions read 0."""
+    """batch_queue.pop() of the oldest step ([cite:batch-queue-pop]); unused positions read 0."""
     last = cfg.queue_depth - 1
     for r in range(cfg.requests):
         for name in ("q_scheduled", "q_spec", "q_reserved", "q_sampled", "q_order", "q_epoch", "q_admitted"):
@@ -507,18 +531,18 @@ def _pop_head(s: View, nxt: Next, cfg: Config, ops: Ops) -> None:
 
 
 def _preempt(s: View, nxt: Next, cfg: Config, ops: Ops, r: int, cond, drop, marks_stale: bool) -> None:
-    """_preempt_request (sched:1571-1614) on request r when cond."""
+    """_preempt_request ([cite:preempt-request preempt-resets-request preempt-zeroes-placeholders preempt-prepends]) on request r when cond."""
     nxt.status[r] = ops.ite(cond, Status.PREEMPTED, nxt.status[r])
-    nxt.num_computed_tokens[r] = ops.ite(cond, 0, nxt.num_computed_tokens[r])  # sched:1593
-    nxt.num_spec_tokens[r] = ops.ite(cond, 0, nxt.num_spec_tokens[r])  # sched:1594-1595
+    nxt.num_computed_tokens[r] = ops.ite(cond, 0, nxt.num_computed_tokens[r])  # [cite:preempt-resets-request]
+    nxt.num_spec_tokens[r] = ops.ite(cond, 0, nxt.num_spec_tokens[r])  # [cite:preempt-resets-request]
     nxt.epoch[r] = nxt.epoch[r] + ops.ite(cond, 1, 0)
     if marks_stale:
         S = nxt.num_stale_output_tokens[r]
         nxt.drop_stale_output[r] = ops.ite(
             cond, ops.any(drop, ops.all(nxt.drop_stale_output[r], S > 0)), nxt.drop_stale_output[r]
-        )  # sched:1603-1605
-        nxt.num_stale_output_tokens[r] = ops.ite(cond, nxt.num_in_flight_tokens[r], S)  # sched:1606
-        nxt.num_output_placeholders[r] = ops.ite(cond, 0, nxt.num_output_placeholders[r])  # sched:1607
+        )  # [cite:preempt-zeroes-placeholders]
+        nxt.num_stale_output_tokens[r] = ops.ite(cond, nxt.num_in_flight_tokens[r], S)  # [cite:preempt-zeroes-placeholders]
+        nxt.num_output_placeholders[r] = ops.ite(cond, 0, nxt.num_output_placeholders[r])  # [cite:preempt-zeroes-placeholders]
 
 
 def preempt_args(cfg: Config) -> tuple[Arg, ...]:
@@ -530,7 +554,7 @@ def preempt_args(cfg: Config) -> tuple[Arg, ...]:
 
 def preempt(s: View, a: View, nxt: Next, cfg: Config, ops: Ops) -> Effect:
     """Allocation failure in schedule(): FCFS preempts the last running request
-    (sched:834-840) with drop_stale_output = requires_kv_delivery."""
+    ([cite:alloc-failure-preempts]) with drop_stale_output = requires_kv_delivery."""
     reqs = range(cfg.requests)
     if cfg.has("preempt") and cfg.has("preempt-drop"):
         drop = a.drop
@@ -547,8 +571,8 @@ def preempt(s: View, a: View, nxt: Next, cfg: Config, ops: Ops) -> Effect:
             ]
         )
         victim_ok.append(ops.implies(me, ops.all(s.status[r] == Status.RUNNING, last)))
-        _preempt(s, nxt, cfg, ops, r, me, drop, profiles.preempt_marks_stale(cfg))
-        nxt.waiting_rank[r] = ops.ite(me, s.waiting_front - 1, s.waiting_rank[r])  # prepend (sched:1613)
+        _preempt(s, nxt, cfg, ops, r, me, drop, cfg.prof.preempt_marks_stale)
+        nxt.waiting_rank[r] = ops.ite(me, s.waiting_front - 1, s.waiting_rank[r])  # prepend ([cite:preempt-prepends])
     nxt.waiting_front = s.waiting_front - 1
     return Effect(guard=ops.all(_front_end_slot(s, cfg), *victim_ok))
 
@@ -558,22 +582,25 @@ def reset_args(cfg: Config) -> tuple[Arg, ...]:
 
 
 def reset_prefix_cache(s: View, a: View, nxt: Next, cfg: Config, ops: Ops) -> Effect:
-    """reset_prefix_cache(reset_running_requests=True) (sched:2840-2866): preempt every
+    """reset_prefix_cache(reset_running_requests=True) ([cite:reset-prefix-cache reset-preempts-drop-stale reset-clears-prev-scheduled]): preempt every
     running request, last first, drop-stale; each is prepended, so the waiting queue
     starts with them in their running order."""
     reqs = range(cfg.requests)
     running = [s.status[r] == Status.RUNNING for r in reqs]
     num_running = ops.count(running)
+    # 0.32.0 preempts with drop_stale_output=True; h2/h3 preempted the old way, then
+    # zeroed placeholders and armed a frame discard
+    marks_stale = cfg.prof.preempt_marks_stale and cfg.prof.reset == "preempt-drop-stale"
     for r in reqs:
         at_or_after = ops.count(
             ops.all(running[q], s.running_rank[q] >= s.running_rank[r]) for q in reqs if q != r
         ) + 1
-        _preempt(s, nxt, cfg, ops, r, running[r], True, profiles.reset_marks_stale(cfg))
+        _preempt(s, nxt, cfg, ops, r, running[r], True, marks_stale)
         nxt.waiting_rank[r] = ops.ite(running[r], s.waiting_front - at_or_after, s.waiting_rank[r])
-        if cfg.profile == profiles.H2:
+        if cfg.prof.reset == "discard-flag":
             nxt.num_output_placeholders[r] = ops.ite(running[r], 0, s.num_output_placeholders[r])
             nxt.discard_latest_async_tokens[r] = ops.ite(running[r], True, s.discard_latest_async_tokens[r])
-        if cfg.profile == profiles.H3:
+        if cfg.prof.reset == "discard-counter":
             nxt.async_tokens_to_discard[r] = ops.ite(running[r], s.num_output_placeholders[r], s.async_tokens_to_discard[r])
             nxt.num_output_placeholders[r] = ops.ite(running[r], 0, s.num_output_placeholders[r])
     nxt.waiting_front = s.waiting_front - num_running
@@ -591,9 +618,10 @@ def stream_update_args(cfg: Config) -> tuple[Arg, ...]:
 
 
 def stream_update(s: View, a: View, nxt: Next, cfg: Config, ops: Ops) -> Effect:
-    """add_request with an existing id (sched:2616-2626): applied at once to a session
+    """add_request with an existing id ([cite:add-request-streaming-update]): applied at once to a session
     waiting for input, else queued (one queued update modelled)."""
     guard = [_front_end_slot(s, cfg)]
+    asserts = []
     for r in range(cfg.requests):
         me = a.req == r
         guard.append(
@@ -601,15 +629,16 @@ def stream_update(s: View, a: View, nxt: Next, cfg: Config, ops: Ops) -> Effect:
         )
         now = ops.all(me, s.status[r] == Status.WAITING_FOR_STREAMING_REQ)
         later = ops.all(me, ops.not_(now))
-        # _update_request_as_session (sched:1659-1688)
+        # _update_request_as_session ([cite:session-keep-computed session-appends-update session-prompt-len session-to-waiting])
         c, T, L = s.num_computed_tokens[r], s.num_tokens[r], s.num_prompt_tokens[r]
-        kept = ops.min(T, c)
+        kept, keep_ok = session_kept(cfg.prof, T, c, ops)
+        asserts.append(("session-keep-covers-computed", ops.implies(now, keep_ok)))
         nxt.num_tokens[r] = ops.ite(now, kept + a.new_tokens, T)
         nxt.num_prompt_tokens[r] = ops.ite(now, ops.max(L, kept) + a.new_tokens, L)
         nxt.status[r] = ops.ite(now, Status.WAITING, s.status[r])
         nxt.pending_update[r] = ops.ite(later, True, s.pending_update[r])
         nxt.pending_update_len[r] = ops.ite(later, a.new_tokens, s.pending_update_len[r])
-    return Effect(guard=ops.all(*guard))
+    return Effect(guard=ops.all(*guard), asserts=_merge(ops, asserts))
 
 
 def abort_args(cfg: Config) -> tuple[Arg, ...]:
@@ -617,12 +646,12 @@ def abort_args(cfg: Config) -> tuple[Arg, ...]:
 
 
 def abort(s: View, a: View, nxt: Next, cfg: Config, ops: Ops) -> Effect:
-    """finish_requests(FINISHED_ABORTED) (sched:2649-2712): counters untouched; later
-    deliveries for it are skipped (sched:2091-2099)."""
+    """finish_requests(FINISHED_ABORTED) ([cite:finish-requests]): counters untouched; later
+    deliveries for it are skipped ([cite:skip-finished])."""
     guard = []
     for r in range(cfg.requests):
         me = a.req == r
         guard.append(ops.implies(me, s.status[r] != Status.FINISHED))
         nxt.status[r] = ops.ite(me, Status.FINISHED, s.status[r])
-        nxt.finished_unshipped[r] = ops.any(s.finished_unshipped[r], me)  # _free_request (sched:2736)
+        nxt.finished_unshipped[r] = ops.any(s.finished_unshipped[r], me)  # _free_request ([cite:free-request-records-finished])
     return Effect(guard=ops.all(*guard))

@@ -12,6 +12,10 @@ fuzzer looks past them: see KNOWN (--known NAME, or --known all). A masked
 difference is ignored by the comparison and the trace goes on.
 
     .venv/bin/python -m targets.fuzz --cases 200 --length 30 --known all [--engine] [--config NAME ...]
+                                      [--vllm 0.32.0|0.33.0|PATH]
+
+The presets are played under the profile of the vLLM tree loaded (--vllm, else $VLLM,
+else 0.32.0), so each release is fuzzed against its own model.
 """
 
 from __future__ import annotations
@@ -26,7 +30,6 @@ from typing import Any, Callable, Mapping
 
 from model.interpreter import Disabled, Interpreter, args_for, nested
 from spec.config import Config
-from spec.properties import FATAL
 from spec.vocabulary import Status
 from targets.harness import Divergence, replay
 
@@ -262,9 +265,8 @@ def random_trace(cfg: Config, rng: random.Random, length: int, lim: Limits | Non
         steps.append((name, picked[0]))
         res = picked[1]
         s = res.state
-        fatal = [p for p in res.failed() if p in FATAL]
-        if fatal:
-            return init, steps, f"fatal: {','.join(fatal)}"
+        if res.fired:
+            return init, steps, f"fatal: {','.join(res.fired)}"
     return init, steps, "length"
 
 
@@ -438,36 +440,88 @@ def format_trace(init, steps) -> str:
     return "\n".join(lines)
 
 
+def _count(low: int):
+    """argparse type: a whole number >= low (CASES=abc or --cases 0 is a line, not a traceback)."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a whole number >= {low}, got {text!r}") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"expected a whole number >= {low}, got {value}")
+        return value
+    return parse
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # one line, exit 2 (argparse would print the whole usage first)
+        print(f"error: {message} (see --help)", file=sys.stderr)
+        raise SystemExit(2)
+
+
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = _Parser(prog="python -m targets.fuzz", description=__doc__,
+                 formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--config", action="append", help=f"preset(s): {', '.join(PRESETS)}")
-    ap.add_argument("--cases", type=int, default=100)
-    ap.add_argument("--length", type=int, default=30)
-    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--cases", type=_count(1), default=100, help="traces per preset (make fuzz CASES=N)")
+    ap.add_argument("--length", type=_count(1), default=30)
+    ap.add_argument("--seed", type=_count(0), default=0)
     ap.add_argument("--known", action="append", default=[], help=f"mask: {', '.join(KNOWN)} or 'all'")
     ap.add_argument("--no-minimize", action="store_true")
     ap.add_argument("--engine", action="store_true",
                     help="also compare the engine loop's has_requests with the model's")
-    ns = ap.parse_args(argv)
+    ap.add_argument("--vllm", default=None,
+                    help="vLLM tree: 0.32.0 (installed), 0.33.0 (make vllm-0.33.0) or a checkout path "
+                         "(default: $VLLM, else 0.32.0)")
+    try:
+        ns = ap.parse_args(argv)
+    except SystemExit as exc:
+        return int(exc.code or 0)
+    unknown = [n for n in ns.config or [] if n not in PRESETS]
+    if unknown:
+        print(f"error: unknown --config {', '.join(unknown)}; presets: {', '.join(PRESETS)}", file=sys.stderr)
+        return 2
+    bad = [n for n in ns.known if n != "all" and n not in KNOWN]
+    if bad:
+        print(f"error: unknown --known {', '.join(bad)}; use {', '.join(KNOWN)} or 'all'", file=sys.stderr)
+        return 2
     global ENGINE
     ENGINE = ns.engine
     known = list(KNOWN) if "all" in ns.known else ns.known
-    names = ns.config or list(PRESETS)
+    names = list(dict.fromkeys(ns.config or PRESETS))  # a preset named twice runs once
+    from targets import vllm_env
+    from targets.protocol import TargetUnavailable
     from targets.vllm_target import VllmTarget
+    from targets.vllm_tree import TreeError
 
-    target = VllmTarget()
-    total = 0
+    try:
+        vllm_env.select(ns.vllm)
+        print(f"fuzzing {vllm_env.preflight()}", flush=True)
+        target = VllmTarget()
+    except (TreeError, TargetUnavailable) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    profile = vllm_env.tree().profile
+    total = traces = steps = 0
+    fired: Counter = Counter()
+    started = time.time()
     for name in names:
-        rep = fuzz_config(PRESETS[name], ns.cases, ns.length, ns.seed, target, known,
+        rep = fuzz_config(PRESETS[name].with_(profile=profile), ns.cases, ns.length, ns.seed, target, known,
                           minimize=not ns.no_minimize)
         div = sum(rep.signatures.values())
         total += div
+        traces += rep.cases
+        steps += rep.steps
+        fired.update(rep.fired)
         print(f"== {name}: {rep.cases} traces, {rep.steps} steps, {div} divergent "
               f"({len(rep.signatures)} kinds), model-fatal ends {dict(rep.fired)}, {rep.seconds:.1f}s")
         for found in rep.divergences:
             print(f"-- {found.signature} x{rep.signatures[found.signature]} (seed {found.seed})")
             print(format_trace(found.init, found.steps))
             print(found.message)
+    ends = ", ".join(f"{k} {v}" for k, v in sorted(fired.items())) or "none"
+    print(f"total: {traces} traces, {steps} steps, {total} divergent; vLLM asserts that ended a trace "
+          f"(fired in the model and in vLLM at the same step): {ends}; {time.time() - started:.0f}s")
     return 1 if total else 0
 
 

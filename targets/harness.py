@@ -1,11 +1,11 @@
 """Replaying a generated case on a target, arm by arm.
 
 A case is a trace as data (init picks and steps) plus what the model predicts for it
-under each *arm*: the configuration as found, the same with the seed's clamp switched
-on or off, and, for a historical profile, vLLM 0.32.0 with and without the clamp. The
-prediction of an arm is its `Expect`: how many steps run (a fatal assert ends the
-engine; a step 0.32.0 no longer allows ends the replay), which fatal assert fires and
-where, where the case's property is violated, how many tokens the clamp drops.
+under each *arm*: every vLLM release profile with the seed's clamp off and on, and,
+for a historical profile, the profile itself. The prediction of an arm is its
+`Expect`: how many steps run (a fatal assert ends the engine; a step the profile does
+not allow ends the replay), which vLLM assert fires and where, where the case's
+property and every other property are first violated, how many tokens the clamp drops.
 
 `replay_case` runs every arm the target can run: it steps the reference interpreter
 and the target together, compares their states after every step (a diff headed
@@ -20,11 +20,10 @@ from typing import Any, Mapping, Sequence
 
 from model.interpreter import Disabled, Interpreter, args_for, flat, nested
 from spec.config import Config
-from spec.properties import FATAL, PROPERTIES
+from spec.profiles import PROFILES, RELEASES
+from spec.properties import ASSERTS, PROPERTIES, properties_for
 from targets.orders import model_orders
 from targets.protocol import Outcome, Target, TargetUnavailable
-
-CURRENT = "vllm-0.32.0"
 
 
 @dataclass(frozen=True)
@@ -32,10 +31,19 @@ class Expect:
     """What one arm of a case does, as the model predicts it."""
 
     runs: int  # steps that run (the replay stops at a fatal assert or a disabled step)
-    fired: tuple | None = None  # (property, step) of the fatal assert, if any; steps count from 1
+    fired: tuple | None = None  # (assert, step) of the vLLM assert that fires, if any; steps count from 1
     violations: tuple = ()  # steps at which the case's property fails
+    others: tuple = ()  # (property, first step) of every other property this arm violates
     dropped: int = 0  # tokens the clamp dropped
     completed: bool = False  # some request finished on a stop token after decoding
+
+    @property
+    def reaction(self) -> str:
+        """What vLLM does about the case: "crash" (an assert fires), "silent" (a
+        property is violated and nothing fires), or "holds"."""
+        if self.fired:
+            return "crash"
+        return "silent" if self.violations or self.others else "holds"
 
 
 @dataclass(frozen=True)
@@ -59,22 +67,28 @@ class Case:
         return Config(**fields).validate()
 
 
+def arm_label(profile: str, clamp: bool) -> str:
+    return profile + ("+clamp" if clamp else "")
+
+
 def arms_for(profile: str, clamp: bool) -> dict[str, dict]:
-    """The arms a case is checked on (see the module docstring)."""
-    if profile == CURRENT:
-        return {"clamp-off": {"clamp": False}, "clamp-on": {"clamp": True}}
-    return {
-        profile: {"clamp": clamp},
-        "vllm-0.32.0": {"profile": CURRENT, "clamp": False},
-        "vllm-0.32.0+clamp": {"profile": CURRENT, "clamp": True},
-    }
+    """The arms a case is checked on: every release, clamp off and on; a historical
+    profile also on itself, as found."""
+    arms = {}
+    if PROFILES[profile].historical:
+        arms[arm_label(profile, clamp)] = {"profile": profile, "clamp": clamp}
+    for release in RELEASES:
+        for on in (False, True):
+            arms[arm_label(release.name, on)] = {"profile": release.name, "clamp": on}
+    return arms
 
 
 def predict(case_property: str | None, cfg: Config, init: Mapping, steps) -> Expect:
     """Run the steps on the reference interpreter and summarise what happens."""
     it = Interpreter(cfg)
     state = it.initial(**init)
-    violations, fired, runs = [], None, 0
+    watched = properties_for(cfg)
+    violations, first, fired, runs = [], {}, None, 0
     for index, (event, named) in enumerate(steps):
         try:
             result = it.step(state, event, args_for(it.event(event), cfg, named))
@@ -82,15 +96,18 @@ def predict(case_property: str | None, cfg: Config, init: Mapping, steps) -> Exp
             break
         state = result.state
         runs = index + 1
-        if case_property and _violates(it, result, case_property):
-            violations.append(index + 1)
-        fatal = [p for p in result.failed() if p in FATAL]
-        if fatal:
-            fired = (fatal[0], index + 1)
+        for prop in watched:
+            if _violates(it, result, prop):
+                if prop == case_property:
+                    violations.append(index + 1)
+                first.setdefault(prop, index + 1)
+        if result.fired:
+            fired = (result.fired[0], index + 1)
             break
     view = nested(state)
     dropped = sum(view.get("clamp_dropped", [0]))
-    return Expect(runs=runs, fired=fired, violations=tuple(violations), dropped=dropped,
+    others = tuple((p, step) for p, step in first.items() if p != case_property)
+    return Expect(runs=runs, fired=fired, violations=tuple(violations), others=others, dropped=dropped,
                   completed=any(view["completed"]))
 
 
@@ -100,9 +117,13 @@ def _violates(it: Interpreter, result, prop: str) -> bool:
     return not it.state_properties(result.state)[prop]
 
 
-def replay_command(case: Case, target: str) -> str:
+def replay_command(case: Case, target: Target) -> str:
+    """The command that reruns exactly what failed: this module, this target, and the
+    vLLM tree the target loaded."""
     where = case.path or "<generated module>"
-    return f".venv/bin/python -m pytest {where} --target={target}"
+    name = getattr(target, "name", str(target))
+    extra = getattr(target, "replay_option", "")
+    return f".venv/bin/python -m pytest {where} --target={name}" + (f" {extra}" if extra else "")
 
 
 def replay_case(case: Case, target: Target) -> list[str]:
@@ -124,7 +145,8 @@ def replay_case(case: Case, target: Target) -> list[str]:
             raise AssertionError(
                 f"{case.name} [{label}] on {target.name}: outcome differs from the recorded one\n"
                 f"  recorded: {expected}\n  observed: {observed}\n"
-                f"  (regenerate with `make generate` if the spec changed on purpose)"
+                f"  (regenerate with `make generate` if the spec changed on purpose)\n"
+                f"replay: {replay_command(case, target)}"
             )
         ran.append(label)
     if not ran:
@@ -142,44 +164,91 @@ def check_case(case: Case, target: Target) -> None:
         pytest.skip(f"{target.name}: {exc}")
 
 
+def _assert_words(name: str) -> str:
+    a = ASSERTS[name]
+    return f"`{a.statement}` ({name})" if a.statement else f"{name} (the model ends the trace: {a.doc})"
+
+
+def fired_mismatch(model_fired: list[str], outcome: Outcome, cfg: Config, spec_state: Mapping,
+                   target: Target) -> str:
+    """Say what differs when the model and the target disagree on an assert, so that "the
+    bug is fixed" and "the assert was removed" read differently."""
+    lines = []
+    if model_fired:
+        lines.append("the model predicts that vLLM's " + " and ".join(_assert_words(a) for a in model_fired)
+                     + " fires here; the target fired " + (_assert_words(outcome.fired) if outcome.fired in ASSERTS
+                                                          else (outcome.fired or "nothing")))
+    else:
+        lines.append(f"the target fired {_assert_words(outcome.fired) if outcome.fired in ASSERTS else outcome.fired}"
+                     f" where the model predicts no assert")
+    if outcome.detail:
+        lines.append(f"target said: {outcome.detail}")
+    if model_fired and not outcome.fired:
+        try:
+            theirs = target.project()
+        except Exception:  # noqa: BLE001 - a half-updated target may not project
+            theirs = {}
+        props = {ASSERTS[a].property for a in model_fired}
+        broken_in_model = [p for p in props if PROPERTIES[p].kind == "state"]
+        differs = {k: (spec_state.get(k), v) for k, v in theirs.items() if spec_state.get(k) != v}
+        shown = [k for k in spec_state if k[0] == "num_output_placeholders" or k[0] in ("num_stale_output_tokens",)]
+        values = ", ".join(f"{k[0]}[r{k[1]}] model {spec_state[k]} / target {theirs.get(k, '?')}" for k in shown)
+        if values:
+            lines.append("after the step: " + values)
+        if not differs and broken_in_model:
+            lines.append("the target reached the very state the assert guards and did not fire: "
+                         "the assert (the invariant check) was removed or moved, not the bug fixed")
+        elif differs:
+            lines.append("the target's state differs from the model's after this step "
+                         f"({len(differs)} variable(s)): the target no longer takes this path; if that is a "
+                         "fix, it shows here first")
+    return "\n".join(lines)
+
+
 def _replay_arm(case: Case, label: str, cfg: Config, target: Target) -> Expect:
     it = Interpreter(cfg)
     state = it.initial(**case.init)
     target.reset(cfg, flat(case.init))  # the protocol takes flat keys
     _compare(case, label, cfg, target, state, 0, "init", case.init)
-    violations, fired, runs = [], None, 0
+    watched = properties_for(cfg)
+    violations, first, fired, runs = [], {}, None, 0
     for index, (event, named) in enumerate(case.steps):
         args = args_for(it.event(event), cfg, named)
         if not it.enabled(state, event, args):
-            break  # e.g. a historical trigger that 0.32.0 no longer lets happen
+            break  # e.g. a historical trigger that a release no longer lets happen
         result = it.step(state, event, args)
         state = result.state
         outcome = target.step(event, args)
         runs = index + 1
-        if case.property and _violates(it, result, case.property):
-            violations.append(index + 1)
-        model_fatal = [p for p in result.failed() if p in FATAL]
-        if getattr(target, "observes_asserts", False) and (outcome.fired or model_fatal):
-            if outcome.fired not in model_fatal:
+        for prop in watched:
+            if _violates(it, result, prop):
+                if prop == case.property:
+                    violations.append(index + 1)
+                first.setdefault(prop, index + 1)
+        model_fired = result.fired
+        observable = [a for a in model_fired if ASSERTS[a].statement]
+        if getattr(target, "observes_asserts", False) and (outcome.fired or observable):
+            if outcome.fired not in model_fired:
                 raise Divergence(
-                    f"{case.name} [{label}] on {target.name}, step {index + 1} {event}{named}: "
-                    f"spec fires {model_fatal or 'nothing'}, target fires {outcome.fired or 'nothing'}\n"
-                    f"{outcome.detail}\nreplay: {replay_command(case, target.name)}",
-                    index + 1, event, {("fired",): (model_fatal or None, outcome.fired)},
+                    f"{case.name} [{label}] on {target.name}, step {index + 1} {event}{named}:\n"
+                    + fired_mismatch(model_fired, outcome, cfg, state, target)
+                    + f"\nreplay: {replay_command(case, target)}",
+                    index + 1, event, {("fired",): (model_fired or None, outcome.fired)},
                 )
         mismatches = outcome.observed.get("mismatches") if outcome.observed else None
         if mismatches:
             raise Divergence(
                 f"{case.name} [{label}] on {target.name}, step {index + 1} {event}{named}:\n  "
-                + "\n  ".join(mismatches) + f"\nreplay: {replay_command(case, target.name)}",
+                + "\n  ".join(mismatches) + f"\nreplay: {replay_command(case, target)}",
                 index + 1, event, {("kernel",): (None, mismatches)},
             )
-        if model_fatal:
-            fired = (model_fatal[0], index + 1)
+        if model_fired:
+            fired = (model_fired[0], index + 1)
             break
         _compare(case, label, cfg, target, state, index + 1, event, named)
     view = nested(state)
-    return Expect(runs=runs, fired=fired, violations=tuple(violations),
+    others = tuple((p, step) for p, step in first.items() if p != case.property)
+    return Expect(runs=runs, fired=fired, violations=tuple(violations), others=others,
                   dropped=sum(view.get("clamp_dropped", [0])), completed=any(view["completed"]))
 
 
@@ -188,7 +257,7 @@ def _compare(case, label, cfg, target, state, step, event, named) -> None:
     if diff:
         message = _diff_message(step, event, named, diff)
         raise Divergence(f"{case.name} [{label}] on {target.name}: {message}\n"
-                         f"replay: {replay_command(case, target.name)}", step, event, diff)
+                         f"replay: {replay_command(case, target)}", step, event, diff)
 
 
 # --------------------------------------------------------------------- replay
@@ -264,8 +333,8 @@ def replay(cfg: Config, init: Mapping, steps: Sequence[tuple[str, Mapping]],
     compare the projections (and the queue orders). Raises Divergence (an
     AssertionError) with a spec/target diff, the step index and the event.
 
-    A fatal property ends the trace: the model's failed fatal checks must contain the
-    property whose vLLM assert fired, and vice versa. `ignore` masks known
+    A fired assert ends the trace: the asserts the model fires must contain the one
+    vLLM fired, and vice versa. `ignore` masks known
     differences (see compare); the fuzzer uses it to look past them. engine=True also
     compares what the engine loop decides with (has_requests), which is not a spec
     variable: a difference there means the model's schedule/deliver guards admit an
@@ -285,7 +354,7 @@ def replay(cfg: Config, init: Mapping, steps: Sequence[tuple[str, Mapping]],
         state = result.state
         outcome = target.step(event, flat_args)
         outcomes.append(outcome)
-        model_fatal = [p for p in result.failed() if p in FATAL]
+        model_fatal = result.fired
         if outcome.fired or model_fatal:
             if outcome.fired not in model_fatal:
                 diff = {("fired",): (model_fatal or None, outcome.fired)}

@@ -12,7 +12,6 @@ from typing import Any, Mapping
 
 from model.interpreter import Interpreter, State, nested
 from spec.config import Config
-from spec.properties import FATAL
 from targets.protocol import Outcome
 
 
@@ -37,8 +36,8 @@ class ReferenceTarget:
     def step(self, event: str, args: Mapping[tuple, Any]) -> Outcome:
         result = self.interp.step(self.state, event, args)
         self.state = result.state
-        fatal = [p for p in result.failed() if p in FATAL]
-        return Outcome(fired=fatal[0] if fatal else None)
+        fired = result.fired
+        return Outcome(fired=fired[0] if fired else None)
 
     def project(self) -> dict[tuple, Any]:
         return dict(self.state)

@@ -1,4 +1,7 @@
-"""The vLLM target: the spec's events driven through vLLM 0.32.0's real AsyncScheduler.
+"""The vLLM target: the spec's events driven through a real vLLM AsyncScheduler.
+
+The tree is the one the run selected (`--vllm=0.32.0|0.33.0|PATH`, targets/vllm_tree.py);
+the target plays the arms of the release profile that tree is checked against.
 
 Each event goes through vLLM's own code path; where no public path exists, the
 narrowest hook that reproduces what vLLM itself does:
@@ -27,8 +30,9 @@ narrowest hook that reproduces what vLLM itself does:
   abort(req)              finish_requests("rK", FINISHED_ABORTED) (sched:2649).
 
 An AssertionError raised by vLLM is not propagated: the step returns
-Outcome(fired=<property>) from the assert's file:line, and the case ends (the
-scheduler is half-updated).
+Outcome(fired=<assert>) and the case ends (the scheduler is half-updated). The assert
+is recognised by its statement (the source line of the innermost vLLM frame, matched
+against spec/properties.py ASSERTS), wherever the line moved between releases.
 
 `replay(cfg, init, steps, target)` steps the reference interpreter and a target
 together and compares projections after every step.
@@ -36,6 +40,8 @@ together and compares projections after every step.
 
 from __future__ import annotations
 
+import linecache
+import os
 import time
 import traceback
 from collections import deque
@@ -43,21 +49,16 @@ from typing import Any, Mapping
 
 from model.interpreter import Interpreter, StepResult, args_for, nested
 from spec.config import Config
+from spec.properties import BY_STATEMENT, statement_key
 from spec.vocabulary import Status
 from targets import vllm_env as env
 from targets.harness import is_named
 from targets.protocol import Outcome
 
-# vLLM's asserts that are contract properties: (file, line) -> property
-ASSERTS = {
-    ("async_scheduler.py", 71): "counter-nonnegative",
-    ("scheduler.py", 2087): "stale-count-nonnegative",
-    ("scheduler.py", 2473): "safe-frontier-nonnegative",
-    ("scheduler.py", 1170): "scheduled-tokens-positive",
-    ("scheduler.py", 1372): "padding-intact",
-    ("scheduler.py", 2078): "scheduled-tokens-positive",
-}
 _SCHED_DIR = "/vllm/v1/core/sched/"
+# SHOW_VLLM_TRACEBACK=1: print vLLM's own traceback whenever one of its asserts fires,
+# also when the case expects it (a passing replay is otherwise quiet)
+SHOW_TRACEBACK = os.environ.get("SHOW_VLLM_TRACEBACK", "") not in ("", "0")
 
 # the per-request variables vLLM's Request exposes (spec/vocabulary.py names)
 REQUEST_VARS = (
@@ -73,13 +74,21 @@ class CaseEnded(RuntimeError):
     """The target was stepped after an assert fired or vLLM raised."""
 
 
-def assert_site(exc: BaseException) -> tuple[str, int] | None:
-    """(file name, line) of the innermost frame of vLLM's scheduler package."""
+def assert_site(exc: BaseException) -> tuple[str, int, str] | None:
+    """(file name, line, statement) of the innermost frame of vLLM's scheduler package."""
     for frame in reversed(traceback.extract_tb(exc.__traceback__)):
         path = frame.filename.replace("\\", "/")
         if _SCHED_DIR in path:
-            return path.rsplit("/", 1)[-1], frame.lineno
+            text = frame.line or linecache.getline(frame.filename, frame.lineno)
+            return path.rsplit("/", 1)[-1], frame.lineno, text.strip()
     return None
+
+
+def assert_name(site: tuple[str, int, str] | None) -> str | None:
+    """The spec's name for the assert at a site, recognised by its statement."""
+    if site is None:
+        return None
+    return BY_STATEMENT.get(statement_key(site[2]))
 
 
 def status_of(status) -> int:
@@ -119,13 +128,19 @@ class VllmTarget:
         env.load()  # TargetUnavailable if vLLM is not importable
         self.clamp_option = clamp
         self.cfg: Config | None = None
+        self.tree = env.tree()
+        self.replay_option = env.replay_option()
         if clamp is True:
             self.name = "vllm-clamp"
 
     def accepts(self, cfg: Config) -> str | None:
-        """The installed vLLM is 0.32.0: it can only play that profile, and one arm."""
-        if cfg.profile != "vllm-0.32.0":
-            return f"vLLM 0.32.0 does not implement the historical profile {cfg.profile}"
+        """A loaded tree plays the arms of the profile it is checked against, one clamp arm
+        per target."""
+        if cfg.profile != self.tree.profile:
+            return (f"this run loads {self.tree.title} (profile {self.tree.profile}); the "
+                    f"{cfg.profile} arm runs with --vllm={cfg.prof.release}"
+                    if not cfg.prof.historical else
+                    f"no vLLM tree implements the historical profile {cfg.profile}")
         if self.clamp_option is not None and cfg.clamp != self.clamp_option:
             return f"{self.name} runs the clamp-{'on' if self.clamp_option else 'off'} arm"
         return None
@@ -161,15 +176,18 @@ class VllmTarget:
             observed = handler(args, result)
         except AssertionError as exc:
             site = assert_site(exc)
-            prop = ASSERTS.get(site) if site else None
-            self.ended = f"{event}: assert at {site}"
+            name = assert_name(site)
+            where = f"{site[0]}:{site[1]} `{site[2]}`" if site else "outside vllm/v1/core/sched"
+            self.ended = f"{event}: assert at {where}"
             self.model_state = result.state
-            if prop is None:
+            if SHOW_TRACEBACK:
+                print(f"\n--- vLLM ({self.tree.title}) raised at {where} ---")
+                traceback.print_exception(exc)
+            if name is None:
                 # an assert the contract does not name: report it as an error
-                where = f"{site[0]}:{site[1]}" if site else "outside vllm/v1/core/sched"
-                return Outcome(detail=f"unmapped AssertionError at {where}: {exc}",
+                return Outcome(detail=f"unknown AssertionError at {where}: {exc}",
                                observed={"error": f"AssertionError at {where}", "assert_site": site})
-            return Outcome(fired=prop, detail=f"{site[0]}:{site[1]} {exc}".strip(),
+            return Outcome(fired=name, detail=f"vLLM's assert fired at {where}",
                            observed={"assert_site": site})
         except RuntimeError as exc:
             if isinstance(exc, CaseEnded):

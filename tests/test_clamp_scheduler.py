@@ -4,6 +4,8 @@ The seed PR's two tests, by intent: an over-delivery for a prefill chunk no long
 asserts and its token is not appended; a healthy decode delivery consumes its
 placeholder and is never dropped. Plus: it loads through vLLM's scheduler_cls, it
 warns once per process, and the target's clamp arm agrees with the model's clamp.
+Runs on the loaded vLLM release (`--vllm`); where 0.32.0 and 0.33.0 differ without the
+clamp, each test says which does what.
 """
 
 from __future__ import annotations
@@ -25,7 +27,9 @@ from targets.harness import replay
 from targets.vllm_target import VllmTarget, assert_site
 
 V = vllm_env.load()
-CFG = Config("clamp-unit", runner="v1", requests=1)
+PROFILE = vllm_env.tree().profile
+RELEASE = PROFILE.removeprefix("vllm-")
+CFG = Config("clamp-unit", runner="v1", requests=1, profile=PROFILE)
 
 
 def fresh(clamp: bool, prompt_len: int):
@@ -74,15 +78,20 @@ def test_plain_arm_is_vllms_async_scheduler():
 # ------------------------------------------------------------------- the seed's tests
 
 
-def test_prefill_chunk_over_delivery_asserts_without_clamp():
-    """Negative control: unpatched 0.32.0 dies at async_scheduler.py:71."""
+def test_prefill_chunk_over_delivery_without_clamp():
+    """Negative control: unpatched 0.32.0 dies at async_scheduler.py:71; 0.33.0 skips
+    the decrement at P = 0 and appends the chunk's token silently."""
     sched, req = fresh(clamp=False, prompt_len=100)
     out = schedule(sched, 64)
     assert req.is_prefill_chunk and req.num_output_placeholders == 0
-    with pytest.raises(AssertionError) as info:
+    if RELEASE == "0.32.0":
+        with pytest.raises(AssertionError) as info:
+            deliver(sched, out, [vllm_env.SAMPLED_ID])
+        assert assert_site(info.value)[:2] == ("async_scheduler.py", 71)
+        assert req.num_output_placeholders == -1
+    else:
         deliver(sched, out, [vllm_env.SAMPLED_ID])
-    assert assert_site(info.value) == ("async_scheduler.py", 71)
-    assert req.num_output_placeholders == -1
+        assert req.num_output_placeholders == 0 and req.num_output_tokens == 1
 
 
 def test_prefill_chunk_over_delivery_is_dropped_with_clamp():
@@ -166,7 +175,7 @@ def test_warns_once_per_process_and_logs_each_drop(monkeypatch):
 
 
 def test_clamp_arm_matches_the_model_on_the_seed_trigger():
-    cfg = Config("seed-clamp", runner="v2", requests=1, clamp=True,
+    cfg = Config("seed-clamp", profile=PROFILE, runner="v2", requests=1, clamp=True,
                  faults=frozenset({"stale-slot-read"}))
     steps = [("schedule", {"budget": 64, "stale_read": [True]}), ("schedule", {"budget": 64}),
              ("deliver", {}), ("schedule", {"budget": 64}), ("deliver", {}),
@@ -185,10 +194,11 @@ def test_clamp_does_not_cover_an_over_delivery_within_the_total_reservation():
     rejected drafts (sched:2124-2128, guarded by P > 0, not P >= rejected) take P to
     -1, the clamp keeps 0 tokens, and the assert at async_scheduler.py:71 still fires.
     Model and vLLM agree."""
-    cfg = Config("clamp-limit", runner="v1", spec_tokens=2, clamp=True,
+    cfg = Config("clamp-limit", profile=PROFILE, runner="v1", spec_tokens=2, clamp=True,
                  faults=frozenset({"over-delivery"}))
     steps = [("schedule", {"budget": 4, "extra": [0, 2]}), ("schedule", {"budget": 13}),
              ("deliver", {}), ("schedule", {"budget": 1}), ("deliver", {})]
     result = replay(cfg, {"prompt_len": [3, 1]}, steps, VllmTarget())
-    assert result.fired == "counter-nonnegative"
+    # 0.32.0 asserts; 0.33.0 skips the decrement once P <= 0 and leaves P at -1
+    assert result.fired == {"0.32.0": "placeholders-nonnegative", "0.33.0": None}[RELEASE]
     assert result.outcomes[2].observed["sampled"]["r1"] == [vllm_env.SAMPLED_ID] * 3

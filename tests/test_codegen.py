@@ -25,14 +25,14 @@ def isolated(name: str):
 def kvfail_trace(tmp_path_factory) -> Path:
     """The v2-kvfail counterexample, produced by the prover."""
     folder = tmp_path_factory.mktemp("prove")
-    for rel, doc in isolated("v2-kvfail").documents.items():
+    for rel, doc in isolated("v2-kvfail@0.32.0").documents.items():
         write(folder / rel, doc)
-    return folder / "traces/v2-kvfail/counter-nonnegative.itf.json"
+    return folder / "traces/v2-kvfail@0.32.0/counter-nonnegative.itf.json"
 
 
 def test_same_spec_gives_byte_identical_traces_and_modules(kvfail_trace, tmp_path):
-    again = isolated("v2-kvfail")
-    write(tmp_path / "again.itf.json", again.documents["traces/v2-kvfail/counter-nonnegative.itf.json"])
+    again = isolated("v2-kvfail@0.32.0")
+    write(tmp_path / "again.itf.json", again.documents["traces/v2-kvfail@0.32.0/counter-nonnegative.itf.json"])
     assert (tmp_path / "again.itf.json").read_bytes() == kvfail_trace.read_bytes()
     first, second = render(build(kvfail_trace)), render(build(tmp_path / "again.itf.json"))
     assert first.replace(str(kvfail_trace), "TRACE") == second.replace(str(tmp_path / "again.itf.json"), "TRACE")
@@ -117,5 +117,5 @@ def test_a_quint_style_trace_becomes_the_same_case(kvfail_trace, tmp_path):
         states.append({**quint(state), "mbt::nondetPicks": picks})
     other = tmp_path / "quint.itf.json"
     other.write_text(json.dumps({"#meta": meta, "vars": doc["vars"], "states": states}))
-    ours, theirs = build(kvfail_trace), build(other, "v2-kvfail")
+    ours, theirs = build(kvfail_trace), build(other, "v2-kvfail@0.32.0")
     assert theirs.case.steps == ours.case.steps and theirs.case.arms == ours.case.arms

@@ -2,7 +2,8 @@
 
 Hypothesis drives the trace generator of targets/fuzz.py (every draw goes through its
 Random, so a failing trace shrinks), over the fuzzer's preset configurations; each
-trace is replayed step by step on vLLM 0.32.0 comparing every projected variable, the
+trace is replayed step by step on the loaded vLLM (--vllm), under that release's
+profile, comparing every projected variable, the
 queue orders and the engine loop's view. A modest number runs in `make test`
 (HYPOTHESIS_PROFILE=fuzz for more); `make fuzz` runs the 10,000-trace sweep.
 """
@@ -35,6 +36,6 @@ TARGET = VllmTarget()
 @given(name=st.sampled_from(sorted(PRESETS)), rng=st.randoms(use_true_random=False),
        length=st.integers(min_value=5, max_value=40))
 def test_model_and_vllm_agree_on_random_traces(name, rng, length):
-    cfg = PRESETS[name]
+    cfg = PRESETS[name].with_(profile=vllm_env.tree().profile)
     init, steps, _ = random_trace(cfg, rng, length)
     replay(cfg, init, steps, TARGET, ignore=ignore_known(list(KNOWN)), engine=True)

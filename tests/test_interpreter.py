@@ -116,14 +116,18 @@ def test_unclamped_over_delivery_fires_the_assert_and_the_clamp_drops_it():
     steps = [("schedule", {"budget": 1, "extra": [1]}), ("schedule", {"budget": 1}), ("deliver", {})]
     plain = Config(name="t", runner="v1", requests=1, faults=frozenset({"over-delivery"}))
     _, s, res = run(plain, [1], steps)
-    assert res[-1].checks["counter-nonnegative"] is True  # 2 tokens, 2 placeholders: absorbed
+    assert res[-1].fired == [] and req(s, "num_output_placeholders") == 0  # 2 tokens, 2 placeholders: absorbed
     steps = [("schedule", {"budget": 1, "extra": [2]}), ("schedule", {"budget": 1}), ("deliver", {})]
     _, s, res = run(plain, [1], steps)
-    assert res[-1].checks["counter-nonnegative"] is False  # async:71
+    assert res[-1].fired == ["placeholders-nonnegative"]  # async:71
+    assert req(s, "num_output_placeholders") == -1
     clamped = plain.with_(clamp=True)
     _, s, res = run(clamped, [1], steps)
-    assert res[-1].checks["counter-nonnegative"] is True
+    assert res[-1].fired == [] and req(s, "num_output_placeholders") == 0
     assert req(s, "clamp_dropped") == 1
+    # 0.33.0 resolves every returned token when P > 0: 3 tokens, 2 placeholders -> -1, fires
+    _, s, res = run(plain.with_(profile="vllm-0.33.0"), [1], steps)
+    assert res[-1].fired == ["placeholders-nonnegative"] and req(s, "num_output_placeholders") == -1
 
 
 def test_resumable_stop_rolls_back_to_the_safe_frontier():

@@ -126,9 +126,10 @@ def test_prove_refuses_an_unknown_configuration_and_writes_nothing(tmp_path, cap
 
 def test_prove_writes_a_summary_with_replayable_traces(tmp_path):
     out = tmp_path / "prove"
-    assert prove_main(["v2-kvfail", "--out", str(out), "--jobs", "1"]) == 0
+    assert prove_main(["v2-kvfail@0.32.0", "--out", str(out), "--jobs", "1"]) == 0
     summary = json.loads((out / "summary.json").read_text())
     assert {r["verdict"] for r in summary["results"]} == {"violated"}
+    assert {r["reaction"] for r in summary["results"]} == {"silent", "crash: placeholders-nonnegative"}
     first = summary["results"][0]
     assert set(first) >= {"config", "runner", "clamp", "events", "faults", "profile", "property",
                           "verdict", "depth", "seconds", "trace"}
@@ -170,7 +171,7 @@ def test_counterexample_picks_are_least_along_their_path():
     path = [enc.step(t).act == names.index(s.event) for t, s in enumerate(trace.steps)]
     values = [enc.init_args[k] == v for k, v in trace.init.items()]
     values += [enc.step(t).args[s.event][k] == v for t, s in enumerate(trace.steps) for k, v in s.args.items()]
-    assumptions = bmc._prefix(depth, last_alive=goal.kind != "transition") + [bmc.goal_at(goal, depth)]
+    assumptions = bmc._prefix(depth, last_alive=not goal.may_end_engine) + [bmc.goal_at(goal, depth)]
     objective = bmc.picks(depth)
     assert bmc.solver.check(*assumptions, *path, *values) == z3.sat
     found = _value(bmc.solver.model(), objective)
@@ -220,3 +221,36 @@ def test_the_witness_falls_back_to_a_search_when_the_policy_does_not_get_through
     monkeypatch.setattr(check, "policy_run", lambda *args: None)
     report = check.check_config(Config(name="v1-one", runner="v1", requests=1))
     assert report.witness["reached"] is True and report.witness["depth"] >= 5
+
+
+def test_session_keep_proved_on_0_33_and_refuted_without_the_stop_rollback(monkeypatch):
+    """0.33.0 asserts keep_end >= num_computed_tokens in a session update. Proved for
+    every event family; a 0.33.0 whose resumable stop keeps its in-flight computed
+    tokens (the safe-frontier rollback removed) must fire it."""
+    from dataclasses import replace
+
+    import spec.profiles as profiles
+
+    v1_033 = V1.with_(name="v1-033", profile="vllm-0.33.0")
+    assert prove(v1_033, ["session-keep-covers-computed"]).status == "proved"
+    mutant = replace(profiles.V0_33_0, name="t-0.33-no-rollback", stop_rolls_back=False)
+    monkeypatch.setitem(profiles.PROFILES, mutant.name, mutant)
+    weak = v1_033.with_(name="no-rollback", profile=mutant.name, events=frozenset({"stream"}), requests=1)
+    trace = counterexample(weak, "session-keep-covers-computed")
+    assert trace.fired[-1] == ["session-keep-covers-computed"]
+
+
+def test_0_33_guard_keeps_the_counter_at_zero_where_0_32_asserts():
+    """The same stray token: 0.32.0 fires the counter assert, 0.33.0 keeps P at 0 and
+    appends the token (no-token-while-prefilling is violated instead)."""
+    stray = Config(name="stray", runner="v2", requests=1, faults=frozenset({"stale-slot-read"}))
+    trace = counterexample(stray, "counter-nonnegative")
+    assert trace.reaction == "crash: placeholders-nonnegative"
+    interp = Interpreter(stray.with_(profile="vllm-0.33.0"))
+    from model.trace import replay
+
+    fired: list = []
+    states, checks, _ = replay(interp, trace.init, trace.steps, fired)
+    assert fired[-1] == []
+    assert states[-1][("num_output_placeholders", 0)] == 0
+    assert checks[-1]["no-token-while-prefilling"] is False

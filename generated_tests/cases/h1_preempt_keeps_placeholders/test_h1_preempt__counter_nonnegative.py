@@ -1,40 +1,59 @@
 """With v2 and h1-preempt-keeps-placeholders, preempt violates counter-nonnegative at
-step 7. The property: vLLM's assert num_output_placeholders >= 0 after a live delivery
-never fires.
+step 7. The property: num_output_placeholders is never negative (0.32.0 asserts it
+after every live delivery; 0.33.0 only after a delivery that found it positive).
 
 Configuration h1-preempt: preemption kept placeholders, output not marked stale (before #38624); V2 re-prefills a resumed request while the scheduler still counts old placeholders
   runner v2; events preempt; faults none;
   profile h1-preempt-keeps-placeholders; clamp off; 1 request(s), pp 1, 1 draft token(s) per step
-Violated: counter-nonnegative (async:69-71), at step 7.
+Violated: counter-nonnegative (vLLM 0.32.0: async_scheduler.py:69-71), at step 7.
 
 step  event               picks                           what changes
    0  init                prompt_len=[1]
    1  schedule            budget=1                        r0: scheduled 1, reserved 1, runner returns 1
+                                                          r0: runner rule g + n = 0 + 1 = 1 < prefill_len = 1? no -> samples
                                                           r0: status WAITING->RUNNING, c 0->1, P 0->1, F 0->1, drafts 0->1
                                                           r0: g 0->1, pl 0->1, tl 0->2
                                                           in flight 0->1
    2  preempt                                             r0: status RUNNING->PREEMPTED, c 1->0, drafts 1->0
    3  schedule            budget=1                        r0: scheduled 1, reserved 0, runner returns 1
+                                                          r0: runner rule g + n = 0 + 1 = 1 < prefill_len = 1? no -> samples
                                                           r0: status PREEMPTED->RUNNING, c 0->1, F 1->2, X F->T
                                                           in flight 1->2
                                                           VIOLATES predicates-agree
-   4  deliver                                             r0: T 1->2, P 1->0, F 2->1
+   4  deliver                                             delivers the output of step 1
+                                                          r0: T 1->2, P 1->0, F 2->1
                                                           in flight 2->1
    5  preempt                                             r0: status RUNNING->PREEMPTED, c 1->0
    6  schedule            budget=1                        r0: scheduled 1, reserved 0, runner returns 0
+                                                          r0: runner rule g + n = 0 + 1 = 1 < prefill_len = 2? yes -> discards
                                                           r0: status PREEMPTED->RUNNING, c 0->1, F 1->2, pl 1->2
                                                           in flight 1->2
-   7  deliver                                             r0: T 2->3, P 0->-1, F 2->1
+   7  deliver                                             delivers the output of step 3
+                                                          r0: T 2->3, P 0->-1, F 2->1
                                                           in flight 2->1
-                                                          VIOLATES counter-nonnegative, no-token-while-prefilling
+                                                          VIOLATES no-token-while-prefilling
 (L prompt, T tokens, c computed, P placeholders, F in flight, S stale, D drop-stale, X is_prefill_chunk, Nr V1 num_tokens, g/pl/tl V2 slot computed/prefill_len/total_len)
 
-What the model predicts on each arm:
-  h1-preempt-keeps-placeholders runs 7 step(s); vLLM's assert for counter-nonnegative fires at step 7; violated at step(s) 7
-  vllm-0.32.0        runs 4 step(s); no violation
-  vllm-0.32.0+clamp  runs 4 step(s); no violation
+What the model predicts on each arm (vLLM's reaction: CRASH = an assert kills the
+engine; SILENT = the violation passes unnoticed):
+  h1-preempt-keeps-placeholders CRASH at step 7: `assert request.num_output_placeholders >= 0` fires
+                      violated: counter-nonnegative at step 7; placeholder-accounting at 2; predicates-agree at 3; no-token-while-prefilling at 7
+                      runs 7 step(s)
+  vllm-0.32.0         holds: no assert fires, nothing is violated
+                      counter-nonnegative holds on this arm
+                      runs 4 step(s)
+  vllm-0.32.0+clamp   holds: no assert fires, nothing is violated
+                      counter-nonnegative holds on this arm
+                      runs 4 step(s)
+  vllm-0.33.0         holds: no assert fires, nothing is violated
+                      counter-nonnegative holds on this arm
+                      runs 4 step(s)
+  vllm-0.33.0+clamp   holds: no assert fires, nothing is violated
+                      counter-nonnegative holds on this arm
+                      runs 4 step(s)
 
 Replay:      .venv/bin/python -m pytest generated_tests/cases/h1_preempt_keeps_placeholders/test_h1_preempt__counter_nonnegative.py --target=reference,vllm,vllm-clamp,kernel
+             (add --vllm=0.33.0 for the 0.33.0 arms, SHOW_VLLM_TRACEBACK=1 to see vLLM's own traceback)
 Regenerate:  make generate    (from build/prove/traces/h1-preempt/counter-nonnegative.itf.json; generated, do not edit)
 """
 
@@ -56,9 +75,11 @@ CASE = Case(
     kind='violation',
     property='counter-nonnegative',
     arms={
-        'h1-preempt-keeps-placeholders': ({'clamp': False}, Expect(runs=7, fired=('counter-nonnegative', 7), violations=(7,), dropped=0, completed=False)),
-        'vllm-0.32.0': ({'profile': 'vllm-0.32.0', 'clamp': False}, Expect(runs=4, fired=None, violations=(), dropped=0, completed=False)),
-        'vllm-0.32.0+clamp': ({'profile': 'vllm-0.32.0', 'clamp': True}, Expect(runs=4, fired=None, violations=(), dropped=0, completed=False)),
+        'h1-preempt-keeps-placeholders': ({'profile': 'h1-preempt-keeps-placeholders', 'clamp': False}, Expect(runs=7, fired=('placeholders-nonnegative', 7), violations=(7,), others=(('placeholder-accounting', 2), ('predicates-agree', 3), ('no-token-while-prefilling', 7)), dropped=0, completed=False)),
+        'vllm-0.32.0': ({'profile': 'vllm-0.32.0', 'clamp': False}, Expect(runs=4, fired=None, violations=(), others=(), dropped=0, completed=False)),
+        'vllm-0.32.0+clamp': ({'profile': 'vllm-0.32.0', 'clamp': True}, Expect(runs=4, fired=None, violations=(), others=(), dropped=0, completed=False)),
+        'vllm-0.33.0': ({'profile': 'vllm-0.33.0', 'clamp': False}, Expect(runs=4, fired=None, violations=(), others=(), dropped=0, completed=False)),
+        'vllm-0.33.0+clamp': ({'profile': 'vllm-0.33.0', 'clamp': True}, Expect(runs=4, fired=None, violations=(), others=(), dropped=0, completed=False)),
     },
     path='generated_tests/cases/h1_preempt_keeps_placeholders/test_h1_preempt__counter_nonnegative.py',
 )

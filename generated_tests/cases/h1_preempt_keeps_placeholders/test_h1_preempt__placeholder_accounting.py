@@ -5,23 +5,38 @@ its in-flight steps scheduled since its last preemption or resumable stop.
 Configuration h1-preempt: preemption kept placeholders, output not marked stale (before #38624); V2 re-prefills a resumed request while the scheduler still counts old placeholders
   runner v2; events preempt; faults none;
   profile h1-preempt-keeps-placeholders; clamp off; 1 request(s), pp 1, 1 draft token(s) per step
-Violated: placeholder-accounting (async:45-47, async:70, sched:1607, sched:2478), at step 2.
+Violated: placeholder-accounting (vLLM 0.32.0: async_scheduler.py:34-47, async_scheduler.py:69-71, scheduler.py:1603-1607, scheduler.py:2472-2474), at step 2.
 
 step  event               picks                           what changes
    0  init                prompt_len=[1]
    1  schedule            budget=1                        r0: scheduled 1, reserved 1, runner returns 1
+                                                          r0: runner rule g + n = 0 + 1 = 1 < prefill_len = 1? no -> samples
                                                           r0: status WAITING->RUNNING, c 0->1, P 0->1, F 0->1, drafts 0->1
                                                           r0: g 0->1, pl 0->1, tl 0->2
                                                           in flight 0->1
    2  preempt                                             r0: status RUNNING->PREEMPTED, c 1->0, drafts 1->0
 (L prompt, T tokens, c computed, P placeholders, F in flight, S stale, D drop-stale, X is_prefill_chunk, Nr V1 num_tokens, g/pl/tl V2 slot computed/prefill_len/total_len)
 
-What the model predicts on each arm:
-  h1-preempt-keeps-placeholders runs 2 step(s); violated at step(s) 2
-  vllm-0.32.0        runs 2 step(s); no violation
-  vllm-0.32.0+clamp  runs 2 step(s); no violation
+What the model predicts on each arm (vLLM's reaction: CRASH = an assert kills the
+engine; SILENT = the violation passes unnoticed):
+  h1-preempt-keeps-placeholders SILENT: no assert fires
+                      violated: placeholder-accounting at step 2
+                      runs 2 step(s)
+  vllm-0.32.0         holds: no assert fires, nothing is violated
+                      placeholder-accounting holds on this arm
+                      runs 2 step(s)
+  vllm-0.32.0+clamp   holds: no assert fires, nothing is violated
+                      placeholder-accounting holds on this arm
+                      runs 2 step(s)
+  vllm-0.33.0         holds: no assert fires, nothing is violated
+                      placeholder-accounting holds on this arm
+                      runs 2 step(s)
+  vllm-0.33.0+clamp   holds: no assert fires, nothing is violated
+                      placeholder-accounting holds on this arm
+                      runs 2 step(s)
 
 Replay:      .venv/bin/python -m pytest generated_tests/cases/h1_preempt_keeps_placeholders/test_h1_preempt__placeholder_accounting.py --target=reference,vllm,vllm-clamp,kernel
+             (add --vllm=0.33.0 for the 0.33.0 arms, SHOW_VLLM_TRACEBACK=1 to see vLLM's own traceback)
 Regenerate:  make generate    (from build/prove/traces/h1-preempt/placeholder-accounting.itf.json; generated, do not edit)
 """
 
@@ -38,9 +53,11 @@ CASE = Case(
     kind='violation',
     property='placeholder-accounting',
     arms={
-        'h1-preempt-keeps-placeholders': ({'clamp': False}, Expect(runs=2, fired=None, violations=(2,), dropped=0, completed=False)),
-        'vllm-0.32.0': ({'profile': 'vllm-0.32.0', 'clamp': False}, Expect(runs=2, fired=None, violations=(), dropped=0, completed=False)),
-        'vllm-0.32.0+clamp': ({'profile': 'vllm-0.32.0', 'clamp': True}, Expect(runs=2, fired=None, violations=(), dropped=0, completed=False)),
+        'h1-preempt-keeps-placeholders': ({'profile': 'h1-preempt-keeps-placeholders', 'clamp': False}, Expect(runs=2, fired=None, violations=(2,), others=(), dropped=0, completed=False)),
+        'vllm-0.32.0': ({'profile': 'vllm-0.32.0', 'clamp': False}, Expect(runs=2, fired=None, violations=(), others=(), dropped=0, completed=False)),
+        'vllm-0.32.0+clamp': ({'profile': 'vllm-0.32.0', 'clamp': True}, Expect(runs=2, fired=None, violations=(), others=(), dropped=0, completed=False)),
+        'vllm-0.33.0': ({'profile': 'vllm-0.33.0', 'clamp': False}, Expect(runs=2, fired=None, violations=(), others=(), dropped=0, completed=False)),
+        'vllm-0.33.0+clamp': ({'profile': 'vllm-0.33.0', 'clamp': True}, Expect(runs=2, fired=None, violations=(), others=(), dropped=0, completed=False)),
     },
     path='generated_tests/cases/h1_preempt_keeps_placeholders/test_h1_preempt__placeholder_accounting.py',
 )

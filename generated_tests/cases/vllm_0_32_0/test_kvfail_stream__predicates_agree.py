@@ -2,64 +2,86 @@
 predicates-agree at step 7. The property: the runner samples a scheduled request iff
 the scheduler reserved placeholders for it (runner discard <=> is_prefill_chunk).
 
-Configuration kvfail-stream: KV-load failure on a streaming session: the stop lands below the prompt
+Configuration kvfail-stream@0.32.0: KV-load failure on a streaming session: the stop lands below the prompt
   runner v1; events kvfail, stream; faults none;
   profile vllm-0.32.0; clamp off; 1 request(s), pp 1, 1 draft token(s) per step
-Violated: predicates-agree (sched:1634-1636 + async:34 vs v1r:2058-2060 / v2b:507-533), at step 7.
+Violated: predicates-agree (vLLM 0.32.0: scheduler.py:1634-1636, async_scheduler.py:34-47, gpu_model_runner.py:2053-2060, input_batch.py:507-533), at step 7.
 
 step  event               picks                           what changes
    0  init                prompt_len=[16] resumable=[True]
    1  stream_update       new_tokens=1                    r0: update F->T
-   2  schedule            budget=13                       r0: scheduled 13, reserved 0, runner returns 0
-                                                          r0: status WAITING->RUNNING, c 0->13, F 0->13, X F->T, Nr 0->16
+   2  schedule            budget=16                       r0: scheduled 16, reserved 1, runner returns 1
+                                                          r0: runner rule c + n = 0 + 16 = 16 < Nr = 16? no -> samples
+                                                          r0: status WAITING->RUNNING, c 0->16, P 0->1, F 0->16, drafts 0->1
+                                                          r0: Nr 0->17
                                                           in flight 0->1
-   3  schedule            budget=3                        r0: scheduled 3, reserved 1, runner returns 1
-                                                          r0: c 13->16, P 0->1, F 13->16, X T->F, drafts 0->1
-                                                          r0: Nr 16->17
+   3  schedule            budget=2 accepted=[1]           r0: scheduled 2, reserved 2, runner returns 2
+                                                          r0: runner rule c + n = 16 + 2 = 18 < Nr = 17? no -> samples
+                                                          r0: c 16->18, P 1->3, F 16->18, Nr 17->18
                                                           in flight 1->2
-   4  deliver             kv_fail_req=0                   r0: c 16->0, F 16->3
+   4  deliver             kv_fail_req=0                   delivers the output of step 2
+                                                          r0: c 18->0, F 18->2
                                                           in flight 2->1
-   5  schedule            budget=1                        r0: scheduled 1, reserved 0, runner returns 0
-                                                          r0: c 0->1, F 3->4, X F->T, drafts 1->0
+   5  schedule            budget=2                        r0: scheduled 2, reserved 0, runner returns 0
+                                                          r0: runner rule c + n = 0 + 2 = 2 < Nr = 19? yes -> discards
+                                                          r0: c 0->2, F 2->4, X F->T, drafts 1->0, Nr 18->19
                                                           in flight 1->2
-   6  deliver             stop=[1]                        r0: status RUNNING->WAITING, L 16->17, T 16->2, P 1->0, F 4->1
-                                                          r0: S 0->1, D F->T, update T->F
+   6  deliver             stop=[1]                        delivers the output of step 3
+                                                          r0: status RUNNING->WAITING, L 16->17, T 16->1, c 2->0, P 3->0
+                                                          r0: F 4->2, S 0->2, D F->T, update T->F
                                                           in flight 2->1
-   7  schedule            budget=2                        r0: scheduled 2, reserved 2, runner returns 0
-                                                          r0: status WAITING->RUNNING, c 1->3, P 0->2, F 1->3, X T->F
-                                                          r0: drafts 0->1
+   7  schedule            budget=1                        r0: scheduled 1, reserved 1, runner returns 0
+                                                          r0: runner rule c + n = 0 + 1 = 1 < Nr = 17? yes -> discards
+                                                          r0: status WAITING->RUNNING, c 0->1, P 0->1, F 2->3, X T->F
+                                                          r0: drafts 0->1, Nr 19->17
                                                           in flight 1->2
                                                           VIOLATES predicates-agree
 (L prompt, T tokens, c computed, P placeholders, F in flight, S stale, D drop-stale, X is_prefill_chunk, Nr V1 num_tokens, g/pl/tl V2 slot computed/prefill_len/total_len)
 
-What the model predicts on each arm:
-  clamp-off          runs 7 step(s); violated at step(s) 7
-  clamp-on           runs 7 step(s); violated at step(s) 7
+What the model predicts on each arm (vLLM's reaction: CRASH = an assert kills the
+engine; SILENT = the violation passes unnoticed):
+  vllm-0.32.0         SILENT: no assert fires
+                      violated: predicates-agree at step 7; placeholder-accounting at 4
+                      runs 7 step(s)
+  vllm-0.32.0+clamp   SILENT: no assert fires
+                      violated: predicates-agree at step 7; placeholder-accounting at 4
+                      runs 7 step(s)
+  vllm-0.33.0         SILENT: no assert fires
+                      violated: placeholder-accounting at 4
+                      predicates-agree holds on this arm
+                      runs 7 step(s)
+  vllm-0.33.0+clamp   SILENT: no assert fires
+                      violated: placeholder-accounting at 4
+                      predicates-agree holds on this arm
+                      runs 7 step(s)
 
 Replay:      .venv/bin/python -m pytest generated_tests/cases/vllm_0_32_0/test_kvfail_stream__predicates_agree.py --target=reference,vllm,vllm-clamp,kernel
-Regenerate:  make generate    (from build/prove/traces/kvfail-stream/predicates-agree.itf.json; generated, do not edit)
+             (add --vllm=0.33.0 for the 0.33.0 arms, SHOW_VLLM_TRACEBACK=1 to see vLLM's own traceback)
+Regenerate:  make generate    (from build/prove/traces/kvfail-stream@0.32.0/predicates-agree.itf.json; generated, do not edit)
 """
 
 from targets.harness import Case, Expect, check_case
 
 CASE = Case(
     name='kvfail_stream__predicates_agree',
-    config={'name': 'kvfail-stream', 'runner': 'v1', 'events': ['kvfail', 'stream'], 'faults': [], 'profile': 'vllm-0.32.0', 'clamp': False, 'requests': 1, 'pp': 1, 'spec_tokens': 1, 'max_budget': None, 'prompt_lens': None, 'long_prefill_threshold': 0, 'block_size': 16},
+    config={'name': 'kvfail-stream@0.32.0', 'runner': 'v1', 'events': ['kvfail', 'stream'], 'faults': [], 'profile': 'vllm-0.32.0', 'clamp': False, 'requests': 1, 'pp': 1, 'spec_tokens': 1, 'max_budget': None, 'prompt_lens': None, 'long_prefill_threshold': 0, 'block_size': 16},
     init={'prompt_len': [16], 'resumable': [True]},
     steps=(
         ('stream_update', {'req': 0, 'new_tokens': 1}),
-        ('schedule', {'budget': 13, 'accepted': [0]}),
-        ('schedule', {'budget': 3, 'accepted': [0]}),
+        ('schedule', {'budget': 16, 'accepted': [0]}),
+        ('schedule', {'budget': 2, 'accepted': [1]}),
         ('deliver', {'stop': [0], 'kv_fail_req': 0, 'kv_fail_block': 0}),
-        ('schedule', {'budget': 1, 'accepted': [0]}),
-        ('deliver', {'stop': [1], 'kv_fail_req': -1, 'kv_fail_block': 0}),
         ('schedule', {'budget': 2, 'accepted': [0]}),
+        ('deliver', {'stop': [1], 'kv_fail_req': -1, 'kv_fail_block': 0}),
+        ('schedule', {'budget': 1, 'accepted': [0]}),
     ),
     kind='violation',
     property='predicates-agree',
     arms={
-        'clamp-off': ({'clamp': False}, Expect(runs=7, fired=None, violations=(7,), dropped=0, completed=False)),
-        'clamp-on': ({'clamp': True}, Expect(runs=7, fired=None, violations=(7,), dropped=0, completed=False)),
+        'vllm-0.32.0': ({'profile': 'vllm-0.32.0', 'clamp': False}, Expect(runs=7, fired=None, violations=(7,), others=(('placeholder-accounting', 4),), dropped=0, completed=False)),
+        'vllm-0.32.0+clamp': ({'profile': 'vllm-0.32.0', 'clamp': True}, Expect(runs=7, fired=None, violations=(7,), others=(('placeholder-accounting', 4),), dropped=0, completed=False)),
+        'vllm-0.33.0': ({'profile': 'vllm-0.33.0', 'clamp': False}, Expect(runs=7, fired=None, violations=(), others=(('placeholder-accounting', 4),), dropped=0, completed=False)),
+        'vllm-0.33.0+clamp': ({'profile': 'vllm-0.33.0', 'clamp': True}, Expect(runs=7, fired=None, violations=(), others=(('placeholder-accounting', 4),), dropped=0, completed=False)),
     },
     path='generated_tests/cases/vllm_0_32_0/test_kvfail_stream__predicates_agree.py',
 )

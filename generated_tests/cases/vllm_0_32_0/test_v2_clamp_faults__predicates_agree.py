@@ -2,33 +2,46 @@
 step 1. The property: the runner samples a scheduled request iff the scheduler
 reserved placeholders for it (runner discard <=> is_prefill_chunk).
 
-Configuration v2-clamp-faults: clamp with V2 under KV-load failures and both faults
+Configuration v2-clamp-faults@0.32.0: clamp with V2 under KV-load failures and both faults
   runner v2; events abort, kvfail, preempt, preempt-drop, reset, stream; faults over-delivery, stale-slot-read;
   profile vllm-0.32.0; clamp on; 2 request(s), pp 1, 1 draft token(s) per step
-Violated: predicates-agree (sched:1634-1636 + async:34 vs v1r:2058-2060 / v2b:507-533), at step 1.
+Violated: predicates-agree (vLLM 0.32.0: scheduler.py:1634-1636, async_scheduler.py:34-47, gpu_model_runner.py:2053-2060, input_batch.py:507-533), at step 1.
 
 step  event               picks                           what changes
    0  init                prompt_len=[2, 1] resumable=[False, False]
    1  schedule            budget=1 stale_read=[True, False]  r0: scheduled 1, reserved 0, runner returns 1
+                                                          r0: runner rule g + n = 0 + 1 = 1 < prefill_len = 0? no -> samples
                                                           r0: status WAITING->RUNNING, c 0->1, F 0->1, X F->T, slot 0->1
                                                           r0: g 0->1, tl 0->1
                                                           in flight 0->1
                                                           VIOLATES predicates-agree
 (L prompt, T tokens, c computed, P placeholders, F in flight, S stale, D drop-stale, X is_prefill_chunk, Nr V1 num_tokens, g/pl/tl V2 slot computed/prefill_len/total_len)
 
-What the model predicts on each arm:
-  clamp-off          runs 1 step(s); violated at step(s) 1
-  clamp-on           runs 1 step(s); violated at step(s) 1
+What the model predicts on each arm (vLLM's reaction: CRASH = an assert kills the
+engine; SILENT = the violation passes unnoticed):
+  vllm-0.32.0         SILENT: no assert fires
+                      violated: predicates-agree at step 1
+                      runs 1 step(s)
+  vllm-0.32.0+clamp   SILENT: no assert fires
+                      violated: predicates-agree at step 1
+                      runs 1 step(s)
+  vllm-0.33.0         SILENT: no assert fires
+                      violated: predicates-agree at step 1
+                      runs 1 step(s)
+  vllm-0.33.0+clamp   SILENT: no assert fires
+                      violated: predicates-agree at step 1
+                      runs 1 step(s)
 
 Replay:      .venv/bin/python -m pytest generated_tests/cases/vllm_0_32_0/test_v2_clamp_faults__predicates_agree.py --target=reference,vllm,vllm-clamp,kernel
-Regenerate:  make generate    (from build/prove/traces/v2-clamp-faults/predicates-agree.itf.json; generated, do not edit)
+             (add --vllm=0.33.0 for the 0.33.0 arms, SHOW_VLLM_TRACEBACK=1 to see vLLM's own traceback)
+Regenerate:  make generate    (from build/prove/traces/v2-clamp-faults@0.32.0/predicates-agree.itf.json; generated, do not edit)
 """
 
 from targets.harness import Case, Expect, check_case
 
 CASE = Case(
     name='v2_clamp_faults__predicates_agree',
-    config={'name': 'v2-clamp-faults', 'runner': 'v2', 'events': ['abort', 'kvfail', 'preempt', 'preempt-drop', 'reset', 'stream'], 'faults': ['over-delivery', 'stale-slot-read'], 'profile': 'vllm-0.32.0', 'clamp': True, 'requests': 2, 'pp': 1, 'spec_tokens': 1, 'max_budget': None, 'prompt_lens': None, 'long_prefill_threshold': 0, 'block_size': 16},
+    config={'name': 'v2-clamp-faults@0.32.0', 'runner': 'v2', 'events': ['abort', 'kvfail', 'preempt', 'preempt-drop', 'reset', 'stream'], 'faults': ['over-delivery', 'stale-slot-read'], 'profile': 'vllm-0.32.0', 'clamp': True, 'requests': 2, 'pp': 1, 'spec_tokens': 1, 'max_budget': None, 'prompt_lens': None, 'long_prefill_threshold': 0, 'block_size': 16},
     init={'prompt_len': [2, 1], 'resumable': [False, False]},
     steps=(
         ('schedule', {'budget': 1, 'accepted': [0, 0], 'stale_read': [True, False], 'extra': [0, 0]}),
@@ -36,8 +49,10 @@ CASE = Case(
     kind='violation',
     property='predicates-agree',
     arms={
-        'clamp-off': ({'clamp': False}, Expect(runs=1, fired=None, violations=(1,), dropped=0, completed=False)),
-        'clamp-on': ({'clamp': True}, Expect(runs=1, fired=None, violations=(1,), dropped=0, completed=False)),
+        'vllm-0.32.0': ({'profile': 'vllm-0.32.0', 'clamp': False}, Expect(runs=1, fired=None, violations=(1,), others=(), dropped=0, completed=False)),
+        'vllm-0.32.0+clamp': ({'profile': 'vllm-0.32.0', 'clamp': True}, Expect(runs=1, fired=None, violations=(1,), others=(), dropped=0, completed=False)),
+        'vllm-0.33.0': ({'profile': 'vllm-0.33.0', 'clamp': False}, Expect(runs=1, fired=None, violations=(1,), others=(), dropped=0, completed=False)),
+        'vllm-0.33.0+clamp': ({'profile': 'vllm-0.33.0', 'clamp': True}, Expect(runs=1, fired=None, violations=(1,), others=(), dropped=0, completed=False)),
     },
     path='generated_tests/cases/vllm_0_32_0/test_v2_clamp_faults__predicates_agree.py',
 )

@@ -1,51 +1,73 @@
 """With v2 and vllm-0.32.0, kv-load-failure violates counter-nonnegative at step 7. The
-property: vLLM's assert num_output_placeholders >= 0 after a live delivery never
-fires.
+property: num_output_placeholders is never negative (0.32.0 asserts it after every
+live delivery; 0.33.0 only after a delivery that found it positive).
 
-Configuration v2-kvfail: V2 0.32.0: a recompute after a KV-load failure re-prefills below prefill_len
+Configuration v2-kvfail@0.32.0: V2: a recompute after a KV-load failure re-prefills below prefill_len
   runner v2; events kvfail; faults none;
   profile vllm-0.32.0; clamp off; 1 request(s), pp 1, 1 draft token(s) per step
-Violated: counter-nonnegative (async:69-71), at step 7.
+Violated: counter-nonnegative (vLLM 0.32.0: async_scheduler.py:69-71), at step 7.
 
 step  event               picks                           what changes
    0  init                prompt_len=[16]
    1  schedule            budget=1                        r0: scheduled 1, reserved 0, runner returns 0
+                                                          r0: runner rule g + n = 0 + 1 = 1 < prefill_len = 16? yes -> discards
                                                           r0: status WAITING->RUNNING, c 0->1, F 0->1, X F->T, g 0->1
                                                           r0: pl 0->16, tl 0->16
                                                           in flight 0->1
    2  schedule            budget=1                        r0: scheduled 1, reserved 0, runner returns 0
+                                                          r0: runner rule g + n = 1 + 1 = 2 < prefill_len = 16? yes -> discards
                                                           r0: c 1->2, F 1->2, g 1->2
                                                           in flight 1->2
-   3  deliver             kv_fail_req=0                   r0: c 2->0, F 2->1
+   3  deliver             kv_fail_req=0                   delivers the output of step 1
+                                                          r0: c 2->0, F 2->1
                                                           in flight 2->1
    4  schedule            budget=14                       r0: scheduled 14, reserved 0, runner returns 1
+                                                          r0: runner rule g + n = 2 + 14 = 16 < prefill_len = 16? no -> samples
                                                           r0: c 0->14, F 1->15, g 2->16, tl 16->17
                                                           in flight 1->2
                                                           VIOLATES predicates-agree
-   5  deliver                                             r0: F 15->14
+   5  deliver                                             delivers the output of step 2
+                                                          r0: F 15->14
                                                           in flight 2->1
    6  schedule            budget=1                        r0: scheduled 1, reserved 0, runner returns 1
+                                                          r0: runner rule g + n = 16 + 1 = 17 < prefill_len = 16? no -> samples
                                                           r0: c 14->15, F 14->15, g 16->17, tl 17->18
                                                           in flight 1->2
                                                           VIOLATES predicates-agree
-   7  deliver                                             r0: T 16->17, P 0->-1, F 15->1
+   7  deliver                                             delivers the output of step 4
+                                                          r0: T 16->17, P 0->-1, F 15->1
                                                           in flight 2->1
-                                                          VIOLATES counter-nonnegative, no-token-while-prefilling
+                                                          VIOLATES no-token-while-prefilling
 (L prompt, T tokens, c computed, P placeholders, F in flight, S stale, D drop-stale, X is_prefill_chunk, Nr V1 num_tokens, g/pl/tl V2 slot computed/prefill_len/total_len)
 
-What the model predicts on each arm:
-  clamp-off          runs 7 step(s); vLLM's assert for counter-nonnegative fires at step 7; violated at step(s) 7
-  clamp-on           runs 7 step(s); the clamp drops 1 token(s); no violation
+What the model predicts on each arm (vLLM's reaction: CRASH = an assert kills the
+engine; SILENT = the violation passes unnoticed):
+  vllm-0.32.0         CRASH at step 7: `assert request.num_output_placeholders >= 0` fires
+                      violated: counter-nonnegative at step 7; predicates-agree at 4; no-token-while-prefilling at 7; placeholder-accounting at 7
+                      runs 7 step(s)
+  vllm-0.32.0+clamp   SILENT: no assert fires
+                      violated: predicates-agree at 4
+                      counter-nonnegative holds on this arm
+                      runs 7 step(s); the clamp drops 1 token(s)
+  vllm-0.33.0         SILENT: no assert fires
+                      violated: predicates-agree at 4; no-token-while-prefilling at 7
+                      counter-nonnegative holds on this arm
+                      runs 7 step(s)
+  vllm-0.33.0+clamp   SILENT: no assert fires
+                      violated: predicates-agree at 4
+                      counter-nonnegative holds on this arm
+                      runs 7 step(s); the clamp drops 1 token(s)
 
 Replay:      .venv/bin/python -m pytest generated_tests/cases/vllm_0_32_0/test_v2_kvfail__counter_nonnegative.py --target=reference,vllm,vllm-clamp,kernel
-Regenerate:  make generate    (from build/prove/traces/v2-kvfail/counter-nonnegative.itf.json; generated, do not edit)
+             (add --vllm=0.33.0 for the 0.33.0 arms, SHOW_VLLM_TRACEBACK=1 to see vLLM's own traceback)
+Regenerate:  make generate    (from build/prove/traces/v2-kvfail@0.32.0/counter-nonnegative.itf.json; generated, do not edit)
 """
 
 from targets.harness import Case, Expect, check_case
 
 CASE = Case(
     name='v2_kvfail__counter_nonnegative',
-    config={'name': 'v2-kvfail', 'runner': 'v2', 'events': ['kvfail'], 'faults': [], 'profile': 'vllm-0.32.0', 'clamp': False, 'requests': 1, 'pp': 1, 'spec_tokens': 1, 'max_budget': None, 'prompt_lens': None, 'long_prefill_threshold': 0, 'block_size': 16},
+    config={'name': 'v2-kvfail@0.32.0', 'runner': 'v2', 'events': ['kvfail'], 'faults': [], 'profile': 'vllm-0.32.0', 'clamp': False, 'requests': 1, 'pp': 1, 'spec_tokens': 1, 'max_budget': None, 'prompt_lens': None, 'long_prefill_threshold': 0, 'block_size': 16},
     init={'prompt_len': [16]},
     steps=(
         ('schedule', {'budget': 1, 'accepted': [0]}),
@@ -59,8 +81,10 @@ CASE = Case(
     kind='violation',
     property='counter-nonnegative',
     arms={
-        'clamp-off': ({'clamp': False}, Expect(runs=7, fired=('counter-nonnegative', 7), violations=(7,), dropped=0, completed=False)),
-        'clamp-on': ({'clamp': True}, Expect(runs=7, fired=None, violations=(), dropped=1, completed=False)),
+        'vllm-0.32.0': ({'profile': 'vllm-0.32.0', 'clamp': False}, Expect(runs=7, fired=('placeholders-nonnegative', 7), violations=(7,), others=(('predicates-agree', 4), ('no-token-while-prefilling', 7), ('placeholder-accounting', 7)), dropped=0, completed=False)),
+        'vllm-0.32.0+clamp': ({'profile': 'vllm-0.32.0', 'clamp': True}, Expect(runs=7, fired=None, violations=(), others=(('predicates-agree', 4),), dropped=1, completed=False)),
+        'vllm-0.33.0': ({'profile': 'vllm-0.33.0', 'clamp': False}, Expect(runs=7, fired=None, violations=(), others=(('predicates-agree', 4), ('no-token-while-prefilling', 7)), dropped=0, completed=False)),
+        'vllm-0.33.0+clamp': ({'profile': 'vllm-0.33.0', 'clamp': True}, Expect(runs=7, fired=None, violations=(), others=(('predicates-agree', 4),), dropped=1, completed=False)),
     },
     path='generated_tests/cases/vllm_0_32_0/test_v2_kvfail__counter_nonnegative.py',
 )

@@ -2,41 +2,57 @@
 step 4. The property: the runner samples a scheduled request iff the scheduler
 reserved placeholders for it (runner discard <=> is_prefill_chunk).
 
-Configuration v2-kvfail-clamp: clamp on the #57562 candidate: survives, but a stray token is kept
+Configuration v2-kvfail-clamp@0.32.0: clamp on the #57562 candidate: survives, but a stray token is kept
   runner v2; events kvfail; faults none;
   profile vllm-0.32.0; clamp on; 1 request(s), pp 1, 1 draft token(s) per step
-Violated: predicates-agree (sched:1634-1636 + async:34 vs v1r:2058-2060 / v2b:507-533), at step 4.
+Violated: predicates-agree (vLLM 0.32.0: scheduler.py:1634-1636, async_scheduler.py:34-47, gpu_model_runner.py:2053-2060, input_batch.py:507-533), at step 4.
 
 step  event               picks                           what changes
    0  init                prompt_len=[16]
    1  schedule            budget=14                       r0: scheduled 14, reserved 0, runner returns 0
+                                                          r0: runner rule g + n = 0 + 14 = 14 < prefill_len = 16? yes -> discards
                                                           r0: status WAITING->RUNNING, c 0->14, F 0->14, X F->T, g 0->14
                                                           r0: pl 0->16, tl 0->16
                                                           in flight 0->1
    2  schedule            budget=1                        r0: scheduled 1, reserved 0, runner returns 0
+                                                          r0: runner rule g + n = 14 + 1 = 15 < prefill_len = 16? yes -> discards
                                                           r0: c 14->15, F 14->15, g 14->15
                                                           in flight 1->2
-   3  deliver             kv_fail_req=0                   r0: c 15->0, F 15->1
+   3  deliver             kv_fail_req=0                   delivers the output of step 1
+                                                          r0: c 15->0, F 15->1
                                                           in flight 2->1
    4  schedule            budget=1                        r0: scheduled 1, reserved 0, runner returns 1
+                                                          r0: runner rule g + n = 15 + 1 = 16 < prefill_len = 16? no -> samples
                                                           r0: c 0->1, F 1->2, g 15->16, tl 16->17
                                                           in flight 1->2
                                                           VIOLATES predicates-agree
 (L prompt, T tokens, c computed, P placeholders, F in flight, S stale, D drop-stale, X is_prefill_chunk, Nr V1 num_tokens, g/pl/tl V2 slot computed/prefill_len/total_len)
 
-What the model predicts on each arm:
-  clamp-off          runs 4 step(s); violated at step(s) 4
-  clamp-on           runs 4 step(s); violated at step(s) 4
+What the model predicts on each arm (vLLM's reaction: CRASH = an assert kills the
+engine; SILENT = the violation passes unnoticed):
+  vllm-0.32.0         SILENT: no assert fires
+                      violated: predicates-agree at step 4
+                      runs 4 step(s)
+  vllm-0.32.0+clamp   SILENT: no assert fires
+                      violated: predicates-agree at step 4
+                      runs 4 step(s)
+  vllm-0.33.0         SILENT: no assert fires
+                      violated: predicates-agree at step 4
+                      runs 4 step(s)
+  vllm-0.33.0+clamp   SILENT: no assert fires
+                      violated: predicates-agree at step 4
+                      runs 4 step(s)
 
 Replay:      .venv/bin/python -m pytest generated_tests/cases/vllm_0_32_0/test_v2_kvfail_clamp__predicates_agree.py --target=reference,vllm,vllm-clamp,kernel
-Regenerate:  make generate    (from build/prove/traces/v2-kvfail-clamp/predicates-agree.itf.json; generated, do not edit)
+             (add --vllm=0.33.0 for the 0.33.0 arms, SHOW_VLLM_TRACEBACK=1 to see vLLM's own traceback)
+Regenerate:  make generate    (from build/prove/traces/v2-kvfail-clamp@0.32.0/predicates-agree.itf.json; generated, do not edit)
 """
 
 from targets.harness import Case, Expect, check_case
 
 CASE = Case(
     name='v2_kvfail_clamp__predicates_agree',
-    config={'name': 'v2-kvfail-clamp', 'runner': 'v2', 'events': ['kvfail'], 'faults': [], 'profile': 'vllm-0.32.0', 'clamp': True, 'requests': 1, 'pp': 1, 'spec_tokens': 1, 'max_budget': None, 'prompt_lens': None, 'long_prefill_threshold': 0, 'block_size': 16},
+    config={'name': 'v2-kvfail-clamp@0.32.0', 'runner': 'v2', 'events': ['kvfail'], 'faults': [], 'profile': 'vllm-0.32.0', 'clamp': True, 'requests': 1, 'pp': 1, 'spec_tokens': 1, 'max_budget': None, 'prompt_lens': None, 'long_prefill_threshold': 0, 'block_size': 16},
     init={'prompt_len': [16]},
     steps=(
         ('schedule', {'budget': 14, 'accepted': [0]}),
@@ -47,8 +63,10 @@ CASE = Case(
     kind='violation',
     property='predicates-agree',
     arms={
-        'clamp-off': ({'clamp': False}, Expect(runs=4, fired=None, violations=(4,), dropped=0, completed=False)),
-        'clamp-on': ({'clamp': True}, Expect(runs=4, fired=None, violations=(4,), dropped=0, completed=False)),
+        'vllm-0.32.0': ({'profile': 'vllm-0.32.0', 'clamp': False}, Expect(runs=4, fired=None, violations=(4,), others=(), dropped=0, completed=False)),
+        'vllm-0.32.0+clamp': ({'profile': 'vllm-0.32.0', 'clamp': True}, Expect(runs=4, fired=None, violations=(4,), others=(), dropped=0, completed=False)),
+        'vllm-0.33.0': ({'profile': 'vllm-0.33.0', 'clamp': False}, Expect(runs=4, fired=None, violations=(4,), others=(), dropped=0, completed=False)),
+        'vllm-0.33.0+clamp': ({'profile': 'vllm-0.33.0', 'clamp': True}, Expect(runs=4, fired=None, violations=(4,), others=(), dropped=0, completed=False)),
     },
     path='generated_tests/cases/vllm_0_32_0/test_v2_kvfail_clamp__predicates_agree.py',
 )
