@@ -7,31 +7,31 @@ Configuration h1-preempt: preemption kept placeholders, output not marked stale 
   profile h1-preempt-keeps-placeholders; clamp off; 1 request(s), pp 1, 1 draft token(s) per step
 Violated: counter-nonnegative (vLLM 0.32.0: async_scheduler.py:69-71), at step 7.
 
-step  event               picks                           what changes
+step  event               picks                               what changes
    0  init                prompt_len=[1]
-   1  schedule            budget=1                        r0: scheduled 1, reserved 1, runner returns 1
-                                                          r0: runner rule g + n = 0 + 1 = 1 < prefill_len = 1? no -> samples
-                                                          r0: status WAITING->RUNNING, c 0->1, P 0->1, F 0->1, drafts 0->1
-                                                          r0: g 0->1, pl 0->1, tl 0->2
-                                                          in flight 0->1
-   2  preempt                                             r0: status RUNNING->PREEMPTED, c 1->0, drafts 1->0
-   3  schedule            budget=1                        r0: scheduled 1, reserved 0, runner returns 1
-                                                          r0: runner rule g + n = 0 + 1 = 1 < prefill_len = 1? no -> samples
-                                                          r0: status PREEMPTED->RUNNING, c 0->1, F 1->2, X F->T
-                                                          in flight 1->2
-                                                          VIOLATES predicates-agree
-   4  deliver                                             delivers the output of step 1
-                                                          r0: T 1->2, P 1->0, F 2->1
-                                                          in flight 2->1
-   5  preempt                                             r0: status RUNNING->PREEMPTED, c 1->0
-   6  schedule            budget=1                        r0: scheduled 1, reserved 0, runner returns 0
-                                                          r0: runner rule g + n = 0 + 1 = 1 < prefill_len = 2? yes -> discards
-                                                          r0: status PREEMPTED->RUNNING, c 0->1, F 1->2, pl 1->2
-                                                          in flight 1->2
-   7  deliver                                             delivers the output of step 3
-                                                          r0: T 2->3, P 0->-1, F 2->1
-                                                          in flight 2->1
-                                                          VIOLATES no-token-while-prefilling
+   1  schedule            budget=1                            r0: scheduled 1, reserved 1, runner returns 1
+                                                              r0: runner rule g + n = 0 + 1 = 1 < prefill_len = 1? no -> samples
+                                                              r0: status WAITING->RUNNING, c 0->1, P 0->1, F 0->1, drafts 0->1
+                                                              r0: g 0->1, pl 0->1, tl 0->2
+                                                              in flight 0->1
+   2  preempt                                                 r0: status RUNNING->PREEMPTED, c 1->0, drafts 1->0
+   3  schedule            budget=1                            r0: scheduled 1, reserved 0, runner returns 1
+                                                              r0: runner rule g + n = 0 + 1 = 1 < prefill_len = 1? no -> samples
+                                                              r0: status PREEMPTED->RUNNING, c 0->1, F 1->2, X F->T
+                                                              in flight 1->2
+                                                              VIOLATES predicates-agree
+   4  deliver                                                 delivers the output of step 1
+                                                              r0: T 1->2, P 1->0, F 2->1
+                                                              in flight 2->1
+   5  preempt                                                 r0: status RUNNING->PREEMPTED, c 1->0
+   6  schedule            budget=1                            r0: scheduled 1, reserved 0, runner returns 0
+                                                              r0: runner rule g + n = 0 + 1 = 1 < prefill_len = 2? yes -> discards
+                                                              r0: status PREEMPTED->RUNNING, c 0->1, F 1->2, pl 1->2
+                                                              in flight 1->2
+   7  deliver                                                 delivers the output of step 3
+                                                              r0: T 2->3, P 0->-1, F 2->1
+                                                              in flight 2->1
+                                                              VIOLATES no-token-while-prefilling
 (L prompt, T tokens, c computed, P placeholders, F in flight, S stale, D drop-stale, X is_prefill_chunk, Nr V1 num_tokens, g/pl/tl V2 slot computed/prefill_len/total_len)
 
 What the model predicts on each arm (vLLM's reaction: CRASH = an assert kills the

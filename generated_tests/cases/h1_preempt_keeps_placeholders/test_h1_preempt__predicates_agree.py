@@ -7,19 +7,19 @@ Configuration h1-preempt: preemption kept placeholders, output not marked stale 
   profile h1-preempt-keeps-placeholders; clamp off; 1 request(s), pp 1, 1 draft token(s) per step
 Violated: predicates-agree (vLLM 0.32.0: scheduler.py:1634-1636, async_scheduler.py:34-47, gpu_model_runner.py:2053-2060, input_batch.py:507-533), at step 3.
 
-step  event               picks                           what changes
+step  event               picks                               what changes
    0  init                prompt_len=[1]
-   1  schedule            budget=1                        r0: scheduled 1, reserved 1, runner returns 1
-                                                          r0: runner rule g + n = 0 + 1 = 1 < prefill_len = 1? no -> samples
-                                                          r0: status WAITING->RUNNING, c 0->1, P 0->1, F 0->1, drafts 0->1
-                                                          r0: g 0->1, pl 0->1, tl 0->2
-                                                          in flight 0->1
-   2  preempt                                             r0: status RUNNING->PREEMPTED, c 1->0, drafts 1->0
-   3  schedule            budget=1                        r0: scheduled 1, reserved 0, runner returns 1
-                                                          r0: runner rule g + n = 0 + 1 = 1 < prefill_len = 1? no -> samples
-                                                          r0: status PREEMPTED->RUNNING, c 0->1, F 1->2, X F->T
-                                                          in flight 1->2
-                                                          VIOLATES predicates-agree
+   1  schedule            budget=1                            r0: scheduled 1, reserved 1, runner returns 1
+                                                              r0: runner rule g + n = 0 + 1 = 1 < prefill_len = 1? no -> samples
+                                                              r0: status WAITING->RUNNING, c 0->1, P 0->1, F 0->1, drafts 0->1
+                                                              r0: g 0->1, pl 0->1, tl 0->2
+                                                              in flight 0->1
+   2  preempt                                                 r0: status RUNNING->PREEMPTED, c 1->0, drafts 1->0
+   3  schedule            budget=1                            r0: scheduled 1, reserved 0, runner returns 1
+                                                              r0: runner rule g + n = 0 + 1 = 1 < prefill_len = 1? no -> samples
+                                                              r0: status PREEMPTED->RUNNING, c 0->1, F 1->2, X F->T
+                                                              in flight 1->2
+                                                              VIOLATES predicates-agree
 (L prompt, T tokens, c computed, P placeholders, F in flight, S stale, D drop-stale, X is_prefill_chunk, Nr V1 num_tokens, g/pl/tl V2 slot computed/prefill_len/total_len)
 
 What the model predicts on each arm (vLLM's reaction: CRASH = an assert kills the

@@ -7,28 +7,28 @@ Configuration h2-reset-flag: reset_prefix_cache dropped one frame with a boolean
   profile h2-reset-discard-flag; clamp off; 1 request(s), pp 1, 2 draft token(s) per step
 Violated: counter-nonnegative (vLLM 0.32.0: async_scheduler.py:69-71), at step 6.
 
-step  event               picks                           what changes
+step  event               picks                               what changes
    0  init                prompt_len=[1]
-   1  schedule            budget=1                        r0: scheduled 1, reserved 1, runner returns 1
-                                                          r0: runner rule c + n = 0 + 1 = 1 < Nr = 1? no -> samples
-                                                          r0: status WAITING->RUNNING, c 0->1, P 0->1, F 0->1, drafts 0->2
-                                                          r0: Nr 0->2
-                                                          in flight 0->1
-   2  schedule            budget=3                        r0: scheduled 3, reserved 3, runner returns 1
-                                                          r0: runner rule c + n = 1 + 3 = 4 < Nr = 2? no -> samples
-                                                          r0: c 1->4, P 1->4, F 1->4, Nr 2->3
-                                                          in flight 1->2
-   3  deliver                                             delivers the output of step 1
-                                                          r0: T 1->2, P 4->3, F 4->3
-                                                          in flight 2->1
-   4  reset_prefix_cache                                  r0: status RUNNING->PREEMPTED, c 4->0, P 3->0, drafts 2->0, discard F->T
-   5  schedule            budget=2                        r0: scheduled 2, reserved 1, runner returns 1
-                                                          r0: runner rule c + n = 0 + 2 = 2 < Nr = 2? no -> samples
-                                                          r0: status PREEMPTED->RUNNING, c 0->2, P 0->1, F 3->5, drafts 0->2
-                                                          in flight 1->2
-   6  deliver                                             delivers the output of step 2
-                                                          r0: c 2->0, P 1->-1, F 5->2, discard T->F
-                                                          in flight 2->1
+   1  schedule            budget=1                            r0: scheduled 1, reserved 1, runner returns 1
+                                                              r0: runner rule c + n = 0 + 1 = 1 < Nr = 1? no -> samples
+                                                              r0: status WAITING->RUNNING, c 0->1, P 0->1, F 0->1, drafts 0->2
+                                                              r0: Nr 0->2
+                                                              in flight 0->1
+   2  schedule            budget=3                            r0: scheduled 3, reserved 3, runner returns 1
+                                                              r0: runner rule c + n = 1 + 3 = 4 < Nr = 2? no -> samples
+                                                              r0: c 1->4, P 1->4, F 1->4, Nr 2->3
+                                                              in flight 1->2
+   3  deliver                                                 delivers the output of step 1
+                                                              r0: T 1->2, P 4->3, F 4->3
+                                                              in flight 2->1
+   4  reset_prefix_cache                                      r0: status RUNNING->PREEMPTED, c 4->0, P 3->0, drafts 2->0, discard F->T
+   5  schedule            budget=2                            r0: scheduled 2, reserved 1, runner returns 1
+                                                              r0: runner rule c + n = 0 + 2 = 2 < Nr = 2? no -> samples
+                                                              r0: status PREEMPTED->RUNNING, c 0->2, P 0->1, F 3->5, drafts 0->2
+                                                              in flight 1->2
+   6  deliver                                                 delivers the output of step 2
+                                                              r0: c 2->0, P 1->-1, F 5->2, discard T->F
+                                                              in flight 2->1
 (L prompt, T tokens, c computed, P placeholders, F in flight, S stale, D drop-stale, X is_prefill_chunk, Nr V1 num_tokens, g/pl/tl V2 slot computed/prefill_len/total_len)
 
 What the model predicts on each arm (vLLM's reaction: CRASH = an assert kills the

@@ -8,35 +8,35 @@ Configuration h3-reset-counter: reset_prefix_cache counted tokens but dropped fr
   profile h3-reset-discard-counter; clamp off; 1 request(s), pp 1, 2 draft token(s) per step
 Violated: placeholder-accounting (vLLM 0.32.0: async_scheduler.py:34-47, async_scheduler.py:69-71, scheduler.py:1603-1607, scheduler.py:2472-2474), at step 8.
 
-step  event               picks                           what changes
+step  event               picks                               what changes
    0  init                prompt_len=[1]
-   1  schedule            budget=1                        r0: scheduled 1, reserved 1, runner returns 1
-                                                          r0: runner rule c + n = 0 + 1 = 1 < Nr = 1? no -> samples
-                                                          r0: status WAITING->RUNNING, c 0->1, P 0->1, F 0->1, drafts 0->2
-                                                          r0: Nr 0->2
-                                                          in flight 0->1
-   2  schedule            budget=2 accepted=[1]           r0: scheduled 2, reserved 2, runner returns 2
-                                                          r0: runner rule c + n = 1 + 2 = 3 < Nr = 2? no -> samples
-                                                          r0: c 1->3, P 1->3, F 1->3, Nr 2->3
-                                                          in flight 1->2
-   3  deliver                                             delivers the output of step 1
-                                                          r0: T 1->2, P 3->2, F 3->2
-                                                          in flight 2->1
-   4  reset_prefix_cache                                  r0: status RUNNING->PREEMPTED, c 3->0, P 2->0, drafts 2->0, to_discard 0->2
-   5  schedule            budget=2                        r0: scheduled 2, reserved 1, runner returns 1
-                                                          r0: runner rule c + n = 0 + 2 = 2 < Nr = 2? no -> samples
-                                                          r0: status PREEMPTED->RUNNING, c 0->2, P 0->1, F 2->4, drafts 0->2
-                                                          in flight 1->2
-   6  deliver                                             delivers the output of step 2
-                                                          r0: F 4->2, to_discard 2->1
-                                                          in flight 2->1
-   7  schedule            budget=2 accepted=[1]           r0: scheduled 2, reserved 2, runner returns 2
-                                                          r0: runner rule c + n = 2 + 2 = 4 < Nr = 3? no -> samples
-                                                          r0: c 2->4, P 1->3, F 2->4, Nr 3->4
-                                                          in flight 1->2
-   8  deliver                                             delivers the output of step 5
-                                                          r0: F 4->2, to_discard 1->0
-                                                          in flight 2->1
+   1  schedule            budget=1                            r0: scheduled 1, reserved 1, runner returns 1
+                                                              r0: runner rule c + n = 0 + 1 = 1 < Nr = 1? no -> samples
+                                                              r0: status WAITING->RUNNING, c 0->1, P 0->1, F 0->1, drafts 0->2
+                                                              r0: Nr 0->2
+                                                              in flight 0->1
+   2  schedule            budget=2 accepted=[1]               r0: scheduled 2, reserved 2, runner returns 2
+                                                              r0: runner rule c + n = 1 + 2 = 3 < Nr = 2? no -> samples
+                                                              r0: c 1->3, P 1->3, F 1->3, Nr 2->3
+                                                              in flight 1->2
+   3  deliver                                                 delivers the output of step 1
+                                                              r0: T 1->2, P 3->2, F 3->2
+                                                              in flight 2->1
+   4  reset_prefix_cache                                      r0: status RUNNING->PREEMPTED, c 3->0, P 2->0, drafts 2->0, to_discard 0->2
+   5  schedule            budget=2                            r0: scheduled 2, reserved 1, runner returns 1
+                                                              r0: runner rule c + n = 0 + 2 = 2 < Nr = 2? no -> samples
+                                                              r0: status PREEMPTED->RUNNING, c 0->2, P 0->1, F 2->4, drafts 0->2
+                                                              in flight 1->2
+   6  deliver                                                 delivers the output of step 2
+                                                              r0: F 4->2, to_discard 2->1
+                                                              in flight 2->1
+   7  schedule            budget=2 accepted=[1]               r0: scheduled 2, reserved 2, runner returns 2
+                                                              r0: runner rule c + n = 2 + 2 = 4 < Nr = 3? no -> samples
+                                                              r0: c 2->4, P 1->3, F 2->4, Nr 3->4
+                                                              in flight 1->2
+   8  deliver                                                 delivers the output of step 5
+                                                              r0: F 4->2, to_discard 1->0
+                                                              in flight 2->1
 (L prompt, T tokens, c computed, P placeholders, F in flight, S stale, D drop-stale, X is_prefill_chunk, Nr V1 num_tokens, g/pl/tl V2 slot computed/prefill_len/total_len)
 
 What the model predicts on each arm (vLLM's reaction: CRASH = an assert kills the

@@ -8,34 +8,34 @@ Configuration h4-stream: resumable stop without the safe-frontier rollback (#357
   profile h4-stream-no-rollback; clamp off; 1 request(s), pp 1, 1 draft token(s) per step
 Violated: counter-nonnegative (vLLM 0.32.0: async_scheduler.py:69-71), at step 7.
 
-step  event               picks                           what changes
+step  event               picks                               what changes
    0  init                prompt_len=[1] resumable=[True]
-   1  schedule            budget=1                        r0: scheduled 1, reserved 1, runner returns 1
-                                                          r0: runner rule c + n = 0 + 1 = 1 < Nr = 1? no -> samples
-                                                          r0: status WAITING->RUNNING, c 0->1, P 0->1, F 0->1, drafts 0->1
-                                                          r0: Nr 0->2
-                                                          in flight 0->1
-   2  stream_update       new_tokens=2                    r0: update F->T
-   3  schedule            budget=2 accepted=[1]           r0: scheduled 2, reserved 2, runner returns 2
-                                                          r0: runner rule c + n = 1 + 2 = 3 < Nr = 2? no -> samples
-                                                          r0: c 1->3, P 1->3, F 1->3, Nr 2->3
-                                                          in flight 1->2
-   4  deliver             stop=[1]                        delivers the output of step 1
-                                                          r0: status RUNNING->WAITING, L 1->4, T 1->4, P 3->2, F 3->2
-                                                          r0: drafts 1->0, update T->F
-                                                          in flight 2->1
-   5  schedule            budget=2                        r0: scheduled 2, reserved 0, runner returns 1
-                                                          r0: runner rule c + n = 3 + 2 = 5 < Nr = 4? no -> samples
-                                                          r0: status WAITING->RUNNING, c 3->5, F 2->4, X F->T, Nr 3->5
-                                                          in flight 1->2
-                                                          VIOLATES predicates-agree
-   6  deliver             stop=[1]                        delivers the output of step 3
-                                                          r0: status RUNNING->WAITING_FOR_STREAMING_REQ, T 4->5, P 2->1, F 4->2
-                                                          in flight 2->1
-   7  deliver                                             delivers the output of step 5
-                                                          r0: T 5->6, c 5->4, P 1->-1, F 2->0
-                                                          in flight 1->0
-                                                          VIOLATES no-token-while-prefilling
+   1  schedule            budget=1                            r0: scheduled 1, reserved 1, runner returns 1
+                                                              r0: runner rule c + n = 0 + 1 = 1 < Nr = 1? no -> samples
+                                                              r0: status WAITING->RUNNING, c 0->1, P 0->1, F 0->1, drafts 0->1
+                                                              r0: Nr 0->2
+                                                              in flight 0->1
+   2  stream_update       new_tokens=2                        r0: update F->T
+   3  schedule            budget=2 accepted=[1]               r0: scheduled 2, reserved 2, runner returns 2
+                                                              r0: runner rule c + n = 1 + 2 = 3 < Nr = 2? no -> samples
+                                                              r0: c 1->3, P 1->3, F 1->3, Nr 2->3
+                                                              in flight 1->2
+   4  deliver             stop=[1]                            delivers the output of step 1
+                                                              r0: status RUNNING->WAITING, L 1->4, T 1->4, P 3->2, F 3->2
+                                                              r0: drafts 1->0, update T->F
+                                                              in flight 2->1
+   5  schedule            budget=2                            r0: scheduled 2, reserved 0, runner returns 1
+                                                              r0: runner rule c + n = 3 + 2 = 5 < Nr = 4? no -> samples
+                                                              r0: status WAITING->RUNNING, c 3->5, F 2->4, X F->T, Nr 3->5
+                                                              in flight 1->2
+                                                              VIOLATES predicates-agree
+   6  deliver             stop=[1]                            delivers the output of step 3
+                                                              r0: status RUNNING->WAITING_FOR_STREAMING_REQ, T 4->5, P 2->1, F 4->2
+                                                              in flight 2->1
+   7  deliver                                                 delivers the output of step 5
+                                                              r0: T 5->6, c 5->4, P 1->-1, F 2->0
+                                                              in flight 1->0
+                                                              VIOLATES no-token-while-prefilling
 (L prompt, T tokens, c computed, P placeholders, F in flight, S stale, D drop-stale, X is_prefill_chunk, Nr V1 num_tokens, g/pl/tl V2 slot computed/prefill_len/total_len)
 
 What the model predicts on each arm (vLLM's reaction: CRASH = an assert kills the

@@ -7,25 +7,25 @@ Configuration h4-stream: resumable stop without the safe-frontier rollback (#357
   profile h4-stream-no-rollback; clamp off; 1 request(s), pp 1, 1 draft token(s) per step
 Violated: predicates-agree (vLLM 0.32.0: scheduler.py:1634-1636, async_scheduler.py:34-47, gpu_model_runner.py:2053-2060, input_batch.py:507-533), at step 5.
 
-step  event               picks                           what changes
+step  event               picks                               what changes
    0  init                prompt_len=[1] resumable=[True]
-   1  schedule            budget=1                        r0: scheduled 1, reserved 1, runner returns 1
-                                                          r0: runner rule c + n = 0 + 1 = 1 < Nr = 1? no -> samples
-                                                          r0: status WAITING->RUNNING, c 0->1, P 0->1, F 0->1, drafts 0->1
-                                                          r0: Nr 0->2
-                                                          in flight 0->1
-   2  stream_update       new_tokens=1                    r0: update F->T
-   3  schedule            budget=2 accepted=[1]           r0: scheduled 2, reserved 2, runner returns 2
-                                                          r0: runner rule c + n = 1 + 2 = 3 < Nr = 2? no -> samples
-                                                          r0: c 1->3, P 1->3, F 1->3, Nr 2->3
-                                                          in flight 1->2
-   4  deliver             stop=[1]                        delivers the output of step 1
-                                                          r0: status RUNNING->WAITING, L 1->3, T 1->3, P 3->2, F 3->2
-                                                          r0: drafts 1->0, update T->F
-                                                          in flight 2->1
-   5  schedule            budget=1                        r0: status WAITING->RUNNING, X F->T, Nr 3->4
-                                                          in flight 1->2
-                                                          VIOLATES predicates-agree, scheduled-tokens-positive
+   1  schedule            budget=1                            r0: scheduled 1, reserved 1, runner returns 1
+                                                              r0: runner rule c + n = 0 + 1 = 1 < Nr = 1? no -> samples
+                                                              r0: status WAITING->RUNNING, c 0->1, P 0->1, F 0->1, drafts 0->1
+                                                              r0: Nr 0->2
+                                                              in flight 0->1
+   2  stream_update       new_tokens=1                        r0: update F->T
+   3  schedule            budget=2 accepted=[1]               r0: scheduled 2, reserved 2, runner returns 2
+                                                              r0: runner rule c + n = 1 + 2 = 3 < Nr = 2? no -> samples
+                                                              r0: c 1->3, P 1->3, F 1->3, Nr 2->3
+                                                              in flight 1->2
+   4  deliver             stop=[1]                            delivers the output of step 1
+                                                              r0: status RUNNING->WAITING, L 1->3, T 1->3, P 3->2, F 3->2
+                                                              r0: drafts 1->0, update T->F
+                                                              in flight 2->1
+   5  schedule            budget=1                            r0: status WAITING->RUNNING, X F->T, Nr 3->4
+                                                              in flight 1->2
+                                                              VIOLATES predicates-agree, scheduled-tokens-positive
 (L prompt, T tokens, c computed, P placeholders, F in flight, S stale, D drop-stale, X is_prefill_chunk, Nr V1 num_tokens, g/pl/tl V2 slot computed/prefill_len/total_len)
 
 What the model predicts on each arm (vLLM's reaction: CRASH = an assert kills the

@@ -8,27 +8,27 @@ Configuration kvfail-2drafts@0.32.0: KV-load failure with two draft tokens: afte
   profile vllm-0.32.0; clamp off; 1 request(s), pp 1, 2 draft token(s) per step
 Violated: computed-nonnegative (vLLM 0.32.0: scheduler.py:2110-2128), at step 5.
 
-step  event               picks                           what changes
+step  event               picks                               what changes
    0  init                prompt_len=[16]
-   1  schedule            budget=16                       r0: scheduled 16, reserved 1, runner returns 1
-                                                          r0: runner rule c + n = 0 + 16 = 16 < Nr = 16? no -> samples
-                                                          r0: status WAITING->RUNNING, c 0->16, P 0->1, F 0->16, drafts 0->2
-                                                          r0: Nr 0->17
-                                                          in flight 0->1
-   2  schedule            budget=3                        r0: scheduled 3, reserved 3, runner returns 1
-                                                          r0: runner rule c + n = 16 + 3 = 19 < Nr = 17? no -> samples
-                                                          r0: c 16->19, P 1->4, F 16->19, Nr 17->18
-                                                          in flight 1->2
-   3  deliver             kv_fail_req=0                   delivers the output of step 1
-                                                          r0: c 19->0, F 19->3
-                                                          in flight 2->1
-   4  schedule            budget=1                        r0: scheduled 1, reserved 0, runner returns 0
-                                                          r0: runner rule c + n = 0 + 1 = 1 < Nr = 20? yes -> discards
-                                                          r0: c 0->1, F 3->4, X F->T, drafts 2->0, Nr 18->20
-                                                          in flight 1->2
-   5  deliver                                             delivers the output of step 2
-                                                          r0: T 16->17, c 1->-1, P 4->1, F 4->1
-                                                          in flight 2->1
+   1  schedule            budget=16                           r0: scheduled 16, reserved 1, runner returns 1
+                                                              r0: runner rule c + n = 0 + 16 = 16 < Nr = 16? no -> samples
+                                                              r0: status WAITING->RUNNING, c 0->16, P 0->1, F 0->16, drafts 0->2
+                                                              r0: Nr 0->17
+                                                              in flight 0->1
+   2  schedule            budget=3                            r0: scheduled 3, reserved 3, runner returns 1
+                                                              r0: runner rule c + n = 16 + 3 = 19 < Nr = 17? no -> samples
+                                                              r0: c 16->19, P 1->4, F 16->19, Nr 17->18
+                                                              in flight 1->2
+   3  deliver             kv_fail_req=0                       delivers the output of step 1
+                                                              r0: c 19->0, F 19->3
+                                                              in flight 2->1
+   4  schedule            budget=1                            r0: scheduled 1, reserved 0, runner returns 0
+                                                              r0: runner rule c + n = 0 + 1 = 1 < Nr = 20? yes -> discards
+                                                              r0: c 0->1, F 3->4, X F->T, drafts 2->0, Nr 18->20
+                                                              in flight 1->2
+   5  deliver                                                 delivers the output of step 2
+                                                              r0: T 16->17, c 1->-1, P 4->1, F 4->1
+                                                              in flight 2->1
 (L prompt, T tokens, c computed, P placeholders, F in flight, S stale, D drop-stale, X is_prefill_chunk, Nr V1 num_tokens, g/pl/tl V2 slot computed/prefill_len/total_len)
 
 What the model predicts on each arm (vLLM's reaction: CRASH = an assert kills the

@@ -5,34 +5,34 @@ Configuration kvfail-2drafts@0.32.0: KV-load failure with two draft tokens: afte
   runner v1; events kvfail; faults none;
   profile vllm-0.32.0; clamp off; 1 request(s), pp 1, 2 draft token(s) per step
 
-step  event               picks                           what changes
+step  event               picks                               what changes
    0  init                prompt_len=[2]
-   1  schedule            budget=1                        r0: scheduled 1, reserved 0, runner returns 0
-                                                          r0: runner rule c + n = 0 + 1 = 1 < Nr = 2? yes -> discards
-                                                          r0: status WAITING->RUNNING, c 0->1, F 0->1, X F->T, Nr 0->2
-                                                          in flight 0->1
-   2  schedule            budget=1                        r0: scheduled 1, reserved 1, runner returns 1
-                                                          r0: runner rule c + n = 1 + 1 = 2 < Nr = 2? no -> samples
-                                                          r0: c 1->2, P 0->1, F 1->2, X T->F, drafts 0->2
-                                                          r0: Nr 2->3
-                                                          in flight 1->2
-   3  deliver                                             delivers the output of step 1
-                                                          r0: F 2->1
-                                                          in flight 2->1
-   4  schedule            budget=1                        r0: scheduled 1, reserved 1, runner returns 1
-                                                          r0: runner rule c + n = 2 + 1 = 3 < Nr = 3? no -> samples
-                                                          r0: c 2->3, P 1->2, F 1->2, Nr 3->4
-                                                          in flight 1->2
-   5  deliver                                             delivers the output of step 2
-                                                          r0: T 2->3, P 2->1, F 2->1
-                                                          in flight 2->1
-   6  schedule            budget=1                        r0: scheduled 1, reserved 1, runner returns 1
-                                                          r0: runner rule c + n = 3 + 1 = 4 < Nr = 4? no -> samples
-                                                          r0: c 3->4, P 1->2, F 1->2, Nr 4->5
-                                                          in flight 1->2
-   7  deliver             stop=[1]                        delivers the output of step 4
-                                                          r0: status RUNNING->FINISHED, T 3->4, P 2->1, F 2->1
-                                                          in flight 2->1
+   1  schedule            budget=1                            r0: scheduled 1, reserved 0, runner returns 0
+                                                              r0: runner rule c + n = 0 + 1 = 1 < Nr = 2? yes -> discards
+                                                              r0: status WAITING->RUNNING, c 0->1, F 0->1, X F->T, Nr 0->2
+                                                              in flight 0->1
+   2  schedule            budget=1                            r0: scheduled 1, reserved 1, runner returns 1
+                                                              r0: runner rule c + n = 1 + 1 = 2 < Nr = 2? no -> samples
+                                                              r0: c 1->2, P 0->1, F 1->2, X T->F, drafts 0->2
+                                                              r0: Nr 2->3
+                                                              in flight 1->2
+   3  deliver                                                 delivers the output of step 1
+                                                              r0: F 2->1
+                                                              in flight 2->1
+   4  schedule            budget=1                            r0: scheduled 1, reserved 1, runner returns 1
+                                                              r0: runner rule c + n = 2 + 1 = 3 < Nr = 3? no -> samples
+                                                              r0: c 2->3, P 1->2, F 1->2, Nr 3->4
+                                                              in flight 1->2
+   5  deliver                                                 delivers the output of step 2
+                                                              r0: T 2->3, P 2->1, F 2->1
+                                                              in flight 2->1
+   6  schedule            budget=1                            r0: scheduled 1, reserved 1, runner returns 1
+                                                              r0: runner rule c + n = 3 + 1 = 4 < Nr = 4? no -> samples
+                                                              r0: c 3->4, P 1->2, F 1->2, Nr 4->5
+                                                              in flight 1->2
+   7  deliver             stop=[1]                            delivers the output of step 4
+                                                              r0: status RUNNING->FINISHED, T 3->4, P 2->1, F 2->1
+                                                              in flight 2->1
 (L prompt, T tokens, c computed, P placeholders, F in flight, S stale, D drop-stale, X is_prefill_chunk, Nr V1 num_tokens, g/pl/tl V2 slot computed/prefill_len/total_len)
 
 What the model predicts on each arm (vLLM's reaction: CRASH = an assert kills the

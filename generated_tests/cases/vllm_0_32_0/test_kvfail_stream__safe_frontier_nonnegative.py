@@ -7,29 +7,29 @@ Configuration kvfail-stream@0.32.0: KV-load failure on a streaming session: the 
   profile vllm-0.32.0; clamp off; 1 request(s), pp 1, 1 draft token(s) per step
 Violated: safe-frontier-nonnegative (vLLM 0.32.0: scheduler.py:2472-2474), at step 5.
 
-step  event               picks                           what changes
+step  event               picks                               what changes
    0  init                prompt_len=[16] resumable=[True]
-   1  schedule            budget=16                       r0: scheduled 16, reserved 1, runner returns 1
-                                                          r0: runner rule c + n = 0 + 16 = 16 < Nr = 16? no -> samples
-                                                          r0: status WAITING->RUNNING, c 0->16, P 0->1, F 0->16, drafts 0->1
-                                                          r0: Nr 0->17
-                                                          in flight 0->1
-   2  schedule            budget=2                        r0: scheduled 2, reserved 2, runner returns 1
-                                                          r0: runner rule c + n = 16 + 2 = 18 < Nr = 17? no -> samples
-                                                          r0: c 16->18, P 1->3, F 16->18, Nr 17->18
-                                                          in flight 1->2
-   3  deliver             kv_fail_req=0                   delivers the output of step 1
-                                                          r0: c 18->0, F 18->2
-                                                          in flight 2->1
-   4  schedule            budget=1                        r0: scheduled 1, reserved 0, runner returns 0
-                                                          r0: runner rule c + n = 0 + 1 = 1 < Nr = 19? yes -> discards
-                                                          r0: c 0->1, F 2->3, X F->T, drafts 1->0, Nr 18->19
-                                                          in flight 1->2
-   5  deliver             stop=[1]                        delivers the output of step 2
-                                                          r0: status RUNNING->WAITING_FOR_STREAMING_REQ, T 16->17, c 1->-1, P 3->0, F 3->1
-                                                          r0: S 0->1, D F->T
-                                                          in flight 2->1
-                                                          VIOLATES safe-frontier-nonnegative
+   1  schedule            budget=16                           r0: scheduled 16, reserved 1, runner returns 1
+                                                              r0: runner rule c + n = 0 + 16 = 16 < Nr = 16? no -> samples
+                                                              r0: status WAITING->RUNNING, c 0->16, P 0->1, F 0->16, drafts 0->1
+                                                              r0: Nr 0->17
+                                                              in flight 0->1
+   2  schedule            budget=2                            r0: scheduled 2, reserved 2, runner returns 1
+                                                              r0: runner rule c + n = 16 + 2 = 18 < Nr = 17? no -> samples
+                                                              r0: c 16->18, P 1->3, F 16->18, Nr 17->18
+                                                              in flight 1->2
+   3  deliver             kv_fail_req=0                       delivers the output of step 1
+                                                              r0: c 18->0, F 18->2
+                                                              in flight 2->1
+   4  schedule            budget=1                            r0: scheduled 1, reserved 0, runner returns 0
+                                                              r0: runner rule c + n = 0 + 1 = 1 < Nr = 19? yes -> discards
+                                                              r0: c 0->1, F 2->3, X F->T, drafts 1->0, Nr 18->19
+                                                              in flight 1->2
+   5  deliver             stop=[1]                            delivers the output of step 2
+                                                              r0: status RUNNING->WAITING_FOR_STREAMING_REQ, T 16->17, c 1->-1, P 3->0, F 3->1
+                                                              r0: S 0->1, D F->T
+                                                              in flight 2->1
+                                                              VIOLATES safe-frontier-nonnegative
 (L prompt, T tokens, c computed, P placeholders, F in flight, S stale, D drop-stale, X is_prefill_chunk, Nr V1 num_tokens, g/pl/tl V2 slot computed/prefill_len/total_len)
 
 What the model predicts on each arm (vLLM's reaction: CRASH = an assert kills the

@@ -7,20 +7,20 @@ Configuration v1-kvfail-leak@0.32.0: V1 with KV-load failures: the failed step's
   profile vllm-0.32.0; clamp off; 1 request(s), pp 1, 1 draft token(s) per step
 Violated: placeholder-accounting (vLLM 0.32.0: async_scheduler.py:34-47, async_scheduler.py:69-71, scheduler.py:1603-1607, scheduler.py:2472-2474), at step 3.
 
-step  event               picks                           what changes
+step  event               picks                               what changes
    0  init                prompt_len=[16]
-   1  schedule            budget=16                       r0: scheduled 16, reserved 1, runner returns 1
-                                                          r0: runner rule c + n = 0 + 16 = 16 < Nr = 16? no -> samples
-                                                          r0: status WAITING->RUNNING, c 0->16, P 0->1, F 0->16, drafts 0->1
-                                                          r0: Nr 0->17
-                                                          in flight 0->1
-   2  schedule            budget=1                        r0: scheduled 1, reserved 1, runner returns 1
-                                                          r0: runner rule c + n = 16 + 1 = 17 < Nr = 17? no -> samples
-                                                          r0: c 16->17, P 1->2, F 16->17, Nr 17->18
-                                                          in flight 1->2
-   3  deliver             kv_fail_req=0                   delivers the output of step 1
-                                                          r0: c 17->0, F 17->1
-                                                          in flight 2->1
+   1  schedule            budget=16                           r0: scheduled 16, reserved 1, runner returns 1
+                                                              r0: runner rule c + n = 0 + 16 = 16 < Nr = 16? no -> samples
+                                                              r0: status WAITING->RUNNING, c 0->16, P 0->1, F 0->16, drafts 0->1
+                                                              r0: Nr 0->17
+                                                              in flight 0->1
+   2  schedule            budget=1                            r0: scheduled 1, reserved 1, runner returns 1
+                                                              r0: runner rule c + n = 16 + 1 = 17 < Nr = 17? no -> samples
+                                                              r0: c 16->17, P 1->2, F 16->17, Nr 17->18
+                                                              in flight 1->2
+   3  deliver             kv_fail_req=0                       delivers the output of step 1
+                                                              r0: c 17->0, F 17->1
+                                                              in flight 2->1
 (L prompt, T tokens, c computed, P placeholders, F in flight, S stale, D drop-stale, X is_prefill_chunk, Nr V1 num_tokens, g/pl/tl V2 slot computed/prefill_len/total_len)
 
 What the model predicts on each arm (vLLM's reaction: CRASH = an assert kills the

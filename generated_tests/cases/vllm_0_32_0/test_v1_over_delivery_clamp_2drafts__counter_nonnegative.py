@@ -7,27 +7,27 @@ Configuration v1-over-delivery-clamp-2drafts@0.32.0: clamp with two draft tokens
   profile vllm-0.32.0; clamp on; 1 request(s), pp 1, 2 draft token(s) per step
 Violated: counter-nonnegative (vLLM 0.32.0: async_scheduler.py:69-71), at step 5.
 
-step  event               picks                           what changes
+step  event               picks                               what changes
    0  init                prompt_len=[1]
-   1  schedule            budget=1 extra=[3]              r0: scheduled 1, reserved 1, runner returns 4
-                                                          r0: runner rule c + n = 0 + 1 = 1 < Nr = 1? no -> samples
-                                                          r0: status WAITING->RUNNING, c 0->1, P 0->1, F 0->1, drafts 0->2
-                                                          r0: Nr 0->2
-                                                          in flight 0->1
-   2  schedule            budget=3                        r0: scheduled 3, reserved 3, runner returns 1
-                                                          r0: runner rule c + n = 1 + 3 = 4 < Nr = 2? no -> samples
-                                                          r0: c 1->4, P 1->4, F 1->4, Nr 2->3
-                                                          in flight 1->2
-   3  deliver                                             delivers the output of step 1
-                                                          r0: T 1->5, P 4->0, F 4->3
-                                                          in flight 2->1
-   4  schedule            budget=1                        r0: scheduled 1, reserved 1, runner returns 1
-                                                          r0: runner rule c + n = 4 + 1 = 5 < Nr = 5? no -> samples
-                                                          r0: c 4->5, P 0->1, F 3->4, Nr 3->6
-                                                          in flight 1->2
-   5  deliver                                             delivers the output of step 2
-                                                          r0: c 5->3, P 1->-1, F 4->1, dropped 0->1
-                                                          in flight 2->1
+   1  schedule            budget=1 extra=[3]                  r0: scheduled 1, reserved 1, runner returns 4
+                                                              r0: runner rule c + n = 0 + 1 = 1 < Nr = 1? no -> samples
+                                                              r0: status WAITING->RUNNING, c 0->1, P 0->1, F 0->1, drafts 0->2
+                                                              r0: Nr 0->2
+                                                              in flight 0->1
+   2  schedule            budget=3                            r0: scheduled 3, reserved 3, runner returns 1
+                                                              r0: runner rule c + n = 1 + 3 = 4 < Nr = 2? no -> samples
+                                                              r0: c 1->4, P 1->4, F 1->4, Nr 2->3
+                                                              in flight 1->2
+   3  deliver                                                 delivers the output of step 1
+                                                              r0: T 1->5, P 4->0, F 4->3
+                                                              in flight 2->1
+   4  schedule            budget=1                            r0: scheduled 1, reserved 1, runner returns 1
+                                                              r0: runner rule c + n = 4 + 1 = 5 < Nr = 5? no -> samples
+                                                              r0: c 4->5, P 0->1, F 3->4, Nr 3->6
+                                                              in flight 1->2
+   5  deliver                                                 delivers the output of step 2
+                                                              r0: c 5->3, P 1->-1, F 4->1, dropped 0->1
+                                                              in flight 2->1
 (L prompt, T tokens, c computed, P placeholders, F in flight, S stale, D drop-stale, X is_prefill_chunk, Nr V1 num_tokens, g/pl/tl V2 slot computed/prefill_len/total_len)
 
 What the model predicts on each arm (vLLM's reaction: CRASH = an assert kills the

@@ -7,27 +7,27 @@ Configuration v2-stale-slot@0.32.0: V2 reading its slot as the previous occupant
   profile vllm-0.32.0; clamp off; 2 request(s), pp 1, 1 draft token(s) per step
 Violated: counter-nonnegative (vLLM 0.32.0: async_scheduler.py:69-71), at step 3.
 
-step  event               picks                           what changes
+step  event               picks                               what changes
    0  init                prompt_len=[1, 2]
-   1  schedule            budget=2 stale_read=[False, True]  r0: scheduled 1, reserved 1, runner returns 1
-                                                          r0: runner rule g + n = 0 + 1 = 1 < prefill_len = 1? no -> samples
-                                                          r0: status WAITING->RUNNING, c 0->1, P 0->1, F 0->1, drafts 0->1
-                                                          r0: slot 0->1, g 0->1, pl 0->1, tl 0->2
-                                                          r1: scheduled 1, reserved 0, runner returns 1
-                                                          r1: runner rule g + n = 0 + 1 = 1 < prefill_len = 0? no -> samples
-                                                          r1: status WAITING->RUNNING, c 0->1, F 0->1, X F->T, g 0->1
-                                                          r1: tl 0->1
-                                                          in flight 0->1
-                                                          VIOLATES predicates-agree
-   2  schedule            budget=2 accepted=[1, 0]        r0: scheduled 2, reserved 2, runner returns 2
-                                                          r0: runner rule g + n = 1 + 2 = 3 < prefill_len = 1? no -> samples
-                                                          r0: c 1->3, P 1->3, F 1->3, g 1->3, tl 2->4
-                                                          in flight 1->2
-   3  deliver                                             delivers the output of step 1
-                                                          r0: T 1->2, P 3->2, F 3->2
-                                                          r1: T 2->3, P 0->-1, F 1->0
-                                                          in flight 2->1
-                                                          VIOLATES no-token-while-prefilling
+   1  schedule            budget=2 stale_read=[False, True]   r0: scheduled 1, reserved 1, runner returns 1
+                                                              r0: runner rule g + n = 0 + 1 = 1 < prefill_len = 1? no -> samples
+                                                              r0: status WAITING->RUNNING, c 0->1, P 0->1, F 0->1, drafts 0->1
+                                                              r0: slot 0->1, g 0->1, pl 0->1, tl 0->2
+                                                              r1: scheduled 1, reserved 0, runner returns 1
+                                                              r1: runner rule g + n = 0 + 1 = 1 < prefill_len = 0? no -> samples
+                                                              r1: status WAITING->RUNNING, c 0->1, F 0->1, X F->T, g 0->1
+                                                              r1: tl 0->1
+                                                              in flight 0->1
+                                                              VIOLATES predicates-agree
+   2  schedule            budget=2 accepted=[1, 0]            r0: scheduled 2, reserved 2, runner returns 2
+                                                              r0: runner rule g + n = 1 + 2 = 3 < prefill_len = 1? no -> samples
+                                                              r0: c 1->3, P 1->3, F 1->3, g 1->3, tl 2->4
+                                                              in flight 1->2
+   3  deliver                                                 delivers the output of step 1
+                                                              r0: T 1->2, P 3->2, F 3->2
+                                                              r1: T 2->3, P 0->-1, F 1->0
+                                                              in flight 2->1
+                                                              VIOLATES no-token-while-prefilling
 (L prompt, T tokens, c computed, P placeholders, F in flight, S stale, D drop-stale, X is_prefill_chunk, Nr V1 num_tokens, g/pl/tl V2 slot computed/prefill_len/total_len)
 
 What the model predicts on each arm (vLLM's reaction: CRASH = an assert kills the

@@ -7,23 +7,23 @@ Configuration v2-stale-slot@0.32.0: V2 reading its slot as the previous occupant
   profile vllm-0.32.0; clamp off; 2 request(s), pp 1, 1 draft token(s) per step
 Violated: no-token-while-prefilling (vLLM 0.32.0: scheduler.py:2497-2499), at step 3.
 
-step  event               picks                           what changes
+step  event               picks                               what changes
    0  init                prompt_len=[2, 1]
-   1  schedule            budget=1 stale_read=[True, False]  r0: scheduled 1, reserved 0, runner returns 1
-                                                          r0: runner rule g + n = 0 + 1 = 1 < prefill_len = 0? no -> samples
-                                                          r0: status WAITING->RUNNING, c 0->1, F 0->1, X F->T, slot 0->1
-                                                          r0: g 0->1, tl 0->1
-                                                          in flight 0->1
-                                                          VIOLATES predicates-agree
-   2  schedule            budget=1                        r0: scheduled 1, reserved 1, runner returns 1
-                                                          r0: runner rule g + n = 1 + 1 = 2 < prefill_len = 0? no -> samples
-                                                          r0: c 1->2, P 0->1, F 1->2, X T->F, drafts 0->1
-                                                          r0: g 1->2, tl 1->2
-                                                          in flight 1->2
-   3  deliver                                             delivers the output of step 1
-                                                          r0: T 2->3, P 1->0, F 2->1
-                                                          in flight 2->1
-                                                          VIOLATES no-token-while-prefilling
+   1  schedule            budget=1 stale_read=[True, False]   r0: scheduled 1, reserved 0, runner returns 1
+                                                              r0: runner rule g + n = 0 + 1 = 1 < prefill_len = 0? no -> samples
+                                                              r0: status WAITING->RUNNING, c 0->1, F 0->1, X F->T, slot 0->1
+                                                              r0: g 0->1, tl 0->1
+                                                              in flight 0->1
+                                                              VIOLATES predicates-agree
+   2  schedule            budget=1                            r0: scheduled 1, reserved 1, runner returns 1
+                                                              r0: runner rule g + n = 1 + 1 = 2 < prefill_len = 0? no -> samples
+                                                              r0: c 1->2, P 0->1, F 1->2, X T->F, drafts 0->1
+                                                              r0: g 1->2, tl 1->2
+                                                              in flight 1->2
+   3  deliver                                                 delivers the output of step 1
+                                                              r0: T 2->3, P 1->0, F 2->1
+                                                              in flight 2->1
+                                                              VIOLATES no-token-while-prefilling
 (L prompt, T tokens, c computed, P placeholders, F in flight, S stale, D drop-stale, X is_prefill_chunk, Nr V1 num_tokens, g/pl/tl V2 slot computed/prefill_len/total_len)
 
 What the model predicts on each arm (vLLM's reaction: CRASH = an assert kills the

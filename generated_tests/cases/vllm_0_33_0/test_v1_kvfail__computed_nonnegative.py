@@ -8,36 +8,36 @@ Configuration v1-kvfail@0.33.0: V1 with KV-load failures: runner and scheduler a
   profile vllm-0.33.0; clamp off; 2 request(s), pp 1, 1 draft token(s) per step
 Violated: computed-nonnegative (vLLM 0.33.0: scheduler.py:2346-2364, scheduler.py:2759-2762), at step 5.
 
-step  event               picks                           what changes
+step  event               picks                               what changes
    0  init                prompt_len=[1, 16]
-   1  schedule            budget=17                       r0: scheduled 1, reserved 1, runner returns 1
-                                                          r0: runner rule c + n = 0 + 1 = 1 < Nr = 1? no -> samples
-                                                          r0: status WAITING->RUNNING, c 0->1, P 0->1, F 0->1, drafts 0->1
-                                                          r0: Nr 0->2
-                                                          r1: scheduled 16, reserved 1, runner returns 1
-                                                          r1: runner rule c + n = 0 + 16 = 16 < Nr = 16? no -> samples
-                                                          r1: status WAITING->RUNNING, c 0->16, P 0->1, F 0->16, drafts 0->1
-                                                          r1: Nr 0->17
-                                                          in flight 0->1
-   2  schedule            budget=4 accepted=[0, 1]        r0: scheduled 2, reserved 2, runner returns 1
-                                                          r0: runner rule c + n = 1 + 2 = 3 < Nr = 2? no -> samples
-                                                          r0: c 1->3, P 1->3, F 1->3, Nr 2->3
-                                                          r1: scheduled 2, reserved 2, runner returns 2
-                                                          r1: runner rule c + n = 16 + 2 = 18 < Nr = 17? no -> samples
-                                                          r1: c 16->18, P 1->3, F 16->18, Nr 17->18
-                                                          in flight 1->2
-   3  deliver             kv_fail_req=1                   delivers the output of step 1
-                                                          r0: T 1->2, P 3->2, F 3->2
-                                                          r1: c 18->0, F 18->2
-                                                          in flight 2->1
-   4  schedule            budget=2 accepted=[1, 0]        r0: scheduled 2, reserved 2, runner returns 2
-                                                          r0: runner rule c + n = 3 + 2 = 5 < Nr = 4? no -> samples
-                                                          r0: c 3->5, P 2->4, F 2->4, Nr 3->5
-                                                          in flight 1->2
-   5  deliver             stop=[0, 1]                     delivers the output of step 2
-                                                          r0: T 2->3, c 5->4, P 4->2, F 4->2
-                                                          r1: status RUNNING->FINISHED, T 16->17, c 0->-1, P 3->1, F 2->0
-                                                          in flight 2->1
+   1  schedule            budget=17                           r0: scheduled 1, reserved 1, runner returns 1
+                                                              r0: runner rule c + n = 0 + 1 = 1 < Nr = 1? no -> samples
+                                                              r0: status WAITING->RUNNING, c 0->1, P 0->1, F 0->1, drafts 0->1
+                                                              r0: Nr 0->2
+                                                              r1: scheduled 16, reserved 1, runner returns 1
+                                                              r1: runner rule c + n = 0 + 16 = 16 < Nr = 16? no -> samples
+                                                              r1: status WAITING->RUNNING, c 0->16, P 0->1, F 0->16, drafts 0->1
+                                                              r1: Nr 0->17
+                                                              in flight 0->1
+   2  schedule            budget=4 accepted=[0, 1]            r0: scheduled 2, reserved 2, runner returns 1
+                                                              r0: runner rule c + n = 1 + 2 = 3 < Nr = 2? no -> samples
+                                                              r0: c 1->3, P 1->3, F 1->3, Nr 2->3
+                                                              r1: scheduled 2, reserved 2, runner returns 2
+                                                              r1: runner rule c + n = 16 + 2 = 18 < Nr = 17? no -> samples
+                                                              r1: c 16->18, P 1->3, F 16->18, Nr 17->18
+                                                              in flight 1->2
+   3  deliver             kv_fail_req=1                       delivers the output of step 1
+                                                              r0: T 1->2, P 3->2, F 3->2
+                                                              r1: c 18->0, F 18->2
+                                                              in flight 2->1
+   4  schedule            budget=2 accepted=[1, 0]            r0: scheduled 2, reserved 2, runner returns 2
+                                                              r0: runner rule c + n = 3 + 2 = 5 < Nr = 4? no -> samples
+                                                              r0: c 3->5, P 2->4, F 2->4, Nr 3->5
+                                                              in flight 1->2
+   5  deliver             stop=[0, 1]                         delivers the output of step 2
+                                                              r0: T 2->3, c 5->4, P 4->2, F 4->2
+                                                              r1: status RUNNING->FINISHED, T 16->17, c 0->-1, P 3->1, F 2->0
+                                                              in flight 2->1
 (L prompt, T tokens, c computed, P placeholders, F in flight, S stale, D drop-stale, X is_prefill_chunk, Nr V1 num_tokens, g/pl/tl V2 slot computed/prefill_len/total_len)
 
 What the model predicts on each arm (vLLM's reaction: CRASH = an assert kills the

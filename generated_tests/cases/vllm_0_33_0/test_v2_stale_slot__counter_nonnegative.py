@@ -7,50 +7,50 @@ Configuration v2-stale-slot@0.33.0: V2 reading its slot as the previous occupant
   profile vllm-0.33.0; clamp off; 2 request(s), pp 1, 1 draft token(s) per step
 Violated: counter-nonnegative (vLLM 0.33.0: scheduler.py:2766-2769), at step 7.
 
-step  event               picks                           what changes
+step  event               picks                               what changes
    0  init                prompt_len=[1, 2]
-   1  schedule            budget=2 stale_read=[False, True]  r0: scheduled 1, reserved 1, runner returns 1
-                                                          r0: runner rule g + n = 0 + 1 = 1 < prefill_len = 1? no -> samples
-                                                          r0: status WAITING->RUNNING, c 0->1, P 0->1, F 0->1, drafts 0->1
-                                                          r0: slot 0->1, g 0->1, pl 0->1, tl 0->2
-                                                          r1: scheduled 1, reserved 0, runner returns 1
-                                                          r1: runner rule g + n = 0 + 1 = 1 < prefill_len = 0? no -> samples
-                                                          r1: status WAITING->RUNNING, c 0->1, F 0->1, X F->T, g 0->1
-                                                          r1: tl 0->1
-                                                          in flight 0->1
-                                                          VIOLATES predicates-agree
-   2  schedule            budget=3 accepted=[1, 0]        r0: scheduled 2, reserved 2, runner returns 2
-                                                          r0: runner rule g + n = 1 + 2 = 3 < prefill_len = 1? no -> samples
-                                                          r0: c 1->3, P 1->3, F 1->3, g 1->3, tl 2->4
-                                                          r1: scheduled 1, reserved 1, runner returns 1
-                                                          r1: runner rule g + n = 1 + 1 = 2 < prefill_len = 0? no -> samples
-                                                          r1: c 1->2, P 0->1, F 1->2, X T->F, drafts 0->1
-                                                          r1: g 1->2, tl 1->2
-                                                          in flight 1->2
-   3  deliver                                             delivers the output of step 1
-                                                          r0: T 1->2, P 3->2, F 3->2
-                                                          r1: T 2->3, P 1->0, F 2->1
-                                                          in flight 2->1
-                                                          VIOLATES no-token-while-prefilling
-   4  schedule            budget=4 accepted=[1, 1]        r0: scheduled 2, reserved 2, runner returns 2
-                                                          r0: runner rule g + n = 3 + 2 = 5 < prefill_len = 1? no -> samples
-                                                          r0: c 3->5, P 2->4, F 2->4, g 3->5, tl 4->6
-                                                          r1: scheduled 2, reserved 2, runner returns 2
-                                                          r1: runner rule g + n = 2 + 2 = 4 < prefill_len = 0? no -> samples
-                                                          r1: c 2->4, P 0->2, F 1->3, g 2->4, tl 2->4
-                                                          in flight 1->2
-   5  deliver                                             delivers the output of step 2
-                                                          r0: T 2->4, P 4->2, F 4->2
-                                                          r1: T 3->4, P 2->1, F 3->2
-                                                          in flight 2->1
-   6  schedule            budget=1                        r0: scheduled 1, reserved 1, runner returns 1
-                                                          r0: runner rule g + n = 5 + 1 = 6 < prefill_len = 1? no -> samples
-                                                          r0: c 5->6, P 2->3, F 2->3, g 5->6, tl 6->7
-                                                          in flight 1->2
-   7  deliver                                             delivers the output of step 4
-                                                          r0: T 4->6, P 3->1, F 3->1
-                                                          r1: T 4->6, P 1->-1, F 2->0
-                                                          in flight 2->1
+   1  schedule            budget=2 stale_read=[False, True]   r0: scheduled 1, reserved 1, runner returns 1
+                                                              r0: runner rule g + n = 0 + 1 = 1 < prefill_len = 1? no -> samples
+                                                              r0: status WAITING->RUNNING, c 0->1, P 0->1, F 0->1, drafts 0->1
+                                                              r0: slot 0->1, g 0->1, pl 0->1, tl 0->2
+                                                              r1: scheduled 1, reserved 0, runner returns 1
+                                                              r1: runner rule g + n = 0 + 1 = 1 < prefill_len = 0? no -> samples
+                                                              r1: status WAITING->RUNNING, c 0->1, F 0->1, X F->T, g 0->1
+                                                              r1: tl 0->1
+                                                              in flight 0->1
+                                                              VIOLATES predicates-agree
+   2  schedule            budget=3 accepted=[1, 0]            r0: scheduled 2, reserved 2, runner returns 2
+                                                              r0: runner rule g + n = 1 + 2 = 3 < prefill_len = 1? no -> samples
+                                                              r0: c 1->3, P 1->3, F 1->3, g 1->3, tl 2->4
+                                                              r1: scheduled 1, reserved 1, runner returns 1
+                                                              r1: runner rule g + n = 1 + 1 = 2 < prefill_len = 0? no -> samples
+                                                              r1: c 1->2, P 0->1, F 1->2, X T->F, drafts 0->1
+                                                              r1: g 1->2, tl 1->2
+                                                              in flight 1->2
+   3  deliver                                                 delivers the output of step 1
+                                                              r0: T 1->2, P 3->2, F 3->2
+                                                              r1: T 2->3, P 1->0, F 2->1
+                                                              in flight 2->1
+                                                              VIOLATES no-token-while-prefilling
+   4  schedule            budget=4 accepted=[1, 1]            r0: scheduled 2, reserved 2, runner returns 2
+                                                              r0: runner rule g + n = 3 + 2 = 5 < prefill_len = 1? no -> samples
+                                                              r0: c 3->5, P 2->4, F 2->4, g 3->5, tl 4->6
+                                                              r1: scheduled 2, reserved 2, runner returns 2
+                                                              r1: runner rule g + n = 2 + 2 = 4 < prefill_len = 0? no -> samples
+                                                              r1: c 2->4, P 0->2, F 1->3, g 2->4, tl 2->4
+                                                              in flight 1->2
+   5  deliver                                                 delivers the output of step 2
+                                                              r0: T 2->4, P 4->2, F 4->2
+                                                              r1: T 3->4, P 2->1, F 3->2
+                                                              in flight 2->1
+   6  schedule            budget=1                            r0: scheduled 1, reserved 1, runner returns 1
+                                                              r0: runner rule g + n = 5 + 1 = 6 < prefill_len = 1? no -> samples
+                                                              r0: c 5->6, P 2->3, F 2->3, g 5->6, tl 6->7
+                                                              in flight 1->2
+   7  deliver                                                 delivers the output of step 4
+                                                              r0: T 4->6, P 3->1, F 3->1
+                                                              r1: T 4->6, P 1->-1, F 2->0
+                                                              in flight 2->1
 (L prompt, T tokens, c computed, P placeholders, F in flight, S stale, D drop-stale, X is_prefill_chunk, Nr V1 num_tokens, g/pl/tl V2 slot computed/prefill_len/total_len)
 
 What the model predicts on each arm (vLLM's reaction: CRASH = an assert kills the
