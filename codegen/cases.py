@@ -65,6 +65,17 @@ def config_from_meta(meta: dict, override: str | None = None) -> Config:
     return Config(**data).validate()
 
 
+def concrete_k(cfg: Config, trace: Trace) -> tuple[Config, Trace]:
+    """A trace of a configuration that leaves K open fixes K in its init picks; its case
+    is that instance (targets build vLLM with a concrete num_speculative_tokens)."""
+    if not cfg.k_symbolic:
+        return cfg, trace
+    init = dict(trace.init)
+    k = init.pop(("spec_tokens",), 0)
+    trace.init = init
+    return cfg.with_(spec_tokens=k, spec_tokens_max=None, expect={}), trace
+
+
 # ------------------------------------------------------------------ the step table
 
 _SHOWN = (  # (variable, short label); per request unless scalar
@@ -209,6 +220,7 @@ def build(trace_path: Path | str, config_override: str | None = None, index: int
         raise CaseError(f"{trace_path}: {exc}") from None
     if trace.init is None:
         raise CaseError(f"{trace_path}: no init picks in the first state")
+    cfg, trace = concrete_k(cfg, trace)
     it = Interpreter(cfg)
     try:
         states, checks, observed = replay(it, trace.init, trace.steps)

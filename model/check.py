@@ -66,6 +66,7 @@ class Row:
     classes: list = field(default_factory=list)
     mechanisms: list = field(default_factory=list)
     reaction: str = ""  # violated: what vLLM does at the violating step ("crash: <assert>" / "silent")
+    scope: dict = field(default_factory=dict)  # the parameter space the verdict covers
     note: str = ""
 
     @property
@@ -73,10 +74,27 @@ class Row:
         return self.verdict == self.expected
 
 
+K_FRONTIER_MAX = 8  # a frontier search proves K <= 0, 1, ... up to this bound
+
+
 def _row(cfg: Config, prop: str, **kw) -> Row:
+    kw.setdefault("scope", scope_of(cfg))
     return Row(config=cfg.name, runner=cfg.runner, clamp=cfg.clamp, events=sorted(cfg.events),
                faults=sorted(cfg.faults), profile=cfg.profile, property=prop,
                expected=cfg.expect.get(prop, "reached"), **kw)
+
+
+def scope_of(cfg: Config, trace: Trace | None = None, spec_tokens=None) -> dict:
+    """The parameter space a verdict covers: a proof covers its configuration's space (K
+    "any" when K is symbolic), a counterexample the instance it was found in."""
+    if spec_tokens is None:
+        if trace is not None and cfg.k_symbolic:
+            spec_tokens = [trace.init.get(("spec_tokens",), 0)]
+        elif cfg.k_symbolic:
+            spec_tokens = "any" if cfg.spec_tokens_max is None else list(range(cfg.spec_tokens_max + 1))
+        else:
+            spec_tokens = [cfg.spec_tokens]
+    return {"requests": [cfg.requests], "spec_tokens": spec_tokens, "pp": [cfg.pp]}
 
 
 @dataclass
@@ -93,10 +111,11 @@ def check_config(cfg: Config, max_depth: int = MAX_DEPTH, timeout_s: float = TIM
     rows: list[Row] = []
     documents: dict = {}
 
-    def keep(trace: Trace, name: str, description: str) -> str:
-        confirm(interp, trace, trace.solver_states)
+    def keep(trace: Trace, name: str, description: str, of: Config | None = None) -> str:
+        of = of or cfg
+        confirm(interp if of is cfg else Interpreter(of), trace, trace.solver_states)
         path = f"traces/{cfg.name}/{name}.itf.json"
-        documents[path] = to_itf(trace, cfg.record(), description)
+        documents[path] = to_itf(trace, of.record(), description)
         return path
 
     def refute(prop: str, note: str = "") -> Row:
@@ -121,7 +140,45 @@ def check_config(cfg: Config, max_depth: int = MAX_DEPTH, timeout_s: float = TIM
                  for i, tr in enumerate(classes)]
         return _row(cfg, prop, verdict="violated", depth=first.depth, seconds=seconds, trace=paths[0],
                     first_seconds=first_seconds, classes=paths[1:], mechanisms=first.mechanisms,
-                    reaction=first.reaction, note=note)
+                    reaction=first.reaction, scope=scope_of(cfg, first), note=note)
+
+    def frontier(prop: str) -> Row:
+        """The smallest K with a counterexample: prove the property for K <= 0, 1, ...
+        (k-induction, each bound on its own), and at the first bound whose proof fails
+        search a shortest counterexample with K pinned to it."""
+        started = time.perf_counter()
+        for k in range(K_FRONTIER_MAX + 1):
+            bounded = cfg.with_(spec_tokens_max=k)
+            lemmas = [(lemma.name, lemma.holds) for lemma in lemmas_for(bounded, [prop])]
+            try:
+                result = KInduction(Encoding(bounded), timeout_ms).prove([prop], lemmas)
+            except SolverUnknown as exc:
+                return _row(cfg, prop, verdict="unknown", depth=None, seconds=time.perf_counter() - started,
+                            note=f"frontier proof for K <= {k}: {exc}")
+            if result.status == "proved":
+                continue
+            pinned = cfg.with_(spec_tokens=k, spec_tokens_max=None, expect={})
+            try:
+                trace = Bmc(Encoding(pinned), timeout_ms).shortest(Goal.violation(prop), max_depth)
+            except SolverUnknown as exc:
+                return _row(cfg, prop, verdict="unknown", depth=None, seconds=time.perf_counter() - started,
+                            note=f"frontier search at K = {k}: {exc}")
+            seconds = time.perf_counter() - started
+            below = list(range(k))
+            if trace is None:
+                return _row(cfg, prop, verdict="bounded", depth=max_depth, seconds=seconds, scope=scope_of(cfg, spec_tokens=below),
+                            note=f"proved for K <= {k - 1}; the proof fails at K <= {k} and no counterexample "
+                                 f"at K = {k} within {max_depth} steps")
+            path = keep(trace, prop, f"{prop} violated at K = {k} ({', '.join(trace.mechanisms) or 'core path'})",
+                        of=pinned)
+            return _row(cfg, prop, verdict=f"frontier:K={k}", depth=trace.depth, seconds=seconds, trace=path,
+                        mechanisms=trace.mechanisms, reaction=trace.reaction,
+                        scope={**scope_of(cfg, spec_tokens=below), "violated_at": {"spec_tokens": k}},
+                        note=f"proved for K <= {k - 1} (k-induction); violated at K = {k} "
+                             f"(shortest trace, {trace.depth} steps)")
+        return _row(cfg, prop, verdict="proved", depth=None, seconds=time.perf_counter() - started,
+                    scope=scope_of(cfg, spec_tokens=list(range(K_FRONTIER_MAX + 1))),
+                    note=f"no proof for every K; proved for each K <= {K_FRONTIER_MAX} on its own")
 
     proved = [p for p, e in cfg.expect.items() if e == "proved"]
     violated = [p for p, e in cfg.expect.items() if e in ("violated", "bounded")]  # both: search
@@ -144,6 +201,8 @@ def check_config(cfg: Config, max_depth: int = MAX_DEPTH, timeout_s: float = TIM
                 rows.append(refute(prop, note=why))
     for prop in violated:
         rows.append(refute(prop))
+    for prop in [p for p, e in cfg.expect.items() if e.startswith("frontier:")]:
+        rows.append(frontier(prop))
 
     started = time.perf_counter()
     witness, error, undecided = None, "", False

@@ -334,20 +334,40 @@ def prepare_out(out: Path) -> Path:
 # ------------------------------------------------------------------ the run
 
 
+def scope_text(scope: dict) -> str:
+    """A verdict's parameter space, short: `N=any K=any pp=1`, `N=2 K=0..1 pp=1`."""
+    def part(value) -> str:
+        if value == "any" or value is None:
+            return "any"
+        values = list(value)
+        if len(values) > 2 and values == list(range(values[0], values[-1] + 1)):
+            return f"{values[0]}..{values[-1]}"
+        return ",".join(str(v) for v in values) or "-"
+    if not scope:
+        return ""
+    text = f"N={part(scope.get('requests'))} K={part(scope.get('spec_tokens'))} pp={part(scope.get('pp'))}"
+    if "violated_at" in scope:
+        text += " !K=" + str(scope["violated_at"].get("spec_tokens"))
+    return text
+
+
 def _print_header() -> None:
-    console.print(f"{'config':<26} {'property':<27} {'verdict':<9} {'expected':<9} {'depth':>5} {'time':>7}  note")
+    console.print(f"{'config':<30} {'property':<28} {'verdict':<12} {'expected':<12} {'scope':<22} "
+                  f"{'depth':>5} {'time':>7}  note")
 
 
 def _print_row(row) -> None:
     mark = "" if row.ok else "  [bold red]<- MISMATCH[/]"
-    style = VERDICT_STYLE.get(row.verdict, "white")
+    style = VERDICT_STYLE.get(row.verdict.split(":")[0], "white")
     depth = "-" if row.depth is None else str(row.depth)
     note = row.note if len(row.note) < 60 else row.note[:57] + "..."
     if row.verdict == "violated" and row.mechanisms:
         note = "via " + ", ".join(row.mechanisms) + (f"; +{len(row.classes)} class(es)" if row.classes else "")
+        if row.reaction:
+            note = ("CRASH, " if row.reaction.startswith("crash") else "silent, ") + note
     console.print(
-        f"{row.config:<26} {row.property:<27} [{style}]{row.verdict:<9}[/] {row.expected:<9} "
-        f"{depth:>5} {row.seconds:>6.2f}s  {note}{mark}"
+        f"{row.config:<30} {row.property:<28} [{style}]{row.verdict:<12}[/] {row.expected:<12} "
+        f"{scope_text(row.scope):<22} {depth:>5} {row.seconds:>6.2f}s  {note}{mark}"
     )
 
 

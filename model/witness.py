@@ -36,7 +36,10 @@ def policy_run(interp: Interpreter, goal, goal_name: str) -> Trace | None:
     budget = max(1, (max(prompts) + 1) // 2)
     if cfg.max_budget is not None:
         budget = min(budget, cfg.max_budget)
-    init = args_for(INIT, cfg, {"prompt_len": prompts})  # not resumable
+    picks = {"prompt_len": prompts}  # not resumable
+    if cfg.k_symbolic and (cfg.spec_tokens_max is None or cfg.spec_tokens_max >= 1):
+        picks["spec_tokens"] = 1  # a healthy run with a draft token per step
+    init = args_for(INIT, cfg, picks)
     state = interp.initial(**nested(init))
     steps: list[Step] = []
     for _ in range(POLICY_STEPS):

@@ -52,7 +52,11 @@ class Config:
     requests: how many requests share the token budget and the runner's slots.
     pp: pipeline-parallel stages; the in-flight queue holds pp + 1 steps
         ([cite:max-concurrent-batches]). V1 supports async scheduling only with pp = 1.
-    spec_tokens: draft tokens per step (num_speculative_tokens); 0 = no spec decode.
+    spec_tokens: draft tokens per step (num_speculative_tokens); 0 = no spec decode;
+        None = any number: K is then a parameter of the trace (a constant state
+        variable chosen at init), so a proof covers every K >= 0 at once.
+    spec_tokens_max: with spec_tokens=None, an upper bound on K (None: unbounded); a
+        frontier is proved this way ("for every K <= 1").
     max_budget: upper bound of a step's token budget; None = unbounded.
     prompt_lens: fixed prompt lengths, or None for symbolic ones (>= 1).
     long_prefill_threshold: long_prefill_token_threshold; 0 = off.
@@ -67,7 +71,8 @@ class Config:
     clamp: bool = False
     requests: int = 2
     pp: int = 1
-    spec_tokens: int = 0
+    spec_tokens: int | None = 0
+    spec_tokens_max: int | None = None
     max_budget: int | None = None
     prompt_lens: tuple[int, ...] | None = None
     long_prefill_threshold: int = 0
@@ -100,6 +105,16 @@ class Config:
         """The name without its release suffix: `v2-kvfail@0.33.0` -> `v2-kvfail`."""
         return self.name.split("@", 1)[0]
 
+    @property
+    def k_symbolic(self) -> bool:
+        """K (draft tokens per step) is a parameter of the trace, not a constant."""
+        return self.spec_tokens is None
+
+    @property
+    def drafts(self) -> bool:
+        """Spec decode may be on: K > 0, or a symbolic K."""
+        return self.spec_tokens != 0
+
     def has(self, family: str) -> bool:
         return family in self.events
 
@@ -113,6 +128,7 @@ class Config:
             "name": self.name, "runner": self.runner, "events": sorted(self.events),
             "faults": sorted(self.faults), "profile": self.profile, "clamp": self.clamp,
             "requests": self.requests, "pp": self.pp, "spec_tokens": self.spec_tokens,
+            **({"spec_tokens_max": self.spec_tokens_max} if self.spec_tokens_max is not None else {}),
             "max_budget": self.max_budget,
             "prompt_lens": list(self.prompt_lens) if self.prompt_lens else None,
             "long_prefill_threshold": self.long_prefill_threshold, "block_size": self.block_size,
@@ -142,9 +158,10 @@ class Config:
         if not isinstance(self.clamp, bool):
             raise SpecError(f"{where}: clamp must be True or False, got {self.clamp!r} "
                             f"({type(self.clamp).__name__}; a string like 'no' would count as on)")
-        for name in ("requests", "pp", "spec_tokens", "long_prefill_threshold", "block_size", "max_budget"):
+        for name in ("requests", "pp", "spec_tokens", "long_prefill_threshold", "block_size", "max_budget",
+                     "spec_tokens_max"):
             value = getattr(self, name)
-            if name == "max_budget" and value is None:
+            if name in ("max_budget", "spec_tokens", "spec_tokens_max") and value is None:
                 continue
             if isinstance(value, bool) or not isinstance(value, int):
                 raise SpecError(f"{where}: {name} must be a whole number, got {value!r} "
@@ -191,8 +208,11 @@ class Config:
             raise SpecError(f"{where}: requests must be 1..4, got {self.requests}")
         if not 1 <= self.pp <= 3:
             raise SpecError(f"{where}: pp must be 1..3, got {self.pp}")
-        if not 0 <= self.spec_tokens <= 3:
-            raise SpecError(f"{where}: spec_tokens must be 0..3, got {self.spec_tokens}")
+        if self.spec_tokens is not None and not 0 <= self.spec_tokens <= 8:
+            raise SpecError(f"{where}: spec_tokens must be 0..8 or None (any), got {self.spec_tokens}")
+        if self.spec_tokens_max is not None and (self.spec_tokens is not None or self.spec_tokens_max < 0):
+            raise SpecError(f"{where}: spec_tokens_max bounds a symbolic K: use it with spec_tokens=None "
+                            f"and a value >= 0, got {self.spec_tokens_max}")
         if self.max_budget is not None and self.max_budget < 1:
             raise SpecError(f"{where}: max_budget must be >= 1 or None, got {self.max_budget}")
         if self.prompt_lens is not None:
@@ -219,9 +239,17 @@ class Config:
             if not PROPERTIES[prop].applies(self):
                 raise SpecError(f"{where}: property {prop} does not apply to this configuration "
                                 f"({PROPERTIES[prop].doc}); drop the expectation")
+            if isinstance(verdict, str) and verdict.startswith("frontier:"):
+                bound = verdict.removeprefix("frontier:K=")
+                if not (bound.isdigit() and int(bound) >= 1 and self.k_symbolic):
+                    raise SpecError(
+                        f"{where}: a frontier expectation reads 'frontier:K=N' (proved for K < N, violated "
+                        f"at K = N, N >= 1) and needs spec_tokens=None; got {verdict!r} for {prop}"
+                    )
+                continue
             if verdict not in EXPECTATIONS:
                 raise SpecError(
-                    f"{where}: expected verdict for {prop} must be 'proved', 'violated' or 'bounded', "
-                    f"got {verdict!r}"
+                    f"{where}: expected verdict for {prop} must be 'proved', 'violated', 'bounded' or "
+                    f"'frontier:K=N', got {verdict!r}"
                 )
         return self

@@ -17,6 +17,7 @@ from typing import Callable
 
 from spec.config import Config
 from spec.ops import Ops
+from spec.scheduler import spec_k
 from spec.state import View
 from spec.vocabulary import Status
 
@@ -58,8 +59,12 @@ def _sum_in_flight(s: View, cfg: Config, ops: Ops, r: int, value, where=lambda i
 
 def queue_shape(s: View, cfg: Config, ops: Ops):
     """The queue holds 0..pp+1 steps; unused positions and absent requests read 0."""
-    K = cfg.spec_tokens
+    K = spec_k(s, cfg)
     conds = [s.queue_len >= 0, s.queue_len <= cfg.queue_depth]
+    if cfg.k_symbolic:
+        conds.append(K >= 0)
+        if cfg.spec_tokens_max is not None:
+            conds.append(K <= cfg.spec_tokens_max)
     for i in _queue(cfg):
         for r in _reqs(cfg):
             n, ks, rsv, d = s.q_scheduled[i, r], s.q_spec[i, r], s.q_reserved[i, r], s.q_sampled[i, r]
@@ -92,10 +97,8 @@ def request_shape(s: View, cfg: Config, ops: Ops):
         conds += [
             s.status[r] >= Status.WAITING, s.status[r] <= Status.FINISHED,
             s.num_prompt_tokens[r] >= 1, s.num_tokens[r] >= 1,
-            # a stop that trims drafts rolls c back (0.33.0); after a KV-load recompute
-            # that can take a finishing request below 0, which nothing reads again
-            ops.implies(s.status[r] != Status.FINISHED, s.num_computed_tokens[r] >= 0), s.epoch[r] >= 0,
-            s.num_spec_tokens[r] >= 0, s.num_spec_tokens[r] <= cfg.spec_tokens,
+            s.epoch[r] >= 0,
+            s.num_spec_tokens[r] >= 0, s.num_spec_tokens[r] <= spec_k(s, cfg),
             ops.implies(s.status[r] != Status.FINISHED,
                         s.num_in_flight_tokens[r] == _sum_in_flight(s, cfg, ops, r, lambda i: s.q_scheduled[i, r])),
             s.num_stale_output_tokens[r] >= 0,
@@ -106,6 +109,21 @@ def request_shape(s: View, cfg: Config, ops: Ops):
             conds.append(ops.implies(s.pending_update[r], s.pending_update_len[r] >= 1))
             conds.append(ops.implies(s.pending_update[r], s.resumable[r]))
     return ops.all(*conds)
+
+
+def computed_unfinished(s: View, cfg: Config, ops: Ops):
+    """c >= 0 while a request is unfinished. A stop that trims drafts rolls c back
+    (0.33.0): after a KV-load recompute that can take a finishing request below 0."""
+    return ops.all(*[ops.implies(s.status[r] != Status.FINISHED, s.num_computed_tokens[r] >= 0)
+                     for r in _reqs(cfg)])
+
+
+def _computed_stays_nonnegative(cfg: Config) -> bool:
+    """Without KV-load failures, or with at most one draft: a recompute from 0 with two
+    rejected drafts takes a running request's c to -1 (finding 9)."""
+    small_k = cfg.spec_tokens is not None and cfg.spec_tokens <= 1 or (
+        cfg.k_symbolic and cfg.spec_tokens_max is not None and cfg.spec_tokens_max <= 1)
+    return not cfg.has("kvfail") or small_k
 
 
 def stale_share(s: View, cfg: Config, ops: Ops):
@@ -306,6 +324,8 @@ def _zeroes_when_idle(cfg: Config) -> bool:
 LEMMAS: tuple[Lemma, ...] = (
     Lemma("queue-shape", queue_shape.__doc__, lambda cfg: True, queue_shape),
     Lemma("request-shape", request_shape.__doc__, lambda cfg: True, request_shape),
+    Lemma("computed-unfinished", computed_unfinished.__doc__, _computed_stays_nonnegative, computed_unfinished,
+          implied_by=("computed-nonnegative",)),
     Lemma("stale-share", stale_share.__doc__, _marks_stale_everywhere, stale_share),
     Lemma("idle-no-placeholders", idle_has_no_placeholders.__doc__, _zeroes_when_idle, idle_has_no_placeholders),
     # over-committed spec tokens roll c forward past T + P when P is already 0
@@ -320,15 +340,19 @@ LEMMAS: tuple[Lemma, ...] = (
           implied_by=("placeholder-accounting",)),  # the property itself, as a lemma
     # needs a runner that agrees with the scheduler: V1, or V2 without KV-load failures,
     # and sessions that resume from their whole history
+    # and a runner that commits no more than it sampled: over-committed tokens lengthen
+    # T, and V1's later steps are discarded where the scheduler reserved (finding on 0.33.0)
     Lemma("in-flight-agreement", in_flight_agreement.__doc__,
-          _all_of(_no("stale-slot-read"), _sessions_consistent,
+          _all_of(_no("stale-slot-read", "over-delivery"), _sessions_consistent,
                   lambda cfg: cfg.runner == "v1" or not cfg.has("kvfail")),
           in_flight_agreement),
     Lemma("accounting-at-least", accounting_at_least.__doc__,
           _all_of(_no("stale-slot-read", "over-delivery"), _sessions_consistent,
                   lambda cfg: cfg.runner == "v1" or not cfg.has("kvfail")),
           accounting_at_least, implied_by=("placeholder-accounting", "accounting-exact")),
-    Lemma("v1-aligned", v1_aligned.__doc__, _all_of(lambda cfg: cfg.runner == "v1", _sessions_consistent), v1_aligned),
+    # over-committed tokens lengthen T beyond what the runner counted for the step
+    Lemma("v1-aligned", v1_aligned.__doc__,
+          _all_of(lambda cfg: cfg.runner == "v1", _sessions_consistent, _no("over-delivery")), v1_aligned),
     Lemma("v2-tracks-scheduler", v2_tracks_scheduler.__doc__,
           _all_of(lambda cfg: cfg.is_v2, _no("kvfail", "stale-slot-read", "over-delivery")), v2_tracks_scheduler),
 )

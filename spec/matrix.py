@@ -12,9 +12,11 @@ Expectations: "proved" (k-induction, for every depth), "violated" (a shortest
 counterexample, replayed), "bounded" (no counterexample within the search depth and no
 proof claimed: honest about where the model stops).
 
-Prompt lengths and budgets are symbolic everywhere, with one draft token per step
-unless an entry says otherwise. Proofs run with two requests sharing the token budget
-and the runner's slots. A counterexample search runs with as many requests as its
+Prompt lengths and budgets are symbolic everywhere. The draft count K is symbolic in
+proofs (`spec_tokens=None`: one proof covers every K >= 0, or every K up to
+`spec_tokens_max`), and one per step in searches unless an entry says otherwise; a
+`frontier:K=N` expectation is computed: proved for K < N, violated at K = N (a shortest
+trace). Proofs run with two requests sharing the token budget and the runner's slots. A counterexample search runs with as many requests as its
 mechanism needs: one for a mechanism inside a request (a recompute, a session stop),
 two where requests interact (a slot's previous occupant, the shared budget), since
 every extra idle request multiplies the search for nothing.
@@ -35,10 +37,11 @@ SAFETY = ("counter-nonnegative", "computed-nonnegative", "predicates-agree", "no
 SAFETY_033 = SAFETY + ("session-keep-covers-computed",)
 
 
-def _expect(proved=(), violated=(), bounded=()) -> dict:
+def _expect(proved=(), violated=(), bounded=(), frontier=None) -> dict:
     out = {p: "proved" for p in proved}
     out.update({p: "violated" for p in violated})
     out.update({p: "bounded" for p in bounded})
+    out.update({p: f"frontier:K={k}" for p, k in (frontier or {}).items()})
     return out
 
 
@@ -68,27 +71,28 @@ MATRIX: tuple[Config, ...] = (
     # ---- without faults: the contract holds, for every event family -----------------------
     *_releases("v1", "V1 runner; preemption (both modes), reset, streaming sessions, aborts",
                {"0.32.0": _expect(proved=SAFETY), "0.33.0": _expect(proved=SAFETY_033)},
-               runner="v1", events=ALL),
+               runner="v1", events=ALL, spec_tokens=None),
     *_releases("v2", "V2 runner (snapshot prefill_len); every event family but KV-load failure",
                {"0.32.0": _expect(proved=SAFETY), "0.33.0": _expect(proved=SAFETY_033)},
-               runner="v2", events=ALL),
+               runner="v2", events=ALL, spec_tokens=None),
     *_releases("v2-live", "V2 with the live-length fix; every event family but KV-load failure",
                {"0.32.0": _expect(proved=SAFETY), "0.33.0": _expect(proved=SAFETY_033)},
-               runner="v2-live", events=ALL),
+               runner="v2-live", events=ALL, spec_tokens=None),
     *_releases("v2-pp2", "V2 with two pipeline stages: three steps in flight, decode cadence "
                "(without streaming sessions: that proof does not close in a minute with two requests)",
-               _same(_expect(proved=SAFETY)), runner="v2", events=ALL - {"stream"}, pp=2),
+               _same(_expect(proved=SAFETY)), runner="v2", events=ALL - {"stream"}, pp=2, spec_tokens=None),
     *_releases("v1-kvfail", "V1 with KV-load failures (recompute) and every other event but streaming: "
                "runner and scheduler still agree",
-               {"0.32.0": _expect(proved=("counter-nonnegative", "computed-nonnegative", "predicates-agree",
+               {"0.32.0": _expect(proved=("counter-nonnegative", "predicates-agree",
                                           "no-token-while-prefilling", "stale-count-nonnegative",
-                                          "scheduled-tokens-positive")),
+                                          "scheduled-tokens-positive"),
+                                  frontier={"computed-nonnegative": 2}),
                 "0.33.0": ("V1 with KV-load failures: runner and scheduler agree, but a stop that trims a "
                            "draft rolls a recomputed request's computed count below 0 as it finishes",
                            _expect(proved=("counter-nonnegative", "predicates-agree", "no-token-while-prefilling",
                                            "stale-count-nonnegative", "scheduled-tokens-positive"),
                                    violated=("computed-nonnegative",)))},
-               runner="v1", events=ALL - {"stream"} | {"kvfail"}),
+               runner="v1", events=ALL - {"stream"} | {"kvfail"}, spec_tokens=None),
     *_releases("kvfail-2drafts", "KV-load failure with two draft tokens: after the recompute both "
                "drafts are rejected from a computed count of 1 ([cite:spec-reject-decrement] checks c > 0, "
                "not c >= rejected), and the next step is scheduled from position -1",
@@ -127,9 +131,11 @@ MATRIX: tuple[Config, ...] = (
                _same(_expect(violated=("counter-nonnegative",))),
                runner="v1", events=frozenset(), faults=frozenset({"over-delivery"}), requests=1),
     # ---- the seed PR's clamp -----------------------------------------------------------------------
-    *_releases("v1-clamp", "clamp with V1 and every event family",
-               _same(_expect(proved=("counter-nonnegative",))), runner="v1", events=KVFAIL, clamp=True),
-    *_releases("v2-clamp-faults", "clamp with V2 under KV-load failures and both faults",
+    *_releases("v1-clamp", "clamp with V1 and every event family but streaming sessions, any K",
+               _same(_expect(proved=("counter-nonnegative",))), runner="v1", events=KVFAIL - {"stream"}, clamp=True,
+               spec_tokens=None),
+    *_releases("v2-clamp-faults", "clamp with V2 under KV-load failures, streaming and both faults, K <= 1 "
+               "(with two drafts the over-delivery frontier below applies)",
                _same(_expect(proved=("counter-nonnegative",),
                              violated=("predicates-agree", "no-token-while-prefilling"))),
                runner="v2", events=KVFAIL, faults=frozenset({"stale-slot-read", "over-delivery"}), clamp=True),
@@ -137,10 +143,11 @@ MATRIX: tuple[Config, ...] = (
                _same(_expect(proved=("counter-nonnegative",),
                              violated=("predicates-agree", "no-token-while-prefilling"))),
                runner="v2", events=frozenset({"kvfail"}), clamp=True, requests=1),
-    *_releases("v1-over-delivery-clamp-2drafts", "clamp with two draft tokens: the rejection decrement "
-               "(guarded by P > 0, [cite:spec-reject-decrement]) still drives the counter negative",
-               _same(_expect(violated=("counter-nonnegative",))),
-               runner="v1", events=frozenset(), faults=frozenset({"over-delivery"}), clamp=True, spec_tokens=2,
+    *_releases("v1-over-delivery-clamp", "the clamp's frontier in the draft count: the rejection decrement "
+               "(guarded by P > 0, [cite:spec-reject-decrement]) drives the counter negative once two "
+               "drafts can be rejected",
+               _same(_expect(frontier={"counter-nonnegative": 2})),
+               runner="v1", events=frozenset(), faults=frozenset({"over-delivery"}), clamp=True, spec_tokens=None,
                requests=1),
     # ---- historical behaviours (each 0.32.0 with one mechanism swapped back) ---------------------
     _cfg("h1-preempt", "preemption kept placeholders, output not marked stale (before #38624); "

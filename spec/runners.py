@@ -176,7 +176,7 @@ def v2_decide(
             "scheduled": sh.on, "slot": nxt.v2_slot[r], "num_computed": computed, "query_len": sh.n,
             "num_draft": sh.ks, "prefill_len": nxt.v2_prefill_len[r], "total_len": total, "discard": discard,
         })
-        accepted = a.accepted[r] if cfg.spec_tokens else 0
+        accepted = a.accepted[r] if cfg.drafts else 0
         sampled = ops.ite(discard, 0, 1 + accepted)
         rejected = ops.ite(discard, 0, sh.ks - accepted)
         nxt.v2_total_len[r] = ops.ite(sh.on, total + sampled, total)

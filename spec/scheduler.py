@@ -45,7 +45,16 @@ def init_args(cfg: Config) -> tuple[Arg, ...]:
     args = [Arg("prompt_len", int, "prompt tokens of each request", over=("req",), lo=1)]
     if cfg.has("stream"):
         args.append(Arg("resumable", bool, "the request is a streaming-input session", over=("req",)))
+    if cfg.k_symbolic:
+        args.append(Arg("spec_tokens", int, "K, num_speculative_tokens, for the whole trace",
+                        lo=0, hi=cfg.spec_tokens_max))
     return tuple(args)
+
+
+def spec_k(s: View, cfg: Config):
+    """K: the configuration's draft count, or the trace's when the configuration leaves
+    it open (a constant state variable, so a proof covers every K)."""
+    return s.spec_tokens if cfg.k_symbolic else cfg.spec_tokens
 
 
 def init(a: View, nxt: Next, cfg: Config, ops: Ops) -> Effect:
@@ -102,6 +111,8 @@ def init(a: View, nxt: Next, cfg: Config, ops: Ops) -> Effect:
         nxt.v2_num_free = cfg.slots
     if cfg.is_v2 and cfg.pp > 1:
         nxt.current_step = 0
+    if cfg.k_symbolic:
+        nxt.spec_tokens = a.spec_tokens
     nxt.next_running_rank = 0
     nxt.waiting_front = 0
     nxt.waiting_back = cfg.requests
@@ -114,7 +125,7 @@ def init(a: View, nxt: Next, cfg: Config, ops: Ops) -> Effect:
 
 def schedule_args(cfg: Config) -> tuple[Arg, ...]:
     args = [Arg("budget", int, "token budget of the step (max_num_scheduled_tokens)", lo=1, hi=cfg.max_budget)]
-    if cfg.spec_tokens:
+    if cfg.drafts:
         args.append(Arg("accepted", int, "drafts the runner accepts", over=("req",), lo=0, hi=cfg.spec_tokens))
     if "stale-slot-read" in cfg.faults:
         args.append(Arg("stale_read", bool, "fault: the add_request writes to the slot are lost", over=("req",)))
@@ -127,7 +138,7 @@ def schedule(s: View, a: View, nxt: Next, cfg: Config, ops: Ops) -> Effect:
     """Scheduler.schedule() ([cite:schedule-begins schedule-ends-with-update]) with AsyncScheduler._update_after_schedule
     ([cite:async-update-after-schedule reserve-placeholders spec-token-placeholders next-decode-eligible]), then the runner's execute_model for that output."""
     reqs = range(cfg.requests)
-    K = cfg.spec_tokens
+    K = spec_k(s, cfg)
     status = [s.status[r] for r in reqs]
     guard = [s.queue_len < cfg.queue_depth, has_requests(s, cfg, ops)]
     checks: list = []
@@ -214,8 +225,9 @@ def schedule(s: View, a: View, nxt: Next, cfg: Config, ops: Ops) -> Effect:
             computed = s.num_computed_tokens[r]  # c == 0: no prefix-cache hit; else kept ([cite:admission-prefix-lookup admission-keeps-computed])
             want = s.num_tokens[r] - computed  # [cite:admission-num-new-tokens]
             pad = False
-            if K:
+            if cfg.drafts:
                 pad = ops.all(
+                    K > 0,
                     want == 1,
                     ops.not_(prefill_scheduled),
                     ops.any(running_scheduled, computed > 0),
@@ -226,7 +238,7 @@ def schedule(s: View, a: View, nxt: Next, cfg: Config, ops: Ops) -> Effect:
                 want = ops.ite(pad, 1 + K, want)
             count = ops.min(cap_long_prefill(want), remaining)  # [cite:admission-padding admission-budget-cap]
             asserts.append(("admission-tokens-positive", ops.implies(here, count > 0)))  # [cite:admission-tokens-positive]
-            if K:
+            if cfg.drafts:
                 # the threshold may cut a padded admission below 1 + K ([cite:padding-assert])
                 asserts.append(("padding-intact", ops.implies(ops.all(here, pad), count == 1 + K)))
             take[r] = ops.any(take[r], here)
@@ -294,11 +306,11 @@ def schedule(s: View, a: View, nxt: Next, cfg: Config, ops: Ops) -> Effect:
 
     for r in reqs:
         sampling = ops.all(take[r], ops.not_(discards[r]))
-        accepted = a.accepted[r] if K else 0
+        accepted = a.accepted[r] if cfg.drafts else 0
         extra = a.extra[r] if "over-delivery" in cfg.faults else 0
         sampled = ops.ite(sampling, SAMPLED_PER_STEP + accepted + extra, 0)
         # picks that do not apply are pinned to 0, so every trace has one spelling
-        if K:
+        if cfg.drafts:
             guard.append(accepted <= ops.ite(sampling, ks[r], 0))
         if "over-delivery" in cfg.faults:
             guard.append(ops.implies(ops.not_(sampling), extra == 0))

@@ -64,6 +64,9 @@ DECLS: tuple[VarDecl, ...] = (
     VarDecl("waiting_rank", int, ("req",), "order in its waiting queue (smaller = earlier)", "[cite:fcfs-append fcfs-prepend] (append / appendleft)"),
     VarDecl("discard_latest_async_tokens", bool, ("req",), "H2: drop the next output frame", "historical (#38624 era)", when=lambda c: c.prof.reset == "discard-flag"),
     VarDecl("async_tokens_to_discard", int, ("req",), "H3: frames still to drop", "historical async_scheduler.py (#42117)", when=lambda c: c.prof.reset == "discard-counter"),
+    # ---- parameters (constant along a trace) ---------------------------------------------
+    VarDecl("spec_tokens", int, (), "K = num_speculative_tokens when the configuration leaves it open",
+            "spec-token-placeholders", when=lambda c: c.k_symbolic),
     # ---- scheduler globals ----------------------------------------------------------
     VarDecl("current_step", int, (), "Scheduler.current_step", "[cite:schedule-begins]", when=lambda c: c.is_v2 and c.pp > 1),
     VarDecl("next_running_rank", int, (), "rank the next admitted request gets", "[cite:running-append]"),

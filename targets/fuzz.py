@@ -163,7 +163,7 @@ def propose(it: Interpreter, cfg: Config, s: Mapping, name: str, rng: random.Ran
         if trial is None:
             return None
         pos = trial.state[("queue_len",)] - 1
-        if cfg.spec_tokens:
+        if cfg.drafts:
             named["accepted"] = [
                 rng.randint(0, trial.state[("q_spec", pos, r)]) if trial.state[("q_sampled", pos, r)] else 0
                 for r in R
@@ -240,6 +240,9 @@ def random_init(cfg: Config, rng: random.Random, lim: Limits) -> dict:
     init: dict[str, Any] = {"prompt_len": lens}
     if cfg.has("stream"):
         init["resumable"] = [rng.random() < 0.7 for _ in range(cfg.requests)]
+    if cfg.k_symbolic:
+        top = cfg.spec_tokens_max if cfg.spec_tokens_max is not None else 3
+        init["spec_tokens"] = rng.randint(0, top)
     return init
 
 

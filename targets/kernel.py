@@ -100,7 +100,7 @@ def scheduled_rows(observed: Mapping[str, Any], args: Mapping[tuple, Any], cfg: 
     for req, (row, reserved) in enumerate(zip(observed["v2_rows"], observed["reserved"])):
         if not row["scheduled"]:
             continue
-        accepted = args.get(("accepted", req), 0) if cfg.spec_tokens else 0
+        accepted = args.get(("accepted", req), 0) if cfg.drafts else 0
         out.append(dict(row, req=req, reserved=reserved, accepted=accepted))
     return out
 

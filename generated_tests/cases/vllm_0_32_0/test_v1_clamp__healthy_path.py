@@ -1,12 +1,12 @@
 """With v1 and vllm-0.32.0 plus the clamp, a request prefills in chunks, decodes and
 finishes on a stop token; no property is violated and the clamp never drops a token.
 
-Configuration v1-clamp@0.32.0: clamp with V1 and every event family
-  runner v1; events abort, kvfail, preempt, preempt-drop, reset, stream; faults none;
+Configuration v1-clamp@0.32.0: clamp with V1 and every event family but streaming sessions, any K
+  runner v1; events abort, kvfail, preempt, preempt-drop, reset; faults none;
   profile vllm-0.32.0; clamp on; 2 request(s), pp 1, 1 draft token(s) per step
 
 step  event               picks                               what changes
-   0  init                prompt_len=[2, 2] resumable=[False, False]
+   0  init                prompt_len=[2, 2]
    1  schedule            budget=1                            r0: scheduled 1, reserved 0, runner returns 0
                                                               r0: runner rule c + n = 0 + 1 = 1 < Nr = 2? yes -> discards
                                                               r0: status WAITING->RUNNING, c 0->1, F 0->1, X F->T, Nr 0->2
@@ -55,8 +55,8 @@ from targets.harness import Case, Expect, check_case
 
 CASE = Case(
     name='v1_clamp__healthy_path',
-    config={'name': 'v1-clamp@0.32.0', 'runner': 'v1', 'events': ['abort', 'kvfail', 'preempt', 'preempt-drop', 'reset', 'stream'], 'faults': [], 'profile': 'vllm-0.32.0', 'clamp': True, 'requests': 2, 'pp': 1, 'spec_tokens': 1, 'max_budget': None, 'prompt_lens': None, 'long_prefill_threshold': 0, 'block_size': 16},
-    init={'prompt_len': [2, 2], 'resumable': [False, False]},
+    config={'name': 'v1-clamp@0.32.0', 'runner': 'v1', 'events': ['abort', 'kvfail', 'preempt', 'preempt-drop', 'reset'], 'faults': [], 'profile': 'vllm-0.32.0', 'clamp': True, 'requests': 2, 'pp': 1, 'spec_tokens': 1, 'max_budget': None, 'prompt_lens': None, 'long_prefill_threshold': 0, 'block_size': 16},
+    init={'prompt_len': [2, 2]},
     steps=(
         ('schedule', {'budget': 1, 'accepted': [0, 0]}),
         ('schedule', {'budget': 1, 'accepted': [0, 0]}),

@@ -1,7 +1,7 @@
 """With v2 and vllm-0.32.0 plus the clamp, a request prefills in chunks, decodes and
 finishes on a stop token; no property is violated and the clamp never drops a token.
 
-Configuration v2-clamp-faults@0.32.0: clamp with V2 under KV-load failures and both faults
+Configuration v2-clamp-faults@0.32.0: clamp with V2 under KV-load failures, streaming and both faults, K <= 1 (with two drafts the over-delivery frontier below applies)
   runner v2; events abort, kvfail, preempt, preempt-drop, reset, stream; faults over-delivery, stale-slot-read;
   profile vllm-0.32.0; clamp on; 2 request(s), pp 1, 1 draft token(s) per step
 

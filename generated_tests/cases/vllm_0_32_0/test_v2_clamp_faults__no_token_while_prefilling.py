@@ -2,7 +2,7 @@
 prefilling at step 3. The property: no live delivery appends a token for a step the
 scheduler classified as a prefill chunk.
 
-Configuration v2-clamp-faults@0.32.0: clamp with V2 under KV-load failures and both faults
+Configuration v2-clamp-faults@0.32.0: clamp with V2 under KV-load failures, streaming and both faults, K <= 1 (with two drafts the over-delivery frontier below applies)
   runner v2; events abort, kvfail, preempt, preempt-drop, reset, stream; faults over-delivery, stale-slot-read;
   profile vllm-0.32.0; clamp on; 2 request(s), pp 1, 1 draft token(s) per step
 Violated: no-token-while-prefilling (vLLM 0.32.0: scheduler.py:2497-2499), at step 3.

@@ -2,7 +2,7 @@
 step 1. The property: the runner samples a scheduled request iff the scheduler
 reserved placeholders for it (runner discard <=> is_prefill_chunk).
 
-Configuration v2-clamp-faults@0.32.0: clamp with V2 under KV-load failures and both faults
+Configuration v2-clamp-faults@0.32.0: clamp with V2 under KV-load failures, streaming and both faults, K <= 1 (with two drafts the over-delivery frontier below applies)
   runner v2; events abort, kvfail, preempt, preempt-drop, reset, stream; faults over-delivery, stale-slot-read;
   profile vllm-0.32.0; clamp on; 2 request(s), pp 1, 1 draft token(s) per step
 Violated: predicates-agree (vLLM 0.32.0: scheduler.py:1634-1636, async_scheduler.py:34-47, gpu_model_runner.py:2053-2060, input_batch.py:507-533), at step 1.

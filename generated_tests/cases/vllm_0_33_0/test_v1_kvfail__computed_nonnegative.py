@@ -30,12 +30,12 @@ step  event               picks                               what changes
                                                               r0: T 1->2, P 3->2, F 3->2
                                                               r1: c 18->0, F 18->2
                                                               in flight 2->1
-   4  schedule            budget=2 accepted=[1, 0]            r0: scheduled 2, reserved 2, runner returns 2
-                                                              r0: runner rule c + n = 3 + 2 = 5 < Nr = 4? no -> samples
-                                                              r0: c 3->5, P 2->4, F 2->4, Nr 3->5
+   4  schedule            budget=1                            r0: scheduled 1, reserved 1, runner returns 1
+                                                              r0: runner rule c + n = 3 + 1 = 4 < Nr = 4? no -> samples
+                                                              r0: c 3->4, P 2->3, F 2->3, Nr 3->5
                                                               in flight 1->2
    5  deliver             stop=[0, 1]                         delivers the output of step 2
-                                                              r0: T 2->3, c 5->4, P 4->2, F 4->2
+                                                              r0: T 2->3, c 4->3, P 3->1, F 3->1
                                                               r1: status RUNNING->FINISHED, T 16->17, c 0->-1, P 3->1, F 2->0
                                                               in flight 2->1
 (L prompt, T tokens, c computed, P placeholders, F in flight, S stale, D drop-stale, X is_prefill_chunk, Nr V1 num_tokens, g/pl/tl V2 slot computed/prefill_len/total_len)
@@ -72,7 +72,7 @@ CASE = Case(
         ('schedule', {'budget': 17, 'accepted': [0, 0]}),
         ('schedule', {'budget': 4, 'accepted': [0, 1]}),
         ('deliver', {'stop': [0, 0], 'kv_fail_req': 1, 'kv_fail_block': 0}),
-        ('schedule', {'budget': 2, 'accepted': [1, 0]}),
+        ('schedule', {'budget': 1, 'accepted': [0, 0]}),
         ('deliver', {'stop': [0, 1], 'kv_fail_req': -1, 'kv_fail_block': 0}),
     ),
     kind='violation',

@@ -2,7 +2,7 @@
 step 5. The property: num_output_placeholders is never negative (0.32.0 asserts it
 after every live delivery; 0.33.0 only after a delivery that found it positive).
 
-Configuration v1-over-delivery-clamp-2drafts@0.32.0: clamp with two draft tokens: the rejection decrement (guarded by P > 0, [cite:spec-reject-decrement]) still drives the counter negative
+Configuration v1-over-delivery-clamp@0.32.0: the clamp's frontier in the draft count: the rejection decrement (guarded by P > 0, [cite:spec-reject-decrement]) drives the counter negative once two drafts can be rejected
   runner v1; events none; faults over-delivery;
   profile vllm-0.32.0; clamp on; 1 request(s), pp 1, 2 draft token(s) per step
 Violated: counter-nonnegative (vLLM 0.32.0: async_scheduler.py:69-71), at step 5.
@@ -45,16 +45,16 @@ engine; SILENT = the violation passes unnoticed):
                       violated: counter-nonnegative at step 5; placeholder-accounting at 3
                       runs 5 step(s); the clamp drops 1 token(s)
 
-Replay:      .venv/bin/python -m pytest generated_tests/cases/vllm_0_32_0/test_v1_over_delivery_clamp_2drafts__counter_nonnegative.py --target=reference,vllm,vllm-clamp,kernel
+Replay:      .venv/bin/python -m pytest generated_tests/cases/vllm_0_32_0/test_v1_over_delivery_clamp__counter_nonnegative.py --target=reference,vllm,vllm-clamp,kernel
              (add --vllm=0.33.0 for the 0.33.0 arms, SHOW_VLLM_TRACEBACK=1 to see vLLM's own traceback)
-Regenerate:  make generate    (from build/prove/traces/v1-over-delivery-clamp-2drafts@0.32.0/counter-nonnegative.itf.json; generated, do not edit)
+Regenerate:  make generate    (from build/prove/traces/v1-over-delivery-clamp@0.32.0/counter-nonnegative.itf.json; generated, do not edit)
 """
 
 from targets.harness import Case, Expect, check_case
 
 CASE = Case(
-    name='v1_over_delivery_clamp_2drafts__counter_nonnegative',
-    config={'name': 'v1-over-delivery-clamp-2drafts@0.32.0', 'runner': 'v1', 'events': [], 'faults': ['over-delivery'], 'profile': 'vllm-0.32.0', 'clamp': True, 'requests': 1, 'pp': 1, 'spec_tokens': 2, 'max_budget': None, 'prompt_lens': None, 'long_prefill_threshold': 0, 'block_size': 16},
+    name='v1_over_delivery_clamp__counter_nonnegative',
+    config={'name': 'v1-over-delivery-clamp@0.32.0', 'runner': 'v1', 'events': [], 'faults': ['over-delivery'], 'profile': 'vllm-0.32.0', 'clamp': True, 'requests': 1, 'pp': 1, 'spec_tokens': 2, 'max_budget': None, 'prompt_lens': None, 'long_prefill_threshold': 0, 'block_size': 16},
     init={'prompt_len': [1]},
     steps=(
         ('schedule', {'budget': 1, 'accepted': [0], 'extra': [3]}),
@@ -71,9 +71,9 @@ CASE = Case(
         'vllm-0.33.0': ({'profile': 'vllm-0.33.0', 'clamp': False}, Expect(runs=5, fired=None, violations=(5,), others=(('placeholder-accounting', 3),), dropped=0, completed=False)),
         'vllm-0.33.0+clamp': ({'profile': 'vllm-0.33.0', 'clamp': True}, Expect(runs=5, fired=None, violations=(5,), others=(('placeholder-accounting', 3),), dropped=1, completed=False)),
     },
-    path='generated_tests/cases/vllm_0_32_0/test_v1_over_delivery_clamp_2drafts__counter_nonnegative.py',
+    path='generated_tests/cases/vllm_0_32_0/test_v1_over_delivery_clamp__counter_nonnegative.py',
 )
 
 
-def test_v1_over_delivery_clamp_2drafts__counter_nonnegative(target):
+def test_v1_over_delivery_clamp__counter_nonnegative(target):
     check_case(CASE, target)

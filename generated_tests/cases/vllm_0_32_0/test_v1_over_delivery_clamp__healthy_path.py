@@ -1,9 +1,9 @@
 """With v1 and vllm-0.32.0 plus the clamp, a request prefills in chunks, decodes and
 finishes on a stop token; no property is violated and the clamp never drops a token.
 
-Configuration v1-over-delivery-clamp-2drafts@0.32.0: clamp with two draft tokens: the rejection decrement (guarded by P > 0, [cite:spec-reject-decrement]) still drives the counter negative
+Configuration v1-over-delivery-clamp@0.32.0: the clamp's frontier in the draft count: the rejection decrement (guarded by P > 0, [cite:spec-reject-decrement]) drives the counter negative once two drafts can be rejected
   runner v1; events none; faults over-delivery;
-  profile vllm-0.32.0; clamp on; 1 request(s), pp 1, 2 draft token(s) per step
+  profile vllm-0.32.0; clamp on; 1 request(s), pp 1, 1 draft token(s) per step
 
 step  event               picks                               what changes
    0  init                prompt_len=[2]
@@ -13,7 +13,7 @@ step  event               picks                               what changes
                                                               in flight 0->1
    2  schedule            budget=1                            r0: scheduled 1, reserved 1, runner returns 1
                                                               r0: runner rule c + n = 1 + 1 = 2 < Nr = 2? no -> samples
-                                                              r0: c 1->2, P 0->1, F 1->2, X T->F, drafts 0->2
+                                                              r0: c 1->2, P 0->1, F 1->2, X T->F, drafts 0->1
                                                               r0: Nr 2->3
                                                               in flight 1->2
    3  deliver                                                 delivers the output of step 1
@@ -46,16 +46,16 @@ engine; SILENT = the violation passes unnoticed):
   vllm-0.33.0+clamp   holds: no assert fires, nothing is violated
                       runs 7 step(s); a request completes
 
-Replay:      .venv/bin/python -m pytest generated_tests/cases/vllm_0_32_0/test_v1_over_delivery_clamp_2drafts__healthy_path.py --target=reference,vllm,vllm-clamp,kernel
+Replay:      .venv/bin/python -m pytest generated_tests/cases/vllm_0_32_0/test_v1_over_delivery_clamp__healthy_path.py --target=reference,vllm,vllm-clamp,kernel
              (add --vllm=0.33.0 for the 0.33.0 arms, SHOW_VLLM_TRACEBACK=1 to see vLLM's own traceback)
-Regenerate:  make generate    (from build/prove/traces/v1-over-delivery-clamp-2drafts@0.32.0/witness.itf.json; generated, do not edit)
+Regenerate:  make generate    (from build/prove/traces/v1-over-delivery-clamp@0.32.0/witness.itf.json; generated, do not edit)
 """
 
 from targets.harness import Case, Expect, check_case
 
 CASE = Case(
-    name='v1_over_delivery_clamp_2drafts__healthy_path',
-    config={'name': 'v1-over-delivery-clamp-2drafts@0.32.0', 'runner': 'v1', 'events': [], 'faults': ['over-delivery'], 'profile': 'vllm-0.32.0', 'clamp': True, 'requests': 1, 'pp': 1, 'spec_tokens': 2, 'max_budget': None, 'prompt_lens': None, 'long_prefill_threshold': 0, 'block_size': 16},
+    name='v1_over_delivery_clamp__healthy_path',
+    config={'name': 'v1-over-delivery-clamp@0.32.0', 'runner': 'v1', 'events': [], 'faults': ['over-delivery'], 'profile': 'vllm-0.32.0', 'clamp': True, 'requests': 1, 'pp': 1, 'spec_tokens': 1, 'max_budget': None, 'prompt_lens': None, 'long_prefill_threshold': 0, 'block_size': 16},
     init={'prompt_len': [2]},
     steps=(
         ('schedule', {'budget': 1, 'accepted': [0], 'extra': [0]}),
@@ -74,9 +74,9 @@ CASE = Case(
         'vllm-0.33.0': ({'profile': 'vllm-0.33.0', 'clamp': False}, Expect(runs=7, fired=None, violations=(), others=(), dropped=0, completed=True)),
         'vllm-0.33.0+clamp': ({'profile': 'vllm-0.33.0', 'clamp': True}, Expect(runs=7, fired=None, violations=(), others=(), dropped=0, completed=True)),
     },
-    path='generated_tests/cases/vllm_0_32_0/test_v1_over_delivery_clamp_2drafts__healthy_path.py',
+    path='generated_tests/cases/vllm_0_32_0/test_v1_over_delivery_clamp__healthy_path.py',
 )
 
 
-def test_v1_over_delivery_clamp_2drafts__healthy_path(target):
+def test_v1_over_delivery_clamp__healthy_path(target):
     check_case(CASE, target)

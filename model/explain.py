@@ -1,0 +1,221 @@
+"""Can a configuration reach a state with these counters? A shortest trace, or a proof that none can.
+
+The operator's question after a crash: which mechanism can produce the counters the log
+shows (`placeholders=-1 new_tokens=1 computed=8448 ...`)? For one configuration of the
+matrix the answer is one of
+
+  reached      a shortest trace whose last state has exactly those values for some
+               request (and, for `new_tokens`, whose last step delivers that many tokens
+               to it); replayed on the interpreter like every trace. The last step may
+               fire an assert: a crash log shows the state the assert saw.
+  unreachable  a proof: the configuration's invariants (its proved properties and
+               lemmas, re-proved here by k-induction) hold in every state a live engine
+               reaches, and no single transition from such a state (firing or not)
+               ends in the counters; nor does an initial state have them.
+  unknown      neither within the search depth (or the time limit). Never a "no".
+
+Integer values are pinned in the goal as they are: the encoding uses unbounded Int,
+so a 9118-token prompt costs what a small one costs.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+import z3
+
+from model.bmc import Bmc, Goal, SolverUnknown
+from model.encoding import Encoding
+from model.induction import KInduction
+from model.interpreter import Interpreter
+from model.trace import Trace, confirm
+from spec.config import Config
+from spec.invariants import lemmas_for
+from spec.properties import PROPERTIES
+from spec.vocabulary import Status
+
+MAX_DEPTH = 12
+TIMEOUT_S = 20.0
+
+
+@dataclass(frozen=True)
+class Counter:
+    """One counter an operator can give, and what it means in the spec."""
+
+    name: str
+    kind: str  # "int" | "bool" | "status"
+    meaning: str
+    var: str | None = None  # the per-request spec variable, when it is one
+
+
+COUNTERS: dict[str, Counter] = {c.name: c for c in (
+    Counter("placeholders", "int", "num_output_placeholders", "num_output_placeholders"),
+    Counter("new_tokens", "int", "tokens the runner returned for the request in the step just delivered "
+            "(len(new_token_ids) in update_from_output)"),
+    Counter("computed", "int", "num_computed_tokens", "num_computed_tokens"),
+    Counter("num_tokens", "int", "num_tokens (prompt + delivered output)", "num_tokens"),
+    Counter("prompt", "int", "num_prompt_tokens", "num_prompt_tokens"),
+    Counter("output", "int", "num_tokens - num_prompt_tokens (output tokens delivered)"),
+    Counter("prefill_chunk", "bool", "is_prefill_chunk", "is_prefill_chunk"),
+    Counter("in_flight", "int", "num_in_flight_tokens", "num_in_flight_tokens"),
+    Counter("stale", "int", "num_stale_output_tokens", "num_stale_output_tokens"),
+    Counter("drafts", "int", "len(spec_token_ids)", "num_spec_tokens"),
+    Counter("status", "status", "the request's status: " + ", ".join(Status.NAMES.values()), "status"),
+)}
+
+# other spellings of the same counters: the spec's variable names and vLLM's attributes
+ALIASES: dict[str, str] = {
+    "num_output_placeholders": "placeholders", "num_computed_tokens": "computed",
+    "num_prompt_tokens": "prompt", "is_prefill_chunk": "prefill_chunk",
+    "num_in_flight_tokens": "in_flight", "num_stale_output_tokens": "stale",
+    "num_spec_tokens": "drafts", "num_output_tokens": "output", "num_new_tokens": "new_tokens",
+}
+
+
+def accepted_names() -> str:
+    return ", ".join(list(COUNTERS) + list(ALIASES))
+
+
+@dataclass
+class Answer:
+    config: str
+    verdict: str  # "reached" | "unreachable" | "unknown"
+    seconds: float
+    how: str  # one phrase: what decided it
+    depth: int | None = None
+    trace: Trace | None = None
+    request: int | None = None  # the request whose counters match
+    reaction: str = ""  # reached: "crash: <assert>" or "silent" at the last step
+    mechanisms: list = field(default_factory=list)
+
+
+class CounterGoal(Goal):
+    """A goal over the last state and the last step: the counters of one request. The
+    last step may fire an assert (a crash log shows the state the assert saw)."""
+
+    def __init__(self, values: Mapping[str, Any], requests: int):
+        object.__setattr__(self, "name", "counters")
+        object.__setattr__(self, "kind", "witness")
+        object.__setattr__(self, "predicate", None)
+        object.__setattr__(self, "values", dict(values))
+        object.__setattr__(self, "requests", requests)
+
+    @property
+    def may_end_engine(self) -> bool:
+        return True
+
+    def at(self, enc: Encoding, depth: int):
+        """The goal reached by a trace of exactly `depth` steps (None: impossible)."""
+        if "new_tokens" in self.values and depth == 0:
+            return None
+        return z3.Or(*[self.for_request(enc, depth, r) for r in range(self.requests)])
+
+    def for_request(self, enc: Encoding, depth: int, r: int):
+        s = enc.step(depth).state
+        conds = []
+        for name, value in self.values.items():
+            counter = COUNTERS[name]
+            if name == "output":
+                conds.append(s[("num_tokens", r)] - s[("num_prompt_tokens", r)] == value)
+            elif name == "new_tokens":
+                before = enc.step(depth - 1).state
+                conds += [enc.action_is(depth - 1, "deliver"), before[("q_scheduled", 0, r)] != 0,
+                          before[("q_sampled", 0, r)] == value]
+            elif counter.kind == "bool":
+                conds.append(s[(counter.var, r)] == z3.BoolVal(bool(value)))
+            else:
+                conds.append(s[(counter.var, r)] == value)
+        return z3.And(*conds)
+
+    def holds_concretely(self, before: Mapping, after: Mapping, event: str | None, r: int) -> bool:
+        """The same goal on interpreter states (the replayed trace's last step)."""
+        for name, value in self.values.items():
+            counter = COUNTERS[name]
+            if name == "output":
+                got = after[("num_tokens", r)] - after[("num_prompt_tokens", r)]
+            elif name == "new_tokens":
+                if event != "deliver" or before is None or not before[("q_scheduled", 0, r)]:
+                    return False
+                got = before[("q_sampled", 0, r)]
+            else:
+                got = after[(counter.var, r)]
+            if (bool(got) != bool(value)) if counter.kind == "bool" else (got != value):
+                return False
+        return True
+
+
+class _Search(Bmc):
+    def goal_at(self, goal, depth):
+        if isinstance(goal, CounterGoal):
+            return goal.at(self.enc, depth)
+        return super().goal_at(goal, depth)
+
+
+def _prove_unreachable(enc: Encoding, cfg: Config, goal: CounterGoal, timeout_ms: int) -> str | None:
+    """A proof that no trace reaches the goal, as one phrase; None when there is none.
+
+    The configuration's invariants (the properties it proves and the lemmas their proof
+    uses) are proved again here by k-induction; then one query asks whether a transition
+    from a state satisfying them can end in the goal, and one whether an initial state
+    is the goal."""
+    proved = [p for p, e in cfg.expect.items() if e == "proved"]
+    lemmas = [(lemma.name, lemma.holds) for lemma in lemmas_for(cfg, proved)]
+    result = KInduction(enc, timeout_ms).prove(proved, lemmas)
+    if result.status != "proved":
+        return None
+    solver = z3.Solver()
+    solver.set("timeout", timeout_ms)
+    start = goal.at(enc, 0)
+    if start is not None:
+        solver.push()
+        solver.add(enc.initial(), start)
+        answer = solver.check()
+        solver.pop()
+        if answer != z3.unsat:
+            return None
+    premises = [enc.state_formula(fn, 0) for _, fn in lemmas]
+    premises += [enc.holds(p, 0) for p in proved if PROPERTIES[p].kind == "state"]
+    premises += [z3.Not(enc.bad(p, 0)) for p in proved if PROPERTIES[p].kind == "transition"]
+    solver.add(*premises, enc.transition(0), goal.at(enc, 1))
+    answer = solver.check()
+    if answer == z3.unknown:
+        raise SolverUnknown(f"{cfg.name}: the one-step query after the invariants' proof: {solver.reason_unknown()}")
+    if answer != z3.unsat:
+        return None
+    what = ", ".join(proved) if proved else "no property"
+    return (f"k-induction (k={result.k}) proves {len(lemmas)} lemma(s) and {what}; "
+            "no step from a state where they hold ends in these counters")
+
+
+def explain_config(cfg: Config, values: Mapping[str, Any], max_depth: int = MAX_DEPTH,
+                   timeout_s: float = TIMEOUT_S) -> Answer:
+    """Reach the counters under one configuration, or prove that nothing can."""
+    started = time.perf_counter()
+    timeout_ms = max(int(timeout_s * 1000), 1)
+    enc = Encoding(cfg)
+    goal = CounterGoal(values, cfg.requests)
+
+    def answer(verdict: str, how: str, **kw) -> Answer:
+        return Answer(cfg.name, verdict, time.perf_counter() - started, how, **kw)
+
+    try:
+        proof = _prove_unreachable(enc, cfg, goal, timeout_ms)
+        if proof is not None:
+            return answer("unreachable", proof)
+        trace = _Search(enc, timeout_ms).shortest(goal, max_depth)
+    except SolverUnknown as exc:
+        return answer("unknown", f"the solver did not decide: {exc}")
+    if trace is None:
+        return answer("unknown", f"no trace within {max_depth} steps, and no proof that none exists")
+    interp = Interpreter(cfg)
+    confirm(interp, trace, trace.solver_states)
+    last = trace.states[-1]
+    before = trace.states[-2] if len(trace.states) > 1 else None
+    event = trace.steps[-1].event if trace.steps else None
+    matching = [r for r in range(cfg.requests) if goal.holds_concretely(before, last, event, r)]
+    if not matching:  # the solver's trace, replayed, must show the counters
+        raise AssertionError(f"{cfg.name}: the replayed trace does not end in the counters {dict(values)}")
+    return answer("reached", f"BMC: a shortest trace of {trace.depth} step(s)", depth=trace.depth,
+                  trace=trace, request=matching[0], reaction=trace.reaction, mechanisms=list(trace.mechanisms))
