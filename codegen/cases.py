@@ -76,6 +76,21 @@ def concrete_k(cfg: Config, trace: Trace) -> tuple[Config, Trace]:
     return cfg.with_(spec_tokens=k, spec_tokens_max=None, expect={}), trace
 
 
+def concrete_rest(cfg: Config, trace: Trace, trace_path) -> tuple[Config, Trace]:
+    """A trace of an abstract rest (a proof configuration's witness) in which the rest
+    never acts is a trace of the one focal request alone: its case is that instance.
+    One in which the rest acts is not a vLLM trace, and cannot become a case."""
+    if not cfg.rest:
+        return cfg, trace
+    for t, step in enumerate(trace.steps):
+        acting = {k[0]: v for k, v in step.args.items() if k[0].startswith("rest_") and v not in (0, False)}
+        if acting:
+            raise CaseError(f"{trace_path}: step {t + 1} uses the abstract rest ({acting}); only a trace in which "
+                            "the rest does nothing is a trace of vLLM")
+        step.args = {k: v for k, v in step.args.items() if not k[0].startswith("rest_")}
+    return cfg.with_(rest=False, expect={}), trace
+
+
 # ------------------------------------------------------------------ the step table
 
 _SHOWN = (  # (variable, short label); per request unless scalar
@@ -221,6 +236,7 @@ def build(trace_path: Path | str, config_override: str | None = None, index: int
     if trace.init is None:
         raise CaseError(f"{trace_path}: no init picks in the first state")
     cfg, trace = concrete_k(cfg, trace)
+    cfg, trace = concrete_rest(cfg, trace, trace_path)
     it = Interpreter(cfg)
     try:
         states, checks, observed = replay(it, trace.init, trace.steps)

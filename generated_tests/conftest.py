@@ -1,4 +1,4 @@
-"""Targets for the generated suites: --target=reference,vllm,vllm-clamp,kernel.
+"""Targets for the generated suites: --target=reference,vllm,vllm-clamp,runner,runner-clamp,kernel.
 
 Each generated test runs once per selected target (the option and the vLLM tree are
 defined in the root conftest.py, which validates them). A target that cannot run a case
@@ -13,8 +13,9 @@ import pytest
 
 from targets.protocol import TargetUnavailable
 
-MARKS = {"reference": "reference", "vllm": "vllm", "vllm-clamp": "vllm", "kernel": "kernel"}
-ASKED_WHEN_SELECTED = ("vllm", "vllm-clamp")  # the root conftest checked their tree already
+MARKS = {"reference": "reference", "vllm": "vllm", "vllm-clamp": "vllm", "runner": "vllm", "runner-clamp": "vllm",
+         "kernel": "kernel"}
+ASKED_WHEN_SELECTED = ("vllm", "vllm-clamp", "runner", "runner-clamp")  # the root conftest checked their tree already
 _built: dict = {}
 
 
@@ -38,6 +39,10 @@ def _build(name: str):
         from targets.vllm_target import VllmTarget
 
         return VllmTarget(clamp=name == "vllm-clamp")
+    if name in ("runner", "runner-clamp"):
+        from targets.real_runner import RealRunnerTarget
+
+        return RealRunnerTarget(clamp=name == "runner-clamp")
     from targets.kernel import KernelTarget
 
     return KernelTarget()

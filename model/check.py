@@ -84,6 +84,14 @@ def _row(cfg: Config, prop: str, **kw) -> Row:
                expected=cfg.expect.get(prop, "reached"), **kw)
 
 
+def concrete_instances(cfg: Config) -> list[Config]:
+    """Where counterexamples are searched: the configuration itself, or for an abstract
+    rest, concrete instances with one and then two requests (a trace is always real)."""
+    if not cfg.rest:
+        return [cfg]
+    return [cfg.with_(rest=False, requests=n, expect={}) for n in (1, 2)]
+
+
 def scope_of(cfg: Config, trace: Trace | None = None, spec_tokens=None) -> dict:
     """The parameter space a verdict covers: a proof covers its configuration's space (K
     "any" when K is symbolic), a counterexample the instance it was found in."""
@@ -94,7 +102,8 @@ def scope_of(cfg: Config, trace: Trace | None = None, spec_tokens=None) -> dict:
             spec_tokens = "any" if cfg.spec_tokens_max is None else list(range(cfg.spec_tokens_max + 1))
         else:
             spec_tokens = [cfg.spec_tokens]
-    return {"requests": [cfg.requests], "spec_tokens": spec_tokens, "pp": [cfg.pp]}
+    requests = "any" if cfg.rest and trace is None else [cfg.requests]
+    return {"requests": requests, "spec_tokens": spec_tokens, "pp": [cfg.pp]}
 
 
 @dataclass
@@ -120,27 +129,35 @@ def check_config(cfg: Config, max_depth: int = MAX_DEPTH, timeout_s: float = TIM
 
     def refute(prop: str, note: str = "") -> Row:
         # a solver of its own: a trace depends on its configuration and property only,
-        # not on which other queries ran before it (Z3's models follow its history)
-        bmc = Bmc(enc, timeout_ms)
+        # not on which other queries ran before it (Z3's models follow its history).
+        # An abstract rest proves, it does not refute: its counterexamples are searched
+        # on concrete instances (one request, then two), so every trace is a real one.
         started = time.perf_counter()
-        try:
-            first = bmc.shortest(Goal.violation(prop), max_depth)
-            first_seconds = time.perf_counter() - started
-            classes = []
+        first, classes, where = None, [], cfg
+        for instance in concrete_instances(cfg):
+            bmc = Bmc(enc if instance is cfg else Encoding(instance), timeout_ms)
+            try:
+                first = bmc.shortest(Goal.violation(prop), max_depth)
+                first_seconds = time.perf_counter() - started
+                if first is not None:
+                    classes = bmc.classes(Goal.violation(prop), first, first.depth + CLASS_EXTRA_DEPTH, CLASS_LIMIT)
+            except SolverUnknown as exc:  # a timeout says so; an interrupt is not caught here
+                return _row(cfg, prop, verdict="unknown", depth=None, seconds=time.perf_counter() - started,
+                            note=(note + "; then " if note else "") + str(exc))
             if first is not None:
-                classes = bmc.classes(Goal.violation(prop), first, first.depth + CLASS_EXTRA_DEPTH, CLASS_LIMIT)
-        except SolverUnknown as exc:  # a timeout says so; an interrupt is not caught here
-            return _row(cfg, prop, verdict="unknown", depth=None, seconds=time.perf_counter() - started,
-                        note=(note + "; then " if note else "") + str(exc))
+                where = instance
+                break
         seconds = time.perf_counter() - started
         if first is None:
+            sizes = "" if not cfg.rest else f" with {' or '.join(str(i.requests) for i in concrete_instances(cfg))} request(s)"
             return _row(cfg, prop, verdict="bounded", depth=max_depth, seconds=seconds,
-                        note=(note + "; " if note else "") + f"no counterexample within {max_depth} steps")
-        paths = [keep(tr, prop if i == 0 else f"{prop}.{i}", f"{prop} violated ({', '.join(tr.mechanisms) or 'core path'})")
+                        note=(note + "; " if note else "") + f"no counterexample within {max_depth} steps{sizes}")
+        paths = [keep(tr, prop if i == 0 else f"{prop}.{i}", f"{prop} violated ({', '.join(tr.mechanisms) or 'core path'})",
+                      of=where)
                  for i, tr in enumerate(classes)]
         return _row(cfg, prop, verdict="violated", depth=first.depth, seconds=seconds, trace=paths[0],
                     first_seconds=first_seconds, classes=paths[1:], mechanisms=first.mechanisms,
-                    reaction=first.reaction, scope=scope_of(cfg, first), note=note)
+                    reaction=first.reaction, scope=scope_of(where, first), note=note)
 
     def frontier(prop: str) -> Row:
         """The smallest K with a counterexample: prove the property for K <= 0, 1, ...
@@ -157,12 +174,15 @@ def check_config(cfg: Config, max_depth: int = MAX_DEPTH, timeout_s: float = TIM
                             note=f"frontier proof for K <= {k}: {exc}")
             if result.status == "proved":
                 continue
-            pinned = cfg.with_(spec_tokens=k, spec_tokens_max=None, expect={})
-            try:
-                trace = Bmc(Encoding(pinned), timeout_ms).shortest(Goal.violation(prop), max_depth)
-            except SolverUnknown as exc:
-                return _row(cfg, prop, verdict="unknown", depth=None, seconds=time.perf_counter() - started,
-                            note=f"frontier search at K = {k}: {exc}")
+            trace = None
+            for pinned in concrete_instances(cfg.with_(spec_tokens=k, spec_tokens_max=None, expect={})):
+                try:
+                    trace = Bmc(Encoding(pinned), timeout_ms).shortest(Goal.violation(prop), max_depth)
+                except SolverUnknown as exc:
+                    return _row(cfg, prop, verdict="unknown", depth=None, seconds=time.perf_counter() - started,
+                                note=f"frontier search at K = {k}: {exc}")
+                if trace is not None:
+                    break
             seconds = time.perf_counter() - started
             below = list(range(k))
             if trace is None:
@@ -173,7 +193,8 @@ def check_config(cfg: Config, max_depth: int = MAX_DEPTH, timeout_s: float = TIM
                         of=pinned)
             return _row(cfg, prop, verdict=f"frontier:K={k}", depth=trace.depth, seconds=seconds, trace=path,
                         mechanisms=trace.mechanisms, reaction=trace.reaction,
-                        scope={**scope_of(cfg, spec_tokens=below), "violated_at": {"spec_tokens": k}},
+                        scope={**scope_of(cfg, spec_tokens=below),
+                               "violated_at": {"spec_tokens": k, "requests": pinned.requests}},
                         note=f"proved for K <= {k - 1} (k-induction); violated at K = {k} "
                              f"(shortest trace, {trace.depth} steps)")
         return _row(cfg, prop, verdict="proved", depth=None, seconds=time.perf_counter() - started,

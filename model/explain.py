@@ -38,6 +38,14 @@ from spec.vocabulary import Status
 
 MAX_DEPTH = 12
 TIMEOUT_S = 20.0
+BUDGET_S = 5.0  # per configuration: the search stops deepening once it is spent
+
+
+class _OutOfTime(Exception):
+    """The configuration's time budget ran out before the search reached max_depth."""
+
+    def __init__(self, depth: int):
+        self.depth = depth
 
 
 @dataclass(frozen=True)
@@ -190,8 +198,10 @@ def _prove_unreachable(enc: Encoding, cfg: Config, goal: CounterGoal, timeout_ms
 
 
 def explain_config(cfg: Config, values: Mapping[str, Any], max_depth: int = MAX_DEPTH,
-                   timeout_s: float = TIMEOUT_S) -> Answer:
-    """Reach the counters under one configuration, or prove that nothing can."""
+                   timeout_s: float = TIMEOUT_S, budget_s: float = BUDGET_S) -> Answer:
+    """Reach the counters under one configuration, or prove that nothing can. The proof
+    comes first; the search deepens one step at a time until max_depth or until
+    budget_s is spent (then: unknown, with the depth searched)."""
     started = time.perf_counter()
     timeout_ms = max(int(timeout_s * 1000), 1)
     enc = Encoding(cfg)
@@ -200,13 +210,23 @@ def explain_config(cfg: Config, values: Mapping[str, Any], max_depth: int = MAX_
     def answer(verdict: str, how: str, **kw) -> Answer:
         return Answer(cfg.name, verdict, time.perf_counter() - started, how, **kw)
 
+    def in_time(depth: int):
+        if time.perf_counter() - started > budget_s:
+            raise _OutOfTime(depth)
+        return z3.BoolVal(True)
+
     try:
         proof = _prove_unreachable(enc, cfg, goal, timeout_ms)
         if proof is not None:
             return answer("unreachable", proof)
-        trace = _Search(enc, timeout_ms).shortest(goal, max_depth)
+        left_ms = max(int((budget_s - (time.perf_counter() - started)) * 1000), 500)
+        trace = _Search(enc, min(timeout_ms, left_ms)).shortest(goal, max_depth, in_time)
+    except _OutOfTime as exc:
+        return answer("unknown", f"no trace within {exc.depth - 1} steps: the {budget_s:g} s budget per "
+                                 "configuration ran out (raise --budget), and no proof that none exists")
     except SolverUnknown as exc:
-        return answer("unknown", f"the solver did not decide: {exc}")
+        return answer("unknown", "a solver query ran past its limit (the search's: what is left of the "
+                                 f"{budget_s:g} s budget; raise --budget), and no proof that none exists")
     if trace is None:
         return answer("unknown", f"no trace within {max_depth} steps, and no proof that none exists")
     interp = Interpreter(cfg)

@@ -36,6 +36,11 @@ from spec.properties import PROPERTIES, reported_by
 from spec.state import View
 
 LENGTH = 24  # steps per walk: twice the matrix's search depth (model/check.py MAX_DEPTH)
+# Walks alternate between the fuzzer's sizes and small ones: small prompts and budgets
+# reach most violations in fewer steps (the BMC's minimised picks are small), but a
+# KV-load failure needs a prompt of at least a whole block, which only the large ones
+# draw. (small, large) as (max_prompt, max_budget, max_update); measured in bench/peers.py.
+SMALL = (6, 8, 4)
 SECONDS = 0.05  # default budget: what a probe in front of the BMC may cost (bench/peers.py)
 
 
@@ -146,13 +151,18 @@ def walk(it: Interpreter, cfg: Config, test: Callable[[StepResult], bool], rng: 
 def walks(cfg: Config, prop: str, seconds: float, seed: int = 0, length: int = LENGTH,
           max_walks: int | None = None, lim=None):
     """Random walks until one violates `prop` or the budget runs out. Returns
-    (Walk or None, walks tried, steps taken)."""
+    (Walk or None, walks tried, steps taken). `lim` fixes the sizes (targets.fuzz.Limits);
+    by default walks alternate between SMALL and the fuzzer's."""
+    from targets.fuzz import Limits
+
     it = Interpreter(cfg)
     test = violated_by(cfg, prop)
+    sizes = [lim] if lim is not None else [Limits(*SMALL), Limits()]
     deadline = time.perf_counter() + seconds
     tried = taken = 0
     while time.perf_counter() < deadline and (max_walks is None or tried < max_walks):
-        got = walk(it, cfg, test, random.Random(seed * 1_000_003 + tried), length, deadline, lim)
+        got = walk(it, cfg, test, random.Random(seed * 1_000_003 + tried), length, deadline,
+                   sizes[tried % len(sizes)])
         tried += 1
         taken += len(got.steps)
         if got.violated:

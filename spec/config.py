@@ -57,6 +57,13 @@ class Config:
         variable chosen at init), so a proof covers every K >= 0 at once.
     spec_tokens_max: with spec_tokens=None, an upper bound on K (None: unbounded); a
         frontier is proved this way ("for every K <= 1").
+    rest: one focal request against an abstract rest: `requests` is 1 and whatever any
+        number of other requests can do to it (take budget before it, keep the engine
+        busy, stop the waiting loop, leave values in a slot it is given, be preempted
+        or updated instead of it) is a free pick of each event. A per-request property
+        proved here holds for every request of every N (README, "Any number of
+        requests"; tests/test_abstraction.py checks that every concrete step with 2 and
+        3 requests is an abstract step).
     max_budget: upper bound of a step's token budget; None = unbounded.
     prompt_lens: fixed prompt lengths, or None for symbolic ones (>= 1).
     long_prefill_threshold: long_prefill_token_threshold; 0 = off.
@@ -73,6 +80,7 @@ class Config:
     pp: int = 1
     spec_tokens: int | None = 0
     spec_tokens_max: int | None = None
+    rest: bool = False
     max_budget: int | None = None
     prompt_lens: tuple[int, ...] | None = None
     long_prefill_threshold: int = 0
@@ -129,6 +137,7 @@ class Config:
             "faults": sorted(self.faults), "profile": self.profile, "clamp": self.clamp,
             "requests": self.requests, "pp": self.pp, "spec_tokens": self.spec_tokens,
             **({"spec_tokens_max": self.spec_tokens_max} if self.spec_tokens_max is not None else {}),
+            **({"rest": True} if self.rest else {}),
             "max_budget": self.max_budget,
             "prompt_lens": list(self.prompt_lens) if self.prompt_lens else None,
             "long_prefill_threshold": self.long_prefill_threshold, "block_size": self.block_size,
@@ -155,6 +164,8 @@ class Config:
                 raise SpecError(f"{where}: {name} must be a set of names, e.g. {example}; got {value!r}")
             if not isinstance(value, frozenset):
                 fixed[name] = frozenset(value)
+        if not isinstance(self.rest, bool):
+            raise SpecError(f"{where}: rest must be True or False, got {self.rest!r}")
         if not isinstance(self.clamp, bool):
             raise SpecError(f"{where}: clamp must be True or False, got {self.clamp!r} "
                             f"({type(self.clamp).__name__}; a string like 'no' would count as on)")
@@ -204,10 +215,12 @@ class Config:
                 f"{where}: the V1 runner supports async scheduling only with pp=1 "
                 "([cite:v1-pp-async-unsupported]); set pp=1 or use a V2 runner"
             )
+        if self.rest and self.requests != 1:
+            raise SpecError(f"{where}: rest=True is one focal request against the others: set requests=1")
         if not 1 <= self.requests <= 4:
             raise SpecError(f"{where}: requests must be 1..4, got {self.requests}")
-        if not 1 <= self.pp <= 3:
-            raise SpecError(f"{where}: pp must be 1..3, got {self.pp}")
+        if not 1 <= self.pp <= 4:
+            raise SpecError(f"{where}: pp must be 1..4, got {self.pp}")
         if self.spec_tokens is not None and not 0 <= self.spec_tokens <= 8:
             raise SpecError(f"{where}: spec_tokens must be 0..8 or None (any), got {self.spec_tokens}")
         if self.spec_tokens_max is not None and (self.spec_tokens is not None or self.spec_tokens_max < 0):

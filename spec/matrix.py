@@ -16,7 +16,8 @@ Prompt lengths and budgets are symbolic everywhere. The draft count K is symboli
 proofs (`spec_tokens=None`: one proof covers every K >= 0, or every K up to
 `spec_tokens_max`), and one per step in searches unless an entry says otherwise; a
 `frontier:K=N` expectation is computed: proved for K < N, violated at K = N (a shortest
-trace). Proofs run with two requests sharing the token budget and the runner's slots. A counterexample search runs with as many requests as its
+trace). Proofs run with `rest=True`: one focal request against an abstract rest, so they
+hold for any number of requests (README, "Any number of requests"). A counterexample search runs with as many requests as its
 mechanism needs: one for a mechanism inside a request (a recompute, a session stop),
 two where requests interact (a slot's previous occupant, the shared budget), since
 every extra idle request multiplies the search for nothing.
@@ -35,6 +36,8 @@ SAFETY = ("counter-nonnegative", "computed-nonnegative", "predicates-agree", "no
           "scheduled-tokens-positive", "padding-intact")
 # 0.33.0 asserts that a session update keeps every token it has computed
 SAFETY_033 = SAFETY + ("session-keep-covers-computed",)
+# a proof for every size: one focal request against an abstract rest, any K
+ANY_SIZE = {"requests": 1, "rest": True, "spec_tokens": None}
 
 
 def _expect(proved=(), violated=(), bounded=(), frontier=None) -> dict:
@@ -71,16 +74,18 @@ MATRIX: tuple[Config, ...] = (
     # ---- without faults: the contract holds, for every event family -----------------------
     *_releases("v1", "V1 runner; preemption (both modes), reset, streaming sessions, aborts",
                {"0.32.0": _expect(proved=SAFETY), "0.33.0": _expect(proved=SAFETY_033)},
-               runner="v1", events=ALL, spec_tokens=None),
+               runner="v1", events=ALL, **ANY_SIZE),
     *_releases("v2", "V2 runner (snapshot prefill_len); every event family but KV-load failure",
                {"0.32.0": _expect(proved=SAFETY), "0.33.0": _expect(proved=SAFETY_033)},
-               runner="v2", events=ALL, spec_tokens=None),
+               runner="v2", events=ALL, **ANY_SIZE),
     *_releases("v2-live", "V2 with the live-length fix; every event family but KV-load failure",
                {"0.32.0": _expect(proved=SAFETY), "0.33.0": _expect(proved=SAFETY_033)},
-               runner="v2-live", events=ALL, spec_tokens=None),
-    *_releases("v2-pp2", "V2 with two pipeline stages: three steps in flight, decode cadence "
-               "(without streaming sessions: that proof does not close in a minute with two requests)",
-               _same(_expect(proved=SAFETY)), runner="v2", events=ALL - {"stream"}, pp=2, spec_tokens=None),
+               runner="v2-live", events=ALL, **ANY_SIZE),
+    *[c for pp in (2, 3, 4) for c in _releases(
+        f"v2-pp{pp}", f"V2 with {pp} pipeline stages: {pp + 1} steps in flight, the decode cadence; every event "
+        "family but KV-load failure",
+        {"0.32.0": _expect(proved=SAFETY), "0.33.0": _expect(proved=SAFETY_033)},
+        runner="v2", events=ALL, pp=pp, **ANY_SIZE)],
     *_releases("v1-kvfail", "V1 with KV-load failures (recompute) and every other event but streaming: "
                "runner and scheduler still agree",
                {"0.32.0": _expect(proved=("counter-nonnegative", "predicates-agree",
@@ -92,7 +97,7 @@ MATRIX: tuple[Config, ...] = (
                            _expect(proved=("counter-nonnegative", "predicates-agree", "no-token-while-prefilling",
                                            "stale-count-nonnegative", "scheduled-tokens-positive"),
                                    violated=("computed-nonnegative",)))},
-               runner="v1", events=ALL - {"stream"} | {"kvfail"}, spec_tokens=None),
+               runner="v1", events=ALL - {"stream"} | {"kvfail"}, **ANY_SIZE),
     *_releases("kvfail-2drafts", "KV-load failure with two draft tokens: after the recompute both "
                "drafts are rejected from a computed count of 1 ([cite:spec-reject-decrement] checks c > 0, "
                "not c >= rejected), and the next step is scheduled from position -1",
@@ -133,7 +138,7 @@ MATRIX: tuple[Config, ...] = (
     # ---- the seed PR's clamp -----------------------------------------------------------------------
     *_releases("v1-clamp", "clamp with V1 and every event family but streaming sessions, any K",
                _same(_expect(proved=("counter-nonnegative",))), runner="v1", events=KVFAIL - {"stream"}, clamp=True,
-               spec_tokens=None),
+               **ANY_SIZE),
     *_releases("v2-clamp-faults", "clamp with V2 under KV-load failures, streaming and both faults, K <= 1 "
                "(with two drafts the over-delivery frontier below applies)",
                _same(_expect(proved=("counter-nonnegative",),

@@ -128,6 +128,8 @@ def v2_decide(
     state as per-slot arrays, laid out so the kernel reads need no slot lookup."""
     reqs = range(cfg.requests)
     stale_read = "stale-slot-read" in cfg.faults
+    # what a stale read of each request would see: the abstraction's leftover picks
+    observed_left = [{name: 0 for name in _SLOT_FIELDS} for _ in reqs]
 
     # 1. finish_requests: drop finished and preempted requests, sorted by id ([cite:v2-finish-requests])
     for r in reqs:
@@ -156,8 +158,13 @@ def v2_decide(
                 lost = a.stale_read[r] if stale_read else False
                 for name in _SLOT_FIELDS:
                     left = getattr(nxt, "v2_left_" + name)
-                    seen = ops.ite(lost, select(ops, [left[i] for i in range(cfg.slots)], slot), fresh[name])
+                    previous = select(ops, [left[i] for i in range(cfg.slots)], slot)
+                    if cfg.rest and stale_read:  # the slot may have held any other request
+                        previous = getattr(a, "rest_left_" + name)
+                    seen = ops.ite(lost, previous, fresh[name])
                     getattr(nxt, "v2_" + name)[r] = ops.ite(here, seen, getattr(nxt, "v2_" + name)[r])
+                    observed_left[r][name] = ops.ite(here, select(ops, [left[i] for i in range(cfg.slots)], slot),
+                                                     observed_left[r][name])
 
     # 3. the discard kernel, one row per scheduled request ([cite:v2-discard-kernel]), then
     #    post_update: total_len += num_sampled; num_computed += n - num_rejected
@@ -173,6 +180,7 @@ def v2_decide(
         discard = seq_len < threshold
         discards.append(discard)
         rows.append({
+            "left": observed_left[r],
             "scheduled": sh.on, "slot": nxt.v2_slot[r], "num_computed": computed, "query_len": sh.n,
             "num_draft": sh.ks, "prefill_len": nxt.v2_prefill_len[r], "total_len": total, "discard": discard,
         })

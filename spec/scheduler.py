@@ -21,16 +21,42 @@ from spec.vocabulary import Status
 SAMPLED_PER_STEP = 1  # num_sampled_tokens_per_step for generative models ([cite:sampled-per-step])
 
 
-def has_requests(s: View, cfg: Config, ops: Ops):
+def has_requests(s: View, cfg: Config, ops: Ops, rest_busy=False, only=None):
     """Scheduler.has_requests(): unfinished requests (running + waiting, minus sessions
     waiting for input, [cite:num-unfinished-requests]) or finished ids not yet shipped to the runner
-    ([cite:has-finished-requests])."""
-    reqs = range(cfg.requests)
+    ([cite:has-finished-requests]). With an abstract rest, the others' share is a pick;
+    `only` restricts the count to some requests (the others of one, for a witness)."""
+    reqs = range(cfg.requests) if only is None else only
     unfinished = [
         ops.any(st == Status.WAITING, st == Status.RUNNING, st == Status.PREEMPTED)
         for st in (s.status[r] for r in reqs)
     ]
-    return ops.any(*unfinished, *[s.finished_unshipped[r] for r in reqs])
+    return ops.any(rest_busy, *unfinished, *[s.finished_unshipped[r] for r in reqs])
+
+
+def rest_args(cfg: Config, *names: str) -> list[Arg]:
+    """The picks through which an abstract rest acts on the focal request (cfg.rest)."""
+    if not cfg.rest:
+        return []
+    known = {
+        "rest_busy": Arg("rest_busy", bool, "rest: the other requests keep has_requests() true"),
+        "rest_before": Arg("rest_before", int, "rest: tokens the others are scheduled before this request's turn", lo=0),
+        "rest_unfinished": Arg("rest_unfinished", int, "rest: other unfinished requests (long-prefill threshold)", lo=0),
+        "rest_prefill": Arg("rest_prefill", bool, "rest: a running request scheduled this step is a prefill chunk"),
+        "rest_running": Arg("rest_running", bool, "rest: a running request was scheduled this step"),
+        "rest_stopped": Arg("rest_stopped", bool, "rest: an earlier padded admission stopped the waiting loop"),
+        # any values at all: what the slot's previous occupant left (a superset of what it can leave)
+        "rest_left_prefill_len": Arg("rest_left_prefill_len", int, "rest: prefill_len a previous occupant left in the slot"),
+        "rest_left_num_computed": Arg("rest_left_num_computed", int, "rest: num_computed a previous occupant left"),
+        "rest_left_total_len": Arg("rest_left_total_len", int, "rest: total_len a previous occupant left"),
+    }
+    return [known[n] for n in names]
+
+
+def _other(cfg: Config) -> int:
+    """The highest request index an event may name: with an abstract rest, index 1 is
+    'another request' (the focal one is left alone)."""
+    return cfg.requests if cfg.rest else cfg.requests - 1
 
 
 def _front_end_slot(s: View, cfg: Config):
@@ -131,6 +157,10 @@ def schedule_args(cfg: Config) -> tuple[Arg, ...]:
         args.append(Arg("stale_read", bool, "fault: the add_request writes to the slot are lost", over=("req",)))
     if "over-delivery" in cfg.faults:
         args.append(Arg("extra", int, "fault: tokens committed beyond 1 + accepted", over=("req",), lo=0))
+    args += rest_args(cfg, "rest_busy", "rest_before", "rest_unfinished", "rest_prefill", "rest_running",
+                      "rest_stopped")
+    if "stale-slot-read" in cfg.faults:
+        args += rest_args(cfg, "rest_left_prefill_len", "rest_left_num_computed", "rest_left_total_len")
     return tuple(args)
 
 
@@ -140,9 +170,10 @@ def schedule(s: View, a: View, nxt: Next, cfg: Config, ops: Ops) -> Effect:
     reqs = range(cfg.requests)
     K = spec_k(s, cfg)
     status = [s.status[r] for r in reqs]
-    guard = [s.queue_len < cfg.queue_depth, has_requests(s, cfg, ops)]
+    guard = [s.queue_len < cfg.queue_depth, has_requests(s, cfg, ops, a.rest_busy if cfg.rest else False)]
     checks: list = []
     asserts: list = []
+    observed: dict = {}
 
     stagger = cfg.is_v2 and cfg.pp > 1
     if stagger:
@@ -150,7 +181,7 @@ def schedule(s: View, a: View, nxt: Next, cfg: Config, ops: Ops) -> Effect:
 
     # long_prefill_token_threshold applies only with more than one request in the
     # running or waiting queues ([cite:long-prefill-threshold-eligible], [cite:request-counts])
-    eligible = ops.count(st != Status.FINISHED for st in status)
+    eligible = ops.count(st != Status.FINISHED for st in status) + (a.rest_unfinished if cfg.rest else 0)
     thr = cfg.long_prefill_threshold
 
     def cap_long_prefill(x):
@@ -159,13 +190,21 @@ def schedule(s: View, a: View, nxt: Next, cfg: Config, ops: Ops) -> Effect:
         return ops.ite(ops.all(eligible > 1, thr < x), thr, x)  # [cite:running-num-new-tokens], [cite:admission-padding]
 
     remaining = a.budget
+    prefill_scheduled = False
+    running_scheduled = False
+    if cfg.rest:  # the others' share of the step, before the focal request's turn
+        guard.append(a.rest_before <= a.budget)
+        remaining = a.budget - a.rest_before
+        prefill_scheduled, running_scheduled = a.rest_prefill, a.rest_running
     take = [False] * len(reqs)
     n = [0] * len(reqs)
     ks = [0] * len(reqs)
     order = [0] * len(reqs)
     scheduled_count = 0
-    prefill_scheduled = False
-    running_scheduled = False
+    # what the others had done when each request's turn came: the abstraction's picks
+    # that reproduce this step for that request (tests/test_abstraction.py)
+    remaining_at = [a.budget] * len(reqs)
+    stopped_at = [False] * len(reqs)
 
     # ---- RUNNING requests, in Scheduler.running order ([cite:running-loop])
     running = [st == Status.RUNNING for st in status]
@@ -175,6 +214,7 @@ def schedule(s: View, a: View, nxt: Next, cfg: Config, ops: Ops) -> Effect:
     ]
     for p in range(cfg.requests):
         for r in reqs:
+            remaining_at[r] = ops.ite(ops.all(running[r], run_pos[r] == p), remaining, remaining_at[r])
             here = ops.all(running[r], run_pos[r] == p, remaining > 0)
             if stagger:
                 here = ops.all(here, ops.not_(nxt.current_step < s.next_decode_eligible_step[r]))  # [cite:decode-eligible-skip]
@@ -215,12 +255,16 @@ def schedule(s: View, a: View, nxt: Next, cfg: Config, ops: Ops) -> Effect:
         )
 
     wait_pos = [ops.count(ops.all(admissible[q], waits_before(q, r)) for q in reqs if q != r) for r in reqs]
-    stopped = False
+    flags_after_running = (prefill_scheduled, running_scheduled)
+    stopped = a.rest_stopped if cfg.rest else False
     admitted = [False] * len(reqs)
     admit_pos = [0] * len(reqs)
     admitted_count = 0
     for p in range(cfg.requests):
         for r in reqs:
+            turn = ops.all(admissible[r], wait_pos[r] == p)
+            remaining_at[r] = ops.ite(turn, remaining, remaining_at[r])
+            stopped_at[r] = ops.ite(turn, stopped, stopped_at[r])
             here = ops.all(admissible[r], wait_pos[r] == p, remaining > 0, ops.not_(stopped))
             computed = s.num_computed_tokens[r]  # c == 0: no prefix-cache hit; else kept ([cite:admission-prefix-lookup admission-keeps-computed])
             want = s.num_tokens[r] - computed  # [cite:admission-num-new-tokens]
@@ -296,13 +340,20 @@ def schedule(s: View, a: View, nxt: Next, cfg: Config, ops: Ops) -> Effect:
         )
 
     # ---- the runner executes the step ([cite:engine-executes])
-    observed = {}
     if cfg.runner == "v1":
         discards, observed["v1_rows"] = v1_decide(s, nxt, cfg, ops, shipped)
     else:
         discards, observed["v2_rows"] = v2_decide(s, a, nxt, cfg, ops, shipped, status)
     observed["discard"] = discards
     observed["reserved"] = reserved
+    observed["rest"] = [
+        {"rest_before": a.budget - remaining_at[r],
+         "rest_unfinished": eligible - ops.ite(status[r] != Status.FINISHED, 1, 0),
+         "rest_prefill": flags_after_running[0], "rest_running": flags_after_running[1],
+         "rest_stopped": stopped_at[r],
+         "rest_busy": has_requests(s, cfg, ops, only=[q for q in reqs if q != r])}
+        for r in reqs
+    ]
 
     for r in reqs:
         sampling = ops.all(take[r], ops.not_(discards[r]))
@@ -347,6 +398,7 @@ def deliver_args(cfg: Config) -> tuple[Arg, ...]:
     if cfg.has("kvfail"):
         args.append(Arg("kv_fail_req", int, "request whose loaded KV block failed (-1: none)", lo=-1, hi=cfg.requests - 1, default=-1))
         args.append(Arg("kv_fail_block", int, "index of its first invalid block", lo=0))
+    args += rest_args(cfg, "rest_busy")
     return tuple(args)
 
 
@@ -354,7 +406,8 @@ def deliver(s: View, a: View, nxt: Next, cfg: Config, ops: Ops) -> Effect:
     """update_from_output for the oldest step ([cite:update-from-output], [cite:async-update-request-with-output delivery-decrement-0.32])."""
     reqs = range(cfg.requests)
     full = s.queue_len == cfg.queue_depth
-    guard = [s.queue_len > 0, ops.any(full, ops.not_(has_requests(s, cfg, ops)))]  # [cite:engine-defers-delivery batch-queue-pop]
+    busy = has_requests(s, cfg, ops, a.rest_busy if cfg.rest else False)
+    guard = [s.queue_len > 0, ops.any(full, ops.not_(busy))]  # [cite:engine-defers-delivery batch-queue-pop]
     checks: list = []
     asserts: list = []
     prof = cfg.prof
@@ -558,7 +611,7 @@ def _preempt(s: View, nxt: Next, cfg: Config, ops: Ops, r: int, cond, drop, mark
 
 
 def preempt_args(cfg: Config) -> tuple[Arg, ...]:
-    args = [Arg("req", int, "the preempted request", lo=0, hi=cfg.requests - 1)]
+    args = [Arg("req", int, "the preempted request", lo=0, hi=_other(cfg))]
     if cfg.has("preempt") and cfg.has("preempt-drop"):
         args.append(Arg("drop", bool, "drop-stale mode (connector with requires_kv_delivery)"))
     return tuple(args)
@@ -616,7 +669,10 @@ def reset_prefix_cache(s: View, a: View, nxt: Next, cfg: Config, ops: Ops) -> Ef
             nxt.async_tokens_to_discard[r] = ops.ite(running[r], s.num_output_placeholders[r], s.async_tokens_to_discard[r])
             nxt.num_output_placeholders[r] = ops.ite(running[r], 0, s.num_output_placeholders[r])
     nxt.waiting_front = s.waiting_front - num_running
-    return Effect(guard=ops.all(_front_end_slot(s, cfg), num_running > 0))
+    # with an abstract rest, a reset may find only other requests running: the focal
+    # request is then left alone
+    someone_runs = True if cfg.rest else num_running > 0
+    return Effect(guard=ops.all(_front_end_slot(s, cfg), someone_runs))
 
 
 # ------------------------------------------------------------------- stream / abort
@@ -624,7 +680,7 @@ def reset_prefix_cache(s: View, a: View, nxt: Next, cfg: Config, ops: Ops) -> Ef
 
 def stream_update_args(cfg: Config) -> tuple[Arg, ...]:
     return (
-        Arg("req", int, "the session", lo=0, hi=cfg.requests - 1),
+        Arg("req", int, "the session", lo=0, hi=_other(cfg)),
         Arg("new_tokens", int, "prompt tokens of the next input chunk", lo=1),
     )
 
@@ -654,7 +710,7 @@ def stream_update(s: View, a: View, nxt: Next, cfg: Config, ops: Ops) -> Effect:
 
 
 def abort_args(cfg: Config) -> tuple[Arg, ...]:
-    return (Arg("req", int, "the aborted request", lo=0, hi=cfg.requests - 1),)
+    return (Arg("req", int, "the aborted request", lo=0, hi=_other(cfg)),)
 
 
 def abort(s: View, a: View, nxt: Next, cfg: Config, ops: Ops) -> Effect:

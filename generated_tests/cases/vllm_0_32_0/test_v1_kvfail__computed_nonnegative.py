@@ -5,23 +5,19 @@ also rolls c back by the tokens trimmed at a stop).
 
 Configuration v1-kvfail@0.32.0: V1 with KV-load failures (recompute) and every other event but streaming: runner and scheduler still agree
   runner v1; events abort, kvfail, preempt, preempt-drop, reset; faults none;
-  profile vllm-0.32.0; clamp off; 2 request(s), pp 1, 2 draft token(s) per step
+  profile vllm-0.32.0; clamp off; 1 request(s), pp 1, 2 draft token(s) per step
 Violated: computed-nonnegative (vLLM 0.32.0: scheduler.py:2110-2128), at step 5.
 
 step  event               picks                               what changes
-   0  init                prompt_len=[16, 1]
+   0  init                prompt_len=[16]
    1  schedule            budget=16                           r0: scheduled 16, reserved 1, runner returns 1
                                                               r0: runner rule c + n = 0 + 16 = 16 < Nr = 16? no -> samples
                                                               r0: status WAITING->RUNNING, c 0->16, P 0->1, F 0->16, drafts 0->2
                                                               r0: Nr 0->17
                                                               in flight 0->1
-   2  schedule            budget=6 accepted=[0, 1]            r0: scheduled 3, reserved 3, runner returns 1
+   2  schedule            budget=3                            r0: scheduled 3, reserved 3, runner returns 1
                                                               r0: runner rule c + n = 16 + 3 = 19 < Nr = 17? no -> samples
                                                               r0: c 16->19, P 1->4, F 16->19, Nr 17->18
-                                                              r1: scheduled 3, reserved 3, runner returns 2
-                                                              r1: runner rule c + n = 0 + 3 = 3 < Nr = 1? no -> samples
-                                                              r1: status WAITING->RUNNING, c 0->3, P 0->3, F 0->3, drafts 0->2
-                                                              r1: Nr 0->2
                                                               in flight 1->2
    3  deliver             kv_fail_req=0                       delivers the output of step 1
                                                               r0: c 19->0, F 19->3
@@ -32,7 +28,6 @@ step  event               picks                               what changes
                                                               in flight 1->2
    5  deliver                                                 delivers the output of step 2
                                                               r0: T 16->17, c 1->-1, P 4->1, F 4->1
-                                                              r1: T 1->3, c 3->2, P 3->0, F 3->0
                                                               in flight 2->1
 (L prompt, T tokens, c computed, P placeholders, F in flight, S stale, D drop-stale, X is_prefill_chunk, Nr V1 num_tokens, g/pl/tl V2 slot computed/prefill_len/total_len)
 
@@ -60,14 +55,14 @@ from targets.harness import Case, Expect, check_case
 
 CASE = Case(
     name='v1_kvfail__computed_nonnegative',
-    config={'name': 'v1-kvfail@0.32.0', 'runner': 'v1', 'events': ['abort', 'kvfail', 'preempt', 'preempt-drop', 'reset'], 'faults': [], 'profile': 'vllm-0.32.0', 'clamp': False, 'requests': 2, 'pp': 1, 'spec_tokens': 2, 'max_budget': None, 'prompt_lens': None, 'long_prefill_threshold': 0, 'block_size': 16},
-    init={'prompt_len': [16, 1]},
+    config={'name': 'v1-kvfail@0.32.0', 'runner': 'v1', 'events': ['abort', 'kvfail', 'preempt', 'preempt-drop', 'reset'], 'faults': [], 'profile': 'vllm-0.32.0', 'clamp': False, 'requests': 1, 'pp': 1, 'spec_tokens': 2, 'max_budget': None, 'prompt_lens': None, 'long_prefill_threshold': 0, 'block_size': 16},
+    init={'prompt_len': [16]},
     steps=(
-        ('schedule', {'budget': 16, 'accepted': [0, 0]}),
-        ('schedule', {'budget': 6, 'accepted': [0, 1]}),
-        ('deliver', {'stop': [0, 0], 'kv_fail_req': 0, 'kv_fail_block': 0}),
-        ('schedule', {'budget': 1, 'accepted': [0, 0]}),
-        ('deliver', {'stop': [0, 0], 'kv_fail_req': -1, 'kv_fail_block': 0}),
+        ('schedule', {'budget': 16, 'accepted': [0]}),
+        ('schedule', {'budget': 3, 'accepted': [0]}),
+        ('deliver', {'stop': [0], 'kv_fail_req': 0, 'kv_fail_block': 0}),
+        ('schedule', {'budget': 1, 'accepted': [0]}),
+        ('deliver', {'stop': [0], 'kv_fail_req': -1, 'kv_fail_block': 0}),
     ),
     kind='violation',
     property='computed-nonnegative',

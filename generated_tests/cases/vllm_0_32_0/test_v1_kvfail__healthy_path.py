@@ -3,10 +3,10 @@ token; no property is violated and the clamp never drops a token.
 
 Configuration v1-kvfail@0.32.0: V1 with KV-load failures (recompute) and every other event but streaming: runner and scheduler still agree
   runner v1; events abort, kvfail, preempt, preempt-drop, reset; faults none;
-  profile vllm-0.32.0; clamp off; 2 request(s), pp 1, 1 draft token(s) per step
+  profile vllm-0.32.0; clamp off; 1 request(s), pp 1, 1 draft token(s) per step
 
 step  event               picks                               what changes
-   0  init                prompt_len=[2, 2]
+   0  init                prompt_len=[2]
    1  schedule            budget=1                            r0: scheduled 1, reserved 0, runner returns 0
                                                               r0: runner rule c + n = 0 + 1 = 1 < Nr = 2? yes -> discards
                                                               r0: status WAITING->RUNNING, c 0->1, F 0->1, X F->T, Nr 0->2
@@ -30,7 +30,7 @@ step  event               picks                               what changes
                                                               r0: runner rule c + n = 3 + 1 = 4 < Nr = 4? no -> samples
                                                               r0: c 3->4, P 1->2, F 1->2, Nr 4->5
                                                               in flight 1->2
-   7  deliver             stop=[1, 0]                         delivers the output of step 4
+   7  deliver             stop=[1]                            delivers the output of step 4
                                                               r0: status RUNNING->FINISHED, T 3->4, P 2->1, F 2->1
                                                               in flight 2->1
 (L prompt, T tokens, c computed, P placeholders, F in flight, S stale, D drop-stale, X is_prefill_chunk, Nr V1 num_tokens, g/pl/tl V2 slot computed/prefill_len/total_len)
@@ -55,16 +55,16 @@ from targets.harness import Case, Expect, check_case
 
 CASE = Case(
     name='v1_kvfail__healthy_path',
-    config={'name': 'v1-kvfail@0.32.0', 'runner': 'v1', 'events': ['abort', 'kvfail', 'preempt', 'preempt-drop', 'reset'], 'faults': [], 'profile': 'vllm-0.32.0', 'clamp': False, 'requests': 2, 'pp': 1, 'spec_tokens': 1, 'max_budget': None, 'prompt_lens': None, 'long_prefill_threshold': 0, 'block_size': 16},
-    init={'prompt_len': [2, 2]},
+    config={'name': 'v1-kvfail@0.32.0', 'runner': 'v1', 'events': ['abort', 'kvfail', 'preempt', 'preempt-drop', 'reset'], 'faults': [], 'profile': 'vllm-0.32.0', 'clamp': False, 'requests': 1, 'pp': 1, 'spec_tokens': 1, 'max_budget': None, 'prompt_lens': None, 'long_prefill_threshold': 0, 'block_size': 16},
+    init={'prompt_len': [2]},
     steps=(
-        ('schedule', {'budget': 1, 'accepted': [0, 0]}),
-        ('schedule', {'budget': 1, 'accepted': [0, 0]}),
-        ('deliver', {'stop': [0, 0], 'kv_fail_req': -1, 'kv_fail_block': 0}),
-        ('schedule', {'budget': 1, 'accepted': [0, 0]}),
-        ('deliver', {'stop': [0, 0], 'kv_fail_req': -1, 'kv_fail_block': 0}),
-        ('schedule', {'budget': 1, 'accepted': [0, 0]}),
-        ('deliver', {'stop': [1, 0], 'kv_fail_req': -1, 'kv_fail_block': 0}),
+        ('schedule', {'budget': 1, 'accepted': [0]}),
+        ('schedule', {'budget': 1, 'accepted': [0]}),
+        ('deliver', {'stop': [0], 'kv_fail_req': -1, 'kv_fail_block': 0}),
+        ('schedule', {'budget': 1, 'accepted': [0]}),
+        ('deliver', {'stop': [0], 'kv_fail_req': -1, 'kv_fail_block': 0}),
+        ('schedule', {'budget': 1, 'accepted': [0]}),
+        ('deliver', {'stop': [1], 'kv_fail_req': -1, 'kv_fail_block': 0}),
     ),
     kind='witness',
     property=None,

@@ -1,27 +1,23 @@
 """With v2 and vllm-0.32.0, a request prefills in chunks, decodes and finishes on a stop
 token; no property is violated and the clamp never drops a token.
 
-Configuration v2-pp2@0.32.0: V2 with two pipeline stages: three steps in flight, decode cadence (without streaming sessions: that proof does not close in a minute with two requests)
-  runner v2; events abort, preempt, preempt-drop, reset; faults none;
-  profile vllm-0.32.0; clamp off; 2 request(s), pp 2, 1 draft token(s) per step
+Configuration v2-pp2@0.32.0: V2 with 2 pipeline stages: 3 steps in flight, the decode cadence; every event family but KV-load failure
+  runner v2; events abort, preempt, preempt-drop, reset, stream; faults none;
+  profile vllm-0.32.0; clamp off; 1 request(s), pp 2, 1 draft token(s) per step
 
 step  event               picks                               what changes
-   0  init                prompt_len=[2, 2]
+   0  init                prompt_len=[2] resumable=[False]
    1  schedule            budget=1                            r0: scheduled 1, reserved 0, runner returns 0
                                                               r0: runner rule g + n = 0 + 1 = 1 < prefill_len = 2? yes -> discards
-                                                              r0: status WAITING->RUNNING, c 0->1, F 0->1, X F->T, slot 0->1
-                                                              r0: g 0->1, pl 0->2, tl 0->2
+                                                              r0: status WAITING->RUNNING, c 0->1, F 0->1, X F->T, g 0->1
+                                                              r0: pl 0->2, tl 0->2
                                                               in flight 0->1
    2  schedule            budget=1                            r0: scheduled 1, reserved 1, runner returns 1
                                                               r0: runner rule g + n = 1 + 1 = 2 < prefill_len = 2? no -> samples
                                                               r0: c 1->2, P 0->1, F 1->2, X T->F, drafts 0->1
                                                               r0: g 1->2, tl 2->3
                                                               in flight 1->2
-   3  schedule            budget=1                            r1: scheduled 1, reserved 0, runner returns 0
-                                                              r1: runner rule g + n = 0 + 1 = 1 < prefill_len = 2? yes -> discards
-                                                              r1: status WAITING->RUNNING, c 0->1, F 0->1, X F->T, g 0->1
-                                                              r1: pl 0->2, tl 0->2
-                                                              in flight 2->3
+   3  schedule            budget=1                            in flight 2->3
    4  deliver                                                 delivers the output of step 1
                                                               r0: F 2->1
                                                               in flight 3->2
@@ -32,19 +28,14 @@ step  event               picks                               what changes
    6  deliver                                                 delivers the output of step 2
                                                               r0: T 2->3, P 2->1, F 2->1
                                                               in flight 3->2
-   7  schedule            budget=1                            r1: scheduled 1, reserved 1, runner returns 1
-                                                              r1: runner rule g + n = 1 + 1 = 2 < prefill_len = 2? no -> samples
-                                                              r1: c 1->2, P 0->1, F 1->2, X T->F, drafts 0->1
-                                                              r1: g 1->2, tl 2->3
-                                                              in flight 2->3
+   7  schedule            budget=1                            in flight 2->3
    8  deliver                                                 delivers the output of step 3
-                                                              r1: F 2->1
                                                               in flight 3->2
    9  schedule            budget=1                            r0: scheduled 1, reserved 1, runner returns 1
                                                               r0: runner rule g + n = 3 + 1 = 4 < prefill_len = 2? no -> samples
                                                               r0: c 3->4, P 1->2, F 1->2, g 3->4, tl 4->5
                                                               in flight 2->3
-  10  deliver             stop=[1, 0]                         delivers the output of step 5
+  10  deliver             stop=[1]                            delivers the output of step 5
                                                               r0: status RUNNING->FINISHED, T 3->4, P 2->1, F 2->1
                                                               in flight 3->2
 (L prompt, T tokens, c computed, P placeholders, F in flight, S stale, D drop-stale, X is_prefill_chunk, Nr V1 num_tokens, g/pl/tl V2 slot computed/prefill_len/total_len)
@@ -69,19 +60,19 @@ from targets.harness import Case, Expect, check_case
 
 CASE = Case(
     name='v2_pp2__healthy_path',
-    config={'name': 'v2-pp2@0.32.0', 'runner': 'v2', 'events': ['abort', 'preempt', 'preempt-drop', 'reset'], 'faults': [], 'profile': 'vllm-0.32.0', 'clamp': False, 'requests': 2, 'pp': 2, 'spec_tokens': 1, 'max_budget': None, 'prompt_lens': None, 'long_prefill_threshold': 0, 'block_size': 16},
-    init={'prompt_len': [2, 2]},
+    config={'name': 'v2-pp2@0.32.0', 'runner': 'v2', 'events': ['abort', 'preempt', 'preempt-drop', 'reset', 'stream'], 'faults': [], 'profile': 'vllm-0.32.0', 'clamp': False, 'requests': 1, 'pp': 2, 'spec_tokens': 1, 'max_budget': None, 'prompt_lens': None, 'long_prefill_threshold': 0, 'block_size': 16},
+    init={'prompt_len': [2], 'resumable': [False]},
     steps=(
-        ('schedule', {'budget': 1, 'accepted': [0, 0]}),
-        ('schedule', {'budget': 1, 'accepted': [0, 0]}),
-        ('schedule', {'budget': 1, 'accepted': [0, 0]}),
-        ('deliver', {'stop': [0, 0]}),
-        ('schedule', {'budget': 1, 'accepted': [0, 0]}),
-        ('deliver', {'stop': [0, 0]}),
-        ('schedule', {'budget': 1, 'accepted': [0, 0]}),
-        ('deliver', {'stop': [0, 0]}),
-        ('schedule', {'budget': 1, 'accepted': [0, 0]}),
-        ('deliver', {'stop': [1, 0]}),
+        ('schedule', {'budget': 1, 'accepted': [0]}),
+        ('schedule', {'budget': 1, 'accepted': [0]}),
+        ('schedule', {'budget': 1, 'accepted': [0]}),
+        ('deliver', {'stop': [0]}),
+        ('schedule', {'budget': 1, 'accepted': [0]}),
+        ('deliver', {'stop': [0]}),
+        ('schedule', {'budget': 1, 'accepted': [0]}),
+        ('deliver', {'stop': [0]}),
+        ('schedule', {'budget': 1, 'accepted': [0]}),
+        ('deliver', {'stop': [1]}),
     ),
     kind='witness',
     property=None,
