@@ -224,7 +224,7 @@ def explain_config(cfg: Config, values: Mapping[str, Any], max_depth: int = MAX_
     except _OutOfTime as exc:
         return answer("unknown", f"no trace within {exc.depth - 1} steps: the {budget_s:g} s budget per "
                                  "configuration ran out (raise --budget), and no proof that none exists")
-    except SolverUnknown as exc:
+    except SolverUnknown:
         return answer("unknown", "a solver query ran past its limit (the search's: what is left of the "
                                  f"{budget_s:g} s budget; raise --budget), and no proof that none exists")
     if trace is None:

@@ -1,0 +1,169 @@
+"""The prover's results as the report reads them: verdict rows, replayed counterexamples,
+and the generated test module that holds each counterexample.
+
+The traces are replayed on the interpreter (states, checks, fired asserts, the runner's
+rule evaluated), never read as recorded, so a page shows what the spec computes. A
+trace found on several releases of a scenario is generated once, under the oldest
+release (codegen.generate.same_trace_once); its module is found by content (scenario,
+property, init picks, steps), not by name.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from model.interpreter import Disabled, Interpreter, args_for, nested
+from model.itf import read
+from model.trace import Trace, replay
+from spec.config import Config, SpecError
+from spec.matrix import MATRIX
+
+ROOT = Path(__file__).resolve().parent.parent
+CASES = ROOT / "generated_tests" / "cases"
+
+
+class ReportError(SpecError):
+    """The inputs of a report are missing or malformed; one line saying which and what to run."""
+
+
+def load_summary(prove_dir: Path) -> dict:
+    path = Path(prove_dir) / "summary.json"
+    if not path.is_file():
+        raise ReportError(f"{path} not found: run `make prove` first (it writes the verdicts the report shows)")
+    try:
+        summary = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise ReportError(f"{path}: not readable JSON ({exc}); run `make prove` again") from None
+    if not isinstance(summary, dict) or not isinstance(summary.get("results"), list):
+        raise ReportError(f"{path} has no 'results' list: written by another tool? run `make prove` again")
+    return summary
+
+
+def config_of(row: dict) -> Config:
+    """The configuration a summary row is about: the matrix entry of that name (its
+    note and expectations), else rebuilt from the row's fields."""
+    for cfg in MATRIX:
+        if cfg.name == row["config"]:
+            return cfg.validate()
+    raise ReportError(f"summary row for {row['config']!r}: no such configuration in spec/matrix.py; "
+                      "run `make prove` again")
+
+
+def slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "_", text.lower()).strip("_")
+
+
+def case_key(scenario: str, prop: str | None, init, steps) -> tuple:
+    return (scenario, prop, repr(init), repr(tuple((e, a) for e, a in steps)))
+
+
+@dataclass
+class Module:
+    """A generated test module and the case it holds."""
+
+    path: str  # relative to the repository
+    case: object  # targets.harness.Case
+
+
+def generated_modules(cases_dir: Path = CASES) -> dict[tuple, Module]:
+    """Every generated case module, by the content of its case (see case_key)."""
+    out: dict[tuple, Module] = {}
+    for path in sorted(cases_dir.rglob("test_*.py")):
+        spec = importlib.util.spec_from_file_location(f"_report_case_{slug(str(path))}", path)
+        module = importlib.util.module_from_spec(spec)
+        try:
+            spec.loader.exec_module(module)
+        except Exception as exc:  # noqa: BLE001 - a broken module is named, not raised through
+            raise ReportError(f"{path}: does not import ({type(exc).__name__}: {exc}); run `make generate`") from None
+        case = getattr(module, "CASE", None)
+        if case is None:
+            continue
+        scenario = case.config["name"].split("@", 1)[0]
+        rel = str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
+        out[case_key(scenario, case.property, case.init, case.steps)] = Module(rel, case)
+    return out
+
+
+@dataclass
+class Counterexample:
+    """One counterexample the prover found (a report page)."""
+
+    row: dict  # its summary row
+    cfg: Config
+    trace: Trace  # replayed: states, checks, fired, observed
+    trace_path: str  # relative to the prove folder
+    index: int  # 0: the shortest; 1..: further violation classes
+    module: Module | None = None
+    steps: tuple = ()  # (event, named args) as the generated case holds them
+    init: dict = field(default_factory=dict)
+
+    @property
+    def prop(self) -> str:
+        return self.row["property"]
+
+    @property
+    def release(self) -> str:
+        return self.cfg.prof.release
+
+    @property
+    def page(self) -> str:
+        """Its page, relative to the report folder."""
+        suffix = f".{self.index}" if self.index else ""
+        return f"pages/{self.cfg.name}/{self.prop}{suffix}.md"
+
+    @property
+    def reaction(self) -> str:
+        last = self.trace.fired[-1] if self.trace.fired else []
+        return f"crash: {last[0]}" if last else "silent"
+
+    def replay_command(self) -> str:
+        """One line that reruns it on the release it was found on (the clamp arm where the
+        configuration has the clamp; the reference interpreter for a historical profile)."""
+        if self.module is None:
+            return f"make prove CONFIGS={self.cfg.name}   (no generated module: run `make generate`)"
+        if self.cfg.prof.historical:
+            return f".venv/bin/python -m pytest {self.module.path} --target=reference"
+        target = "vllm-clamp" if self.cfg.clamp else "vllm"
+        return f".venv/bin/python -m pytest {self.module.path} --target={target} --vllm={self.release}"
+
+
+def replayed(cfg: Config, path: Path) -> Trace:
+    """A trace file, replayed on the interpreter (fired asserts per step included)."""
+    _, trace = read(path)
+    it = Interpreter(cfg)
+    fired: list = []
+    try:
+        trace.states, trace.checks, trace.observed = replay(it, trace.init, trace.steps, fired)
+    except (Disabled, SpecError) as exc:
+        raise ReportError(f"{path} does not replay on the current spec ({exc}): the results are older than "
+                          "spec/; run `make prove` again") from None
+    trace.fired = fired
+    return trace
+
+
+def counterexamples(summary: dict, prove_dir: Path, modules: dict[tuple, Module] | None = None,
+                    progress=None) -> list[Counterexample]:
+    """Every counterexample of the summary (shortest and further classes), replayed, with
+    its generated module when there is one."""
+    modules = generated_modules() if modules is None else modules
+    out = []
+    rows = [r for r in summary["results"] if r.get("verdict") == "violated" and r.get("trace")]
+    for n, row in enumerate(rows):
+        cfg = config_of(row)
+        for index, rel in enumerate([row["trace"], *row.get("classes", [])]):
+            path = Path(prove_dir) / rel
+            if not path.is_file():
+                raise ReportError(f"{path} (named in summary.json) is missing: run `make prove` again")
+            trace = replayed(cfg, path)
+            it = Interpreter(cfg)
+            steps = tuple((s.event, nested(args_for(it.event(s.event), cfg, s.named_args()))) for s in trace.steps)
+            init = nested(trace.init)
+            module = modules.get(case_key(cfg.scenario, row["property"], init, steps))
+            out.append(Counterexample(row, cfg, trace, rel, index, module, steps, init))
+        if progress:
+            progress(n + 1, len(rows), row["config"])
+    return out

@@ -1,0 +1,254 @@
+"""What a vLLM tree does on a trace, whatever the model predicts for it.
+
+A generated case's replay (targets.harness) fails as soon as the target differs from
+the model; a review needs the target's own behaviour instead. `observe` steps the
+reference interpreter and the vLLM target together (the model still plays the runner:
+it decides how many tokens each step returns) and records, without stopping:
+
+  fired        which vLLM assert fired, at which step, at which source line
+  error        anything else vLLM raised (the trace ends there)
+  diverged     the first step where the target's state differs from the model's, and
+               the variables that differ
+  violations   the properties the target's own state or steps violate, first step each:
+               counter-nonnegative and computed-nonnegative (its counters),
+               no-token-while-prefilling (a live delivery appends to a request its
+               scheduler reserved nothing for), predicates-agree (the runner samples iff
+               the target's scheduler reserved), placeholder-accounting (its P against
+               what it reserved for the steps in flight since the last preemption or
+               resumable stop), and every property an assert reports when it fires
+  reaction     crash (an assert fired), silent (a violation, nothing fired), holds
+
+    python -m report.observe --vllm TREE --out FILE.json [--traces FILE.json]
+
+runs every generated case (each arm of the tree's profile, clamp off and on) and the
+given fuzz traces on one tree, in this process (one vLLM tree per process).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+import traceback
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from model.interpreter import Disabled, Interpreter, args_for, nested
+from spec.config import Config
+from spec.properties import ASSERTS
+from spec.vocabulary import Status
+
+OBSERVED_PROPERTIES = ("counter-nonnegative", "computed-nonnegative", "no-token-while-prefilling",
+                       "predicates-agree", "placeholder-accounting")
+
+
+@dataclass
+class Observation:
+    runs: int = 0
+    fired: list | None = None  # [assert name, step, "file:line"]
+    error: str | None = None
+    diverged: dict | None = None  # {"step", "event", "keys": {key: [model, target]}}
+    violations: dict = field(default_factory=dict)  # property -> first step
+    completed: bool = False  # some request finished on a stop token after decoding (model's view)
+
+    @property
+    def reaction(self) -> str:
+        if self.fired:
+            return "crash"
+        if self.error:
+            return "error"
+        return "silent" if self.violations else "holds"
+
+
+def _key(k: tuple) -> str:
+    return k[0] + "".join(f"[{i}]" for i in k[1:])
+
+
+def observe(cfg: Config, init: dict, steps, target) -> Observation:
+    """Replay (init, steps) on the target under cfg; see the module docstring."""
+    from targets.harness import compare
+
+    obs = Observation()
+    it = Interpreter(cfg)
+    state = it.initial(**init)
+    try:
+        target.reset(cfg, init)
+    except Exception as exc:  # noqa: BLE001 - a tree that cannot even start a case says so
+        obs.error = f"reset: {type(exc).__name__}: {exc}"
+        return obs
+    reserved: list[dict[int, int]] = []  # per in-flight step, oldest first: the target's reservations
+    mine = target.project()
+    for index, (event, named) in enumerate(steps):
+        n = index + 1
+        args = args_for(it.event(event), cfg, named) if named and isinstance(next(iter(named)), str) else dict(named)
+        if not it.enabled(state, event, args):
+            break
+        result = it.step(state, event, args)
+        state = result.state
+        before = mine
+        try:
+            outcome = target.step(event, args)
+        except Exception as exc:  # noqa: BLE001
+            obs.error = f"step {n} {event}: {type(exc).__name__}: {exc}"
+            obs.runs = n
+            break
+        obs.runs = n
+        if outcome.fired:
+            site = (outcome.observed or {}).get("assert_site")
+            where = f"{site[0]}:{site[1]}" if site else "?"
+            obs.fired = [outcome.fired, n, where]
+            try:  # the state the assert saw (vLLM updated it up to the assert)
+                _target_properties(cfg, event, before, target.project(), state, reserved, obs, n)
+            except Exception:  # noqa: BLE001 - a half-updated scheduler may not project
+                pass
+            obs.violations.setdefault(ASSERTS[outcome.fired].property, n)
+            break
+        if (outcome.observed or {}).get("error"):
+            error = outcome.observed["error"]
+            if "Failed to reset KV cache" in str(error):  # a known, survivable reset failure (targets/fuzz.py)
+                pass
+            else:
+                obs.error = f"step {n} {event}: {error}"
+                break
+        mine = target.project()
+        _target_properties(cfg, event, before, mine, state, reserved, obs, n)
+        if obs.diverged is None:
+            diff = compare(cfg, state, target)
+            if diff:
+                shown = dict(list(diff.items())[:6])
+                obs.diverged = {"step": n, "event": event, "count": len(diff),
+                                "keys": {_key(k): [a, b] for k, (a, b) in shown.items()}}
+    obs.completed = any(nested(state)["completed"])
+    return obs
+
+
+def _target_properties(cfg, event, before, after, model_state, reserved, obs, n) -> None:
+    """The properties the target's own state and step violate (first step each).
+    `reserved` holds, per in-flight step (oldest first), {request: [placeholders the
+    target reserved, still of the request's current epoch]}."""
+    reqs = range(cfg.requests)
+    for r in reqs:
+        if after[("num_output_placeholders", r)] < 0:
+            obs.violations.setdefault("counter-nonnegative", n)
+        if after[("num_computed_tokens", r)] < 0:
+            obs.violations.setdefault("computed-nonnegative", n)
+    if event == "schedule":
+        pos = after[("queue_len",)] - 1
+        step = {}
+        for r in reqs:
+            if 0 <= pos < cfg.queue_depth and after.get(("q_scheduled", pos, r), 0):
+                got = after[("num_output_placeholders", r)] - before[("num_output_placeholders", r)]
+                step[r] = [got, True]
+                # the runner is the model's: does it sample exactly what the target reserved for?
+                if (model_state[("q_sampled", pos, r)] > 0) != (got > 0):
+                    obs.violations.setdefault("predicates-agree", n)
+        reserved.append(step)
+    elif event == "deliver" and reserved:
+        step = reserved.pop(0)
+        for r, (got, _) in step.items():
+            live = before[("num_stale_output_tokens", r)] == 0
+            appended = after[("num_tokens", r)] - before[("num_tokens", r)]
+            if live and got == 0 and appended > 0 and before[("status", r)] != Status.FINISHED:
+                obs.violations.setdefault("no-token-while-prefilling", n)
+    # a preemption or a resumable stop starts a new epoch: older reservations no longer count
+    for r in reqs:
+        was, now = before[("status", r)], after[("status", r)]
+        if was != now and now in (Status.PREEMPTED, Status.WAITING_FOR_STREAMING_REQ) or (
+                was == Status.RUNNING and now == Status.WAITING):
+            for step in reserved:
+                if r in step:
+                    step[r][1] = False
+    for r in reqs:
+        if after[("status", r)] == Status.FINISHED:
+            continue
+        owed = sum(step[r][0] for step in reserved if r in step and step[r][1])
+        if after[("num_output_placeholders", r)] != owed:
+            obs.violations.setdefault("placeholder-accounting", n)
+
+
+# ------------------------------------------------------------------ one tree, many traces
+
+
+def case_modules() -> list:
+    from report.data import generated_modules
+
+    return sorted(generated_modules().values(), key=lambda m: m.path)
+
+
+def run_tree(spec: str, traces: list[dict], log=print) -> dict:
+    """Every generated case (the tree's profile, clamp off and on) and every trace."""
+    from targets import vllm_env
+    from targets.vllm_target import VllmTarget
+
+    vllm_env.select(spec)
+    described = vllm_env.preflight()
+    tree = vllm_env.tree()
+    log(f"observe: {described}")
+    targets = {False: VllmTarget(clamp=False), True: VllmTarget(clamp=True)}
+    cases = []
+    modules = case_modules()
+    started, last = time.monotonic(), time.monotonic()
+    for i, module in enumerate(modules):
+        case = module.case
+        for label, (overrides, expect) in case.arms.items():
+            if overrides.get("profile") != tree.profile:
+                continue
+            cfg = case.config_for(overrides)
+            obs = observe(cfg, dict(case.init), case.steps, targets[bool(cfg.clamp)])
+            cases.append({"case": case.name, "module": module.path, "kind": case.kind, "property": case.property,
+                          "clamp": bool(cfg.clamp), "arm": label, "observed": asdict(obs),
+                          "reaction": obs.reaction, "model": _expect(expect)})
+        if time.monotonic() - last > 2:
+            log(f"  {i + 1}/{len(modules)} case module(s)")
+            last = time.monotonic()
+    fuzz = []
+    for i, trace in enumerate(traces):
+        cfg = Config(**{**trace["config"], "events": frozenset(trace["config"]["events"]),
+                        "faults": frozenset(trace["config"]["faults"]), "profile": tree.profile}).validate()
+        steps = [(e, {tuple(k): v for k, v in a}) for e, a in trace["steps"]]
+        try:
+            obs = observe(cfg, trace["init"], steps, targets[bool(cfg.clamp)])
+        except Disabled:
+            obs = Observation(error="the trace is not enabled under this profile")
+        fuzz.append({"id": trace["id"], "preset": trace["preset"], "observed": asdict(obs), "reaction": obs.reaction})
+        if time.monotonic() - last > 2:
+            log(f"  {i + 1}/{len(traces)} fuzz trace(s)")
+            last = time.monotonic()
+    log(f"observe: {len(cases)} case arm(s), {len(fuzz)} fuzz trace(s) in {time.monotonic() - started:.1f} s")
+    return {"tree": {"label": tree.label, "title": tree.title, "version": tree.version, "root": str(tree.root),
+                     "profile": tree.profile, "kind": tree.kind, "described": described},
+            "cases": cases, "fuzz": fuzz}
+
+
+def _expect(expect) -> dict:
+    reaction = expect.reaction
+    return {"reaction": reaction, "fired": list(expect.fired) if expect.fired else None,
+            "violations": list(expect.violations), "others": [list(o) for o in expect.others]}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m report.observe", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--vllm", required=True)
+    ap.add_argument("--out", required=True, type=Path)
+    ap.add_argument("--traces", type=Path)
+    args = ap.parse_args(argv)
+    from targets.protocol import TargetUnavailable
+
+    traces = json.loads(args.traces.read_text()) if args.traces else []
+    try:
+        result = run_tree(args.vllm, traces, log=lambda m: print(m, file=sys.stderr, flush=True))
+    except TargetUnavailable as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 4
+    except Exception:  # noqa: BLE001 - the parent shows the traceback's last lines
+        traceback.print_exc()
+        return 3
+    tmp = args.out.with_suffix(".partial")
+    tmp.write_text(json.dumps(result, indent=1) + "\n")
+    tmp.replace(args.out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

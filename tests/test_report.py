@@ -1,0 +1,130 @@
+"""`make report`: the summary and the pages, rendered in a real Markdown + Mermaid renderer.
+
+The main test writes the whole report from the prover's results (build/prove, which
+`make test` has just written; a small prover run when there are none) and renders every
+page in headless Chromium with Mermaid: a diagram that does not parse fails it. The
+renderer is installed by `make report-deps`; without it these tests fail with that
+instruction, they are never skipped.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from report import render
+from report.check import missing, render_text
+from report.mermaid import esc
+
+ROOT = Path(__file__).resolve().parent.parent
+SMALL = ["v2-kvfail@0.32.0", "kvfail-stream@0.33.0", "h4-stream"]
+
+
+def need_renderer() -> None:
+    why = missing()
+    if why:
+        pytest.fail(f"the Mermaid renderer is not installed ({why}); run `make report-deps`")
+
+
+@pytest.fixture(scope="module")
+def prove_dir(tmp_path_factory) -> Path:
+    """The prover's results: build/prove when present, else a small run of our own."""
+    built = ROOT / "build" / "prove"
+    if (built / "summary.json").is_file():
+        return built
+    out = tmp_path_factory.mktemp("prove") / "prove"
+    done = subprocess.run([sys.executable, "-m", "model.prove", *SMALL, "--out", str(out)], cwd=ROOT,
+                          capture_output=True, text=True)
+    assert done.returncode in (0, 1), done.stderr[-2000:]
+    return out
+
+
+@pytest.fixture(scope="module")
+def report_dir(prove_dir, tmp_path_factory) -> Path:
+    need_renderer()
+    out = tmp_path_factory.mktemp("report") / "report"
+    code = render.main(["--from", str(prove_dir), "--out", str(out)])
+    check = json.loads((out / "check.json").read_text()) if (out / "check.json").is_file() else {}
+    assert code == 0, f"report.render exited {code}; renderer errors: {check.get('errors')}"
+    return out
+
+
+def test_every_diagram_renders(report_dir, prove_dir):
+    check = json.loads((report_dir / "check.json").read_text())
+    summary = json.loads((prove_dir / "summary.json").read_text())
+    traces = sum(1 + len(r.get("classes", [])) for r in summary["results"] if r["verdict"] == "violated")
+    assert check["errors"] == []
+    assert check["diagrams"] == traces > 0  # one diagram per counterexample page
+    assert (report_dir / "html" / "index.html").is_file()
+
+
+def test_summary_fits_one_comment_and_links_every_page(report_dir, prove_dir):
+    index = (report_dir / "index.md").read_text()
+    assert len(index) <= render.COMMENT_LIMIT
+    summary = json.loads((prove_dir / "summary.json").read_text())
+    for row in summary["results"]:  # every verdict is in the table, with its reaction
+        assert f"`{row['config']}` | {row['property']} | {row['verdict']} |" in index
+    links = re.findall(r"\]\((pages/[^)]+\.md)\)", index)
+    assert links and all((report_dir / link).is_file() for link in links)
+    pages = sorted(p.relative_to(report_dir).as_posix() for p in (report_dir / "pages").rglob("*.md"))
+    assert set(links) <= set(pages)
+
+
+def test_a_page_says_what_goes_wrong(report_dir):
+    page = (report_dir / "pages" / "v2-kvfail@0.32.0" / "counter-nonnegative.md").read_text()
+    assert "**What goes wrong.**" in page and "KV-load failure" in page
+    assert "`assert request.num_output_placeholders >= 0` fires" in page
+    assert "```mermaid\nsequenceDiagram" in page
+    # only the variables that change: P does, the stale count never does here
+    header = next(line for line in page.splitlines() if line.startswith("| step | event | picks |"))
+    assert "| P |" in header and "| S |" not in header
+    # vLLM's lines, at the release's tag on GitHub
+    assert "https://github.com/vllm-project/vllm/blob/v0.32.0/vllm/v1/core/sched/async_scheduler.py#L" in page
+    assert "--target=vllm --vllm=0.32.0" in page
+
+
+def test_a_diagram_that_does_not_parse_fails(tmp_path):
+    need_renderer()
+    good = "sequenceDiagram\n    A->>B: " + esc("c 0→1; P < 0 # fine") + "\n"
+    bad = "sequenceDiagram\n    A-->>>B oops\n"
+    result = render_text([good, bad], tmp_path)
+    assert [e["diagram"] for e in result["errors"]] == [1]
+    assert result["errors"][0]["page"] == "d001.md"
+    assert "Parse error" in result["errors"][0]["message"]
+
+
+def test_escaping_keeps_mermaid_statements_whole():
+    assert esc("a; b") == "a#59; b"
+    assert esc("x < 0 >= y") == "x #lt; 0 #gt;= y"
+    assert esc("#1") == "#35;1"
+
+
+def test_the_summary_folds_proved_rows_when_it_would_not_fit(prove_dir, monkeypatch):
+    from report.data import counterexamples, load_summary
+
+    summary = load_summary(prove_dir)
+    cxs = counterexamples(summary, prove_dir)
+    full = render.summary_md(summary, cxs, "")
+    folded = render.summary_md(summary, cxs, "", compact=True)
+    assert len(folded) < len(full)
+    assert "properties | proved |" in folded
+
+
+def test_out_holding_foreign_files_is_refused(tmp_path, prove_dir, capsys):
+    out = tmp_path / "report"
+    out.mkdir()
+    (out / "notes.txt").write_text("mine")
+    assert render.main(["--from", str(prove_dir), "--out", str(out), "--no-check"]) == 2
+    assert "notes.txt" in capsys.readouterr().err
+    assert (out / "notes.txt").read_text() == "mine"
+
+
+def test_missing_results_are_one_line(tmp_path, capsys):
+    assert render.main(["--from", str(tmp_path / "nothing"), "--out", str(tmp_path / "r"), "--no-check"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "make prove" in err
