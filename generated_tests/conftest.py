@@ -1,4 +1,4 @@
-"""Targets for the generated suites: --target=reference,vllm,vllm-clamp,runner,runner-clamp,kernel.
+"""Targets for the generated suites: --target=reference,vllm,vllm-clamp,vllm-guard,runner,runner-clamp,kernel.
 
 Each generated test runs once per selected target (the option and the vLLM tree are
 defined in the root conftest.py, which validates them). A target that cannot run a case
@@ -13,9 +13,10 @@ import pytest
 
 from targets.protocol import TargetUnavailable
 
-MARKS = {"reference": "reference", "vllm": "vllm", "vllm-clamp": "vllm", "runner": "vllm", "runner-clamp": "vllm",
-         "kernel": "kernel"}
-ASKED_WHEN_SELECTED = ("vllm", "vllm-clamp", "runner", "runner-clamp")  # the root conftest checked their tree already
+MARKS = {"reference": "reference", "vllm": "vllm", "vllm-clamp": "vllm", "vllm-guard": "vllm", "runner": "vllm",
+         "runner-clamp": "vllm", "kernel": "kernel"}
+# the root conftest checked their tree already
+ASKED_WHEN_SELECTED = ("vllm", "vllm-clamp", "vllm-guard", "runner", "runner-clamp")
 _built: dict = {}
 
 
@@ -35,9 +36,11 @@ def _build(name: str):
         from targets.reference import ReferenceTarget
 
         return ReferenceTarget()
-    if name in ("vllm", "vllm-clamp"):
+    if name in ("vllm", "vllm-clamp", "vllm-guard"):
         from targets.vllm_target import VllmTarget
 
+        if name == "vllm-guard":
+            return VllmTarget(guard=True)
         return VllmTarget(clamp=name == "vllm-clamp")
     if name in ("runner", "runner-clamp"):
         from targets.real_runner import RealRunnerTarget

@@ -90,7 +90,7 @@ class Encoding:
         self._state_holds = {
             p.name: _as_bool(p.holds(View(cfg, cur), cfg, Z3_OPS))
             for p in PROPERTIES.values()
-            if p.kind == "state"
+            if p.kind == "state" and p.applies(cfg)
         }
 
         # -- initial states -------------------------------------------------------------

@@ -143,5 +143,5 @@ class Interpreter:
         return {
             p.name: bool(p.holds(view, self.cfg, INT_OPS))
             for p in PROPERTIES.values()
-            if p.kind == "state"
+            if p.kind == "state" and p.applies(self.cfg)
         }

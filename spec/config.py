@@ -21,6 +21,18 @@ RUNNERS = {
     "v1": "GPUModelRunner (V1): discards while cr + n < CachedRequestState.num_tokens (live)",
     "v2": "V2 runner as in 0.32.0: discards while seq_len < prefill_len (snapshot taken at add)",
     "v2-live": "V2 with the fix: discards while seq_len < total_len (live length of the slot)",
+    "v2-rollback": "V2 with the recompute fix (fixes/v2-recompute-rollback): the scheduler ships its "
+    "prefill-chunk decision with each request and the runner discards exactly those steps; when the "
+    "scheduler's computed count of a cached request went backwards, the slot's GPU count is rolled back to it",
+    "v2-rollback-live": "the recompute fix without its first half (negative control): the slot's count is "
+    "rolled back, but the runner still decides on its own, with the live total_len",
+}
+
+GUARDS = {
+    "none": "vLLM's own accounting",
+    "step-reservation": "the fix of fixes/step-reservation-guard: the scheduler remembers what it reserved "
+    "for each request in each step and drops whatever the runner returns beyond it, before the "
+    "spec-rejection and delivery decrements",
 }
 
 # Event families that can be switched on. Scheduling, delivery and stop tokens are
@@ -57,6 +69,8 @@ class Config:
         variable chosen at init), so a proof covers every K >= 0 at once.
     spec_tokens_max: with spec_tokens=None, an upper bound on K (None: unbounded); a
         frontier is proved this way ("for every K <= 1").
+    search_depth: the deepest counterexample search for this configuration (None: the
+        prover's --max-depth); a `bounded` verdict says how deep it looked.
     rest: one focal request against an abstract rest: `requests` is 1 and whatever any
         number of other requests can do to it (take budget before it, keep the engine
         busy, stop the waiting loop, leave values in a slot it is given, be preempted
@@ -76,11 +90,13 @@ class Config:
     faults: frozenset[str] = frozenset()
     profile: str = "vllm-0.32.0"
     clamp: bool = False
+    guard: str = "none"
     requests: int = 2
     pp: int = 1
     spec_tokens: int | None = 0
     spec_tokens_max: int | None = None
     rest: bool = False
+    search_depth: int | None = None
     max_budget: int | None = None
     prompt_lens: tuple[int, ...] | None = None
     long_prefill_threshold: int = 0
@@ -95,7 +111,12 @@ class Config:
 
     @property
     def is_v2(self) -> bool:
-        return self.runner in ("v2", "v2-live")
+        return self.runner in ("v2", "v2-live", "v2-rollback", "v2-rollback-live")
+
+    @property
+    def drops(self) -> bool:
+        """A guard that may drop tokens the runner returned: the seed's clamp or ours."""
+        return self.clamp or self.guard != "none"
 
     @property
     def slots(self) -> int:
@@ -135,6 +156,7 @@ class Config:
         return {
             "name": self.name, "runner": self.runner, "events": sorted(self.events),
             "faults": sorted(self.faults), "profile": self.profile, "clamp": self.clamp,
+            **({"guard": self.guard} if self.guard != "none" else {}),
             "requests": self.requests, "pp": self.pp, "spec_tokens": self.spec_tokens,
             **({"spec_tokens_max": self.spec_tokens_max} if self.spec_tokens_max is not None else {}),
             **({"rest": True} if self.rest else {}),
@@ -170,9 +192,9 @@ class Config:
             raise SpecError(f"{where}: clamp must be True or False, got {self.clamp!r} "
                             f"({type(self.clamp).__name__}; a string like 'no' would count as on)")
         for name in ("requests", "pp", "spec_tokens", "long_prefill_threshold", "block_size", "max_budget",
-                     "spec_tokens_max"):
+                     "spec_tokens_max", "search_depth"):
             value = getattr(self, name)
-            if name in ("max_budget", "spec_tokens", "spec_tokens_max") and value is None:
+            if name in ("max_budget", "spec_tokens", "spec_tokens_max", "search_depth") and value is None:
                 continue
             if isinstance(value, bool) or not isinstance(value, int):
                 raise SpecError(f"{where}: {name} must be a whole number, got {value!r} "
@@ -201,6 +223,10 @@ class Config:
         for fault in self.faults:
             if fault not in FAULTS:
                 raise SpecError(f"{where}: unknown fault {fault!r}; use any of {', '.join(FAULTS)}")
+        if self.guard not in GUARDS:
+            raise SpecError(f"{where}: unknown guard {self.guard!r}; use one of {', '.join(GUARDS)}")
+        if self.guard != "none" and self.clamp:
+            raise SpecError(f"{where}: the seed's clamp and guard {self.guard!r} are alternatives; choose one")
         if self.profile not in PROFILES:
             raise SpecError(
                 f"{where}: unknown profile {self.profile!r}; use one of {', '.join(PROFILES)}"

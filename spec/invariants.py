@@ -304,6 +304,10 @@ def _all_of(*tests):
     return lambda cfg: all(t(cfg) for t in tests)
 
 
+def _any_of(*tests):
+    return lambda cfg: any(t(cfg) for t in tests)
+
+
 def _sessions_consistent(cfg: Config) -> bool:
     """A KV-load failure or a fault can make a session stop below its prompt (c - P < L),
     after which its prompt is longer than its history (the kvfail-stream finding)."""
@@ -344,11 +348,14 @@ LEMMAS: tuple[Lemma, ...] = (
     # T, and V1's later steps are discarded where the scheduler reserved (finding on 0.33.0)
     Lemma("in-flight-agreement", in_flight_agreement.__doc__,
           _all_of(_no("stale-slot-read", "over-delivery"), _sessions_consistent,
-                  lambda cfg: cfg.runner == "v1" or not cfg.has("kvfail")),
+                  lambda cfg: cfg.runner in ("v1", "v2-rollback") or not cfg.has("kvfail")),
           in_flight_agreement),
+    # the step-reservation guard keeps it whatever the runner does: a step never gives
+    # back more than it reserved
     Lemma("accounting-at-least", accounting_at_least.__doc__,
-          _all_of(_no("stale-slot-read", "over-delivery"), _sessions_consistent,
-                  lambda cfg: cfg.runner == "v1" or not cfg.has("kvfail")),
+          _any_of(_all_of(_no("stale-slot-read", "over-delivery"), _sessions_consistent,
+                          lambda cfg: cfg.runner in ("v1", "v2-rollback") or not cfg.has("kvfail")),
+                  lambda cfg: cfg.guard == "step-reservation"),
           accounting_at_least, implied_by=("placeholder-accounting", "accounting-exact")),
     # over-committed tokens lengthen T beyond what the runner counted for the step
     Lemma("v1-aligned", v1_aligned.__doc__,

@@ -123,8 +123,10 @@ MATRIX: tuple[Config, ...] = (
                runner="v2-live", events=frozenset({"kvfail"}), requests=1),
     *_releases("kvfail-stream", "KV-load failure on a streaming session: the stop lands below the prompt",
                {"0.32.0": _expect(violated=("predicates-agree", "safe-frontier-nonnegative")),
-                "0.33.0": _expect(violated=("safe-frontier-nonnegative",), bounded=("predicates-agree",))},
-               runner="v1", events=frozenset({"kvfail", "stream"}), requests=1),
+                "0.33.0": ("KV-load failure on a streaming session: the stop still lands below the computed "
+                           "history; the runner's disagreement of 0.32.0 (7 steps) is not found within 8",
+                           _expect(violated=("safe-frontier-nonnegative",), bounded=("predicates-agree",)))},
+               runner="v1", events=frozenset({"kvfail", "stream"}), requests=1, search_depth=8),
     # ---- runner faults -------------------------------------------------------------------------
     *_releases("v2-stale-slot", "V2 reading its slot as the previous occupant left it (CC / UVA)",
                _same(_expect(violated=("counter-nonnegative", "predicates-agree", "no-token-while-prefilling"))),
@@ -154,6 +156,47 @@ MATRIX: tuple[Config, ...] = (
                _same(_expect(frontier={"counter-nonnegative": 2})),
                runner="v1", events=frozenset(), faults=frozenset({"over-delivery"}), clamp=True, spec_tokens=None,
                requests=1),
+    # ---- fixes (fixes/): each claim is a proof, each has a negative control (tests/test_fixes.py) ---
+    *_releases("guard-v1-faults", "the step-reservation guard: V1 over-committing tokens, KV-load failures, "
+               "every event but streaming sessions, any number of requests and drafts: the counter never goes "
+               "negative, no stray token is kept, only tokens beyond a step's reservation are dropped",
+               _same(_expect(proved=("counter-nonnegative", "no-token-while-prefilling", "drops-only-unreserved"))),
+               runner="v1", events=KVFAIL - {"stream"}, faults=frozenset({"over-delivery"}),
+               guard="step-reservation", **ANY_SIZE),
+    *_releases("guard-v2-faults", "the step-reservation guard: V2 with stale slot reads, over-committed tokens and "
+               "KV-load failures, every event but streaming sessions, any size",
+               _same(_expect(proved=("counter-nonnegative", "no-token-while-prefilling", "drops-only-unreserved"))),
+               runner="v2", events=KVFAIL - {"stream"}, faults=frozenset({"stale-slot-read", "over-delivery"}),
+               guard="step-reservation", **ANY_SIZE),
+    *_releases("guard-v2-stream", "the step-reservation guard with streaming sessions as well (0.33.0: its "
+               "session update keeps the history whole)",
+               {"0.33.0": _expect(proved=("counter-nonnegative", "no-token-while-prefilling", "drops-only-unreserved"))},
+               runner="v2", events=KVFAIL, faults=frozenset({"stale-slot-read", "over-delivery"}),
+               guard="step-reservation", **ANY_SIZE),
+    *_releases("guard-healthy", "the step-reservation guard on healthy runners (V1 and V2 alike, every event "
+               "family but KV-load failure): it never fires",
+               _same(_expect(proved=("never-drops", "counter-nonnegative", "placeholder-accounting"))),
+               runner="v2", events=ALL, guard="step-reservation", **ANY_SIZE),
+    *_releases("guard-v1-healthy", "the step-reservation guard on the healthy V1 runner: it never fires",
+               _same(_expect(proved=("never-drops",))),
+               runner="v1", events=ALL, guard="step-reservation", **ANY_SIZE),
+    *_releases("guard-drops", "what the guard drops, per fault: the over-committed tokens (shortest trace)",
+               _same(_expect(violated=("never-drops",))),
+               runner="v1", events=frozenset(), faults=frozenset({"over-delivery"}), guard="step-reservation",
+               requests=1),
+    *_releases("guard-drops-kvfail", "what the guard drops after a KV-load failure on V2: the recompute's "
+               "stray tokens", _same(_expect(violated=("never-drops",))),
+               runner="v2", events=frozenset({"kvfail"}), guard="step-reservation", requests=1),
+    *_releases("v2-rollback-kvfail", "the V2 recompute fix: the runner follows the scheduler's prefill-chunk "
+               "decision and rolls the slot's computed count back after a KV-load failure; every event but "
+               "streaming sessions, any size",
+               _same(_expect(proved=("predicates-agree", "counter-nonnegative", "no-token-while-prefilling"))),
+               runner="v2-rollback", events=KVFAIL - {"stream"}, **ANY_SIZE),
+    *_releases("v2-rollback-live", "negative control of the V2 recompute fix: rolling the slot back is not "
+               "enough while the runner decides on its own (a recompute that covers a pending draft's position is "
+               "a chunk to the scheduler, not to the runner)",
+               _same(_expect(violated=("predicates-agree",))),
+               runner="v2-rollback-live", events=frozenset({"kvfail"}), requests=1),
     # ---- historical behaviours (each 0.32.0 with one mechanism swapped back) ---------------------
     _cfg("h1-preempt", "preemption kept placeholders, output not marked stale (before #38624); "
          "V2 re-prefills a resumed request while the scheduler still counts old placeholders",

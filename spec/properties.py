@@ -60,6 +60,21 @@ def computed_nonnegative(s: View, cfg: Config, ops: Ops):
     return ops.all(*[s.num_computed_tokens[r] >= 0 for r in range(cfg.requests)])
 
 
+def _dropped(s: View, cfg: Config, r: int):
+    return s.clamp_dropped[r] if cfg.clamp else s.guard_dropped[r]
+
+
+def never_drops(s: View, cfg: Config, ops: Ops):
+    """The guard has never dropped a token."""
+    return ops.all(*[_dropped(s, cfg, r) == 0 for r in range(cfg.requests)])
+
+
+def drops_only_unreserved(s: View, cfg: Config, ops: Ops):
+    """The guard has dropped no more tokens than the runner returned beyond their steps'
+    reservations."""
+    return ops.all(*[_dropped(s, cfg, r) <= s.unreserved[r] for r in range(cfg.requests)])
+
+
 def placeholder_accounting(s: View, cfg: Config, ops: Ops):
     """P = sum of reservations of in-flight steps of the current epoch, while unfinished."""
     conds = []
@@ -109,6 +124,16 @@ _ALL = (
         "0.33.0 also rolls c back by the tokens trimmed at a stop)",
         "spec-reject-decrement stop-trim-rolls-back-computed",
         computed_nonnegative,
+    ),
+    Property(
+        "never-drops", "state",
+        "the guard (the seed's clamp or the step-reservation guard) never drops or alters a token",
+        "reserve-placeholders", never_drops, applies=lambda cfg: cfg.drops,
+    ),
+    Property(
+        "drops-only-unreserved", "state",
+        "the guard drops no more tokens than the runner returned beyond what their steps reserved",
+        "reserve-placeholders", drops_only_unreserved, applies=lambda cfg: cfg.drops,
     ),
     Property(
         "stale-count-nonnegative", "transition",

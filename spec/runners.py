@@ -43,6 +43,7 @@ class Shipped:
     as_new: Term  # in scheduled_new_reqs as a WAITING request (new or streaming)
     as_resumed: Term  # resumed from preemption (scheduled_resumed_reqs; V2 moves it to new)
     admit_pos: Term  # position in the waiting loop's admission order
+    chunk: Term = False  # the scheduler classified the step as a prefill chunk (is_prefill_chunk)
 
 
 def v1_decide(s: View, nxt: Next, cfg: Config, ops: Ops, shipped: list[Shipped]) -> tuple[list[Term], list[dict]]:
@@ -174,10 +175,19 @@ def v2_decide(
     for r in reqs:
         sh = shipped[r]
         computed = nxt.v2_num_computed[r]
+        if cfg.runner in ("v2-rollback", "v2-rollback-live"):
+            # the recompute fix: a cached request whose scheduler count went backwards
+            # (a KV-load failure's recompute) has its slot's GPU count rolled back to it
+            cached = ops.all(sh.on, ops.not_(sh.as_new), ops.not_(sh.as_resumed))
+            computed = ops.ite(ops.all(cached, sh.c0 < computed), sh.c0, computed)
         total = nxt.v2_total_len[r]
         seq_len = computed + sh.n
         threshold = nxt.v2_prefill_len[r] if cfg.runner == "v2" else total
         discard = seq_len < threshold
+        if cfg.runner == "v2-rollback":
+            # ... and the runner discards exactly the steps the scheduler sent as prefill
+            # chunks (SchedulerOutput carries is_prefill_chunk): one predicate, decided once
+            discard = sh.chunk
         discards.append(discard)
         rows.append({
             "left": observed_left[r],

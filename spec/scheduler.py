@@ -113,6 +113,10 @@ def init(a: View, nxt: Next, cfg: Config, ops: Ops) -> Effect:
             nxt.async_tokens_to_discard[r] = 0
         if cfg.clamp:
             nxt.clamp_dropped[r] = 0
+        if cfg.guard != "none":
+            nxt.guard_dropped[r] = 0
+        if cfg.drops:
+            nxt.unreserved[r] = 0
         if cfg.runner == "v1":
             nxt.v1_num_tokens[r] = 0
             nxt.v1_in_batch[r] = False
@@ -336,6 +340,7 @@ def schedule(s: View, a: View, nxt: Next, cfg: Config, ops: Ops) -> Effect:
                 as_new=ops.all(admitted[r], status[r] == Status.WAITING),
                 as_resumed=ops.all(admitted[r], status[r] == Status.PREEMPTED),
                 admit_pos=admit_pos[r],
+                chunk=chunk,
             )
         )
 
@@ -455,6 +460,16 @@ def deliver(s: View, a: View, nxt: Next, cfg: Config, ops: Ops) -> Effect:
             ops.not_(ops.all(stale, s.drop_stale_output[r])),  # [cite:skip-drop-stale]
         )
         live = ops.not_(stale)
+
+        if cfg.drops:  # what the runner returned beyond this step's reservation
+            beyond = ops.ite(ops.all(proceed, live), ops.max(sampled - reserved, 0), 0)
+            nxt.unreserved[r] = s.unreserved[r] + beyond
+        if cfg.guard == "step-reservation":
+            # fixes/step-reservation-guard: keep at most what the scheduler reserved for
+            # this step (0 for a prefill chunk), before rejections and the decrement
+            truncating = ops.all(proceed, live, sampled > reserved)
+            nxt.guard_dropped[r] = s.guard_dropped[r] + ops.ite(truncating, sampled - reserved, 0)
+            sampled = ops.ite(truncating, reserved, sampled)
 
         # spec-decode rejection ([cite:spec-reject-decrement])
         rejecting = ops.all(proceed, ks > 0, sampled > 0, live)

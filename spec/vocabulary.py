@@ -99,6 +99,10 @@ DECLS: tuple[VarDecl, ...] = (
     # ---- ghosts ------------------------------------------------------------------------
     VarDecl("epoch", int, ("req",), "bumped at each preemption / resumable stop", "ghost", ghost=True),
     VarDecl("clamp_dropped", int, ("req",), "tokens the clamp dropped so far", "ghost", ghost=True, when=lambda c: c.clamp),
+    VarDecl("guard_dropped", int, ("req",), "tokens the step-reservation guard dropped so far", "ghost", ghost=True,
+            when=lambda c: c.guard != "none"),
+    VarDecl("unreserved", int, ("req",), "tokens the runner returned beyond what their step reserved (live deliveries)",
+            "ghost", ghost=True, when=lambda c: c.drops),
     VarDecl("chunked", bool, ("req",), "had at least one non-final prefill chunk", "ghost", ghost=True),
     VarDecl("completed", bool, ("req",), "finished by a stop token after decoding", "ghost", ghost=True),
 )

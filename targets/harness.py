@@ -67,19 +67,19 @@ class Case:
         return Config(**fields).validate()
 
 
-def arm_label(profile: str, clamp: bool) -> str:
-    return profile + ("+clamp" if clamp else "")
+def arm_label(profile: str, clamp: bool, guard: str = "none") -> str:
+    return profile + ("+clamp" if clamp else "") + ("+guard" if guard != "none" else "")
 
 
-def arms_for(profile: str, clamp: bool) -> dict[str, dict]:
-    """The arms a case is checked on: every release, clamp off and on; a historical
-    profile also on itself, as found."""
+def arms_for(profile: str, clamp: bool, guard: str = "none") -> dict[str, dict]:
+    """The arms a case is checked on: every release as it is, with the seed's clamp and
+    with the step-reservation guard; a historical profile also on itself, as found."""
     arms = {}
     if PROFILES[profile].historical:
-        arms[arm_label(profile, clamp)] = {"profile": profile, "clamp": clamp}
+        arms[arm_label(profile, clamp, guard)] = {"profile": profile, "clamp": clamp, "guard": guard}
     for release in RELEASES:
-        for on in (False, True):
-            arms[arm_label(release.name, on)] = {"profile": release.name, "clamp": on}
+        for on, fix in ((False, "none"), (True, "none"), (False, "step-reservation")):
+            arms[arm_label(release.name, on, fix)] = {"profile": release.name, "clamp": on, "guard": fix}
     return arms
 
 
@@ -87,7 +87,7 @@ def predict(case_property: str | None, cfg: Config, init: Mapping, steps) -> Exp
     """Run the steps on the reference interpreter and summarise what happens."""
     it = Interpreter(cfg)
     state = it.initial(**init)
-    watched = properties_for(cfg)
+    watched = _watched(cfg, case_property)
     violations, first, fired, runs = [], {}, None, 0
     for index, (event, named) in enumerate(steps):
         try:
@@ -105,10 +105,17 @@ def predict(case_property: str | None, cfg: Config, init: Mapping, steps) -> Exp
             fired = (result.fired[0], index + 1)
             break
     view = nested(state)
-    dropped = sum(view.get("clamp_dropped", [0]))
+    dropped = sum(view.get("clamp_dropped", [0])) + sum(view.get("guard_dropped", [0]))
     others = tuple((p, step) for p, step in first.items() if p != case_property)
     return Expect(runs=runs, fired=fired, violations=tuple(violations), others=others, dropped=dropped,
                   completed=any(view["completed"]))
+
+
+def _watched(cfg: Config, case_property: str | None) -> list[str]:
+    """The properties an arm reports. That a guard dropped a token is its job under a
+    fault (the arm says how many it dropped); it is a finding only where a case is about
+    it (on a healthy path: never-drops)."""
+    return [p for p in properties_for(cfg) if p != "never-drops" or p == case_property]
 
 
 def _violates(it: Interpreter, result, prop: str) -> bool:
@@ -210,7 +217,7 @@ def _replay_arm(case: Case, label: str, cfg: Config, target: Target) -> Expect:
     state = it.initial(**case.init)
     target.reset(cfg, flat(case.init))  # the protocol takes flat keys
     _compare(case, label, cfg, target, state, 0, "init", case.init)
-    watched = properties_for(cfg)
+    watched = _watched(cfg, case.property)
     violations, first, fired, runs = [], {}, None, 0
     for index, (event, named) in enumerate(case.steps):
         args = args_for(it.event(event), cfg, named)
@@ -219,6 +226,7 @@ def _replay_arm(case: Case, label: str, cfg: Config, target: Target) -> Expect:
         result = it.step(state, event, args)
         state = result.state
         outcome = target.step(event, args)
+        _target_error(case, label, target, index + 1, event, named, outcome)
         runs = index + 1
         for prop in watched:
             if _violates(it, result, prop):
@@ -249,7 +257,18 @@ def _replay_arm(case: Case, label: str, cfg: Config, target: Target) -> Expect:
     view = nested(state)
     others = tuple((p, step) for p, step in first.items() if p != case.property)
     return Expect(runs=runs, fired=fired, violations=tuple(violations), others=others,
-                  dropped=sum(view.get("clamp_dropped", [0])), completed=any(view["completed"]))
+                  dropped=sum(view.get("clamp_dropped", [0])) + sum(view.get("guard_dropped", [0])),
+                  completed=any(view["completed"]))
+
+
+def _target_error(case, label, target, step, event, named, outcome) -> None:
+    """A step the target could not complete (vLLM raised something the contract does not
+    name, e.g. an assert of the model runner) fails the case with what was raised."""
+    error = outcome.observed.get("error") if outcome.observed else None
+    if error:
+        raise Divergence(f"{case.name} [{label}] on {target.name}, step {step} {event}{named}: the target raised: "
+                         f"{error}\n{outcome.detail}\nreplay: {replay_command(case, target)}",
+                         step, event, {("error",): (None, error)})
 
 
 def _compare(case, label, cfg, target, state, step, event, named) -> None:

@@ -39,10 +39,13 @@ class KernelTarget(Target):
 
     def accepts(self, cfg: Config) -> str | None:
         """Runner decisions do not depend on the clamp: check them once, clamp off."""
-        if not cfg.is_v2:
-            return f"the kernel target runs V2 runners; this case uses runner {cfg.runner}"
-        if cfg.clamp:
-            return "runner decisions do not depend on the clamp: checked on the clamp-off arm"
+        from kernels.discard import VARIANT_OF_RUNNER
+
+        if cfg.runner not in VARIANT_OF_RUNNER:
+            return (f"the kernel target runs the V2 discard kernels ({', '.join(VARIANT_OF_RUNNER)}); "
+                    f"this case uses runner {cfg.runner}")
+        if cfg.clamp or cfg.guard != "none":
+            return "runner decisions do not depend on the scheduler's guards: checked on the plain arm"
         return None
 
     def __init__(self) -> None:

@@ -68,6 +68,7 @@ MAX_MODEL_LEN = 8192  # ModelConfig.max_model_len; traces stay far below it
 MAX_TOKENS = 1 << 30  # SamplingParams.max_tokens: never the reason to stop
 
 CLAMP_SCHEDULER_CLS = "targets.clamp_scheduler.ClampAsyncScheduler"
+GUARD_SCHEDULER_CLS = "targets.guard_scheduler.GuardAsyncScheduler"
 V2_ENV = "VLLM_USE_V2_MODEL_RUNNER"
 
 _SELECTED: Tree | None = None  # the tree this process runs (select())
@@ -296,11 +297,16 @@ class Shape:
     pp: int
     clamp: bool
     v2: bool = False
+    guard: bool = False
 
     @classmethod
-    def of(cls, cfg: Config, clamp: bool) -> "Shape":
+    def of(cls, cfg: Config, clamp: bool, guard: bool = False) -> "Shape":
         return cls(cfg.requests, cfg.block_size, cfg.long_prefill_threshold,
-                   cfg.spec_tokens, cfg.pp, clamp, cfg.is_v2)
+                   cfg.spec_tokens, cfg.pp, clamp, cfg.is_v2, guard)
+
+    @property
+    def scheduler_cls(self) -> str | None:
+        return GUARD_SCHEDULER_CLS if self.guard else CLAMP_SCHEDULER_CLS if self.clamp else None
 
     @property
     def num_blocks(self) -> int:
@@ -323,7 +329,7 @@ def vllm_config(shape: Shape):
             enable_chunked_prefill=True,
             async_scheduling=True,
             is_encoder_decoder=False,
-            scheduler_cls=CLAMP_SCHEDULER_CLS if shape.clamp else None,
+            scheduler_cls=shape.scheduler_cls,
         )
         cache_config = V.CacheConfig(block_size=shape.block_size, enable_prefix_caching=False)
         extra = {}
@@ -376,10 +382,12 @@ def _check(config, shape: Shape, scheduler=None) -> None:
         raise ConstructionError(f"{tree().title} scheduler construction: " + "; ".join(problems))
 
 
-def new_scheduler(cfg: Config, clamp: bool = False):
-    """A fresh scheduler for a spec Config: AsyncScheduler, or the clamp subclass."""
+def new_scheduler(cfg: Config, clamp: bool = False, guard: bool | None = None):
+    """A fresh scheduler for a spec Config: AsyncScheduler, the clamp subclass, or the
+    step-reservation guard (guard=None follows cfg.guard)."""
     V = load()
-    shape = Shape.of(cfg, clamp)
+    guard = cfg.guard != "none" if guard is None else guard
+    shape = Shape.of(cfg, clamp, guard)
     config = vllm_config(shape)
     cls = config.scheduler_config.get_scheduler_cls()
     kv_cache_config = V.KVCacheConfig(

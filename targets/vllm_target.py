@@ -122,16 +122,20 @@ class VllmTarget:
     name = "vllm"
     observes_asserts = True
 
-    def __init__(self, clamp: bool | None = None):
+    def __init__(self, clamp: bool | None = None, guard: bool = False):
         """clamp: None follows cfg.clamp; True/False forces the scheduler class
-        (a second arm: the model's projection then differs where the clamp acts)."""
+        (a second arm: the model's projection then differs where the clamp acts).
+        guard: this target plays the step-reservation guard's arms (and only those)."""
         env.load()  # TargetUnavailable if vLLM is not importable
         self.clamp_option = clamp
+        self.guard_option = guard
         self.cfg: Config | None = None
         self.tree = env.tree()
         self.replay_option = env.replay_option()
         if clamp is True:
             self.name = "vllm-clamp"
+        if guard:
+            self.name = "vllm-guard"
 
     def accepts(self, cfg: Config) -> str | None:
         """A loaded tree plays the arms of the profile it is checked against, one clamp arm
@@ -141,6 +145,9 @@ class VllmTarget:
                     f"{cfg.profile} arm runs with --vllm={cfg.prof.release}"
                     if not cfg.prof.historical else
                     f"no vLLM tree implements the historical profile {cfg.profile}")
+        if (cfg.guard != "none") != self.guard_option:
+            return (f"{self.name} runs the step-reservation guard's arms" if self.guard_option
+                    else f"{self.name} does not run the guard's arms (vllm-guard does)")
         if self.clamp_option is not None and cfg.clamp != self.clamp_option:
             return f"{self.name} runs the clamp-{'on' if self.clamp_option else 'off'} arm"
         return None
@@ -305,6 +312,8 @@ class VllmTarget:
                 out[("next_decode_eligible_step", r)] = req.next_decode_eligible_step
             if cfg.clamp and self.clamp:
                 out[("clamp_dropped", r)] = self.sched.clamp_dropped.get(_rid(r), 0)
+            if cfg.guard != "none":
+                out[("guard_dropped", r)] = self.sched.guard_dropped.get(_rid(r), 0)
         if cfg.is_v2 and cfg.pp > 1:
             out[("current_step",)] = self.sched.current_step
         out[("queue_len",)] = len(self.fifo)

@@ -297,8 +297,8 @@ def test_loaded_tests_pass_on_0_33_0():
 
 @pytest.mark.parametrize("args,line", [
     (["--vllm=/nonexistent"], "ERROR: /nonexistent: no such folder; point --vllm at the root of a vLLM checkout"),
-    (["--target="], "ERROR: --target is empty: give one or more of reference, vllm, vllm-clamp, kernel"),
-    (["--target=bogus"], "ERROR: --target: unknown bogus; choose from reference, vllm, vllm-clamp, kernel"),
+    (["--target="], "ERROR: --target is empty: give one or more of reference, vllm, vllm-clamp, vllm-guard, runner, runner-clamp, kernel"),
+    (["--target=bogus"], "ERROR: --target: unknown bogus; choose from reference, vllm, vllm-clamp, vllm-guard, runner, runner-clamp, kernel"),
 ])
 def test_unusable_options_stop_the_run_with_one_line(args, line):
     proc = run_pytest(f"{HERE}::test_the_wheel_is_pinned_by_hash", *args)

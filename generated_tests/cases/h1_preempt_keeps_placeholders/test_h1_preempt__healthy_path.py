@@ -1,5 +1,5 @@
 """With v2 and h1-preempt-keeps-placeholders, a request prefills in chunks, decodes and
-finishes on a stop token; no property is violated and the clamp never drops a token.
+finishes on a stop token; no property is violated and no guard drops a token.
 
 Configuration h1-preempt: preemption kept placeholders, output not marked stale (before #38624); V2 re-prefills a resumed request while the scheduler still counts old placeholders
   runner v2; events preempt; faults none;
@@ -44,12 +44,16 @@ engine; SILENT = the violation passes unnoticed):
                       runs 7 step(s); a request completes
   vllm-0.32.0+clamp   holds: no assert fires, nothing is violated
                       runs 7 step(s); a request completes
+  vllm-0.32.0+guard   holds: no assert fires, nothing is violated
+                      runs 7 step(s); a request completes
   vllm-0.33.0         holds: no assert fires, nothing is violated
                       runs 7 step(s); a request completes
   vllm-0.33.0+clamp   holds: no assert fires, nothing is violated
                       runs 7 step(s); a request completes
+  vllm-0.33.0+guard   holds: no assert fires, nothing is violated
+                      runs 7 step(s); a request completes
 
-Replay:      .venv/bin/python -m pytest generated_tests/cases/h1_preempt_keeps_placeholders/test_h1_preempt__healthy_path.py --target=reference,vllm,vllm-clamp,kernel
+Replay:      .venv/bin/python -m pytest generated_tests/cases/h1_preempt_keeps_placeholders/test_h1_preempt__healthy_path.py --target=reference,vllm,vllm-clamp,vllm-guard,kernel
              (add --vllm=0.33.0 for the 0.33.0 arms, SHOW_VLLM_TRACEBACK=1 to see vLLM's own traceback)
 Regenerate:  make generate    (from build/prove/traces/h1-preempt/witness.itf.json; generated, do not edit)
 """
@@ -72,11 +76,13 @@ CASE = Case(
     kind='witness',
     property=None,
     arms={
-        'h1-preempt-keeps-placeholders': ({'profile': 'h1-preempt-keeps-placeholders', 'clamp': False}, Expect(runs=7, fired=None, violations=(), others=(), dropped=0, completed=True)),
-        'vllm-0.32.0': ({'profile': 'vllm-0.32.0', 'clamp': False}, Expect(runs=7, fired=None, violations=(), others=(), dropped=0, completed=True)),
-        'vllm-0.32.0+clamp': ({'profile': 'vllm-0.32.0', 'clamp': True}, Expect(runs=7, fired=None, violations=(), others=(), dropped=0, completed=True)),
-        'vllm-0.33.0': ({'profile': 'vllm-0.33.0', 'clamp': False}, Expect(runs=7, fired=None, violations=(), others=(), dropped=0, completed=True)),
-        'vllm-0.33.0+clamp': ({'profile': 'vllm-0.33.0', 'clamp': True}, Expect(runs=7, fired=None, violations=(), others=(), dropped=0, completed=True)),
+        'h1-preempt-keeps-placeholders': ({'profile': 'h1-preempt-keeps-placeholders', 'clamp': False, 'guard': 'none'}, Expect(runs=7, fired=None, violations=(), others=(), dropped=0, completed=True)),
+        'vllm-0.32.0': ({'profile': 'vllm-0.32.0', 'clamp': False, 'guard': 'none'}, Expect(runs=7, fired=None, violations=(), others=(), dropped=0, completed=True)),
+        'vllm-0.32.0+clamp': ({'profile': 'vllm-0.32.0', 'clamp': True, 'guard': 'none'}, Expect(runs=7, fired=None, violations=(), others=(), dropped=0, completed=True)),
+        'vllm-0.32.0+guard': ({'profile': 'vllm-0.32.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=7, fired=None, violations=(), others=(), dropped=0, completed=True)),
+        'vllm-0.33.0': ({'profile': 'vllm-0.33.0', 'clamp': False, 'guard': 'none'}, Expect(runs=7, fired=None, violations=(), others=(), dropped=0, completed=True)),
+        'vllm-0.33.0+clamp': ({'profile': 'vllm-0.33.0', 'clamp': True, 'guard': 'none'}, Expect(runs=7, fired=None, violations=(), others=(), dropped=0, completed=True)),
+        'vllm-0.33.0+guard': ({'profile': 'vllm-0.33.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=7, fired=None, violations=(), others=(), dropped=0, completed=True)),
     },
     path='generated_tests/cases/h1_preempt_keeps_placeholders/test_h1_preempt__healthy_path.py',
 )

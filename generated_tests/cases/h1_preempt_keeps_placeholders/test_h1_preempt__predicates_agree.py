@@ -33,14 +33,20 @@ engine; SILENT = the violation passes unnoticed):
   vllm-0.32.0+clamp   holds: no assert fires, nothing is violated
                       predicates-agree holds on this arm
                       runs 3 step(s)
+  vllm-0.32.0+guard   holds: no assert fires, nothing is violated
+                      predicates-agree holds on this arm
+                      runs 3 step(s)
   vllm-0.33.0         holds: no assert fires, nothing is violated
                       predicates-agree holds on this arm
                       runs 3 step(s)
   vllm-0.33.0+clamp   holds: no assert fires, nothing is violated
                       predicates-agree holds on this arm
                       runs 3 step(s)
+  vllm-0.33.0+guard   holds: no assert fires, nothing is violated
+                      predicates-agree holds on this arm
+                      runs 3 step(s)
 
-Replay:      .venv/bin/python -m pytest generated_tests/cases/h1_preempt_keeps_placeholders/test_h1_preempt__predicates_agree.py --target=reference,vllm,vllm-clamp,kernel
+Replay:      .venv/bin/python -m pytest generated_tests/cases/h1_preempt_keeps_placeholders/test_h1_preempt__predicates_agree.py --target=reference,vllm,vllm-clamp,vllm-guard,kernel
              (add --vllm=0.33.0 for the 0.33.0 arms, SHOW_VLLM_TRACEBACK=1 to see vLLM's own traceback)
 Regenerate:  make generate    (from build/prove/traces/h1-preempt/predicates-agree.itf.json; generated, do not edit)
 """
@@ -59,11 +65,13 @@ CASE = Case(
     kind='violation',
     property='predicates-agree',
     arms={
-        'h1-preempt-keeps-placeholders': ({'profile': 'h1-preempt-keeps-placeholders', 'clamp': False}, Expect(runs=3, fired=None, violations=(3,), others=(('placeholder-accounting', 2),), dropped=0, completed=False)),
-        'vllm-0.32.0': ({'profile': 'vllm-0.32.0', 'clamp': False}, Expect(runs=3, fired=None, violations=(), others=(), dropped=0, completed=False)),
-        'vllm-0.32.0+clamp': ({'profile': 'vllm-0.32.0', 'clamp': True}, Expect(runs=3, fired=None, violations=(), others=(), dropped=0, completed=False)),
-        'vllm-0.33.0': ({'profile': 'vllm-0.33.0', 'clamp': False}, Expect(runs=3, fired=None, violations=(), others=(), dropped=0, completed=False)),
-        'vllm-0.33.0+clamp': ({'profile': 'vllm-0.33.0', 'clamp': True}, Expect(runs=3, fired=None, violations=(), others=(), dropped=0, completed=False)),
+        'h1-preempt-keeps-placeholders': ({'profile': 'h1-preempt-keeps-placeholders', 'clamp': False, 'guard': 'none'}, Expect(runs=3, fired=None, violations=(3,), others=(('placeholder-accounting', 2),), dropped=0, completed=False)),
+        'vllm-0.32.0': ({'profile': 'vllm-0.32.0', 'clamp': False, 'guard': 'none'}, Expect(runs=3, fired=None, violations=(), others=(), dropped=0, completed=False)),
+        'vllm-0.32.0+clamp': ({'profile': 'vllm-0.32.0', 'clamp': True, 'guard': 'none'}, Expect(runs=3, fired=None, violations=(), others=(), dropped=0, completed=False)),
+        'vllm-0.32.0+guard': ({'profile': 'vllm-0.32.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=3, fired=None, violations=(), others=(), dropped=0, completed=False)),
+        'vllm-0.33.0': ({'profile': 'vllm-0.33.0', 'clamp': False, 'guard': 'none'}, Expect(runs=3, fired=None, violations=(), others=(), dropped=0, completed=False)),
+        'vllm-0.33.0+clamp': ({'profile': 'vllm-0.33.0', 'clamp': True, 'guard': 'none'}, Expect(runs=3, fired=None, violations=(), others=(), dropped=0, completed=False)),
+        'vllm-0.33.0+guard': ({'profile': 'vllm-0.33.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=3, fired=None, violations=(), others=(), dropped=0, completed=False)),
     },
     path='generated_tests/cases/h1_preempt_keeps_placeholders/test_h1_preempt__predicates_agree.py',
 )

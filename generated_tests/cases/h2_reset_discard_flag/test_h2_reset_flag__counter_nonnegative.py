@@ -42,14 +42,20 @@ engine; SILENT = the violation passes unnoticed):
   vllm-0.32.0+clamp   holds: no assert fires, nothing is violated
                       counter-nonnegative holds on this arm
                       runs 6 step(s)
+  vllm-0.32.0+guard   holds: no assert fires, nothing is violated
+                      counter-nonnegative holds on this arm
+                      runs 6 step(s)
   vllm-0.33.0         holds: no assert fires, nothing is violated
                       counter-nonnegative holds on this arm
                       runs 6 step(s)
   vllm-0.33.0+clamp   holds: no assert fires, nothing is violated
                       counter-nonnegative holds on this arm
                       runs 6 step(s)
+  vllm-0.33.0+guard   holds: no assert fires, nothing is violated
+                      counter-nonnegative holds on this arm
+                      runs 6 step(s)
 
-Replay:      .venv/bin/python -m pytest generated_tests/cases/h2_reset_discard_flag/test_h2_reset_flag__counter_nonnegative.py --target=reference,vllm,vllm-clamp,kernel
+Replay:      .venv/bin/python -m pytest generated_tests/cases/h2_reset_discard_flag/test_h2_reset_flag__counter_nonnegative.py --target=reference,vllm,vllm-clamp,vllm-guard,kernel
              (add --vllm=0.33.0 for the 0.33.0 arms, SHOW_VLLM_TRACEBACK=1 to see vLLM's own traceback)
 Regenerate:  make generate    (from build/prove/traces/h2-reset-flag/counter-nonnegative.itf.json; generated, do not edit)
 """
@@ -71,11 +77,13 @@ CASE = Case(
     kind='violation',
     property='counter-nonnegative',
     arms={
-        'h2-reset-discard-flag': ({'profile': 'h2-reset-discard-flag', 'clamp': False}, Expect(runs=6, fired=None, violations=(6,), others=(('placeholder-accounting', 6),), dropped=0, completed=False)),
-        'vllm-0.32.0': ({'profile': 'vllm-0.32.0', 'clamp': False}, Expect(runs=6, fired=None, violations=(), others=(), dropped=0, completed=False)),
-        'vllm-0.32.0+clamp': ({'profile': 'vllm-0.32.0', 'clamp': True}, Expect(runs=6, fired=None, violations=(), others=(), dropped=0, completed=False)),
-        'vllm-0.33.0': ({'profile': 'vllm-0.33.0', 'clamp': False}, Expect(runs=6, fired=None, violations=(), others=(), dropped=0, completed=False)),
-        'vllm-0.33.0+clamp': ({'profile': 'vllm-0.33.0', 'clamp': True}, Expect(runs=6, fired=None, violations=(), others=(), dropped=0, completed=False)),
+        'h2-reset-discard-flag': ({'profile': 'h2-reset-discard-flag', 'clamp': False, 'guard': 'none'}, Expect(runs=6, fired=None, violations=(6,), others=(('placeholder-accounting', 6),), dropped=0, completed=False)),
+        'vllm-0.32.0': ({'profile': 'vllm-0.32.0', 'clamp': False, 'guard': 'none'}, Expect(runs=6, fired=None, violations=(), others=(), dropped=0, completed=False)),
+        'vllm-0.32.0+clamp': ({'profile': 'vllm-0.32.0', 'clamp': True, 'guard': 'none'}, Expect(runs=6, fired=None, violations=(), others=(), dropped=0, completed=False)),
+        'vllm-0.32.0+guard': ({'profile': 'vllm-0.32.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=6, fired=None, violations=(), others=(), dropped=0, completed=False)),
+        'vllm-0.33.0': ({'profile': 'vllm-0.33.0', 'clamp': False, 'guard': 'none'}, Expect(runs=6, fired=None, violations=(), others=(), dropped=0, completed=False)),
+        'vllm-0.33.0+clamp': ({'profile': 'vllm-0.33.0', 'clamp': True, 'guard': 'none'}, Expect(runs=6, fired=None, violations=(), others=(), dropped=0, completed=False)),
+        'vllm-0.33.0+guard': ({'profile': 'vllm-0.33.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=6, fired=None, violations=(), others=(), dropped=0, completed=False)),
     },
     path='generated_tests/cases/h2_reset_discard_flag/test_h2_reset_flag__counter_nonnegative.py',
 )

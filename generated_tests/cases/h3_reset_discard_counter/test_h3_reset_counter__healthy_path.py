@@ -1,5 +1,5 @@
 """With v1 and h3-reset-discard-counter, a request prefills in chunks, decodes and
-finishes on a stop token; no property is violated and the clamp never drops a token.
+finishes on a stop token; no property is violated and no guard drops a token.
 
 Configuration h3-reset-counter: reset_prefix_cache counted tokens but dropped frames (#42117): a multi-token frame is counted as one, later frames are dropped and leak placeholders
   runner v1; events reset; faults none;
@@ -43,12 +43,16 @@ engine; SILENT = the violation passes unnoticed):
                       runs 7 step(s); a request completes
   vllm-0.32.0+clamp   holds: no assert fires, nothing is violated
                       runs 7 step(s); a request completes
+  vllm-0.32.0+guard   holds: no assert fires, nothing is violated
+                      runs 7 step(s); a request completes
   vllm-0.33.0         holds: no assert fires, nothing is violated
                       runs 7 step(s); a request completes
   vllm-0.33.0+clamp   holds: no assert fires, nothing is violated
                       runs 7 step(s); a request completes
+  vllm-0.33.0+guard   holds: no assert fires, nothing is violated
+                      runs 7 step(s); a request completes
 
-Replay:      .venv/bin/python -m pytest generated_tests/cases/h3_reset_discard_counter/test_h3_reset_counter__healthy_path.py --target=reference,vllm,vllm-clamp,kernel
+Replay:      .venv/bin/python -m pytest generated_tests/cases/h3_reset_discard_counter/test_h3_reset_counter__healthy_path.py --target=reference,vllm,vllm-clamp,vllm-guard,kernel
              (add --vllm=0.33.0 for the 0.33.0 arms, SHOW_VLLM_TRACEBACK=1 to see vLLM's own traceback)
 Regenerate:  make generate    (from build/prove/traces/h3-reset-counter/witness.itf.json; generated, do not edit)
 """
@@ -71,11 +75,13 @@ CASE = Case(
     kind='witness',
     property=None,
     arms={
-        'h3-reset-discard-counter': ({'profile': 'h3-reset-discard-counter', 'clamp': False}, Expect(runs=7, fired=None, violations=(), others=(), dropped=0, completed=True)),
-        'vllm-0.32.0': ({'profile': 'vllm-0.32.0', 'clamp': False}, Expect(runs=7, fired=None, violations=(), others=(), dropped=0, completed=True)),
-        'vllm-0.32.0+clamp': ({'profile': 'vllm-0.32.0', 'clamp': True}, Expect(runs=7, fired=None, violations=(), others=(), dropped=0, completed=True)),
-        'vllm-0.33.0': ({'profile': 'vllm-0.33.0', 'clamp': False}, Expect(runs=7, fired=None, violations=(), others=(), dropped=0, completed=True)),
-        'vllm-0.33.0+clamp': ({'profile': 'vllm-0.33.0', 'clamp': True}, Expect(runs=7, fired=None, violations=(), others=(), dropped=0, completed=True)),
+        'h3-reset-discard-counter': ({'profile': 'h3-reset-discard-counter', 'clamp': False, 'guard': 'none'}, Expect(runs=7, fired=None, violations=(), others=(), dropped=0, completed=True)),
+        'vllm-0.32.0': ({'profile': 'vllm-0.32.0', 'clamp': False, 'guard': 'none'}, Expect(runs=7, fired=None, violations=(), others=(), dropped=0, completed=True)),
+        'vllm-0.32.0+clamp': ({'profile': 'vllm-0.32.0', 'clamp': True, 'guard': 'none'}, Expect(runs=7, fired=None, violations=(), others=(), dropped=0, completed=True)),
+        'vllm-0.32.0+guard': ({'profile': 'vllm-0.32.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=7, fired=None, violations=(), others=(), dropped=0, completed=True)),
+        'vllm-0.33.0': ({'profile': 'vllm-0.33.0', 'clamp': False, 'guard': 'none'}, Expect(runs=7, fired=None, violations=(), others=(), dropped=0, completed=True)),
+        'vllm-0.33.0+clamp': ({'profile': 'vllm-0.33.0', 'clamp': True, 'guard': 'none'}, Expect(runs=7, fired=None, violations=(), others=(), dropped=0, completed=True)),
+        'vllm-0.33.0+guard': ({'profile': 'vllm-0.33.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=7, fired=None, violations=(), others=(), dropped=0, completed=True)),
     },
     path='generated_tests/cases/h3_reset_discard_counter/test_h3_reset_counter__healthy_path.py',
 )

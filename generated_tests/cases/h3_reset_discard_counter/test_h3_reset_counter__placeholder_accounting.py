@@ -50,14 +50,20 @@ engine; SILENT = the violation passes unnoticed):
   vllm-0.32.0+clamp   holds: no assert fires, nothing is violated
                       placeholder-accounting holds on this arm
                       runs 8 step(s)
+  vllm-0.32.0+guard   holds: no assert fires, nothing is violated
+                      placeholder-accounting holds on this arm
+                      runs 8 step(s)
   vllm-0.33.0         holds: no assert fires, nothing is violated
                       placeholder-accounting holds on this arm
                       runs 8 step(s)
   vllm-0.33.0+clamp   holds: no assert fires, nothing is violated
                       placeholder-accounting holds on this arm
                       runs 8 step(s)
+  vllm-0.33.0+guard   holds: no assert fires, nothing is violated
+                      placeholder-accounting holds on this arm
+                      runs 8 step(s)
 
-Replay:      .venv/bin/python -m pytest generated_tests/cases/h3_reset_discard_counter/test_h3_reset_counter__placeholder_accounting.py --target=reference,vllm,vllm-clamp,kernel
+Replay:      .venv/bin/python -m pytest generated_tests/cases/h3_reset_discard_counter/test_h3_reset_counter__placeholder_accounting.py --target=reference,vllm,vllm-clamp,vllm-guard,kernel
              (add --vllm=0.33.0 for the 0.33.0 arms, SHOW_VLLM_TRACEBACK=1 to see vLLM's own traceback)
 Regenerate:  make generate    (from build/prove/traces/h3-reset-counter/placeholder-accounting.itf.json; generated, do not edit)
 """
@@ -81,11 +87,13 @@ CASE = Case(
     kind='violation',
     property='placeholder-accounting',
     arms={
-        'h3-reset-discard-counter': ({'profile': 'h3-reset-discard-counter', 'clamp': False}, Expect(runs=8, fired=None, violations=(8,), others=(), dropped=0, completed=False)),
-        'vllm-0.32.0': ({'profile': 'vllm-0.32.0', 'clamp': False}, Expect(runs=8, fired=None, violations=(), others=(), dropped=0, completed=False)),
-        'vllm-0.32.0+clamp': ({'profile': 'vllm-0.32.0', 'clamp': True}, Expect(runs=8, fired=None, violations=(), others=(), dropped=0, completed=False)),
-        'vllm-0.33.0': ({'profile': 'vllm-0.33.0', 'clamp': False}, Expect(runs=8, fired=None, violations=(), others=(), dropped=0, completed=False)),
-        'vllm-0.33.0+clamp': ({'profile': 'vllm-0.33.0', 'clamp': True}, Expect(runs=8, fired=None, violations=(), others=(), dropped=0, completed=False)),
+        'h3-reset-discard-counter': ({'profile': 'h3-reset-discard-counter', 'clamp': False, 'guard': 'none'}, Expect(runs=8, fired=None, violations=(8,), others=(), dropped=0, completed=False)),
+        'vllm-0.32.0': ({'profile': 'vllm-0.32.0', 'clamp': False, 'guard': 'none'}, Expect(runs=8, fired=None, violations=(), others=(), dropped=0, completed=False)),
+        'vllm-0.32.0+clamp': ({'profile': 'vllm-0.32.0', 'clamp': True, 'guard': 'none'}, Expect(runs=8, fired=None, violations=(), others=(), dropped=0, completed=False)),
+        'vllm-0.32.0+guard': ({'profile': 'vllm-0.32.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=8, fired=None, violations=(), others=(), dropped=0, completed=False)),
+        'vllm-0.33.0': ({'profile': 'vllm-0.33.0', 'clamp': False, 'guard': 'none'}, Expect(runs=8, fired=None, violations=(), others=(), dropped=0, completed=False)),
+        'vllm-0.33.0+clamp': ({'profile': 'vllm-0.33.0', 'clamp': True, 'guard': 'none'}, Expect(runs=8, fired=None, violations=(), others=(), dropped=0, completed=False)),
+        'vllm-0.33.0+guard': ({'profile': 'vllm-0.33.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=8, fired=None, violations=(), others=(), dropped=0, completed=False)),
     },
     path='generated_tests/cases/h3_reset_discard_counter/test_h3_reset_counter__placeholder_accounting.py',
 )

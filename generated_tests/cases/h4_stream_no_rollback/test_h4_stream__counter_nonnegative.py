@@ -49,14 +49,20 @@ engine; SILENT = the violation passes unnoticed):
   vllm-0.32.0+clamp   holds: no assert fires, nothing is violated
                       counter-nonnegative holds on this arm
                       runs 5 step(s)
+  vllm-0.32.0+guard   holds: no assert fires, nothing is violated
+                      counter-nonnegative holds on this arm
+                      runs 5 step(s)
   vllm-0.33.0         holds: no assert fires, nothing is violated
                       counter-nonnegative holds on this arm
                       runs 5 step(s)
   vllm-0.33.0+clamp   holds: no assert fires, nothing is violated
                       counter-nonnegative holds on this arm
                       runs 5 step(s)
+  vllm-0.33.0+guard   holds: no assert fires, nothing is violated
+                      counter-nonnegative holds on this arm
+                      runs 5 step(s)
 
-Replay:      .venv/bin/python -m pytest generated_tests/cases/h4_stream_no_rollback/test_h4_stream__counter_nonnegative.py --target=reference,vllm,vllm-clamp,kernel
+Replay:      .venv/bin/python -m pytest generated_tests/cases/h4_stream_no_rollback/test_h4_stream__counter_nonnegative.py --target=reference,vllm,vllm-clamp,vllm-guard,kernel
              (add --vllm=0.33.0 for the 0.33.0 arms, SHOW_VLLM_TRACEBACK=1 to see vLLM's own traceback)
 Regenerate:  make generate    (from build/prove/traces/h4-stream/counter-nonnegative.itf.json; generated, do not edit)
 """
@@ -79,11 +85,13 @@ CASE = Case(
     kind='violation',
     property='counter-nonnegative',
     arms={
-        'h4-stream-no-rollback': ({'profile': 'h4-stream-no-rollback', 'clamp': False}, Expect(runs=7, fired=('placeholders-nonnegative', 7), violations=(7,), others=(('predicates-agree', 5), ('placeholder-accounting', 6), ('no-token-while-prefilling', 7)), dropped=0, completed=False)),
-        'vllm-0.32.0': ({'profile': 'vllm-0.32.0', 'clamp': False}, Expect(runs=5, fired=None, violations=(), others=(), dropped=0, completed=False)),
-        'vllm-0.32.0+clamp': ({'profile': 'vllm-0.32.0', 'clamp': True}, Expect(runs=5, fired=None, violations=(), others=(), dropped=0, completed=False)),
-        'vllm-0.33.0': ({'profile': 'vllm-0.33.0', 'clamp': False}, Expect(runs=5, fired=None, violations=(), others=(), dropped=0, completed=False)),
-        'vllm-0.33.0+clamp': ({'profile': 'vllm-0.33.0', 'clamp': True}, Expect(runs=5, fired=None, violations=(), others=(), dropped=0, completed=False)),
+        'h4-stream-no-rollback': ({'profile': 'h4-stream-no-rollback', 'clamp': False, 'guard': 'none'}, Expect(runs=7, fired=('placeholders-nonnegative', 7), violations=(7,), others=(('predicates-agree', 5), ('placeholder-accounting', 6), ('no-token-while-prefilling', 7)), dropped=0, completed=False)),
+        'vllm-0.32.0': ({'profile': 'vllm-0.32.0', 'clamp': False, 'guard': 'none'}, Expect(runs=5, fired=None, violations=(), others=(), dropped=0, completed=False)),
+        'vllm-0.32.0+clamp': ({'profile': 'vllm-0.32.0', 'clamp': True, 'guard': 'none'}, Expect(runs=5, fired=None, violations=(), others=(), dropped=0, completed=False)),
+        'vllm-0.32.0+guard': ({'profile': 'vllm-0.32.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=5, fired=None, violations=(), others=(), dropped=0, completed=False)),
+        'vllm-0.33.0': ({'profile': 'vllm-0.33.0', 'clamp': False, 'guard': 'none'}, Expect(runs=5, fired=None, violations=(), others=(), dropped=0, completed=False)),
+        'vllm-0.33.0+clamp': ({'profile': 'vllm-0.33.0', 'clamp': True, 'guard': 'none'}, Expect(runs=5, fired=None, violations=(), others=(), dropped=0, completed=False)),
+        'vllm-0.33.0+guard': ({'profile': 'vllm-0.33.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=5, fired=None, violations=(), others=(), dropped=0, completed=False)),
     },
     path='generated_tests/cases/h4_stream_no_rollback/test_h4_stream__counter_nonnegative.py',
 )

@@ -39,14 +39,20 @@ engine; SILENT = the violation passes unnoticed):
   vllm-0.32.0+clamp   SILENT: no assert fires
                       violated: computed-nonnegative at step 5; placeholder-accounting at 3
                       runs 5 step(s)
+  vllm-0.32.0+guard   SILENT: no assert fires
+                      violated: computed-nonnegative at step 5; placeholder-accounting at 3
+                      runs 5 step(s)
   vllm-0.33.0         SILENT: no assert fires
                       violated: computed-nonnegative at step 5; placeholder-accounting at 3
                       runs 5 step(s)
   vllm-0.33.0+clamp   SILENT: no assert fires
                       violated: computed-nonnegative at step 5; placeholder-accounting at 3
                       runs 5 step(s)
+  vllm-0.33.0+guard   SILENT: no assert fires
+                      violated: computed-nonnegative at step 5; placeholder-accounting at 3
+                      runs 5 step(s)
 
-Replay:      .venv/bin/python -m pytest generated_tests/cases/vllm_0_32_0/test_kvfail_2drafts__computed_nonnegative.py --target=reference,vllm,vllm-clamp,kernel
+Replay:      .venv/bin/python -m pytest generated_tests/cases/vllm_0_32_0/test_kvfail_2drafts__computed_nonnegative.py --target=reference,vllm,vllm-clamp,vllm-guard,kernel
              (add --vllm=0.33.0 for the 0.33.0 arms, SHOW_VLLM_TRACEBACK=1 to see vLLM's own traceback)
 Regenerate:  make generate    (from build/prove/traces/kvfail-2drafts@0.32.0/computed-nonnegative.itf.json; generated, do not edit)
 """
@@ -67,10 +73,12 @@ CASE = Case(
     kind='violation',
     property='computed-nonnegative',
     arms={
-        'vllm-0.32.0': ({'profile': 'vllm-0.32.0', 'clamp': False}, Expect(runs=5, fired=None, violations=(5,), others=(('placeholder-accounting', 3),), dropped=0, completed=False)),
-        'vllm-0.32.0+clamp': ({'profile': 'vllm-0.32.0', 'clamp': True}, Expect(runs=5, fired=None, violations=(5,), others=(('placeholder-accounting', 3),), dropped=0, completed=False)),
-        'vllm-0.33.0': ({'profile': 'vllm-0.33.0', 'clamp': False}, Expect(runs=5, fired=None, violations=(5,), others=(('placeholder-accounting', 3),), dropped=0, completed=False)),
-        'vllm-0.33.0+clamp': ({'profile': 'vllm-0.33.0', 'clamp': True}, Expect(runs=5, fired=None, violations=(5,), others=(('placeholder-accounting', 3),), dropped=0, completed=False)),
+        'vllm-0.32.0': ({'profile': 'vllm-0.32.0', 'clamp': False, 'guard': 'none'}, Expect(runs=5, fired=None, violations=(5,), others=(('placeholder-accounting', 3),), dropped=0, completed=False)),
+        'vllm-0.32.0+clamp': ({'profile': 'vllm-0.32.0', 'clamp': True, 'guard': 'none'}, Expect(runs=5, fired=None, violations=(5,), others=(('placeholder-accounting', 3),), dropped=0, completed=False)),
+        'vllm-0.32.0+guard': ({'profile': 'vllm-0.32.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=5, fired=None, violations=(5,), others=(('placeholder-accounting', 3),), dropped=0, completed=False)),
+        'vllm-0.33.0': ({'profile': 'vllm-0.33.0', 'clamp': False, 'guard': 'none'}, Expect(runs=5, fired=None, violations=(5,), others=(('placeholder-accounting', 3),), dropped=0, completed=False)),
+        'vllm-0.33.0+clamp': ({'profile': 'vllm-0.33.0', 'clamp': True, 'guard': 'none'}, Expect(runs=5, fired=None, violations=(5,), others=(('placeholder-accounting', 3),), dropped=0, completed=False)),
+        'vllm-0.33.0+guard': ({'profile': 'vllm-0.33.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=5, fired=None, violations=(5,), others=(('placeholder-accounting', 3),), dropped=0, completed=False)),
     },
     path='generated_tests/cases/vllm_0_32_0/test_kvfail_2drafts__computed_nonnegative.py',
 )

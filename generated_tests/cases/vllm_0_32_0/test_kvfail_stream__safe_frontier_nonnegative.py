@@ -40,14 +40,20 @@ engine; SILENT = the violation passes unnoticed):
   vllm-0.32.0+clamp   CRASH at step 5: `assert safe_frontier >= 0` fires
                       violated: safe-frontier-nonnegative at step 5; placeholder-accounting at 3; computed-nonnegative at 5
                       runs 5 step(s)
+  vllm-0.32.0+guard   CRASH at step 5: `assert safe_frontier >= 0` fires
+                      violated: safe-frontier-nonnegative at step 5; placeholder-accounting at 3; computed-nonnegative at 5
+                      runs 5 step(s)
   vllm-0.33.0         CRASH at step 5: `assert safe_frontier >= 0` fires
                       violated: safe-frontier-nonnegative at step 5; placeholder-accounting at 3; computed-nonnegative at 5
                       runs 5 step(s)
   vllm-0.33.0+clamp   CRASH at step 5: `assert safe_frontier >= 0` fires
                       violated: safe-frontier-nonnegative at step 5; placeholder-accounting at 3; computed-nonnegative at 5
                       runs 5 step(s)
+  vllm-0.33.0+guard   CRASH at step 5: `assert safe_frontier >= 0` fires
+                      violated: safe-frontier-nonnegative at step 5; placeholder-accounting at 3; computed-nonnegative at 5
+                      runs 5 step(s)
 
-Replay:      .venv/bin/python -m pytest generated_tests/cases/vllm_0_32_0/test_kvfail_stream__safe_frontier_nonnegative.py --target=reference,vllm,vllm-clamp,kernel
+Replay:      .venv/bin/python -m pytest generated_tests/cases/vllm_0_32_0/test_kvfail_stream__safe_frontier_nonnegative.py --target=reference,vllm,vllm-clamp,vllm-guard,kernel
              (add --vllm=0.33.0 for the 0.33.0 arms, SHOW_VLLM_TRACEBACK=1 to see vLLM's own traceback)
 Regenerate:  make generate    (from build/prove/traces/kvfail-stream@0.32.0/safe-frontier-nonnegative.itf.json; generated, do not edit)
 """
@@ -68,10 +74,12 @@ CASE = Case(
     kind='violation',
     property='safe-frontier-nonnegative',
     arms={
-        'vllm-0.32.0': ({'profile': 'vllm-0.32.0', 'clamp': False}, Expect(runs=5, fired=('safe-frontier-nonnegative', 5), violations=(5,), others=(('placeholder-accounting', 3), ('computed-nonnegative', 5)), dropped=0, completed=False)),
-        'vllm-0.32.0+clamp': ({'profile': 'vllm-0.32.0', 'clamp': True}, Expect(runs=5, fired=('safe-frontier-nonnegative', 5), violations=(5,), others=(('placeholder-accounting', 3), ('computed-nonnegative', 5)), dropped=0, completed=False)),
-        'vllm-0.33.0': ({'profile': 'vllm-0.33.0', 'clamp': False}, Expect(runs=5, fired=('safe-frontier-nonnegative', 5), violations=(5,), others=(('placeholder-accounting', 3), ('computed-nonnegative', 5)), dropped=0, completed=False)),
-        'vllm-0.33.0+clamp': ({'profile': 'vllm-0.33.0', 'clamp': True}, Expect(runs=5, fired=('safe-frontier-nonnegative', 5), violations=(5,), others=(('placeholder-accounting', 3), ('computed-nonnegative', 5)), dropped=0, completed=False)),
+        'vllm-0.32.0': ({'profile': 'vllm-0.32.0', 'clamp': False, 'guard': 'none'}, Expect(runs=5, fired=('safe-frontier-nonnegative', 5), violations=(5,), others=(('placeholder-accounting', 3), ('computed-nonnegative', 5)), dropped=0, completed=False)),
+        'vllm-0.32.0+clamp': ({'profile': 'vllm-0.32.0', 'clamp': True, 'guard': 'none'}, Expect(runs=5, fired=('safe-frontier-nonnegative', 5), violations=(5,), others=(('placeholder-accounting', 3), ('computed-nonnegative', 5)), dropped=0, completed=False)),
+        'vllm-0.32.0+guard': ({'profile': 'vllm-0.32.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=5, fired=('safe-frontier-nonnegative', 5), violations=(5,), others=(('placeholder-accounting', 3), ('computed-nonnegative', 5)), dropped=0, completed=False)),
+        'vllm-0.33.0': ({'profile': 'vllm-0.33.0', 'clamp': False, 'guard': 'none'}, Expect(runs=5, fired=('safe-frontier-nonnegative', 5), violations=(5,), others=(('placeholder-accounting', 3), ('computed-nonnegative', 5)), dropped=0, completed=False)),
+        'vllm-0.33.0+clamp': ({'profile': 'vllm-0.33.0', 'clamp': True, 'guard': 'none'}, Expect(runs=5, fired=('safe-frontier-nonnegative', 5), violations=(5,), others=(('placeholder-accounting', 3), ('computed-nonnegative', 5)), dropped=0, completed=False)),
+        'vllm-0.33.0+guard': ({'profile': 'vllm-0.33.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=5, fired=('safe-frontier-nonnegative', 5), violations=(5,), others=(('placeholder-accounting', 3), ('computed-nonnegative', 5)), dropped=0, completed=False)),
     },
     path='generated_tests/cases/vllm_0_32_0/test_kvfail_stream__safe_frontier_nonnegative.py',
 )

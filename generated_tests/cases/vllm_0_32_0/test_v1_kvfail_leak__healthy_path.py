@@ -1,5 +1,5 @@
 """With v1 and vllm-0.32.0, a request prefills in chunks, decodes and finishes on a stop
-token; no property is violated and the clamp never drops a token.
+token; no property is violated and no guard drops a token.
 
 Configuration v1-kvfail-leak@0.32.0: V1 with KV-load failures: the failed step's placeholder is never consumed
   runner v1; events kvfail; faults none;
@@ -41,12 +41,16 @@ engine; SILENT = the violation passes unnoticed):
                       runs 7 step(s); a request completes
   vllm-0.32.0+clamp   holds: no assert fires, nothing is violated
                       runs 7 step(s); a request completes
+  vllm-0.32.0+guard   holds: no assert fires, nothing is violated
+                      runs 7 step(s); a request completes
   vllm-0.33.0         holds: no assert fires, nothing is violated
                       runs 7 step(s); a request completes
   vllm-0.33.0+clamp   holds: no assert fires, nothing is violated
                       runs 7 step(s); a request completes
+  vllm-0.33.0+guard   holds: no assert fires, nothing is violated
+                      runs 7 step(s); a request completes
 
-Replay:      .venv/bin/python -m pytest generated_tests/cases/vllm_0_32_0/test_v1_kvfail_leak__healthy_path.py --target=reference,vllm,vllm-clamp,kernel
+Replay:      .venv/bin/python -m pytest generated_tests/cases/vllm_0_32_0/test_v1_kvfail_leak__healthy_path.py --target=reference,vllm,vllm-clamp,vllm-guard,kernel
              (add --vllm=0.33.0 for the 0.33.0 arms, SHOW_VLLM_TRACEBACK=1 to see vLLM's own traceback)
 Regenerate:  make generate    (from build/prove/traces/v1-kvfail-leak@0.32.0/witness.itf.json; generated, do not edit)
 """
@@ -69,10 +73,12 @@ CASE = Case(
     kind='witness',
     property=None,
     arms={
-        'vllm-0.32.0': ({'profile': 'vllm-0.32.0', 'clamp': False}, Expect(runs=7, fired=None, violations=(), others=(), dropped=0, completed=True)),
-        'vllm-0.32.0+clamp': ({'profile': 'vllm-0.32.0', 'clamp': True}, Expect(runs=7, fired=None, violations=(), others=(), dropped=0, completed=True)),
-        'vllm-0.33.0': ({'profile': 'vllm-0.33.0', 'clamp': False}, Expect(runs=7, fired=None, violations=(), others=(), dropped=0, completed=True)),
-        'vllm-0.33.0+clamp': ({'profile': 'vllm-0.33.0', 'clamp': True}, Expect(runs=7, fired=None, violations=(), others=(), dropped=0, completed=True)),
+        'vllm-0.32.0': ({'profile': 'vllm-0.32.0', 'clamp': False, 'guard': 'none'}, Expect(runs=7, fired=None, violations=(), others=(), dropped=0, completed=True)),
+        'vllm-0.32.0+clamp': ({'profile': 'vllm-0.32.0', 'clamp': True, 'guard': 'none'}, Expect(runs=7, fired=None, violations=(), others=(), dropped=0, completed=True)),
+        'vllm-0.32.0+guard': ({'profile': 'vllm-0.32.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=7, fired=None, violations=(), others=(), dropped=0, completed=True)),
+        'vllm-0.33.0': ({'profile': 'vllm-0.33.0', 'clamp': False, 'guard': 'none'}, Expect(runs=7, fired=None, violations=(), others=(), dropped=0, completed=True)),
+        'vllm-0.33.0+clamp': ({'profile': 'vllm-0.33.0', 'clamp': True, 'guard': 'none'}, Expect(runs=7, fired=None, violations=(), others=(), dropped=0, completed=True)),
+        'vllm-0.33.0+guard': ({'profile': 'vllm-0.33.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=7, fired=None, violations=(), others=(), dropped=0, completed=True)),
     },
     path='generated_tests/cases/vllm_0_32_0/test_v1_kvfail_leak__healthy_path.py',
 )

@@ -32,6 +32,9 @@ engine; SILENT = the violation passes unnoticed):
                       violated: placeholder-accounting at 3
                       counter-nonnegative holds on this arm
                       runs 3 step(s); the clamp drops 1 token(s)
+  vllm-0.32.0+guard   holds: no assert fires, nothing is violated
+                      counter-nonnegative holds on this arm
+                      runs 3 step(s); the guard drops 2 token(s)
   vllm-0.33.0         CRASH at step 3: `assert request.num_output_placeholders >= 0` fires
                       violated: counter-nonnegative at step 3; placeholder-accounting at 3
                       runs 3 step(s)
@@ -39,8 +42,11 @@ engine; SILENT = the violation passes unnoticed):
                       violated: placeholder-accounting at 3
                       counter-nonnegative holds on this arm
                       runs 3 step(s); the clamp drops 1 token(s)
+  vllm-0.33.0+guard   holds: no assert fires, nothing is violated
+                      counter-nonnegative holds on this arm
+                      runs 3 step(s); the guard drops 2 token(s)
 
-Replay:      .venv/bin/python -m pytest generated_tests/cases/vllm_0_32_0/test_v1_over_delivery__counter_nonnegative.py --target=reference,vllm,vllm-clamp,kernel
+Replay:      .venv/bin/python -m pytest generated_tests/cases/vllm_0_32_0/test_v1_over_delivery__counter_nonnegative.py --target=reference,vllm,vllm-clamp,vllm-guard,kernel
              (add --vllm=0.33.0 for the 0.33.0 arms, SHOW_VLLM_TRACEBACK=1 to see vLLM's own traceback)
 Regenerate:  make generate    (from build/prove/traces/v1-over-delivery@0.32.0/counter-nonnegative.itf.json; generated, do not edit)
 """
@@ -59,10 +65,12 @@ CASE = Case(
     kind='violation',
     property='counter-nonnegative',
     arms={
-        'vllm-0.32.0': ({'profile': 'vllm-0.32.0', 'clamp': False}, Expect(runs=3, fired=('placeholders-nonnegative', 3), violations=(3,), others=(('placeholder-accounting', 3),), dropped=0, completed=False)),
-        'vllm-0.32.0+clamp': ({'profile': 'vllm-0.32.0', 'clamp': True}, Expect(runs=3, fired=None, violations=(), others=(('placeholder-accounting', 3),), dropped=1, completed=False)),
-        'vllm-0.33.0': ({'profile': 'vllm-0.33.0', 'clamp': False}, Expect(runs=3, fired=('placeholders-nonnegative', 3), violations=(3,), others=(('placeholder-accounting', 3),), dropped=0, completed=False)),
-        'vllm-0.33.0+clamp': ({'profile': 'vllm-0.33.0', 'clamp': True}, Expect(runs=3, fired=None, violations=(), others=(('placeholder-accounting', 3),), dropped=1, completed=False)),
+        'vllm-0.32.0': ({'profile': 'vllm-0.32.0', 'clamp': False, 'guard': 'none'}, Expect(runs=3, fired=('placeholders-nonnegative', 3), violations=(3,), others=(('placeholder-accounting', 3),), dropped=0, completed=False)),
+        'vllm-0.32.0+clamp': ({'profile': 'vllm-0.32.0', 'clamp': True, 'guard': 'none'}, Expect(runs=3, fired=None, violations=(), others=(('placeholder-accounting', 3),), dropped=1, completed=False)),
+        'vllm-0.32.0+guard': ({'profile': 'vllm-0.32.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=3, fired=None, violations=(), others=(), dropped=2, completed=False)),
+        'vllm-0.33.0': ({'profile': 'vllm-0.33.0', 'clamp': False, 'guard': 'none'}, Expect(runs=3, fired=('placeholders-nonnegative', 3), violations=(3,), others=(('placeholder-accounting', 3),), dropped=0, completed=False)),
+        'vllm-0.33.0+clamp': ({'profile': 'vllm-0.33.0', 'clamp': True, 'guard': 'none'}, Expect(runs=3, fired=None, violations=(), others=(('placeholder-accounting', 3),), dropped=1, completed=False)),
+        'vllm-0.33.0+guard': ({'profile': 'vllm-0.33.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=3, fired=None, violations=(), others=(), dropped=2, completed=False)),
     },
     path='generated_tests/cases/vllm_0_32_0/test_v1_over_delivery__counter_nonnegative.py',
 )

@@ -49,6 +49,10 @@ engine; SILENT = the violation passes unnoticed):
                       violated: predicates-agree at 4
                       counter-nonnegative holds on this arm
                       runs 7 step(s); the clamp drops 1 token(s)
+  vllm-0.32.0+guard   SILENT: no assert fires
+                      violated: predicates-agree at 4
+                      counter-nonnegative holds on this arm
+                      runs 7 step(s); the guard drops 1 token(s)
   vllm-0.33.0         SILENT: no assert fires
                       violated: predicates-agree at 4; no-token-while-prefilling at 7
                       counter-nonnegative holds on this arm
@@ -57,8 +61,12 @@ engine; SILENT = the violation passes unnoticed):
                       violated: predicates-agree at 4
                       counter-nonnegative holds on this arm
                       runs 7 step(s); the clamp drops 1 token(s)
+  vllm-0.33.0+guard   SILENT: no assert fires
+                      violated: predicates-agree at 4
+                      counter-nonnegative holds on this arm
+                      runs 7 step(s); the guard drops 1 token(s)
 
-Replay:      .venv/bin/python -m pytest generated_tests/cases/vllm_0_32_0/test_v2_kvfail__counter_nonnegative.py --target=reference,vllm,vllm-clamp,kernel
+Replay:      .venv/bin/python -m pytest generated_tests/cases/vllm_0_32_0/test_v2_kvfail__counter_nonnegative.py --target=reference,vllm,vllm-clamp,vllm-guard,kernel
              (add --vllm=0.33.0 for the 0.33.0 arms, SHOW_VLLM_TRACEBACK=1 to see vLLM's own traceback)
 Regenerate:  make generate    (from build/prove/traces/v2-kvfail@0.32.0/counter-nonnegative.itf.json; generated, do not edit)
 """
@@ -81,10 +89,12 @@ CASE = Case(
     kind='violation',
     property='counter-nonnegative',
     arms={
-        'vllm-0.32.0': ({'profile': 'vllm-0.32.0', 'clamp': False}, Expect(runs=7, fired=('placeholders-nonnegative', 7), violations=(7,), others=(('predicates-agree', 4), ('no-token-while-prefilling', 7), ('placeholder-accounting', 7)), dropped=0, completed=False)),
-        'vllm-0.32.0+clamp': ({'profile': 'vllm-0.32.0', 'clamp': True}, Expect(runs=7, fired=None, violations=(), others=(('predicates-agree', 4),), dropped=1, completed=False)),
-        'vllm-0.33.0': ({'profile': 'vllm-0.33.0', 'clamp': False}, Expect(runs=7, fired=None, violations=(), others=(('predicates-agree', 4), ('no-token-while-prefilling', 7)), dropped=0, completed=False)),
-        'vllm-0.33.0+clamp': ({'profile': 'vllm-0.33.0', 'clamp': True}, Expect(runs=7, fired=None, violations=(), others=(('predicates-agree', 4),), dropped=1, completed=False)),
+        'vllm-0.32.0': ({'profile': 'vllm-0.32.0', 'clamp': False, 'guard': 'none'}, Expect(runs=7, fired=('placeholders-nonnegative', 7), violations=(7,), others=(('predicates-agree', 4), ('no-token-while-prefilling', 7), ('placeholder-accounting', 7)), dropped=0, completed=False)),
+        'vllm-0.32.0+clamp': ({'profile': 'vllm-0.32.0', 'clamp': True, 'guard': 'none'}, Expect(runs=7, fired=None, violations=(), others=(('predicates-agree', 4),), dropped=1, completed=False)),
+        'vllm-0.32.0+guard': ({'profile': 'vllm-0.32.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=7, fired=None, violations=(), others=(('predicates-agree', 4),), dropped=1, completed=False)),
+        'vllm-0.33.0': ({'profile': 'vllm-0.33.0', 'clamp': False, 'guard': 'none'}, Expect(runs=7, fired=None, violations=(), others=(('predicates-agree', 4), ('no-token-while-prefilling', 7)), dropped=0, completed=False)),
+        'vllm-0.33.0+clamp': ({'profile': 'vllm-0.33.0', 'clamp': True, 'guard': 'none'}, Expect(runs=7, fired=None, violations=(), others=(('predicates-agree', 4),), dropped=1, completed=False)),
+        'vllm-0.33.0+guard': ({'profile': 'vllm-0.33.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=7, fired=None, violations=(), others=(('predicates-agree', 4),), dropped=1, completed=False)),
     },
     path='generated_tests/cases/vllm_0_32_0/test_v2_kvfail__counter_nonnegative.py',
 )

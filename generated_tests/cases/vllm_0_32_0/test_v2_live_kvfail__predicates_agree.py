@@ -9,21 +9,21 @@ Violated: predicates-agree (vLLM 0.32.0: scheduler.py:1634-1636, async_scheduler
 
 step  event               picks                               what changes
    0  init                prompt_len=[16]
-   1  schedule            budget=1                            r0: scheduled 1, reserved 0, runner returns 0
-                                                              r0: runner rule g + n = 0 + 1 = 1 < total_len = 16? yes -> discards
-                                                              r0: status WAITING->RUNNING, c 0->1, F 0->1, X F->T, g 0->1
+   1  schedule            budget=14                           r0: scheduled 14, reserved 0, runner returns 0
+                                                              r0: runner rule g + n = 0 + 14 = 14 < total_len = 16? yes -> discards
+                                                              r0: status WAITING->RUNNING, c 0->14, F 0->14, X F->T, g 0->14
                                                               r0: pl 0->16, tl 0->16
                                                               in flight 0->1
    2  schedule            budget=1                            r0: scheduled 1, reserved 0, runner returns 0
-                                                              r0: runner rule g + n = 1 + 1 = 2 < total_len = 16? yes -> discards
-                                                              r0: c 1->2, F 1->2, g 1->2
+                                                              r0: runner rule g + n = 14 + 1 = 15 < total_len = 16? yes -> discards
+                                                              r0: c 14->15, F 14->15, g 14->15
                                                               in flight 1->2
    3  deliver             kv_fail_req=0                       delivers the output of step 1
-                                                              r0: c 2->0, F 2->1
+                                                              r0: c 15->0, F 15->1
                                                               in flight 2->1
-   4  schedule            budget=14                           r0: scheduled 14, reserved 0, runner returns 1
-                                                              r0: runner rule g + n = 2 + 14 = 16 < total_len = 16? no -> samples
-                                                              r0: c 0->14, F 1->15, g 2->16, tl 16->17
+   4  schedule            budget=1                            r0: scheduled 1, reserved 0, runner returns 1
+                                                              r0: runner rule g + n = 15 + 1 = 16 < total_len = 16? no -> samples
+                                                              r0: c 0->1, F 1->2, g 15->16, tl 16->17
                                                               in flight 1->2
                                                               VIOLATES predicates-agree
 (L prompt, T tokens, c computed, P placeholders, F in flight, S stale, D drop-stale, X is_prefill_chunk, Nr V1 num_tokens, g/pl/tl V2 slot computed/prefill_len/total_len)
@@ -36,14 +36,20 @@ engine; SILENT = the violation passes unnoticed):
   vllm-0.32.0+clamp   SILENT: no assert fires
                       violated: predicates-agree at step 4
                       runs 4 step(s)
+  vllm-0.32.0+guard   SILENT: no assert fires
+                      violated: predicates-agree at step 4
+                      runs 4 step(s)
   vllm-0.33.0         SILENT: no assert fires
                       violated: predicates-agree at step 4
                       runs 4 step(s)
   vllm-0.33.0+clamp   SILENT: no assert fires
                       violated: predicates-agree at step 4
                       runs 4 step(s)
+  vllm-0.33.0+guard   SILENT: no assert fires
+                      violated: predicates-agree at step 4
+                      runs 4 step(s)
 
-Replay:      .venv/bin/python -m pytest generated_tests/cases/vllm_0_32_0/test_v2_live_kvfail__predicates_agree.py --target=reference,vllm,vllm-clamp,kernel
+Replay:      .venv/bin/python -m pytest generated_tests/cases/vllm_0_32_0/test_v2_live_kvfail__predicates_agree.py --target=reference,vllm,vllm-clamp,vllm-guard,kernel
              (add --vllm=0.33.0 for the 0.33.0 arms, SHOW_VLLM_TRACEBACK=1 to see vLLM's own traceback)
 Regenerate:  make generate    (from build/prove/traces/v2-live-kvfail@0.32.0/predicates-agree.itf.json; generated, do not edit)
 """
@@ -55,18 +61,20 @@ CASE = Case(
     config={'name': 'v2-live-kvfail@0.32.0', 'runner': 'v2-live', 'events': ['kvfail'], 'faults': [], 'profile': 'vllm-0.32.0', 'clamp': False, 'requests': 1, 'pp': 1, 'spec_tokens': 1, 'max_budget': None, 'prompt_lens': None, 'long_prefill_threshold': 0, 'block_size': 16},
     init={'prompt_len': [16]},
     steps=(
-        ('schedule', {'budget': 1, 'accepted': [0]}),
+        ('schedule', {'budget': 14, 'accepted': [0]}),
         ('schedule', {'budget': 1, 'accepted': [0]}),
         ('deliver', {'stop': [0], 'kv_fail_req': 0, 'kv_fail_block': 0}),
-        ('schedule', {'budget': 14, 'accepted': [0]}),
+        ('schedule', {'budget': 1, 'accepted': [0]}),
     ),
     kind='violation',
     property='predicates-agree',
     arms={
-        'vllm-0.32.0': ({'profile': 'vllm-0.32.0', 'clamp': False}, Expect(runs=4, fired=None, violations=(4,), others=(), dropped=0, completed=False)),
-        'vllm-0.32.0+clamp': ({'profile': 'vllm-0.32.0', 'clamp': True}, Expect(runs=4, fired=None, violations=(4,), others=(), dropped=0, completed=False)),
-        'vllm-0.33.0': ({'profile': 'vllm-0.33.0', 'clamp': False}, Expect(runs=4, fired=None, violations=(4,), others=(), dropped=0, completed=False)),
-        'vllm-0.33.0+clamp': ({'profile': 'vllm-0.33.0', 'clamp': True}, Expect(runs=4, fired=None, violations=(4,), others=(), dropped=0, completed=False)),
+        'vllm-0.32.0': ({'profile': 'vllm-0.32.0', 'clamp': False, 'guard': 'none'}, Expect(runs=4, fired=None, violations=(4,), others=(), dropped=0, completed=False)),
+        'vllm-0.32.0+clamp': ({'profile': 'vllm-0.32.0', 'clamp': True, 'guard': 'none'}, Expect(runs=4, fired=None, violations=(4,), others=(), dropped=0, completed=False)),
+        'vllm-0.32.0+guard': ({'profile': 'vllm-0.32.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=4, fired=None, violations=(4,), others=(), dropped=0, completed=False)),
+        'vllm-0.33.0': ({'profile': 'vllm-0.33.0', 'clamp': False, 'guard': 'none'}, Expect(runs=4, fired=None, violations=(4,), others=(), dropped=0, completed=False)),
+        'vllm-0.33.0+clamp': ({'profile': 'vllm-0.33.0', 'clamp': True, 'guard': 'none'}, Expect(runs=4, fired=None, violations=(4,), others=(), dropped=0, completed=False)),
+        'vllm-0.33.0+guard': ({'profile': 'vllm-0.33.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=4, fired=None, violations=(4,), others=(), dropped=0, completed=False)),
     },
     path='generated_tests/cases/vllm_0_32_0/test_v2_live_kvfail__predicates_agree.py',
 )

@@ -25,14 +25,20 @@ engine; SILENT = the violation passes unnoticed):
   vllm-0.32.0+clamp   SILENT: no assert fires
                       violated: predicates-agree at step 1
                       runs 1 step(s)
+  vllm-0.32.0+guard   SILENT: no assert fires
+                      violated: predicates-agree at step 1
+                      runs 1 step(s)
   vllm-0.33.0         SILENT: no assert fires
                       violated: predicates-agree at step 1
                       runs 1 step(s)
   vllm-0.33.0+clamp   SILENT: no assert fires
                       violated: predicates-agree at step 1
                       runs 1 step(s)
+  vllm-0.33.0+guard   SILENT: no assert fires
+                      violated: predicates-agree at step 1
+                      runs 1 step(s)
 
-Replay:      .venv/bin/python -m pytest generated_tests/cases/vllm_0_32_0/test_v2_live_stale_slot__predicates_agree.py --target=reference,vllm,vllm-clamp,kernel
+Replay:      .venv/bin/python -m pytest generated_tests/cases/vllm_0_32_0/test_v2_live_stale_slot__predicates_agree.py --target=reference,vllm,vllm-clamp,vllm-guard,kernel
              (add --vllm=0.33.0 for the 0.33.0 arms, SHOW_VLLM_TRACEBACK=1 to see vLLM's own traceback)
 Regenerate:  make generate    (from build/prove/traces/v2-live-stale-slot@0.32.0/predicates-agree.itf.json; generated, do not edit)
 """
@@ -49,10 +55,12 @@ CASE = Case(
     kind='violation',
     property='predicates-agree',
     arms={
-        'vllm-0.32.0': ({'profile': 'vllm-0.32.0', 'clamp': False}, Expect(runs=1, fired=None, violations=(1,), others=(), dropped=0, completed=False)),
-        'vllm-0.32.0+clamp': ({'profile': 'vllm-0.32.0', 'clamp': True}, Expect(runs=1, fired=None, violations=(1,), others=(), dropped=0, completed=False)),
-        'vllm-0.33.0': ({'profile': 'vllm-0.33.0', 'clamp': False}, Expect(runs=1, fired=None, violations=(1,), others=(), dropped=0, completed=False)),
-        'vllm-0.33.0+clamp': ({'profile': 'vllm-0.33.0', 'clamp': True}, Expect(runs=1, fired=None, violations=(1,), others=(), dropped=0, completed=False)),
+        'vllm-0.32.0': ({'profile': 'vllm-0.32.0', 'clamp': False, 'guard': 'none'}, Expect(runs=1, fired=None, violations=(1,), others=(), dropped=0, completed=False)),
+        'vllm-0.32.0+clamp': ({'profile': 'vllm-0.32.0', 'clamp': True, 'guard': 'none'}, Expect(runs=1, fired=None, violations=(1,), others=(), dropped=0, completed=False)),
+        'vllm-0.32.0+guard': ({'profile': 'vllm-0.32.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=1, fired=None, violations=(1,), others=(), dropped=0, completed=False)),
+        'vllm-0.33.0': ({'profile': 'vllm-0.33.0', 'clamp': False, 'guard': 'none'}, Expect(runs=1, fired=None, violations=(1,), others=(), dropped=0, completed=False)),
+        'vllm-0.33.0+clamp': ({'profile': 'vllm-0.33.0', 'clamp': True, 'guard': 'none'}, Expect(runs=1, fired=None, violations=(1,), others=(), dropped=0, completed=False)),
+        'vllm-0.33.0+guard': ({'profile': 'vllm-0.33.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=1, fired=None, violations=(1,), others=(), dropped=0, completed=False)),
     },
     path='generated_tests/cases/vllm_0_32_0/test_v2_live_stale_slot__predicates_agree.py',
 )

@@ -21,21 +21,21 @@ step  event               picks                               what changes
    3  deliver             kv_fail_req=0                       delivers the output of step 1
                                                               r0: c 2->0, F 2->1
                                                               in flight 2->1
-   4  schedule            budget=14                           r0: scheduled 14, reserved 0, runner returns 1
-                                                              r0: runner rule g + n = 2 + 14 = 16 < prefill_len = 16? no -> samples
-                                                              r0: c 0->14, F 1->15, g 2->16, tl 16->17
+   4  schedule            budget=15                           r0: scheduled 15, reserved 0, runner returns 1
+                                                              r0: runner rule g + n = 2 + 15 = 17 < prefill_len = 16? no -> samples
+                                                              r0: c 0->15, F 1->16, g 2->17, tl 16->17
                                                               in flight 1->2
                                                               VIOLATES predicates-agree
    5  deliver                                                 delivers the output of step 2
-                                                              r0: F 15->14
+                                                              r0: F 16->15
                                                               in flight 2->1
-   6  schedule            budget=2                            r0: scheduled 2, reserved 1, runner returns 1
-                                                              r0: runner rule g + n = 16 + 2 = 18 < prefill_len = 16? no -> samples
-                                                              r0: c 14->16, P 0->1, F 14->16, X T->F, drafts 0->1
-                                                              r0: g 16->18, tl 17->18
+   6  schedule            budget=1                            r0: scheduled 1, reserved 1, runner returns 1
+                                                              r0: runner rule g + n = 17 + 1 = 18 < prefill_len = 16? no -> samples
+                                                              r0: c 15->16, P 0->1, F 15->16, X T->F, drafts 0->1
+                                                              r0: g 17->18, tl 17->18
                                                               in flight 1->2
    7  deliver                                                 delivers the output of step 4
-                                                              r0: T 16->17, P 1->0, F 16->2
+                                                              r0: T 16->17, P 1->0, F 16->1
                                                               in flight 2->1
                                                               VIOLATES no-token-while-prefilling
 (L prompt, T tokens, c computed, P placeholders, F in flight, S stale, D drop-stale, X is_prefill_chunk, Nr V1 num_tokens, g/pl/tl V2 slot computed/prefill_len/total_len)
@@ -48,14 +48,22 @@ engine; SILENT = the violation passes unnoticed):
   vllm-0.32.0+clamp   SILENT: no assert fires
                       violated: no-token-while-prefilling at step 7; predicates-agree at 4; placeholder-accounting at 7
                       runs 7 step(s)
+  vllm-0.32.0+guard   SILENT: no assert fires
+                      violated: predicates-agree at 4
+                      no-token-while-prefilling holds on this arm
+                      runs 7 step(s); the guard drops 1 token(s)
   vllm-0.33.0         SILENT: no assert fires
                       violated: no-token-while-prefilling at step 7; predicates-agree at 4; placeholder-accounting at 7
                       runs 7 step(s)
   vllm-0.33.0+clamp   SILENT: no assert fires
                       violated: no-token-while-prefilling at step 7; predicates-agree at 4; placeholder-accounting at 7
                       runs 7 step(s)
+  vllm-0.33.0+guard   SILENT: no assert fires
+                      violated: predicates-agree at 4
+                      no-token-while-prefilling holds on this arm
+                      runs 7 step(s); the guard drops 1 token(s)
 
-Replay:      .venv/bin/python -m pytest generated_tests/cases/vllm_0_33_0/test_v2_kvfail_clamp__no_token_while_prefilling.py --target=reference,vllm,vllm-clamp,kernel
+Replay:      .venv/bin/python -m pytest generated_tests/cases/vllm_0_33_0/test_v2_kvfail_clamp__no_token_while_prefilling.py --target=reference,vllm,vllm-clamp,vllm-guard,kernel
              (add --vllm=0.33.0 for the 0.33.0 arms, SHOW_VLLM_TRACEBACK=1 to see vLLM's own traceback)
 Regenerate:  make generate    (from build/prove/traces/v2-kvfail-clamp@0.33.0/no-token-while-prefilling.itf.json; generated, do not edit)
 """
@@ -70,18 +78,20 @@ CASE = Case(
         ('schedule', {'budget': 1, 'accepted': [0]}),
         ('schedule', {'budget': 1, 'accepted': [0]}),
         ('deliver', {'stop': [0], 'kv_fail_req': 0, 'kv_fail_block': 0}),
-        ('schedule', {'budget': 14, 'accepted': [0]}),
+        ('schedule', {'budget': 15, 'accepted': [0]}),
         ('deliver', {'stop': [0], 'kv_fail_req': -1, 'kv_fail_block': 0}),
-        ('schedule', {'budget': 2, 'accepted': [0]}),
+        ('schedule', {'budget': 1, 'accepted': [0]}),
         ('deliver', {'stop': [0], 'kv_fail_req': -1, 'kv_fail_block': 0}),
     ),
     kind='violation',
     property='no-token-while-prefilling',
     arms={
-        'vllm-0.32.0': ({'profile': 'vllm-0.32.0', 'clamp': False}, Expect(runs=7, fired=None, violations=(7,), others=(('predicates-agree', 4), ('placeholder-accounting', 7)), dropped=0, completed=False)),
-        'vllm-0.32.0+clamp': ({'profile': 'vllm-0.32.0', 'clamp': True}, Expect(runs=7, fired=None, violations=(7,), others=(('predicates-agree', 4), ('placeholder-accounting', 7)), dropped=0, completed=False)),
-        'vllm-0.33.0': ({'profile': 'vllm-0.33.0', 'clamp': False}, Expect(runs=7, fired=None, violations=(7,), others=(('predicates-agree', 4), ('placeholder-accounting', 7)), dropped=0, completed=False)),
-        'vllm-0.33.0+clamp': ({'profile': 'vllm-0.33.0', 'clamp': True}, Expect(runs=7, fired=None, violations=(7,), others=(('predicates-agree', 4), ('placeholder-accounting', 7)), dropped=0, completed=False)),
+        'vllm-0.32.0': ({'profile': 'vllm-0.32.0', 'clamp': False, 'guard': 'none'}, Expect(runs=7, fired=None, violations=(7,), others=(('predicates-agree', 4), ('placeholder-accounting', 7)), dropped=0, completed=False)),
+        'vllm-0.32.0+clamp': ({'profile': 'vllm-0.32.0', 'clamp': True, 'guard': 'none'}, Expect(runs=7, fired=None, violations=(7,), others=(('predicates-agree', 4), ('placeholder-accounting', 7)), dropped=0, completed=False)),
+        'vllm-0.32.0+guard': ({'profile': 'vllm-0.32.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=7, fired=None, violations=(), others=(('predicates-agree', 4),), dropped=1, completed=False)),
+        'vllm-0.33.0': ({'profile': 'vllm-0.33.0', 'clamp': False, 'guard': 'none'}, Expect(runs=7, fired=None, violations=(7,), others=(('predicates-agree', 4), ('placeholder-accounting', 7)), dropped=0, completed=False)),
+        'vllm-0.33.0+clamp': ({'profile': 'vllm-0.33.0', 'clamp': True, 'guard': 'none'}, Expect(runs=7, fired=None, violations=(7,), others=(('predicates-agree', 4), ('placeholder-accounting', 7)), dropped=0, completed=False)),
+        'vllm-0.33.0+guard': ({'profile': 'vllm-0.33.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=7, fired=None, violations=(), others=(('predicates-agree', 4),), dropped=1, completed=False)),
     },
     path='generated_tests/cases/vllm_0_33_0/test_v2_kvfail_clamp__no_token_while_prefilling.py',
 )

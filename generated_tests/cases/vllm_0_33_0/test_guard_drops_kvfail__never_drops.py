@@ -1,11 +1,11 @@
-"""With v2 and vllm-0.33.0, kv-load-failure violates no-token-while-prefilling at step 7.
-The property: no live delivery appends a token for a step the scheduler classified as
-a prefill chunk.
+"""With v2 and vllm-0.33.0 plus the step-reservation guard, kv-load-failure violates
+never-drops at step 7. The property: the guard (the seed's clamp or the step-
+reservation guard) never drops or alters a token.
 
-Configuration v2-kvfail@0.33.0: V2: the recompute's stray token is appended silently during the prefill (the decrement is skipped while P = 0): no crash, wrong output
+Configuration guard-drops-kvfail@0.33.0: what the guard drops after a KV-load failure on V2: the recompute's stray tokens
   runner v2; events kvfail; faults none;
   profile vllm-0.33.0; clamp off; 1 request(s), pp 1, 1 draft token(s) per step
-Violated: no-token-while-prefilling (vLLM 0.33.0: scheduler.py:2748-2750), at step 7.
+Violated: never-drops (vLLM 0.33.0: async_scheduler.py:33-46), at step 7.
 
 step  event               picks                               what changes
    0  init                prompt_len=[16]
@@ -35,38 +35,43 @@ step  event               picks                               what changes
                                                               in flight 1->2
                                                               VIOLATES predicates-agree
    7  deliver                                                 delivers the output of step 4
-                                                              r0: T 16->17, F 2->1
+                                                              r0: F 2->1
                                                               in flight 2->1
-                                                              VIOLATES no-token-while-prefilling
 (L prompt, T tokens, c computed, P placeholders, F in flight, S stale, D drop-stale, X is_prefill_chunk, Nr V1 num_tokens, g/pl/tl V2 slot computed/prefill_len/total_len)
 
 What the model predicts on each arm (vLLM's reaction: CRASH = an assert kills the
 engine; SILENT = the violation passes unnoticed):
   vllm-0.32.0         CRASH at step 7: `assert request.num_output_placeholders >= 0` fires
-                      violated: no-token-while-prefilling at step 7; predicates-agree at 4; counter-nonnegative at 7; placeholder-accounting at 7
+                      violated: predicates-agree at 4; counter-nonnegative at 7; no-token-while-prefilling at 7; placeholder-accounting at 7
+                      never-drops holds on this arm
                       runs 7 step(s)
   vllm-0.32.0+clamp   SILENT: no assert fires
-                      violated: predicates-agree at 4
-                      no-token-while-prefilling holds on this arm
+                      violated: never-drops at step 7; predicates-agree at 4
                       runs 7 step(s); the clamp drops 1 token(s)
+  vllm-0.32.0+guard   SILENT: no assert fires
+                      violated: never-drops at step 7; predicates-agree at 4
+                      runs 7 step(s); the guard drops 1 token(s)
   vllm-0.33.0         SILENT: no assert fires
-                      violated: no-token-while-prefilling at step 7; predicates-agree at 4
+                      violated: predicates-agree at 4; no-token-while-prefilling at 7
+                      never-drops holds on this arm
                       runs 7 step(s)
   vllm-0.33.0+clamp   SILENT: no assert fires
-                      violated: predicates-agree at 4
-                      no-token-while-prefilling holds on this arm
+                      violated: never-drops at step 7; predicates-agree at 4
                       runs 7 step(s); the clamp drops 1 token(s)
+  vllm-0.33.0+guard   SILENT: no assert fires
+                      violated: never-drops at step 7; predicates-agree at 4
+                      runs 7 step(s); the guard drops 1 token(s)
 
-Replay:      .venv/bin/python -m pytest generated_tests/cases/vllm_0_33_0/test_v2_kvfail__no_token_while_prefilling.py --target=reference,vllm,vllm-clamp,kernel
+Replay:      .venv/bin/python -m pytest generated_tests/cases/vllm_0_33_0/test_guard_drops_kvfail__never_drops.py --target=reference,vllm,vllm-clamp,vllm-guard,kernel
              (add --vllm=0.33.0 for the 0.33.0 arms, SHOW_VLLM_TRACEBACK=1 to see vLLM's own traceback)
-Regenerate:  make generate    (from build/prove/traces/v2-kvfail@0.33.0/no-token-while-prefilling.itf.json; generated, do not edit)
+Regenerate:  make generate    (from build/prove/traces/guard-drops-kvfail@0.33.0/never-drops.itf.json; generated, do not edit)
 """
 
 from targets.harness import Case, Expect, check_case
 
 CASE = Case(
-    name='v2_kvfail__no_token_while_prefilling',
-    config={'name': 'v2-kvfail@0.33.0', 'runner': 'v2', 'events': ['kvfail'], 'faults': [], 'profile': 'vllm-0.33.0', 'clamp': False, 'requests': 1, 'pp': 1, 'spec_tokens': 1, 'max_budget': None, 'prompt_lens': None, 'long_prefill_threshold': 0, 'block_size': 16},
+    name='guard_drops_kvfail__never_drops',
+    config={'name': 'guard-drops-kvfail@0.33.0', 'runner': 'v2', 'events': ['kvfail'], 'faults': [], 'profile': 'vllm-0.33.0', 'clamp': False, 'guard': 'step-reservation', 'requests': 1, 'pp': 1, 'spec_tokens': 1, 'max_budget': None, 'prompt_lens': None, 'long_prefill_threshold': 0, 'block_size': 16},
     init={'prompt_len': [16]},
     steps=(
         ('schedule', {'budget': 14, 'accepted': [0]}),
@@ -78,16 +83,18 @@ CASE = Case(
         ('deliver', {'stop': [0], 'kv_fail_req': -1, 'kv_fail_block': 0}),
     ),
     kind='violation',
-    property='no-token-while-prefilling',
+    property='never-drops',
     arms={
-        'vllm-0.32.0': ({'profile': 'vllm-0.32.0', 'clamp': False}, Expect(runs=7, fired=('placeholders-nonnegative', 7), violations=(7,), others=(('predicates-agree', 4), ('counter-nonnegative', 7), ('placeholder-accounting', 7)), dropped=0, completed=False)),
-        'vllm-0.32.0+clamp': ({'profile': 'vllm-0.32.0', 'clamp': True}, Expect(runs=7, fired=None, violations=(), others=(('predicates-agree', 4),), dropped=1, completed=False)),
-        'vllm-0.33.0': ({'profile': 'vllm-0.33.0', 'clamp': False}, Expect(runs=7, fired=None, violations=(7,), others=(('predicates-agree', 4),), dropped=0, completed=False)),
-        'vllm-0.33.0+clamp': ({'profile': 'vllm-0.33.0', 'clamp': True}, Expect(runs=7, fired=None, violations=(), others=(('predicates-agree', 4),), dropped=1, completed=False)),
+        'vllm-0.32.0': ({'profile': 'vllm-0.32.0', 'clamp': False, 'guard': 'none'}, Expect(runs=7, fired=('placeholders-nonnegative', 7), violations=(), others=(('predicates-agree', 4), ('counter-nonnegative', 7), ('no-token-while-prefilling', 7), ('placeholder-accounting', 7)), dropped=0, completed=False)),
+        'vllm-0.32.0+clamp': ({'profile': 'vllm-0.32.0', 'clamp': True, 'guard': 'none'}, Expect(runs=7, fired=None, violations=(7,), others=(('predicates-agree', 4),), dropped=1, completed=False)),
+        'vllm-0.32.0+guard': ({'profile': 'vllm-0.32.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=7, fired=None, violations=(7,), others=(('predicates-agree', 4),), dropped=1, completed=False)),
+        'vllm-0.33.0': ({'profile': 'vllm-0.33.0', 'clamp': False, 'guard': 'none'}, Expect(runs=7, fired=None, violations=(), others=(('predicates-agree', 4), ('no-token-while-prefilling', 7)), dropped=0, completed=False)),
+        'vllm-0.33.0+clamp': ({'profile': 'vllm-0.33.0', 'clamp': True, 'guard': 'none'}, Expect(runs=7, fired=None, violations=(7,), others=(('predicates-agree', 4),), dropped=1, completed=False)),
+        'vllm-0.33.0+guard': ({'profile': 'vllm-0.33.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=7, fired=None, violations=(7,), others=(('predicates-agree', 4),), dropped=1, completed=False)),
     },
-    path='generated_tests/cases/vllm_0_33_0/test_v2_kvfail__no_token_while_prefilling.py',
+    path='generated_tests/cases/vllm_0_33_0/test_guard_drops_kvfail__never_drops.py',
 )
 
 
-def test_v2_kvfail__no_token_while_prefilling(target):
+def test_guard_drops_kvfail__never_drops(target):
     check_case(CASE, target)

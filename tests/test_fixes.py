@@ -1,0 +1,56 @@
+"""Negative controls of the fixes' proofs: each fix minus its key line must fail.
+
+The step-reservation guard is one line in the model (keep at most the step's
+reservation): without it, each scenario the guard is proved on has a counterexample to
+the very properties proved there. The V2 recompute fix has two halves: without the
+scheduler's prefill-chunk decision the runner disagrees (spec/matrix.py keeps that as
+the configuration v2-rollback-live); without the guard it is the 0.32.0/0.33.0 runner.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from model.bmc import Bmc, Goal
+from model.encoding import Encoding
+from model.interpreter import Interpreter
+from model.trace import confirm
+from spec.matrix import by_name
+
+
+def counterexample(cfg, prop, depth=10):
+    for requests in (1, 2):
+        instance = cfg.with_(rest=False, requests=requests, expect={}, spec_tokens=cfg.spec_tokens or 2)
+        trace = Bmc(Encoding(instance)).shortest(Goal.violation(prop), depth)
+        if trace is not None:
+            confirm(Interpreter(instance), trace, trace.solver_states)
+            return trace
+    return None
+
+
+@pytest.mark.parametrize("scenario,prop", [
+    ("guard-v1-faults@0.32.0", "counter-nonnegative"),
+    ("guard-v2-faults@0.33.0", "no-token-while-prefilling"),
+    ("guard-v2-faults@0.32.0", "counter-nonnegative"),
+])
+def test_the_guard_minus_its_line_fails_what_it_proves(scenario, prop):
+    (cfg,) = by_name([scenario])
+    assert cfg.expect[prop] == "proved"
+    assert counterexample(cfg.with_(guard="none"), prop) is not None
+
+
+def test_the_guard_drops_under_a_fault_and_never_on_a_healthy_path():
+    (healthy,) = by_name(["guard-healthy@0.33.0"])
+    (faulty,) = by_name(["guard-drops@0.33.0"])
+    assert healthy.expect["never-drops"] == "proved" and faulty.expect["never-drops"] == "violated"
+    trace = counterexample(faulty, "never-drops")
+    assert trace is not None and trace.mechanisms == ["over-delivery"]
+
+
+def test_the_recompute_fix_without_the_schedulers_decision_disagrees():
+    (fixed,) = by_name(["v2-rollback-kvfail@0.32.0"])
+    (half,) = by_name(["v2-rollback-live@0.32.0"])
+    assert fixed.expect["predicates-agree"] == "proved"
+    assert half.runner == "v2-rollback-live" and half.expect["predicates-agree"] == "violated"
+    trace = counterexample(half, "predicates-agree")
+    assert trace is not None and "kv-load-failure" in trace.mechanisms
