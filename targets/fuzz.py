@@ -12,10 +12,18 @@ fuzzer looks past them: see KNOWN (--known NAME, or --known all). A masked
 difference is ignored by the comparison and the trace goes on.
 
     .venv/bin/python -m targets.fuzz --cases 200 --length 30 --known all [--engine] [--config NAME ...]
-                                      [--vllm 0.32.0|0.33.0|PATH]
+                                      [--vllm 0.32.0|0.33.0|PATH] [--runner model|real]
 
 The presets are played under the profile of the vLLM tree loaded (--vllm, else $VLLM,
 else 0.32.0), so each release is fuzzed against its own model.
+
+--runner real replays on vLLM's scheduler with vLLM's own V1/V2 model runner
+(targets/real_runner.py): what each step returns is the runner's decision, compared
+with the model's. Two things the real runner cannot take on are kept out of the traces,
+by name: an `accepted` pick for drafts the runner makes placeholders is drawn as 0
+(real_runner.drafts_are_placeholders), and a trace ends at a state beyond the runner's
+contract (real_runner.beyond_runner_contract: prompt-beyond-tokens); the summary counts
+both. It also tallies what the runner fed (positions, placeholder and wrong input ids).
 """
 
 from __future__ import annotations
@@ -32,6 +40,8 @@ from model.interpreter import Disabled, Interpreter, args_for, nested
 from spec.config import Config
 from spec.vocabulary import Status
 from targets.harness import Divergence, replay
+from targets.protocol import TargetUnavailable
+from targets.vllm_target import CaseEnded
 
 # ------------------------------------------------------------------ configurations
 
@@ -168,6 +178,13 @@ def propose(it: Interpreter, cfg: Config, s: Mapping, name: str, rng: random.Ran
                 rng.randint(0, trial.state[("q_spec", pos, r)]) if trial.state[("q_sampled", pos, r)] else 0
                 for r in R
             ]
+            if RUNNER == "real":  # drafts the real runner makes placeholders are never accepted
+                from targets.real_runner import drafts_are_placeholders
+
+                for r, placeholder in enumerate(drafts_are_placeholders(cfg, s, trial)):
+                    if placeholder and named["accepted"][r]:
+                        named["accepted"][r] = 0
+                        PINNED["accepted>0 on placeholder drafts, drawn as 0"] += 1
         if "over-delivery" in faults:
             named["extra"] = [
                 (rng.choice([0, 0, 1, 2]) if trial.state[("q_sampled", pos, r)] else 0) for r in R
@@ -270,6 +287,12 @@ def random_trace(cfg: Config, rng: random.Random, length: int, lim: Limits | Non
         s = res.state
         if res.fired:
             return init, steps, f"fatal: {','.join(res.fired)}"
+        if RUNNER == "real":
+            from targets.real_runner import beyond_runner_contract
+
+            beyond = beyond_runner_contract(cfg, s)
+            if beyond:
+                return init, steps, f"excluded: {beyond}"
     return init, steps, "length"
 
 
@@ -295,6 +318,8 @@ class Report:
     divergences: list[Found] = field(default_factory=list)
     signatures: Counter = field(default_factory=Counter)
     seconds: float = 0.0
+    runner: Counter = field(default_factory=Counter)  # --runner real: what the runner fed (runner_tally)
+    excluded: Counter = field(default_factory=Counter)  # --runner real: traces ended early, picks redrawn
 
 
 def signature(exc) -> tuple:
@@ -308,6 +333,8 @@ def signature(exc) -> tuple:
 
 
 ENGINE = False  # also compare has_requests (set by --engine)
+RUNNER = "model"  # what decides the runner's returns: the model, or vLLM's own runner (--runner real)
+PINNED: Counter = Counter()  # --runner real: picks the generator drew as 0 (drafts_are_placeholders)
 
 
 def try_replay(cfg: Config, init, steps, target, ignore):
@@ -318,6 +345,10 @@ def try_replay(cfg: Config, init, steps, target, ignore):
         return exc
     except Disabled:
         return None
+    except CaseEnded:  # a masked error (KNOWN) ended the engine: nothing more to compare
+        return None
+    except TargetUnavailable as exc:  # a pick the real runner cannot realise (targets/real_runner.py)
+        return Divergence(str(exc), -1, "schedule", {("unrealisable",): (None, type(exc).__name__)})
     return None
 
 
@@ -407,11 +438,10 @@ def shrink(cfg: Config, init, steps, target, ignore, sig, budget: int = 400):
 def fuzz_config(cfg: Config, cases: int, length: int, seed: int, target=None,
                 known=(), lim: Limits | None = None, minimize: bool = True,
                 log=print) -> Report:
-    from targets.vllm_target import VllmTarget
-
-    target = target or VllmTarget()
+    target = target or new_target()
     ignore = ignore_known(known)
     rep = Report(cfg.name)
+    pinned = Counter(PINNED)
     t0 = time.time()
     for case in range(cases):
         case_seed = seed * 100003 + case
@@ -421,7 +451,10 @@ def fuzz_config(cfg: Config, cases: int, length: int, seed: int, target=None,
         rep.steps += len(steps)
         if ended.startswith("fatal"):
             rep.fired[ended[7:]] += 1
+        if ended.startswith("excluded"):
+            rep.excluded[ended[10:]] += 1
         exc = try_replay(cfg, init, steps, target, ignore)
+        rep.runner.update(runner_tally(getattr(target, "log", ())))
         if exc is None:
             continue
         sig = signature(exc)
@@ -433,7 +466,37 @@ def fuzz_config(cfg: Config, cases: int, length: int, seed: int, target=None,
             rep.divergences.append(Found(cfg.name, sig, init, steps, str(exc), case_seed))
             log(f"[{cfg.name}] new divergence {sig} (seed {case_seed})")
     rep.seconds = time.time() - t0
+    rep.excluded.update(PINNED - pinned)
     return rep
+
+
+def new_target():
+    """The target the fuzzer replays on: vLLM's scheduler with the model's runner
+    decisions, or (--runner real) with vLLM's own model runner."""
+    if RUNNER == "real":
+        from targets.real_runner import RealRunnerTarget
+
+        return RealRunnerTarget()
+    from targets.vllm_target import VllmTarget
+
+    return VllmTarget()
+
+
+def runner_tally(log) -> Counter:
+    """What the real runner computed, summed over a trace's schedule steps (per
+    scheduled request): positions other than the scheduler's, placeholder input ids,
+    input ids other than the scheduler's token at the scheduler's position."""
+    tally: Counter = Counter()
+    for step in log:
+        for seen in step.get("runner", {}).values():
+            tally["scheduled"] += 1
+            if (seen["start"], seen["length"]) != (seen["sched_start"], seen["sched_length"]) or not seen["contiguous"]:
+                tally["positions differ"] += 1
+            if seen["placeholder_at"]:
+                tally["placeholder input"] += 1
+            if seen["wrong_at"]:
+                tally["wrong input"] += 1
+    return tally
 
 
 def format_trace(init, steps) -> str:
@@ -473,6 +536,9 @@ def main(argv=None) -> int:
     ap.add_argument("--no-minimize", action="store_true")
     ap.add_argument("--engine", action="store_true",
                     help="also compare the engine loop's has_requests with the model's")
+    ap.add_argument("--runner", choices=("model", "real"), default="model",
+                    help="who decides what the runner returns: the model (default), or vLLM's own V1/V2 "
+                         "model runner of the same tree (targets/real_runner.py)")
     ap.add_argument("--vllm", default=None,
                     help="vLLM tree: 0.32.0 (installed), 0.33.0 (make vllm-0.33.0) or a checkout path "
                          "(default: $VLLM, else 0.32.0)")
@@ -488,25 +554,30 @@ def main(argv=None) -> int:
     if bad:
         print(f"error: unknown --known {', '.join(bad)}; use {', '.join(KNOWN)} or 'all'", file=sys.stderr)
         return 2
-    global ENGINE
+    global ENGINE, RUNNER
     ENGINE = ns.engine
+    RUNNER = ns.runner
     known = list(KNOWN) if "all" in ns.known else ns.known
     names = list(dict.fromkeys(ns.config or PRESETS))  # a preset named twice runs once
     from targets import vllm_env
-    from targets.protocol import TargetUnavailable
-    from targets.vllm_target import VllmTarget
     from targets.vllm_tree import TreeError
 
     try:
         vllm_env.select(ns.vllm)
         print(f"fuzzing {vllm_env.preflight()}", flush=True)
-        target = VllmTarget()
+        if RUNNER == "real":
+            from targets import real_runner
+
+            print(f"with {real_runner.preflight()}", flush=True)
+        target = new_target()
     except (TreeError, TargetUnavailable) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     profile = vllm_env.tree().profile
     total = traces = steps = 0
     fired: Counter = Counter()
+    runner_total: Counter = Counter()
+    excluded_total: Counter = Counter()
     started = time.time()
     for name in names:
         rep = fuzz_config(PRESETS[name].with_(profile=profile), ns.cases, ns.length, ns.seed, target, known,
@@ -518,6 +589,13 @@ def main(argv=None) -> int:
         fired.update(rep.fired)
         print(f"== {name}: {rep.cases} traces, {rep.steps} steps, {div} divergent "
               f"({len(rep.signatures)} kinds), model-fatal ends {dict(rep.fired)}, {rep.seconds:.1f}s")
+        if rep.excluded:
+            excluded_total.update(rep.excluded)
+            print("   kept out (ended early at real_runner.beyond_runner_contract, or a pick redrawn): "
+                  + ", ".join(f"{k} {v}" for k, v in rep.excluded.items()))
+        if rep.runner:
+            runner_total.update(rep.runner)
+            print("   runner: " + ", ".join(f"{k} {v}" for k, v in rep.runner.items()))
         for found in rep.divergences:
             print(f"-- {found.signature} x{rep.signatures[found.signature]} (seed {found.seed})")
             print(format_trace(found.init, found.steps))
@@ -525,6 +603,10 @@ def main(argv=None) -> int:
     ends = ", ".join(f"{k} {v}" for k, v in sorted(fired.items())) or "none"
     print(f"total: {traces} traces, {steps} steps, {total} divergent; vLLM asserts that ended a trace "
           f"(fired in the model and in vLLM at the same step): {ends}; {time.time() - started:.0f}s")
+    if excluded_total:
+        print("kept out: " + ", ".join(f"{k} {v}" for k, v in excluded_total.items()))
+    if runner_total:
+        print("runner (per scheduled request): " + ", ".join(f"{k} {v}" for k, v in runner_total.items()))
     return 1 if total else 0
 
 

@@ -46,9 +46,10 @@ Ours, each as small as we could make it (and nothing else):
      rejected whatever we write: that is vLLM's decision, and it is compared.
   4. Pipeline-parallel ranks: one runner with pipeline_parallel_size=1 plays every
      stage of a pp>1 scheduler (the last rank's bookkeeping; no other rank runs).
-  5. CPU shims for construction only: pinned memory requested by V1's ngram_gpu
-     buffers is allocated unpinned; the memory profiler around V2's load_model (two
-     gc.collect calls, 1 s) is skipped; a gloo world of one process.
+  5. CPU shims: pinned memory requested by V1's ngram_gpu buffers is allocated
+     unpinned; the memory profiler around V2's load_model (two gc.collect calls, 1 s)
+     is skipped; a gloo world of one process; Triton's interpreter lists the builtins
+     of triton.language once instead of at every launch (speed only).
   6. The faults the model injects (cfg.faults), at their narrowest point:
      stale-slot-read: right after RequestState.add_request of a flagged request, the
        writes it made to the slot's device state are dropped (its staged writes to
@@ -58,6 +59,11 @@ Ours, each as small as we could make it (and nothing else):
        runner's ModelRunnerOutput, after the runner decided.
   7. `v2-live` is the V2 runner with one patch: the discard kernel's call in Sampler
      and RejectionSampler gets the slot's total_len where it gets prefill_len.
+  8. The model's preemption event also removes the victim from the scheduler's record
+     of the previous step's ids (`_preempt` below: what vLLM's own preempting step
+     leaves), or the next step would resume it without its token ids.
+The runners the target plays are "v1", "v2" and "v2-live"; the model's other runner
+variants (proposed fixes) have no code in the tree and are refused (`accepts`).
 
 The runner gets its own VllmConfig (a deep copy of the scheduler's, budget restored,
 pp=1): the scheduler's per-step budget must not size the runner's buffers (the
@@ -69,18 +75,23 @@ What the runner computes is measured too (`Outcome.observed["runner"]`, per sche
 request id): the positions it fed (start, length, contiguous), the scheduler's
 (num_computed_tokens before the step, num_scheduled_tokens), any placeholder input id
 (PLACEHOLDER_ID = -1, what both releases write for unknown tokens), and the input ids
-that differ from the scheduler's token at the scheduler's position.
+that differ from the scheduler's token at the scheduler's position. V1's ids are read
+as `_preprocess` receives them: under spec decoding it then clamps -1 to 0
+(gpu_model_runner.py:3311), which hides the placeholder from the model but not its
+meaning. targets/real_runner_measure.py states and checks the conditions.
 """
 
 from __future__ import annotations
 
 import contextlib
 import copy
+import dataclasses
 import os
 import tempfile
 from typing import Any, Mapping
 
 from spec.config import Config
+from spec.vocabulary import Status
 from targets import vllm_env as env
 from targets.protocol import Outcome, TargetUnavailable
 from targets.vllm_target import VllmTarget, _index, _rid
@@ -91,7 +102,59 @@ PLACEHOLDER_ID = -1  # vLLM's id for a token not known yet (async output, padded
 HIDDEN = 8  # width of the stub's hidden states (never read)
 
 _SETUP = False
+
+
+class UnrealisablePick(TargetUnavailable):
+    """The trace picks something real code cannot do (accepting a placeholder draft)."""
+
+
 _RUNNER_CONFIGS: dict = {}
+
+
+def drafts_are_placeholders(cfg: Config, before: Mapping, step) -> list[bool]:
+    """Per request, whether the drafts a `schedule` step gives it are placeholders the
+    runner fills itself, so that no drafter can make any of them accepted (measured on
+    both releases; a model trace may still pick accepted > 0 there):
+      * an admission (new, resumed or a streaming update): the scheduler pads it with
+        -1 drafts, and V2's add_request zeroes the slot's drafts;
+      * V1: a request that was not in the persistent batch the step before (v1_in_batch
+        false): its drafts are the scheduler's -1 placeholders, the previous proposal is
+        indexed by the previous batch (prev_req_id_to_index);
+      * V2: a step whose first logit row lies inside the slot's prefill_len,
+        g + n - (1 + ks) < prefill_len: gather_draft_sampled turns its drafts into -1.
+    `step` is the model's StepResult of the `schedule` step, `before` the state before it."""
+    state = step.state
+    pos = state[("queue_len",)] - 1
+    out = []
+    for r in range(cfg.requests):
+        ks = state[("q_spec", pos, r)]
+        if not ks:
+            out.append(False)
+        elif state[("q_admitted", pos, r)]:
+            out.append(True)
+        elif cfg.is_v2:
+            row = step.observed["v2_rows"][r]
+            out.append(row["num_computed"] + row["query_len"] - (1 + ks) < row["prefill_len"])
+        else:
+            out.append(not before[("v1_in_batch", r)])
+    return out
+
+
+def beyond_runner_contract(cfg: Config, state: Mapping) -> str | None:
+    """A state no real runner can take on as the model does, named; None otherwise.
+
+    prompt-beyond-tokens: a streaming session whose prompt is longer than its token
+    list (L > T; on 0.32.0 a KV-load failure lets a stop land below the prompt, and the
+    session update keeps output up to num_computed_tokens). The V2 runner's
+    RequestState.add_request then asserts `prefill_len >= prompt_len` (states.py:107)
+    and the worker dies; the V1 runner trims its outputs with a negative
+    num_output_tokens (gpu_model_runner.py:1409, `del output_token_ids[n:]`, which keeps
+    all but the last |n|) and discards a step the model samples. The model states
+    neither: the fuzzer ends a trace there (tests/test_real_runner.py shows both)."""
+    for r in range(cfg.requests):
+        if state[("num_prompt_tokens", r)] > state[("num_tokens", r)] and state[("status", r)] != Status.FINISHED:
+            return "prompt-beyond-tokens"
+    return None
 
 
 # ------------------------------------------------------------------ process setup
@@ -102,13 +165,14 @@ def _setup() -> None:
     global _SETUP
     if _SETUP:
         return
-    V = env.load()
+    env.load()
     try:
         import vllm.v1.worker.cpu.shm  # noqa: F401  (vLLM's own CPU patches, as cpu_worker imports them)
         from vllm.config import set_current_vllm_config
         from vllm.distributed import parallel_state as ps
     except Exception as exc:  # noqa: BLE001
         raise TargetUnavailable(f"{env.tree().title}: vLLM's CPU worker patches do not import ({exc})") from exc
+    _cache_interpreter_builtins()
     if not ps.model_parallel_is_initialized():
         cfg = _runner_config(Config("runner-setup", runner="v1", requests=1))
         handle, path = tempfile.mkstemp(prefix="real-runner-gloo-")
@@ -118,16 +182,38 @@ def _setup() -> None:
             ps.init_distributed_environment(world_size=1, rank=0, distributed_init_method=f"file://{path}",
                                             local_rank=0, backend="gloo")
             ps.initialize_model_parallel(1, 1)
-    del V
     _SETUP = True
+
+
+def _cache_interpreter_builtins() -> None:
+    """Speed only: at every launch and device-function call, Triton's interpreter lists
+    all members of triton.language (inspect.getmembers) to wrap its builtins, and the
+    launch restores them afterwards, so the list is the same each time; it is computed
+    once per package. About a quarter of a V2 step's time; no kernel runs differently."""
+    import inspect
+
+    from triton.runtime import interpreter
+
+    if getattr(interpreter, "_builtins_cached", False):
+        return
+    members: dict[int, list] = {}
+
+    def patch_builtin(pkg, builder, scope):
+        found = members.get(id(pkg))
+        if found is None:
+            found = members[id(pkg)] = [(name, member) for name, member in inspect.getmembers(pkg)
+                                        if interpreter.tl.core.is_builtin(member)]
+        for name, member in found:
+            interpreter._patch_attr(pkg, name, member, builder, scope)
+
+    interpreter._patch_builtin = patch_builtin
+    interpreter._builtins_cached = True
 
 
 def _runner_config(cfg: Config):
     """The runner's own VllmConfig: the scheduler's shape with pp=1 and no clamp, deep
     copied so that neither side's mutations reach the other, the budget restored."""
-    shape = env.Shape.of(cfg, clamp=False)
-    shape = env.Shape(shape.requests, shape.block_size, shape.long_prefill_threshold,
-                      shape.spec_tokens, 1, False, shape.v2)
+    shape = dataclasses.replace(env.Shape.of(cfg, clamp=False), pp=1)
     if shape not in _RUNNER_CONFIGS:
         config = copy.deepcopy(env.vllm_config(shape))
         config.scheduler_config.max_num_batched_tokens = env.MAX_MODEL_LEN
@@ -139,12 +225,13 @@ def _runner_config(cfg: Config):
 # ------------------------------------------------------------------ the forward pass
 
 
-def _stub_model():
+def _stub_model(records: bool):
     import torch
     import torch.nn as nn
 
     class StubModel(nn.Module):
-        """The forward pass: records what it is fed; predicts SAMPLED_ID everywhere."""
+        """The forward pass: predicts SAMPLED_ID everywhere; with `records`, keeps the
+        input ids and positions it is fed (V2; V1 records them before its clamp)."""
 
         def __init__(self):
             super().__init__()
@@ -152,7 +239,8 @@ def _stub_model():
             self.vocab = 1000
 
         def forward(self, input_ids=None, positions=None, intermediate_tensors=None, inputs_embeds=None, **_):
-            self.fed.append((None if input_ids is None else input_ids.tolist(), positions.tolist()))
+            if records:
+                self.fed.append((None if input_ids is None else input_ids.tolist(), positions.tolist()))
             return torch.zeros(positions.shape[0], HIDDEN)
 
         def compute_logits(self, hidden_states):
@@ -211,7 +299,7 @@ def _build_v2(cfg: Config, config, model):
         max_num_batched_tokens=runner.max_num_tokens,
         max_num_blocks_per_group=[-(-runner.max_model_len // block_size)], device=device,
     )
-    runner.kv_cache_config = KVCacheConfig(num_blocks=env.Shape.of(cfg, False).num_blocks,
+    runner.kv_cache_config = KVCacheConfig(num_blocks=env.Shape.of(cfg, clamp=False).num_blocks,
                                            kv_cache_tensors=[], kv_cache_groups=[])
     runner.attn_groups = []
     runner.cudagraph_manager = ModelCudaGraphManager(config, device, CUDAGraphMode.NONE,
@@ -246,9 +334,19 @@ def _build_v1(cfg: Config, config, model):
     if not runner.use_async_scheduling:
         raise TargetUnavailable(f"{env.tree().title}: the V1 runner was built without async scheduling")
     runner.model = model
+    preprocess = runner._preprocess
+
+    def recorded_preprocess(scheduler_output, *args, **kwargs):
+        """Measurement only: the input ids and positions as prepared, before
+        _preprocess clamps spec-decode placeholders (-1) to 0."""
+        n = scheduler_output.total_num_scheduled_tokens
+        model.fed.append((runner.input_ids.gpu[:n].tolist(), runner.positions[:n].tolist()))
+        return preprocess(scheduler_output, *args, **kwargs)
+
+    runner._preprocess = recorded_preprocess
     block_size = cfg.block_size
     runner.kv_cache_config = KVCacheConfig(
-        num_blocks=env.Shape.of(cfg, False).num_blocks, kv_cache_tensors=[],
+        num_blocks=env.Shape.of(cfg, clamp=False).num_blocks, kv_cache_tensors=[],
         kv_cache_groups=[KVCacheGroupSpec(["layer"], FullAttentionSpec(
             block_size=block_size, num_kv_heads=1, head_size=1, dtype=torch.float32))],
     )
@@ -278,11 +376,19 @@ class RealRunnerTarget(VllmTarget):
         _setup()
         self.log: list[dict] = []  # per step: the runner observations (see module docstring)
 
+    RUNNERS = ("v1", "v2", "v2-live")  # real code, or (v2-live) real code with one patch
+
+    def accepts(self, cfg: Config) -> str | None:
+        """The scheduler side's arms (VllmTarget.accepts), for the runners this tree has."""
+        if cfg.runner not in self.RUNNERS:
+            return f"{self.name} runs vLLM's own runners ({', '.join(self.RUNNERS)}); {cfg.runner} is not in the tree"
+        return super().accepts(cfg)
+
     # ---------------------------------------------------------------- reset
     def reset(self, cfg: Config, init: Mapping) -> None:
         super().reset(cfg, init)
         self.runner_config = _runner_config(cfg)
-        self.model = _stub_model()
+        self.model = _stub_model(records=cfg.is_v2)
         with self._context():
             build = _build_v2 if cfg.is_v2 else _build_v1
             self.runner = build(cfg, self.runner_config, self.model)
@@ -303,15 +409,21 @@ class RealRunnerTarget(VllmTarget):
         sent = self._shipped(out)
         self._write_drafts(out, args)
         fed_before = len(self.model.fed)
-        with self._context(), self._faults(args), self._live():
-            output = self.runner.execute_model(out)
-            if out.total_num_scheduled_tokens > 0:
-                batch = self._batch_layout()
-                output = self.runner.sample_tokens(None)
-            else:
-                batch = None
-            if hasattr(output, "get_output"):
-                output = output.get_output()
+        try:
+            with self._context(), self._faults(args), self._live():
+                output = self.runner.execute_model(out)
+                if out.total_num_scheduled_tokens > 0:
+                    batch = self._batch_layout()
+                    output = self.runner.sample_tokens(None)
+                else:
+                    batch = None
+                if hasattr(output, "get_output"):
+                    output = output.get_output()
+        except Exception as exc:  # noqa: BLE001 - whatever the runner raises ends the case, reported
+            where = _runner_site(exc)
+            self.ended = f"schedule: the model runner raised {type(exc).__name__} at {where}"
+            return {"error": f"the model runner raised {type(exc).__name__} at {where}: {exc}",
+                    "num_scheduled_tokens": dict(out.num_scheduled_tokens)}
         if dict(out.num_scheduled_tokens) != sent["num_scheduled_tokens"]:
             raise AssertionError("the runner changed the scheduler's SchedulerOutput")  # copied in execute_model
         returns = {}
@@ -323,13 +435,15 @@ class RealRunnerTarget(VllmTarget):
                 tokens += [SAMPLED_ID] * extra  # fault: over-delivery
             returns[r] = tokens
         self.fifo.append((out, returns))
+        measured = self._measure(sent, batch, self.model.fed[fed_before:])
+        self._check_realisable(args, result, returns, measured)
         observed = {
             "num_scheduled_tokens": dict(out.num_scheduled_tokens),
             "spec": {k: len(v) for k, v in out.scheduled_spec_decode_tokens.items()},
             "runner_returns": {r: len(t) for r, t in returns.items()},
             "model_returns": {r: result.state[("q_sampled", result.state[("queue_len",)] - 1, r)]
                               for r in range(cfg.requests)},
-            "runner": self._measure(sent, batch, self.model.fed[fed_before:]),
+            "runner": measured,
         }
         self.log.append(observed)
         return observed
@@ -365,6 +479,18 @@ class RealRunnerTarget(VllmTarget):
         )
         self.sched.update_from_output(out, runner_output)
         return {"sampled": dict(zip(req_ids, sampled))}
+
+    def _preempt(self, args, result) -> dict:
+        """The model's preemption between steps stands for vLLM's preemption inside a
+        schedule() call (sched:834-841), which then schedules nothing else for the victim
+        (sched:900) and records the step's ids without it (sched:1451-1452). The scheduler
+        target runs only the two preempting statements; the runner also needs that
+        record, or a victim the next step resumes gets no all_token_ids and V1's
+        _update_states raises KeyError (gpu_model_runner.py:1438; 0.33.0: 1442), which vLLM's own
+        preemption never reaches."""
+        observed = super()._preempt(args, result)
+        self.sched.prev_step_scheduled_req_ids.discard(_rid(args[("req",)]))
+        return observed
 
     # ---------------------------------------------------------------- ours
     def _shipped(self, out) -> dict:
@@ -456,6 +582,35 @@ class RealRunnerTarget(VllmTarget):
                 _patched(rejection_module, "get_num_sampled_and_rejected", live):
             yield
 
+    def _check_realisable(self, args, result, returns, measured) -> None:
+        """A trace may accept drafts the runner itself made placeholders (padding, a
+        request not in the previous batch, V2's `pos - local_pos < prefill_len`): no
+        drafter output and no forward pass can make vLLM accept those, so such a trace
+        cannot run on real code. Raised only where the runner's count then differs."""
+        if not self.cfg.spec_tokens:
+            return
+        pos = result.state[("queue_len",)] - 1
+        for req_id, seen in measured.items():
+            r = _index(req_id)
+            accepted = args.get(("accepted", r), 0)
+            ks = seen["spec"]
+            got = len(returns.get(r, ()))
+            if not accepted or not got or got == result.state[("q_sampled", pos, r)]:
+                continue  # a discarded step is the runner's discard decision, compared as such
+            drafts = seen["fed_ids"][-ks:]
+            why = []
+            if drafts[:accepted] != [SAMPLED_ID] * accepted:
+                why.append(f"it fed {drafts} at the draft positions, not the drafter's proposal")
+            if seen.get("prefill_len") is not None and seen["start"] + seen["length"] - 1 - ks < seen["prefill_len"]:
+                why.append(f"the step's first logit position {seen['start'] + seen['length'] - 1 - ks} is below "
+                           f"prefill_len {seen['prefill_len']}, so gather_draft_sampled turns the drafts into -1")
+            if why:
+                raise UnrealisablePick(
+                    f"{req_id}: the trace accepts {accepted} of {ks} draft(s), but the runner's drafts there are "
+                    f"placeholders ({'; '.join(why)}): vLLM's rejection sampler rejects them whatever the "
+                    f"forward pass predicts, and returns {len(returns.get(r, ()))} token(s), not "
+                    f"{result.state[('q_sampled', pos, r)]}")
+
     # ---------------------------------------------------------------- measuring
     def _batch_layout(self) -> tuple[list[str], list[int]]:
         """Request order and query start offsets of the batch the forward pass ran."""
@@ -496,7 +651,13 @@ class RealRunnerTarget(VllmTarget):
                 "known_tokens": len(tokens),
                 "placeholder_at": [c0 + i for i, x in enumerate(ids) if x == PLACEHOLDER_ID],
                 "wrong_at": wrong,
+                "fed_ids": ids,
+                "tokens": tokens,
             }
+            if self.cfg.is_v2:
+                slot = self.runner.req_states.req_id_to_index.get(req_id)
+                found[req_id]["prefill_len"] = (int(self.runner.req_states.prefill_len.gpu[slot])
+                                                if slot is not None else None)
         return found
 
     # ---------------------------------------------------------------- project
@@ -559,7 +720,42 @@ class RealRunnerTarget(VllmTarget):
         return out
 
 
+def _runner_site(exc: BaseException) -> str:
+    """file:line `statement` of the innermost frame in vLLM's worker package."""
+    import linecache
+    import traceback
+
+    for frame in reversed(traceback.extract_tb(exc.__traceback__)):
+        path = frame.filename.replace("\\", "/")
+        if "/vllm/v1/worker/" in path or "/vllm/v1/spec_decode/" in path or "/vllm/v1/sample/" in path:
+            text = (frame.line or linecache.getline(frame.filename, frame.lineno)).strip()
+            return f"{path.split('/vllm/', 1)[1]}:{frame.lineno} `{text}`"
+    return "outside vLLM's worker"
+
+
 def _tensor(values, dtype):
     import torch
 
     return torch.tensor(values, dtype=dtype)
+
+
+def preflight() -> str:
+    """Build vLLM's V1 and V2 runners of the loaded tree and run one step on each; one
+    line on success. Raises TargetUnavailable (one line: cause and fix) otherwise."""
+    from targets import vllm_tree
+
+    t = env.tree()
+    for runner in ("v1", "v2"):
+        cfg = Config(f"runner-preflight-{runner}", runner=runner, requests=1, spec_tokens=1)
+        try:
+            target = RealRunnerTarget()
+            target.reset(cfg, {"prompt_len": [2]})
+            outcome = target.step("schedule", {"budget": 2, "accepted": [0]})
+        except TargetUnavailable:
+            raise
+        except Exception as exc:  # noqa: BLE001
+            raise vllm_tree.TreeError(vllm_tree.import_failure(t, exc, f"cannot run vLLM's {runner} model runner")) \
+                from exc
+        if outcome.observed.get("error"):
+            raise vllm_tree.TreeError(f"{t.title} cannot run vLLM's {runner} model runner: {outcome.observed['error']}")
+    return f"{t.title}: V1 and V2 model runners run on CPU (Triton interpreter)"
