@@ -7,6 +7,7 @@ from pathlib import Path
 import jinja2
 
 from codegen.cases import LEGEND, CaseSource, describe_expect
+from spec.citations import in_words
 from spec.properties import PROPERTIES
 from targets.harness import Expect
 
@@ -59,6 +60,7 @@ def render(src: CaseSource, env: jinja2.Environment | None = None) -> str:
         describe=lambda exp, label="": describe_expect(exp, src.case.property, label),
         prop=PROPERTIES.get(src.case.property) if src.case.property else None,
         where=cited(src.case.property, src.cfg.prof.release) if src.case.property else "",
+        note=in_words(src.cfg.note, src.cfg.prof.release),
     )
     # no trailing spaces: the table's empty columns would leave some
     return "\n".join(line.rstrip() for line in text.splitlines()) + "\n"

@@ -27,6 +27,7 @@ from typing import Any, Mapping
 import z3
 
 from model.bmc import Bmc, Goal, SolverUnknown
+from model.check import concrete_instances
 from model.encoding import Encoding
 from model.induction import KInduction
 from model.interpreter import Interpreter
@@ -97,6 +98,7 @@ class Answer:
     request: int | None = None  # the request whose counters match
     reaction: str = ""  # reached: "crash: <assert>" or "silent" at the last step
     mechanisms: list = field(default_factory=list)
+    instance: Config | None = None  # reached: the configuration the trace runs on (concrete)
 
 
 class CounterGoal(Goal):
@@ -219,8 +221,17 @@ def explain_config(cfg: Config, values: Mapping[str, Any], max_depth: int = MAX_
         proof = _prove_unreachable(enc, cfg, goal, timeout_ms)
         if proof is not None:
             return answer("unreachable", proof)
-        left_ms = max(int((budget_s - (time.perf_counter() - started)) * 1000), 500)
-        trace = _Search(enc, min(timeout_ms, left_ms)).shortest(goal, max_depth, in_time)
+        # an abstract rest proves for every size but never reaches: its traces are
+        # searched on concrete instances (one request, then two), so each is a real one
+        trace, where = None, cfg
+        for instance in concrete_instances(cfg):
+            left_ms = max(int((budget_s - (time.perf_counter() - started)) * 1000), 500)
+            ienc = enc if instance is cfg else Encoding(instance)
+            trace = _Search(ienc, min(timeout_ms, left_ms)).shortest(
+                CounterGoal(values, instance.requests), max_depth, in_time)
+            if trace is not None:
+                where = instance
+                break
     except _OutOfTime as exc:
         return answer("unknown", f"no trace within {exc.depth - 1} steps: the {budget_s:g} s budget per "
                                  "configuration ran out (raise --budget), and no proof that none exists")
@@ -229,13 +240,15 @@ def explain_config(cfg: Config, values: Mapping[str, Any], max_depth: int = MAX_
                                  f"{budget_s:g} s budget; raise --budget), and no proof that none exists")
     if trace is None:
         return answer("unknown", f"no trace within {max_depth} steps, and no proof that none exists")
-    interp = Interpreter(cfg)
+    interp = Interpreter(where)
     confirm(interp, trace, trace.solver_states)
     last = trace.states[-1]
     before = trace.states[-2] if len(trace.states) > 1 else None
     event = trace.steps[-1].event if trace.steps else None
-    matching = [r for r in range(cfg.requests) if goal.holds_concretely(before, last, event, r)]
+    goal = CounterGoal(values, where.requests)
+    matching = [r for r in range(where.requests) if goal.holds_concretely(before, last, event, r)]
     if not matching:  # the solver's trace, replayed, must show the counters
         raise AssertionError(f"{cfg.name}: the replayed trace does not end in the counters {dict(values)}")
     return answer("reached", f"BMC: a shortest trace of {trace.depth} step(s)", depth=trace.depth,
-                  trace=trace, request=matching[0], reaction=trace.reaction, mechanisms=list(trace.mechanisms))
+                  trace=trace, request=matching[0], reaction=trace.reaction, mechanisms=list(trace.mechanisms),
+                  instance=where)

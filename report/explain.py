@@ -264,7 +264,7 @@ def write_traces(answers: list[Answer], cfgs: dict, out: Path) -> dict[str, str]
     for a in answers:
         if a.verdict != "reached":
             continue
-        cfg = cfgs[a.config]
+        cfg = a.instance or cfgs[a.config]
         trace = a.trace
         props = Interpreter(cfg).state_properties(trace.states[-1])
         # the property the firing assert reports first, then the state's, then the step's
@@ -274,7 +274,7 @@ def write_traces(answers: list[Answer], cfgs: dict, out: Path) -> dict[str, str]
         if not broken:
             continue
         trace.kind, trace.goal = "violation", broken[0]
-        path = out / f"{cfg.name}.itf.json"
+        path = out / f"{a.config}.itf.json"
         write(path, to_itf(trace, cfg.record(), f"explain: reaches the operator's counters and violates {broken[0]}"))
         written[a.config] = str(path)
     return written
@@ -289,7 +289,7 @@ def render(values: dict, answers: list[Answer], cfgs: dict, link_map: dict, note
     out += ["", f"REACHED by {len(reached)} configuration(s), shortest first "
                 "(the last state has exactly these counters for request r):"]
     for a in reached:
-        cfg = cfgs[a.config]
+        cfg = a.instance or cfgs[a.config]
         via = ", ".join(a.mechanisms) or "core path"
         out.append(f"  {a.config}: {a.depth} step(s), r{a.request}, via {via}; vLLM {cfg.prof.release if not cfg.prof.historical else cfg.profile}: "
                    f"{'CRASH (' + a.reaction.split(': ', 1)[1] + ')' if a.reaction.startswith('crash') else 'silent'}")

@@ -34,6 +34,7 @@ from pathlib import Path
 from report.data import Counterexample, ReportError, config_of, counterexamples, load_summary
 from report.mermaid import diagram
 from report.story import LEGEND, change_table, sentence, violations_by_step, vllm_lines
+from spec.citations import in_words
 from spec.properties import ASSERTS, PROPERTIES
 
 COMMENT_LIMIT = 65_536  # GitHub's limit for one comment body
@@ -184,7 +185,7 @@ def page_md(c: Counterexample, prove_dir: Path) -> str:
              f"[← all verdicts]({up}index.md)", "",
              f"**What goes wrong.** {sentence(cfg, trace, prop)}", "",
              f"**Property** `{prop}`: {PROPERTIES[prop].doc}.", "",
-             f"**Configuration** `{cfg.name}`: {cfg.note}. Runner {cfg.runner}; events "
+             f"**Configuration** `{cfg.name}`: {in_words(cfg.note, cfg.prof.release)}. Runner {cfg.runner}; events "
              f"{', '.join(sorted(cfg.events)) or 'none'}; faults {', '.join(sorted(cfg.faults)) or 'none'}; "
              f"profile {cfg.profile}; clamp {'on' if cfg.clamp else 'off'}; {cfg.requests} request(s), "
              f"pp {cfg.pp}, {cfg.spec_tokens} draft token(s) per step."

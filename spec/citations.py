@@ -174,6 +174,20 @@ def ref(cid: str, release: str) -> tuple[str, str]:
     return f"{Path(file).name}:{span}", url
 
 
+def in_words(text: str, release: str) -> str:
+    """Prose with its `[cite:...]` markers as file:line of a release (for docstrings and
+    reports: a reader gets the line, not the id)."""
+    def one(match: re.Match) -> str:
+        refs = []
+        for cid in match.group(2).replace(",", " ").split():
+            try:
+                refs.append(ref(cid, release)[0])
+            except KeyError:
+                refs.append(cid)
+        return ", ".join(refs)
+    return _MARKER.sub(one, text)
+
+
 # ---- checking against a tree ------------------------------------------------------------
 
 

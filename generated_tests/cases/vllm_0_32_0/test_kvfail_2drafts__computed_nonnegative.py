@@ -3,7 +3,7 @@ property: num_computed_tokens is never negative: no step is scheduled to start b
 position 0 (the rejection rollback is guarded by c > 0, not c >= num_rejected; 0.33.0
 also rolls c back by the tokens trimmed at a stop).
 
-Configuration kvfail-2drafts@0.32.0: KV-load failure with two draft tokens: after the recompute both drafts are rejected from a computed count of 1 ([cite:spec-reject-decrement] checks c > 0, not c >= rejected), and the next step is scheduled from position -1
+Configuration kvfail-2drafts@0.32.0: KV-load failure with two draft tokens: after the recompute both drafts are rejected from a computed count of 1 (scheduler.py:2110-2128 checks c > 0, not c >= rejected), and the next step is scheduled from position -1
   runner v1; events kvfail; faults none;
   profile vllm-0.32.0; clamp off; 1 request(s), pp 1, 2 draft token(s) per step
 Violated: computed-nonnegative (vLLM 0.32.0: scheduler.py:2110-2128), at step 5.

@@ -1,7 +1,7 @@
 """With v1 and vllm-0.32.0, a request prefills in chunks, decodes and finishes on a stop
 token; no property is violated and no guard drops a token.
 
-Configuration kvfail-2drafts@0.32.0: KV-load failure with two draft tokens: after the recompute both drafts are rejected from a computed count of 1 ([cite:spec-reject-decrement] checks c > 0, not c >= rejected), and the next step is scheduled from position -1
+Configuration kvfail-2drafts@0.32.0: KV-load failure with two draft tokens: after the recompute both drafts are rejected from a computed count of 1 (scheduler.py:2110-2128 checks c > 0, not c >= rejected), and the next step is scheduled from position -1
   runner v1; events kvfail; faults none;
   profile vllm-0.32.0; clamp off; 1 request(s), pp 1, 2 draft token(s) per step
 

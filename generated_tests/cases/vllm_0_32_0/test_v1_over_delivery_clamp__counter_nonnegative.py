@@ -2,7 +2,7 @@
 step 5. The property: num_output_placeholders is never negative (0.32.0 asserts it
 after every live delivery; 0.33.0 only after a delivery that found it positive).
 
-Configuration v1-over-delivery-clamp@0.32.0: the clamp's frontier in the draft count: the rejection decrement (guarded by P > 0, [cite:spec-reject-decrement]) drives the counter negative once two drafts can be rejected
+Configuration v1-over-delivery-clamp@0.32.0: the clamp's frontier in the draft count: the rejection decrement (guarded by P > 0, scheduler.py:2110-2128) drives the counter negative once two drafts can be rejected
   runner v1; events none; faults over-delivery;
   profile vllm-0.32.0; clamp on; 1 request(s), pp 1, 2 draft token(s) per step
 Violated: counter-nonnegative (vLLM 0.32.0: async_scheduler.py:69-71), at step 5.

@@ -1,7 +1,7 @@
 """With v1 and vllm-0.32.0 plus the clamp, a request prefills in chunks, decodes and
 finishes on a stop token; no property is violated and no guard drops a token.
 
-Configuration v1-over-delivery-clamp@0.32.0: the clamp's frontier in the draft count: the rejection decrement (guarded by P > 0, [cite:spec-reject-decrement]) drives the counter negative once two drafts can be rejected
+Configuration v1-over-delivery-clamp@0.32.0: the clamp's frontier in the draft count: the rejection decrement (guarded by P > 0, scheduler.py:2110-2128) drives the counter negative once two drafts can be rejected
   runner v1; events none; faults over-delivery;
   profile vllm-0.32.0; clamp on; 1 request(s), pp 1, 1 draft token(s) per step
 
