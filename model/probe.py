@@ -1,12 +1,17 @@
-"""A short random-walk probe, run before the BMC, for an early counterexample.
+"""Random walks on the interpreter, for an early counterexample before or beside the BMC.
 
-Why: on most violated cases a plain random walk on the interpreter reaches a violation
-before the solver has unrolled a few steps (bench/peers.py measures it), while on the
-rare ones the BMC is two orders of magnitude ahead. A probe of a few tens of
-milliseconds before the BMC takes the walk's speed where it is cheap; the BMC still
-gives the shortest trace, the minimised picks and every proof. The probe never decides
-a verdict: a trace it returns is replayed on the reference interpreter (kind
-"violation"), and None means nothing at all.
+Why: on many violated cases a plain random walk on the interpreter reaches a violation
+sooner than the solver reaches the depth of the shortest one, while on the rare ones the
+BMC is orders of magnitude ahead (bench/peers.py measures both, case by case). Walks
+take the walk's speed where it is cheap; the BMC still gives the shortest trace, the
+minimised picks, the violation classes and every proof. A walk never decides a verdict:
+a trace it returns is replayed on the reference interpreter (kind "violation"), and
+finding nothing means nothing.
+
+Two ways to use it: `probe(cfg, prop, seconds, seed)`, a fixed budget of walks before
+the BMC; and `Race`, the BMC's `extra` hook, which gives the walks as much time as the
+BMC has had before each depth, so the first counterexample is never much more than
+twice as late as the faster of the two would give it alone (up to a cap).
 
 Walks use the fuzzer's argument sampler (targets.fuzz.propose, random_init), with one
 difference that keeps the distribution and saves most of the cost: instead of trying
@@ -15,9 +20,9 @@ are drawn by weight without replacement until one is enabled (the same law, one 
 trial steps per step instead of one per event). An event the fuzzer has no sampler
 for gets arguments drawn from its declared domain.
 
-Deterministic for a given seed: walk i draws from Random(seed * 1_000_003 + i), so the
-same seed returns the same trace whenever the budget lets it get that far (the budget
-only decides how many walks are tried).
+Deterministic for a given seed: walk i draws from Random(seed * 1_000_003 + i), and a
+walk paused at the end of a budget resumes where it was, so a seed's answer is its
+first violating walk, whenever the budget lets it get that far.
 """
 
 from __future__ import annotations
@@ -36,12 +41,9 @@ from spec.properties import PROPERTIES, reported_by
 from spec.state import View
 
 LENGTH = 24  # steps per walk: twice the matrix's search depth (model/check.py MAX_DEPTH)
-# Walks alternate between the fuzzer's sizes and small ones: small prompts and budgets
-# reach most violations in fewer steps (the BMC's minimised picks are small), but a
-# KV-load failure needs a prompt of at least a whole block, which only the large ones
-# draw. (small, large) as (max_prompt, max_budget, max_update); measured in bench/peers.py.
-SMALL = (6, 8, 4)
-SECONDS = 0.05  # default budget: what a probe in front of the BMC may cost (bench/peers.py)
+SECONDS = 0.05  # default budget of probe(): what a probe in front of the BMC may cost
+CAP = 0.5  # Race: the most the walks may have in one search (bench/peers.py measures both)
+HEAD = 0.02  # Race: the walks' head start (a violation a few walks find costs no solver time)
 
 
 @dataclass
@@ -112,9 +114,11 @@ def _init(cfg: Config, rng: random.Random, lim) -> dict:
     return named
 
 
-def walk(it: Interpreter, cfg: Config, test: Callable[[StepResult], bool], rng: random.Random,
-         length: int = LENGTH, deadline: float | None = None, lim=None) -> Walk:
-    """One walk from a random initial state, stopped at the first violation."""
+def stepping(it: Interpreter, cfg: Config, test: Callable[[StepResult], bool], rng: random.Random,
+             length: int = LENGTH, lim=None):
+    """One walk from a random initial state, stopped at the first violation, as a
+    generator: it yields after every step (so a caller can pause it between steps and
+    resume it later without changing what it draws) and returns its Walk."""
     from targets.fuzz import WEIGHTS, Limits, propose
 
     lim = lim or Limits()
@@ -123,8 +127,6 @@ def walk(it: Interpreter, cfg: Config, test: Callable[[StepResult], bool], rng: 
     steps: list = []
     names = list(it.events)
     for _ in range(length):
-        if deadline is not None and time.perf_counter() > deadline:
-            return Walk(init, steps, False, "time")
         pool = list(names)
         picked = None
         while pool and picked is None:
@@ -145,29 +147,75 @@ def walk(it: Interpreter, cfg: Config, test: Callable[[StepResult], bool], rng: 
         if res.fired:
             return Walk(init, steps, False, "fatal: " + ",".join(res.fired))
         s = res.state
+        yield
     return Walk(init, steps, False, "length")
+
+
+def walk(it: Interpreter, cfg: Config, test: Callable[[StepResult], bool], rng: random.Random,
+         length: int = LENGTH, deadline: float | None = None, lim=None) -> Walk:
+    """One whole walk, or the part of it before the deadline (then ended "time")."""
+    gen = stepping(it, cfg, test, rng, length, lim)
+    taken = 0
+    while True:
+        try:
+            next(gen)
+        except StopIteration as done:
+            return done.value
+        taken += 1
+        if deadline is not None and time.perf_counter() > deadline:
+            gen.close()
+            return Walk({}, [None] * taken, False, "time")
+
+
+class Walker:
+    """The walks of one seed, in order, resumable: run(seconds) goes on where the last
+    call stopped, in the middle of a walk if need be, so the k-th walk of a seed draws
+    the same whatever the budgets were: a seed's first violating walk is its answer, and
+    the budgets only decide whether and when it is reached."""
+
+    def __init__(self, cfg: Config, prop: str, seed: int = 0, length: int = LENGTH, lim=None,
+                 clock: Callable[[], float] = time.perf_counter):
+        self.cfg, self.prop, self.seed, self.length, self.lim = cfg, prop, seed, length, lim
+        self.clock = clock  # what run()'s seconds are: wall time, or the Race's CPU time
+        self.it = Interpreter(cfg)
+        self.test = violated_by(cfg, prop)
+        self.tried = self.taken = 0
+        self._current = None
+
+    def run(self, seconds: float, max_walks: int | None = None) -> Walk | None:
+        """Walk on for `seconds` (one step at least, so every slice makes progress)."""
+        deadline = self.clock() + seconds
+        moved = False
+        while not moved or self.clock() < deadline:
+            moved = True
+            if self._current is None:
+                if max_walks is not None and self.tried >= max_walks:
+                    return None
+                rng = random.Random(self.seed * 1_000_003 + self.tried)
+                self._current = stepping(self.it, self.cfg, self.test, rng, self.length, self.lim)
+                self.tried += 1
+            try:
+                next(self._current)
+                self.taken += 1
+            except StopIteration as done:
+                self._current = None
+                got = done.value
+                if got.steps:
+                    self.taken += 1
+                if got.violated:
+                    return got
+        return None
 
 
 def walks(cfg: Config, prop: str, seconds: float, seed: int = 0, length: int = LENGTH,
           max_walks: int | None = None, lim=None):
     """Random walks until one violates `prop` or the budget runs out. Returns
-    (Walk or None, walks tried, steps taken). `lim` fixes the sizes (targets.fuzz.Limits);
-    by default walks alternate between SMALL and the fuzzer's."""
-    from targets.fuzz import Limits
-
-    it = Interpreter(cfg)
-    test = violated_by(cfg, prop)
-    sizes = [lim] if lim is not None else [Limits(*SMALL), Limits()]
-    deadline = time.perf_counter() + seconds
-    tried = taken = 0
-    while time.perf_counter() < deadline and (max_walks is None or tried < max_walks):
-        got = walk(it, cfg, test, random.Random(seed * 1_000_003 + tried), length, deadline,
-                   sizes[tried % len(sizes)])
-        tried += 1
-        taken += len(got.steps)
-        if got.violated:
-            return got, tried, taken
-    return None, tried, taken
+    (Walk or None, walks tried, steps taken). `lim`: the sizes (targets.fuzz.Limits; the
+    fuzzer's by default: small prompts and budgets alone never reach a KV-load failure,
+    which needs a whole block of prompt, and win little elsewhere, measured)."""
+    walker = Walker(cfg, prop, seed, length, lim)
+    found = walker.run(seconds, max_walks)
+    return found, walker.tried, walker.taken
 
 
 def to_trace(cfg: Config, prop: str, found: Walk, it: Interpreter | None = None) -> Trace:
@@ -182,10 +230,8 @@ def to_trace(cfg: Config, prop: str, found: Walk, it: Interpreter | None = None)
 def probe(cfg: Config, prop: str, seconds: float = SECONDS, seed: int = 0, length: int = LENGTH,
           max_walks: int | None = None) -> Trace | None:
     """A concrete violating trace of `prop` found by random walks within `seconds`
-    (replayed, kind "violation"), or None: None proves nothing.
-
-    A configuration the interpreter cannot run concretely (a symbolic parameter the
-    walks cannot pick) gives None rather than an error: the probe is only a shortcut."""
+    (replayed, kind "violation"), or None: None proves nothing. The clock is read after
+    every step, so it overruns by one step at most."""
     try:
         found, _, _ = walks(cfg, prop, seconds, seed, length, max_walks)
     except Disabled:  # init picks the configuration does not allow
@@ -193,3 +239,64 @@ def probe(cfg: Config, prop: str, seconds: float = SECONDS, seed: int = 0, lengt
     if found is None:
         return None
     return to_trace(cfg, prop, found)
+
+
+class Race:
+    """Random walks interleaved with a BMC search, as its `extra` hook:
+
+        race = Race(cfg, prop)
+        shortest = Bmc(enc).shortest(Goal.violation(prop), max_depth, extra=race)
+        race.trace, race.seconds  # the walks' counterexample and when (None: the BMC's came first)
+
+    Before each depth the BMC checks, the walks get as much time as the search has had
+    since the race was made, so neither has run much longer than the other: the first
+    counterexample comes about twice as late as the faster of the two alone would give
+    it, at most (the bound holds between depths: one depth's check is not cut). The
+    walks also get a head start of `head` seconds when the race is made, so a violation
+    that a few walks find costs no solver time. Once the walks have found one, or have
+    had `cap` seconds, they stop and the BMC goes on alone to the shortest trace: the
+    cap bounds what a search that finds nothing, or a long one, pays for the race.
+
+    The hook adds nothing to the search (it returns True): the BMC's traces are the same
+    with it and without it (checked on every violated case of the matrix, each in a
+    fresh process). Shares are counted in CPU time of this process by default (the walks
+    and the solver both run in it), so other work on the machine does not tilt them;
+    `seconds` is on that clock, `wall_seconds` on the wall clock."""
+
+    def __init__(self, cfg: Config, prop: str, seed: int = 0, started: float | None = None,
+                 cap: float = CAP, head: float = HEAD, clock: Callable[[], float] = time.process_time):
+        self.clock = clock
+        self.started = clock() if started is None else started
+        self.wall_started = time.perf_counter()
+        self.cfg, self.prop, self.cap, self.head = cfg, prop, cap, head
+        self.walker: Walker | None = Walker(cfg, prop, seed, clock=clock)
+        self.walked = 0.0  # seconds the walks have had
+        self.trace: Trace | None = None
+        self.seconds: float | None = None  # from the start to the walks' counterexample (clock)
+        self.wall_seconds: float | None = None  # the same in wall time
+        self._walk(min(head, cap))  # the head start, before the solver has anything
+
+    def _walk(self, share: float) -> None:
+        if self.walker is None or share <= 0:
+            return
+        began = self.clock()
+        try:
+            found = self.walker.run(share)
+        except Disabled:  # init picks the configuration does not allow: no walks
+            found, self.walker = None, None
+        self.walked += self.clock() - began
+        if found is not None:
+            self.trace = to_trace(self.cfg, self.prop, found, self.walker.it)
+            self.seconds = self.clock() - self.started
+            self.wall_seconds = time.perf_counter() - self.wall_started
+            self.walker = None
+        elif self.walked >= self.cap:
+            self.walker = None
+
+    def __call__(self, depth: int):
+        import z3
+
+        if self.walker is not None:
+            searched = self.clock() - self.started - self.walked
+            self._walk(min(searched, self.cap) - self.walked)
+        return z3.BoolVal(True)

@@ -1,0 +1,101 @@
+"""The random-walk probe (model/probe.py): it finds a known counterexample fast, returns
+the same trace for the same seed, keeps its budget, and finds nothing where the property
+is proved. A trace it returns is a replayed counterexample, never shorter than the
+BMC's shortest (a probe is only an early answer; the BMC still gives the shortest)."""
+
+import dataclasses
+import time
+
+import pytest
+
+from model.bmc import Bmc, Goal
+from model.encoding import Encoding
+from model.interpreter import Interpreter
+from model.probe import probe
+from model.trace import happens
+from spec.config import Config
+
+# as the matrix's v1-over-delivery@0.32.0 (counter-nonnegative violated: crash in 3 steps)
+OVER = Config("probe-over-delivery", runner="v1", faults=frozenset({"over-delivery"}), requests=1, spec_tokens=1)
+# as the matrix's h1-preempt (a transition property, predicates-agree, violated)
+H1 = Config("probe-h1", runner="v2", events=frozenset({"preempt"}), profile="h1-preempt-keeps-placeholders",
+            requests=1, spec_tokens=1)
+# the clamp with one draft token: counter-nonnegative is proved (spec/matrix.py v1-clamp)
+CLAMP = Config("probe-clamp", runner="v1", events=frozenset({"preempt", "reset", "abort"}), clamp=True,
+               spec_tokens=1)
+
+
+def test_finds_a_known_counterexample_fast():
+    started = time.perf_counter()
+    trace = probe(OVER, "counter-nonnegative", seconds=10, seed=0)
+    took = time.perf_counter() - started
+    assert trace is not None, "the probe found no over-delivery crash in 10 s (a random walk takes ~0.1 s)"
+    assert took < 5
+    assert trace.kind == "violation" and trace.goal == "counter-nonnegative" and trace.config == OVER.name
+    assert trace.states and happens(Interpreter(OVER), trace, "counter-nonnegative")  # replayed, and violates it
+    assert trace.reaction.startswith("crash")  # 0.32.0 asserts the counter
+    shortest = Bmc(Encoding(OVER)).shortest(Goal.violation("counter-nonnegative"), 12)
+    assert shortest is not None and trace.depth >= shortest.depth
+
+
+def test_finds_a_transition_violation():
+    trace = probe(H1, "predicates-agree", seconds=10, seed=0)
+    assert trace is not None
+    assert trace.checks[-1]["predicates-agree"] is False
+
+
+def test_same_seed_same_trace():
+    one = probe(OVER, "counter-nonnegative", seconds=10, seed=7)
+    two = probe(OVER, "counter-nonnegative", seconds=10, seed=7)
+    assert one is not None and two is not None
+    assert one.init == two.init
+    assert [(s.event, s.args) for s in one.steps] == [(s.event, s.args) for s in two.steps]
+
+
+def test_walk_count_bounds_the_search_whatever_the_time():
+    # with max_walks the outcome does not depend on the machine's speed
+    none = probe(OVER, "counter-nonnegative", seconds=60, seed=0, max_walks=0)
+    assert none is None
+
+
+def test_none_on_a_proved_configuration_within_budget():
+    started = time.perf_counter()
+    assert probe(CLAMP, "counter-nonnegative", seconds=0.5, seed=0) is None
+    assert time.perf_counter() - started < 0.5 + 0.5  # at most one step past the deadline
+
+
+def test_symbolic_draft_count_does_not_break_it():
+    if "spec_tokens_max" not in {f.name for f in dataclasses.fields(Config)}:
+        pytest.skip("this tree has no symbolic draft count")
+    cfg = dataclasses.replace(OVER, name="probe-over-any-k", spec_tokens=None)
+    trace = probe(cfg, "counter-nonnegative", seconds=10, seed=0)
+    assert trace is not None and happens(Interpreter(cfg), trace, "counter-nonnegative")
+
+
+def test_a_paused_walker_finds_what_an_unpaused_one_does():
+    # the race gives the walks many small slices: slicing must not change what they find
+    from model.probe import Walker
+
+    whole = Walker(OVER, "counter-nonnegative", seed=5).run(30)
+    sliced, found = Walker(OVER, "counter-nonnegative", seed=5), None
+    for _ in range(100_000):
+        found = sliced.run(0.0005)
+        if found is not None:
+            break
+    assert whole is not None and found is not None
+    assert (whole.init, whole.steps) == (found.init, found.steps)
+
+
+def test_race_as_the_bmc_extra_hook():
+    # the hook adds nothing to the search: the shortest trace is the same with and without it
+    from model.probe import Race
+
+    goal = Goal.violation("counter-nonnegative")
+    race = Race(OVER, "counter-nonnegative", seed=0)
+    with_race = Bmc(Encoding(OVER)).shortest(goal, 12, extra=race)
+    alone = Bmc(Encoding(OVER)).shortest(goal, 12)
+    assert with_race is not None and alone is not None and with_race.depth == alone.depth
+    if race.trace is not None:  # the walks came first: a real counterexample, never shorter
+        assert race.trace.depth >= alone.depth and race.seconds > 0
+        assert happens(Interpreter(OVER), race.trace, "counter-nonnegative")
+    assert race.walked <= race.cap + 0.1
