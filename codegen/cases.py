@@ -73,7 +73,16 @@ def concrete_k(cfg: Config, trace: Trace) -> tuple[Config, Trace]:
     init = dict(trace.init)
     k = init.pop(("spec_tokens",), 0)
     trace.init = init
-    return cfg.with_(spec_tokens=k, spec_tokens_max=None, expect={}), trace
+    concrete = cfg.with_(spec_tokens=k, spec_tokens_max=None, expect={})
+    if k == 0:  # no drafts: the draft picks (all 0 in such a trace) are not arguments any more
+        it = Interpreter(concrete)
+        for step in trace.steps:
+            names = {arg.name for arg in it.event(step.event).args(concrete)}
+            dropped = {key: v for key, v in step.args.items() if key[0] not in names}
+            if any(v not in (0, False) for v in dropped.values()):
+                raise CaseError(f"a trace at K = 0 picks {dropped} in a {step.event} step")
+            step.args = {key: v for key, v in step.args.items() if key[0] in names}
+    return concrete, trace
 
 
 def concrete_rest(cfg: Config, trace: Trace, trace_path) -> tuple[Config, Trace]:

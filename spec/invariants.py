@@ -249,6 +249,31 @@ def v1_aligned(s: View, cfg: Config, ops: Ops):
     ])
 
 
+def v1_inputs_known(s: View, cfg: Config, ops: Ops):
+    """The V1 runner holds a real id for every position it will read from the host: a
+    running request in the batch that was sampled in the last step is caught up
+    (c >= T + P - 1: only the device's token is fed), one that was not has no
+    placeholder and has gained no token since it entered the batch (T + P <= the T it
+    entered with)."""
+    return ops.all(*[
+        ops.implies(
+            ops.all(s.status[r] == Status.RUNNING, s.v1_in_batch[r]),
+            ops.ite(s.v1_prev_sampled[r],
+                    s.num_computed_tokens[r] >= s.num_tokens[r] + s.num_output_placeholders[r] - 1,
+                    s.num_tokens[r] + s.num_output_placeholders[r] <= s.v1_entered_at[r]),
+        )
+        for r in _reqs(cfg)
+    ] + [
+        # the batch the runner holds is the newest step's: in it iff scheduled there,
+        # sampled iff that step returns tokens for it
+        ops.implies(
+            ops.all(s.status[r] == Status.RUNNING, s.queue_len - 1 == i),
+            ops.all(s.v1_in_batch[r] == (s.q_scheduled[i, r] != 0), s.v1_prev_sampled[r] == (s.q_sampled[i, r] > 0)),
+        )
+        for r in _reqs(cfg) for i in _queue(cfg)
+    ])
+
+
 def v2_slots(s: View, cfg: Config, ops: Ops):
     """Present requests own distinct slots; the free stack holds exactly the others."""
     conds = []
@@ -360,6 +385,10 @@ LEMMAS: tuple[Lemma, ...] = (
     # over-committed tokens lengthen T beyond what the runner counted for the step
     Lemma("v1-aligned", v1_aligned.__doc__,
           _all_of(lambda cfg: cfg.runner == "v1", _sessions_consistent, _no("over-delivery")), v1_aligned),
+    # a KV-load failure rolls c back under a request that stays in the batch (the finding)
+    Lemma("v1-inputs-known", v1_inputs_known.__doc__,
+          _all_of(lambda cfg: cfg.runner == "v1", _sessions_consistent, _no("over-delivery", "kvfail")),
+          v1_inputs_known),
     Lemma("v2-tracks-scheduler", v2_tracks_scheduler.__doc__,
           _all_of(lambda cfg: cfg.is_v2, _no("kvfail", "stale-slot-read", "over-delivery")), v2_tracks_scheduler),
 )

@@ -38,6 +38,9 @@ SAFETY = ("counter-nonnegative", "computed-nonnegative", "predicates-agree", "no
 SAFETY_033 = SAFETY + ("session-keep-covers-computed",)
 # a proof for every size: one focal request against an abstract rest, any K
 ANY_SIZE = {"requests": 1, "rest": True, "spec_tokens": None}
+# what the real runners showed (issue 12): each runner's inputs, stated per runner
+V1_INPUTS = ("no-placeholder-input",)
+V2_POSITIONS = ("positions-agree",)
 
 
 def _expect(proved=(), violated=(), bounded=(), frontier=None) -> dict:
@@ -73,30 +76,30 @@ def _same(expect: dict) -> dict:
 MATRIX: tuple[Config, ...] = (
     # ---- without faults: the contract holds, for every event family -----------------------
     *_releases("v1", "V1 runner; preemption (both modes), reset, streaming sessions, aborts",
-               {"0.32.0": _expect(proved=SAFETY), "0.33.0": _expect(proved=SAFETY_033)},
+               {"0.32.0": _expect(proved=SAFETY + V1_INPUTS), "0.33.0": _expect(proved=SAFETY_033 + V1_INPUTS)},
                runner="v1", events=ALL, **ANY_SIZE),
     *_releases("v2", "V2 runner (snapshot prefill_len); every event family but KV-load failure",
-               {"0.32.0": _expect(proved=SAFETY), "0.33.0": _expect(proved=SAFETY_033)},
+               {"0.32.0": _expect(proved=SAFETY + V2_POSITIONS), "0.33.0": _expect(proved=SAFETY_033 + V2_POSITIONS)},
                runner="v2", events=ALL, **ANY_SIZE),
     *_releases("v2-live", "V2 with the live-length fix; every event family but KV-load failure",
-               {"0.32.0": _expect(proved=SAFETY), "0.33.0": _expect(proved=SAFETY_033)},
+               {"0.32.0": _expect(proved=SAFETY + V2_POSITIONS), "0.33.0": _expect(proved=SAFETY_033 + V2_POSITIONS)},
                runner="v2-live", events=ALL, **ANY_SIZE),
     *[c for pp in (2, 3, 4) for c in _releases(
         f"v2-pp{pp}", f"V2 with {pp} pipeline stages: {pp + 1} steps in flight, the decode cadence; every event "
         "family but KV-load failure",
-        {"0.32.0": _expect(proved=SAFETY), "0.33.0": _expect(proved=SAFETY_033)},
+        {"0.32.0": _expect(proved=SAFETY + V2_POSITIONS), "0.33.0": _expect(proved=SAFETY_033 + V2_POSITIONS)},
         runner="v2", events=ALL, pp=pp, **ANY_SIZE)],
     *_releases("v1-kvfail", "V1 with KV-load failures (recompute) and every other event but streaming: "
                "runner and scheduler still agree",
                {"0.32.0": _expect(proved=("counter-nonnegative", "predicates-agree",
                                           "no-token-while-prefilling", "stale-count-nonnegative",
                                           "scheduled-tokens-positive"),
-                                  frontier={"computed-nonnegative": 2}),
+                                  violated=V1_INPUTS, frontier={"computed-nonnegative": 2}),
                 "0.33.0": ("V1 with KV-load failures: runner and scheduler agree, but a stop that trims a "
                            "draft rolls a recomputed request's computed count below 0 as it finishes",
                            _expect(proved=("counter-nonnegative", "predicates-agree", "no-token-while-prefilling",
                                            "stale-count-nonnegative", "scheduled-tokens-positive"),
-                                   violated=("computed-nonnegative",)))},
+                                   violated=("computed-nonnegative",) + V1_INPUTS))},
                runner="v1", events=ALL - {"stream"} | {"kvfail"}, **ANY_SIZE),
     *_releases("kvfail-2drafts", "KV-load failure with two draft tokens: after the recompute both "
                "drafts are rejected from a computed count of 1 ([cite:spec-reject-decrement] checks c > 0, "
@@ -109,16 +112,17 @@ MATRIX: tuple[Config, ...] = (
     # ---- KV-load failure on the V2 runner: the #57562 candidate ------------------------------
     *_releases("v2-kvfail", "V2: a recompute after a KV-load failure re-prefills below prefill_len",
                {"0.32.0": _expect(violated=("counter-nonnegative", "predicates-agree", "no-token-while-prefilling",
-                                            "placeholder-accounting")),
+                                            "placeholder-accounting") + V2_POSITIONS),
                 "0.33.0": ("V2: the recompute's stray token is appended silently during the prefill "
                            "(the decrement is skipped while P = 0): no crash, wrong output",
                            _expect(violated=("predicates-agree", "no-token-while-prefilling",
-                                             "placeholder-accounting"),
+                                             "placeholder-accounting") + V2_POSITIONS,
                                    bounded=("counter-nonnegative",)))},
                runner="v2", events=frozenset({"kvfail"}), requests=1),
     *_releases("v2-live-kvfail", "the live-length fix does not cover it: the GPU computed count is stale too",
-               {"0.32.0": _expect(violated=("counter-nonnegative", "predicates-agree", "no-token-while-prefilling")),
-                "0.33.0": _expect(violated=("predicates-agree", "no-token-while-prefilling"),
+               {"0.32.0": _expect(violated=("counter-nonnegative", "predicates-agree", "no-token-while-prefilling")
+                                  + V2_POSITIONS),
+                "0.33.0": _expect(violated=("predicates-agree", "no-token-while-prefilling") + V2_POSITIONS,
                                   bounded=("counter-nonnegative",))},
                runner="v2-live", events=frozenset({"kvfail"}), requests=1),
     *_releases("kvfail-stream", "KV-load failure on a streaming session: the stop lands below the prompt",
@@ -129,7 +133,8 @@ MATRIX: tuple[Config, ...] = (
                runner="v1", events=frozenset({"kvfail", "stream"}), requests=1, search_depth=8),
     # ---- runner faults -------------------------------------------------------------------------
     *_releases("v2-stale-slot", "V2 reading its slot as the previous occupant left it (CC / UVA)",
-               _same(_expect(violated=("counter-nonnegative", "predicates-agree", "no-token-while-prefilling"))),
+               _same(_expect(violated=("counter-nonnegative", "predicates-agree", "no-token-while-prefilling")
+                             + V2_POSITIONS)),
                runner="v2", events=frozenset({"abort"}), faults=frozenset({"stale-slot-read"})),
     *_releases("v2-live-stale-slot", "the live-length fix under stale slot reads",
                _same(_expect(violated=("counter-nonnegative", "predicates-agree", "no-token-while-prefilling"))),
@@ -190,7 +195,12 @@ MATRIX: tuple[Config, ...] = (
     *_releases("v2-rollback-kvfail", "the V2 recompute fix: the runner follows the scheduler's prefill-chunk "
                "decision and rolls the slot's computed count back after a KV-load failure; every event but "
                "streaming sessions, any size",
-               _same(_expect(proved=("predicates-agree", "counter-nonnegative", "no-token-while-prefilling"))),
+               # positions: the fix runs the recompute at the scheduler's positions, but with a draft
+               # in flight the scheduler's own count is off (it still rolls the draft's rejection
+               # back from the recomputed count, the kvfail-2drafts mechanism): 4 steps, K = 1.
+               # Without drafts no counterexample within 12 steps and no proof (not in the matrix)
+               _same(_expect(proved=("predicates-agree", "counter-nonnegative", "no-token-while-prefilling"),
+                             violated=V2_POSITIONS)),
                runner="v2-rollback", events=KVFAIL - {"stream"}, **ANY_SIZE),
     *_releases("v2-rollback-live", "negative control of the V2 recompute fix: rolling the slot back is not "
                "enough while the runner decides on its own (a recompute that covers a pending draft's position is "

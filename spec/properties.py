@@ -111,6 +111,21 @@ _ALL = (
         "expect-empty-while-prefilling",
     ),
     Property(
+        "positions-agree", "transition",
+        "the V2 runner computes a scheduled request's tokens from the scheduler's position: "
+        "the slot's GPU num_computed_tokens equals the scheduler's num_computed_tokens less "
+        "the drafts of in-flight steps still to be rejected",
+        "v2-computed-advance v2-add-writes-slot spec-reject-decrement kv-failure-truncates-computed",
+        applies=lambda cfg: cfg.is_v2,
+    ),
+    Property(
+        "no-placeholder-input", "transition",
+        "the V1 runner never feeds a placeholder token id (-1) at a position whose token the "
+        "scheduler scheduled as known (every position but the drafts)",
+        "v1-async-placeholder-outputs v1-cached-outputs-extend v1-prev-sampled-input",
+        applies=lambda cfg: cfg.runner == "v1",
+    ),
+    Property(
         "placeholder-accounting", "state",
         "an unfinished request's placeholders equal the reservations of its in-flight steps "
         "scheduled since its last preemption or resumable stop",

@@ -69,8 +69,21 @@ def v1_decide(s: View, nxt: Next, cfg: Config, ops: Ops, shipped: list[Shipped])
             ),
         )
         discard = sh.c0 + sh.n < num_tokens_now  # [cite:v1-optimistic-seq-lens], [cite:v1-discard-mask]
+        # input ids: the runner holds the real ids of r below the T it had when r entered
+        # the batch, and -1 placeholders above ([cite:v1-async-placeholder-outputs v1-cached-outputs-extend]);
+        # a request that stays and was sampled in the last step gets that step's token at its
+        # last non-draft position from the device ([cite:v1-prev-sampled-input]). Draft
+        # positions are the drafter's (or -1 by design when it has none) and not counted.
+        admitted = ops.any(sh.as_new, sh.as_resumed)
+        entering = ops.all(sh.on, ops.any(admitted, ops.not_(in_batch)))
+        entered_at = ops.ite(entering, sh.num_tokens, s.v1_entered_at[r])
+        stays = ops.all(s.v1_prev_sampled[r], ops.not_(admitted))
+        from_host = sh.n - sh.ks - ops.ite(stays, 1, 0)  # non-draft positions read from the host ids
+        placeholder_input = ops.all(sh.on, from_host > 0, sh.c0 + from_host > entered_at)
         rows.append({"scheduled": sh.on, "computed": sh.c0, "query_len": sh.n,
-                     "num_tokens": num_tokens_now, "discard": discard})
+                     "num_tokens": num_tokens_now, "discard": discard, "placeholder_input": placeholder_input})
+        nxt.v1_entered_at[r] = entered_at
+        nxt.v1_prev_sampled[r] = ops.all(sh.on, ops.not_(discard))
         discards.append(discard)
         # one -1 placeholder per sampled request under async ([cite:v1-async-placeholder-outputs v1-cached-outputs-extend])
         nxt.v1_num_tokens[r] = ops.ite(sh.on, num_tokens_now + ops.ite(discard, 0, 1), nr)

@@ -121,6 +121,8 @@ def init(a: View, nxt: Next, cfg: Config, ops: Ops) -> Effect:
             nxt.v1_num_tokens[r] = 0
             nxt.v1_in_batch[r] = False
             nxt.v1_prev_draft_len[r] = 0
+            nxt.v1_prev_sampled[r] = False
+            nxt.v1_entered_at[r] = 0
         if cfg.is_v2:
             nxt.v2_present[r] = False
             nxt.v2_slot[r] = 0
@@ -349,6 +351,13 @@ def schedule(s: View, a: View, nxt: Next, cfg: Config, ops: Ops) -> Effect:
         discards, observed["v1_rows"] = v1_decide(s, nxt, cfg, ops, shipped)
     else:
         discards, observed["v2_rows"] = v2_decide(s, a, nxt, cfg, ops, shipped, status)
+    if cfg.is_v2:
+        for r in reqs:
+            checks.append(("positions-agree", ops.implies(take[r], observed["v2_rows"][r]["num_computed"]
+                                                          == s.num_computed_tokens[r] - pending_rejections(s, cfg, ops, r))))
+    else:
+        for r in reqs:
+            checks.append(("no-placeholder-input", ops.not_(observed["v1_rows"][r]["placeholder_input"])))
     observed["discard"] = discards
     observed["reserved"] = reserved
     observed["rest"] = [
@@ -386,6 +395,19 @@ def schedule(s: View, a: View, nxt: Next, cfg: Config, ops: Ops) -> Effect:
     nxt.queue_len = s.queue_len + 1  # appendleft ([cite:batch-queue-append])
     return Effect(guard=ops.all(*guard), checks=_merge(ops, checks), asserts=_merge(ops, asserts),
                   observed=observed)
+
+
+def pending_rejections(s: View, cfg: Config, ops: Ops, r: int):
+    """Draft tokens of r's in-flight steps (of its current epoch) that the scheduler has
+    still to roll back when their output comes: scheduled drafts minus those the runner
+    accepted, i.e. q_spec - (q_sampled - 1) for each step the runner sampled
+    ([cite:spec-reject-decrement]). The runner already counts them out; the scheduler's
+    num_computed_tokens still includes them until then."""
+    return ops.sum(
+        ops.ite(ops.all(i < s.queue_len, s.q_scheduled[i, r] != 0, s.q_epoch[i, r] == s.epoch[r], s.q_sampled[i, r] > 0),
+                s.q_spec[i, r] - (s.q_sampled[i, r] - 1), 0)
+        for i in range(cfg.queue_depth)
+    )
 
 
 def _merge(ops: Ops, checks: list) -> dict:

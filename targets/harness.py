@@ -385,6 +385,9 @@ def replay(cfg: Config, init: Mapping, steps: Sequence[tuple[str, Mapping]],
             error = outcome.observed["error"]
             if ignore is None or not ignore(("error",), None, error, state):
                 diff[("error",)] = (None, error)
+        mismatches = outcome.observed.get("mismatches")
+        if mismatches:  # what the target computed against the model's claims about it (kernel, runner)
+            diff[("mismatches",)] = (None, mismatches)
         diff.update(compare(cfg, state, target, ignore))
         if engine and hasattr(target, "engine_view"):
             mine, theirs = model_engine_view(cfg, state), target.engine_view()

@@ -445,8 +445,34 @@ class RealRunnerTarget(VllmTarget):
                               for r in range(cfg.requests)},
             "runner": measured,
         }
+        mismatches = self._runner_claims(result, measured)
+        if mismatches:
+            observed["mismatches"] = mismatches
         self.log.append(observed)
         return observed
+
+    def _runner_claims(self, result, measured) -> list[str]:
+        """What the model says the runner computes, against what it computed: V2's first
+        position is the slot's count (positions-agree is stated over it), and V1 feeds a
+        placeholder at a non-draft position exactly when the model says so
+        (no-placeholder-input). A difference is the model being wrong about vLLM."""
+        rows = result.observed.get("v2_rows") or result.observed.get("v1_rows") or []
+        out = []
+        for req_id, seen in measured.items():
+            r = _index(req_id)
+            row = rows[r]
+            if self.cfg.is_v2:
+                if seen["start"] != row["num_computed"]:
+                    out.append(f"r{r}: the runner started at position {seen['start']}, the model's slot count "
+                               f"is {row['num_computed']}")
+            else:
+                first_draft = seen["sched_start"] + seen["sched_length"] - seen["spec"]
+                fed = any(q < first_draft for q in seen["placeholder_at"])
+                if fed != bool(row["placeholder_input"]):
+                    out.append(f"r{r}: the runner {'fed' if fed else 'did not feed'} a placeholder id at a "
+                               f"non-draft position ({seen['placeholder_at']}); the model says it "
+                               f"{'does' if row['placeholder_input'] else 'does not'}")
+        return out
 
     def _deliver(self, args, result) -> dict:
         V = env.load()

@@ -197,6 +197,15 @@ def _same(fed, predicted) -> bool:
     return len(fed) == len(predicted) and all(p is None or f == p for f, p in zip(fed, predicted))
 
 
+def _model_positions_agree(o: Obs) -> bool:
+    from spec.ops import INT_OPS
+    from spec.scheduler import pending_rejections
+    from spec.state import View
+
+    pend = pending_rejections(View(o.cfg, o.before), o.cfg, INT_OPS, o.r)
+    return o.row["num_computed"] == o.before[("num_computed_tokens", o.r)] - pend
+
+
 V1 = lambda o: o.cfg.runner == "v1"  # noqa: E731
 V2 = lambda o: o.cfg.is_v2  # noqa: E731
 SAMPLED = 11  # the stub forward pass's token (real_runner.SAMPLED_ID)
@@ -231,6 +240,14 @@ CONDITIONS: tuple[Condition, ...] = (
               "failure rolled r back since it entered the batch", V1,
               lambda o: not o.seen["wrong_at"] or o.kv_since_add),
     Condition("v2-no-placeholder", "V2 never feeds -1", V2, lambda o: not o.seen["placeholder_at"]),
+    # the spec's two runner properties, as the model predicts them step by step, against
+    # what the real runner did: a difference means the model is wrong about the runner
+    Condition("spec-positions-agree", "V2: the model's positions-agree (slot count = c - pending rejections, "
+              "spec/scheduler.py) holds exactly when the real runner started at c0 - pend", V2,
+              lambda o: _model_positions_agree(o) == (o.start == o.c0 - o.pend)),
+    Condition("spec-no-placeholder-input", "V1: the model's no-placeholder-input (spec/runners.py v1_decide) is "
+              "violated exactly when the real runner fed -1 at a non-draft position", V1,
+              lambda o: bool(o.row["placeholder_input"]) == bool(_nondraft_placeholders(o))),
     Condition("v2-inputs-right-unless-misplaced", "V2: an input id other than the scheduler's token only when "
               "g != c0 - pend or the slot was read stale", V2,
               lambda o: not o.seen["wrong_at"] or o.row["num_computed"] != o.c0 - o.pend or o.stale_since_add),

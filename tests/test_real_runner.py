@@ -115,6 +115,33 @@ def test_v1_kvfail_feeds_placeholders_and_overwrites_a_prompt_position(target):
     assert (later["start"], later["fed_ids"], later["placeholder_at"]) == (2, [5, 5, 5, -1], [5])
 
 
+class _Predicted:
+    """A model step result carrying only the runner rows the target checks its claims on."""
+
+    def __init__(self, **rows):
+        self.observed = rows
+
+
+def test_the_model_runner_claims_are_checked_and_can_fail(target):
+    """The target compares what the model says the runner computes with what it computed
+    (targets/real_runner.py _runner_claims): on the generated no-placeholder-input trace
+    the two agree, and a model that claimed otherwise, either way, is reported."""
+    cfg = C("v1-kvfail", runner="v1", requests=1, spec_tokens=0, events=F({"kvfail"}))
+    steps = [(S, {"budget": 16}), (S, {"budget": 1}), (D, {"stop": [0], "kv_fail_req": 0, "kv_fail_block": 0}),
+             (S, {"budget": 18})]
+    replay(cfg, {"prompt_len": [16]}, steps, target)  # agrees at every step, or it raises
+    fed = runner_log(target, 3)["runner"]
+    assert fed["r0"]["placeholder_at"]  # the recompute reads -1 where the model says it does
+    assert target._runner_claims(_Predicted(v1_rows=[{"placeholder_input": True}]), fed) == []
+    assert target._runner_claims(_Predicted(v1_rows=[{"placeholder_input": False}]), fed)
+    v2 = C("v2-kvfail", runner="v2", requests=1, spec_tokens=1, events=F({"kvfail"}))
+    replay(v2, {"prompt_len": [16]}, KVFAIL_V2, target)
+    start = runner_log(target, 3)["runner"]["r0"]["start"]
+    seen = runner_log(target, 3)["runner"]
+    assert target._runner_claims(_Predicted(v2_rows=[{"num_computed": start}]), seen) == []
+    assert target._runner_claims(_Predicted(v2_rows=[{"num_computed": start - 2}]), seen)
+
+
 def test_v1_with_drafts_continues_from_its_own_count_after_a_kv_failure(target):
     """With async spec decoding, V1 corrects its GPU count from the previous step's and
     ignores the scheduler's rollback: the recompute runs at 17, not 0."""
@@ -257,7 +284,9 @@ def test_the_runner_has_its_own_config(target):
 
 def test_measured_conditions_hold_on_random_traces(target):
     """The conditions targets/real_runner_measure.py states (positions, input ids), on a
-    few traces per preset; `positions-agree` is the one that fails (the finding)."""
+    few traces per preset; `positions-agree` is the one that fails (the finding). The
+    spec's own runner properties are among them (spec-positions-agree,
+    spec-no-placeholder-input): the model predicts them step by step as measured."""
     results = {}
     for name in ("v1-kvfail", "v2-kvfail", "v1-spec", "v2-spec", "v2-stale-slot"):
         cfg = fuzz.PRESETS[name].with_(profile=PROFILE)
@@ -273,3 +302,4 @@ def test_measured_conditions_hold_on_random_traces(target):
                         results.setdefault(c.name, []).append(c.holds(o))
     failing = {name for name, held in results.items() if not all(held)}
     assert failing <= {"positions-agree"}, failing
+    assert results["spec-positions-agree"] and results["spec-no-placeholder-input"]

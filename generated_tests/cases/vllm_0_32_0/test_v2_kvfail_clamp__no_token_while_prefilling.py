@@ -25,7 +25,7 @@ step  event               picks                               what changes
                                                               r0: runner rule g + n = 2 + 14 = 16 < prefill_len = 16? no -> samples
                                                               r0: c 0->14, F 1->15, g 2->16, tl 16->17
                                                               in flight 1->2
-                                                              VIOLATES predicates-agree
+                                                              VIOLATES positions-agree, predicates-agree
    5  deliver                                                 delivers the output of step 2
                                                               r0: F 15->14
                                                               in flight 2->1
@@ -34,6 +34,7 @@ step  event               picks                               what changes
                                                               r0: c 14->16, P 0->1, F 14->16, X T->F, drafts 0->1
                                                               r0: g 16->18, tl 17->18
                                                               in flight 1->2
+                                                              VIOLATES positions-agree
    7  deliver                                                 delivers the output of step 4
                                                               r0: T 16->17, P 1->0, F 16->2
                                                               in flight 2->1
@@ -43,23 +44,23 @@ step  event               picks                               what changes
 What the model predicts on each arm (vLLM's reaction: CRASH = an assert kills the
 engine; SILENT = the violation passes unnoticed):
   vllm-0.32.0         SILENT: no assert fires
-                      violated: no-token-while-prefilling at step 7; predicates-agree at 4; placeholder-accounting at 7
+                      violated: no-token-while-prefilling at step 7; predicates-agree at 4; positions-agree at 4; placeholder-accounting at 7
                       runs 7 step(s)
   vllm-0.32.0+clamp   SILENT: no assert fires
-                      violated: no-token-while-prefilling at step 7; predicates-agree at 4; placeholder-accounting at 7
+                      violated: no-token-while-prefilling at step 7; predicates-agree at 4; positions-agree at 4; placeholder-accounting at 7
                       runs 7 step(s)
   vllm-0.32.0+guard   SILENT: no assert fires
-                      violated: predicates-agree at 4
+                      violated: predicates-agree at 4; positions-agree at 4
                       no-token-while-prefilling holds on this arm
                       runs 7 step(s); the guard drops 1 token(s)
   vllm-0.33.0         SILENT: no assert fires
-                      violated: no-token-while-prefilling at step 7; predicates-agree at 4; placeholder-accounting at 7
+                      violated: no-token-while-prefilling at step 7; predicates-agree at 4; positions-agree at 4; placeholder-accounting at 7
                       runs 7 step(s)
   vllm-0.33.0+clamp   SILENT: no assert fires
-                      violated: no-token-while-prefilling at step 7; predicates-agree at 4; placeholder-accounting at 7
+                      violated: no-token-while-prefilling at step 7; predicates-agree at 4; positions-agree at 4; placeholder-accounting at 7
                       runs 7 step(s)
   vllm-0.33.0+guard   SILENT: no assert fires
-                      violated: predicates-agree at 4
+                      violated: predicates-agree at 4; positions-agree at 4
                       no-token-while-prefilling holds on this arm
                       runs 7 step(s); the guard drops 1 token(s)
 
@@ -86,12 +87,12 @@ CASE = Case(
     kind='violation',
     property='no-token-while-prefilling',
     arms={
-        'vllm-0.32.0': ({'profile': 'vllm-0.32.0', 'clamp': False, 'guard': 'none'}, Expect(runs=7, fired=None, violations=(7,), others=(('predicates-agree', 4), ('placeholder-accounting', 7)), dropped=0, completed=False)),
-        'vllm-0.32.0+clamp': ({'profile': 'vllm-0.32.0', 'clamp': True, 'guard': 'none'}, Expect(runs=7, fired=None, violations=(7,), others=(('predicates-agree', 4), ('placeholder-accounting', 7)), dropped=0, completed=False)),
-        'vllm-0.32.0+guard': ({'profile': 'vllm-0.32.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=7, fired=None, violations=(), others=(('predicates-agree', 4),), dropped=1, completed=False)),
-        'vllm-0.33.0': ({'profile': 'vllm-0.33.0', 'clamp': False, 'guard': 'none'}, Expect(runs=7, fired=None, violations=(7,), others=(('predicates-agree', 4), ('placeholder-accounting', 7)), dropped=0, completed=False)),
-        'vllm-0.33.0+clamp': ({'profile': 'vllm-0.33.0', 'clamp': True, 'guard': 'none'}, Expect(runs=7, fired=None, violations=(7,), others=(('predicates-agree', 4), ('placeholder-accounting', 7)), dropped=0, completed=False)),
-        'vllm-0.33.0+guard': ({'profile': 'vllm-0.33.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=7, fired=None, violations=(), others=(('predicates-agree', 4),), dropped=1, completed=False)),
+        'vllm-0.32.0': ({'profile': 'vllm-0.32.0', 'clamp': False, 'guard': 'none'}, Expect(runs=7, fired=None, violations=(7,), others=(('predicates-agree', 4), ('positions-agree', 4), ('placeholder-accounting', 7)), dropped=0, completed=False)),
+        'vllm-0.32.0+clamp': ({'profile': 'vllm-0.32.0', 'clamp': True, 'guard': 'none'}, Expect(runs=7, fired=None, violations=(7,), others=(('predicates-agree', 4), ('positions-agree', 4), ('placeholder-accounting', 7)), dropped=0, completed=False)),
+        'vllm-0.32.0+guard': ({'profile': 'vllm-0.32.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=7, fired=None, violations=(), others=(('predicates-agree', 4), ('positions-agree', 4)), dropped=1, completed=False)),
+        'vllm-0.33.0': ({'profile': 'vllm-0.33.0', 'clamp': False, 'guard': 'none'}, Expect(runs=7, fired=None, violations=(7,), others=(('predicates-agree', 4), ('positions-agree', 4), ('placeholder-accounting', 7)), dropped=0, completed=False)),
+        'vllm-0.33.0+clamp': ({'profile': 'vllm-0.33.0', 'clamp': True, 'guard': 'none'}, Expect(runs=7, fired=None, violations=(7,), others=(('predicates-agree', 4), ('positions-agree', 4), ('placeholder-accounting', 7)), dropped=0, completed=False)),
+        'vllm-0.33.0+guard': ({'profile': 'vllm-0.33.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=7, fired=None, violations=(), others=(('predicates-agree', 4), ('positions-agree', 4)), dropped=1, completed=False)),
     },
     path='generated_tests/cases/vllm_0_32_0/test_v2_kvfail_clamp__no_token_while_prefilling.py',
 )

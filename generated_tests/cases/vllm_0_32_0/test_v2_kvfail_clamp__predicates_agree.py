@@ -26,28 +26,28 @@ step  event               picks                               what changes
                                                               r0: c 0->1, F 2->3, X F->T, drafts 1->0, g 18->19
                                                               r0: tl 19->20
                                                               in flight 1->2
-                                                              VIOLATES predicates-agree
+                                                              VIOLATES positions-agree, predicates-agree
 (L prompt, T tokens, c computed, P placeholders, F in flight, S stale, D drop-stale, X is_prefill_chunk, Nr V1 num_tokens, g/pl/tl V2 slot computed/prefill_len/total_len)
 
 What the model predicts on each arm (vLLM's reaction: CRASH = an assert kills the
 engine; SILENT = the violation passes unnoticed):
   vllm-0.32.0         SILENT: no assert fires
-                      violated: predicates-agree at step 4; placeholder-accounting at 3
+                      violated: predicates-agree at step 4; placeholder-accounting at 3; positions-agree at 4
                       runs 4 step(s)
   vllm-0.32.0+clamp   SILENT: no assert fires
-                      violated: predicates-agree at step 4; placeholder-accounting at 3
+                      violated: predicates-agree at step 4; placeholder-accounting at 3; positions-agree at 4
                       runs 4 step(s)
   vllm-0.32.0+guard   SILENT: no assert fires
-                      violated: predicates-agree at step 4; placeholder-accounting at 3
+                      violated: predicates-agree at step 4; placeholder-accounting at 3; positions-agree at 4
                       runs 4 step(s)
   vllm-0.33.0         SILENT: no assert fires
-                      violated: predicates-agree at step 4; placeholder-accounting at 3
+                      violated: predicates-agree at step 4; placeholder-accounting at 3; positions-agree at 4
                       runs 4 step(s)
   vllm-0.33.0+clamp   SILENT: no assert fires
-                      violated: predicates-agree at step 4; placeholder-accounting at 3
+                      violated: predicates-agree at step 4; placeholder-accounting at 3; positions-agree at 4
                       runs 4 step(s)
   vllm-0.33.0+guard   SILENT: no assert fires
-                      violated: predicates-agree at step 4; placeholder-accounting at 3
+                      violated: predicates-agree at step 4; placeholder-accounting at 3; positions-agree at 4
                       runs 4 step(s)
 
 Replay:      .venv/bin/python -m pytest generated_tests/cases/vllm_0_32_0/test_v2_kvfail_clamp__predicates_agree.py --target=reference,vllm,vllm-clamp,vllm-guard,kernel
@@ -70,12 +70,12 @@ CASE = Case(
     kind='violation',
     property='predicates-agree',
     arms={
-        'vllm-0.32.0': ({'profile': 'vllm-0.32.0', 'clamp': False, 'guard': 'none'}, Expect(runs=4, fired=None, violations=(4,), others=(('placeholder-accounting', 3),), dropped=0, completed=False)),
-        'vllm-0.32.0+clamp': ({'profile': 'vllm-0.32.0', 'clamp': True, 'guard': 'none'}, Expect(runs=4, fired=None, violations=(4,), others=(('placeholder-accounting', 3),), dropped=0, completed=False)),
-        'vllm-0.32.0+guard': ({'profile': 'vllm-0.32.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=4, fired=None, violations=(4,), others=(('placeholder-accounting', 3),), dropped=0, completed=False)),
-        'vllm-0.33.0': ({'profile': 'vllm-0.33.0', 'clamp': False, 'guard': 'none'}, Expect(runs=4, fired=None, violations=(4,), others=(('placeholder-accounting', 3),), dropped=0, completed=False)),
-        'vllm-0.33.0+clamp': ({'profile': 'vllm-0.33.0', 'clamp': True, 'guard': 'none'}, Expect(runs=4, fired=None, violations=(4,), others=(('placeholder-accounting', 3),), dropped=0, completed=False)),
-        'vllm-0.33.0+guard': ({'profile': 'vllm-0.33.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=4, fired=None, violations=(4,), others=(('placeholder-accounting', 3),), dropped=0, completed=False)),
+        'vllm-0.32.0': ({'profile': 'vllm-0.32.0', 'clamp': False, 'guard': 'none'}, Expect(runs=4, fired=None, violations=(4,), others=(('placeholder-accounting', 3), ('positions-agree', 4)), dropped=0, completed=False)),
+        'vllm-0.32.0+clamp': ({'profile': 'vllm-0.32.0', 'clamp': True, 'guard': 'none'}, Expect(runs=4, fired=None, violations=(4,), others=(('placeholder-accounting', 3), ('positions-agree', 4)), dropped=0, completed=False)),
+        'vllm-0.32.0+guard': ({'profile': 'vllm-0.32.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=4, fired=None, violations=(4,), others=(('placeholder-accounting', 3), ('positions-agree', 4)), dropped=0, completed=False)),
+        'vllm-0.33.0': ({'profile': 'vllm-0.33.0', 'clamp': False, 'guard': 'none'}, Expect(runs=4, fired=None, violations=(4,), others=(('placeholder-accounting', 3), ('positions-agree', 4)), dropped=0, completed=False)),
+        'vllm-0.33.0+clamp': ({'profile': 'vllm-0.33.0', 'clamp': True, 'guard': 'none'}, Expect(runs=4, fired=None, violations=(4,), others=(('placeholder-accounting', 3), ('positions-agree', 4)), dropped=0, completed=False)),
+        'vllm-0.33.0+guard': ({'profile': 'vllm-0.33.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=4, fired=None, violations=(4,), others=(('placeholder-accounting', 3), ('positions-agree', 4)), dropped=0, completed=False)),
     },
     path='generated_tests/cases/vllm_0_32_0/test_v2_kvfail_clamp__predicates_agree.py',
 )

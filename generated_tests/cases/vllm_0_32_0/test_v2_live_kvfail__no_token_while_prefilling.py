@@ -26,7 +26,7 @@ step  event               picks                               what changes
                                                               r0: c 0->1, F 2->3, X F->T, drafts 1->0, g 18->19
                                                               r0: tl 19->20
                                                               in flight 1->2
-                                                              VIOLATES predicates-agree
+                                                              VIOLATES positions-agree, predicates-agree
    5  deliver                                                 delivers the output of step 2
                                                               r0: T 16->18, P 3->1, F 3->1
                                                               in flight 2->1
@@ -34,7 +34,7 @@ step  event               picks                               what changes
                                                               r0: runner rule g + n = 19 + 1 = 20 < total_len = 20? no -> samples
                                                               r0: c 1->2, F 1->2, g 19->20, tl 20->21
                                                               in flight 1->2
-                                                              VIOLATES predicates-agree
+                                                              VIOLATES positions-agree, predicates-agree
    7  deliver                                                 delivers the output of step 4
                                                               r0: T 18->19, P 1->0, F 2->1
                                                               in flight 2->1
@@ -44,23 +44,23 @@ step  event               picks                               what changes
 What the model predicts on each arm (vLLM's reaction: CRASH = an assert kills the
 engine; SILENT = the violation passes unnoticed):
   vllm-0.32.0         SILENT: no assert fires
-                      violated: no-token-while-prefilling at step 7; placeholder-accounting at 3; predicates-agree at 4
+                      violated: no-token-while-prefilling at step 7; placeholder-accounting at 3; predicates-agree at 4; positions-agree at 4
                       runs 7 step(s)
   vllm-0.32.0+clamp   SILENT: no assert fires
-                      violated: no-token-while-prefilling at step 7; placeholder-accounting at 3; predicates-agree at 4
+                      violated: no-token-while-prefilling at step 7; placeholder-accounting at 3; predicates-agree at 4; positions-agree at 4
                       runs 7 step(s)
   vllm-0.32.0+guard   SILENT: no assert fires
-                      violated: placeholder-accounting at 3; predicates-agree at 4
+                      violated: placeholder-accounting at 3; predicates-agree at 4; positions-agree at 4
                       no-token-while-prefilling holds on this arm
                       runs 7 step(s); the guard drops 1 token(s)
   vllm-0.33.0         SILENT: no assert fires
-                      violated: no-token-while-prefilling at step 7; placeholder-accounting at 3; predicates-agree at 4
+                      violated: no-token-while-prefilling at step 7; placeholder-accounting at 3; predicates-agree at 4; positions-agree at 4
                       runs 7 step(s)
   vllm-0.33.0+clamp   SILENT: no assert fires
-                      violated: no-token-while-prefilling at step 7; placeholder-accounting at 3; predicates-agree at 4
+                      violated: no-token-while-prefilling at step 7; placeholder-accounting at 3; predicates-agree at 4; positions-agree at 4
                       runs 7 step(s)
   vllm-0.33.0+guard   SILENT: no assert fires
-                      violated: placeholder-accounting at 3; predicates-agree at 4
+                      violated: placeholder-accounting at 3; predicates-agree at 4; positions-agree at 4
                       no-token-while-prefilling holds on this arm
                       runs 7 step(s); the guard drops 1 token(s)
 
@@ -87,12 +87,12 @@ CASE = Case(
     kind='violation',
     property='no-token-while-prefilling',
     arms={
-        'vllm-0.32.0': ({'profile': 'vllm-0.32.0', 'clamp': False, 'guard': 'none'}, Expect(runs=7, fired=None, violations=(7,), others=(('placeholder-accounting', 3), ('predicates-agree', 4)), dropped=0, completed=False)),
-        'vllm-0.32.0+clamp': ({'profile': 'vllm-0.32.0', 'clamp': True, 'guard': 'none'}, Expect(runs=7, fired=None, violations=(7,), others=(('placeholder-accounting', 3), ('predicates-agree', 4)), dropped=0, completed=False)),
-        'vllm-0.32.0+guard': ({'profile': 'vllm-0.32.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=7, fired=None, violations=(), others=(('placeholder-accounting', 3), ('predicates-agree', 4)), dropped=1, completed=False)),
-        'vllm-0.33.0': ({'profile': 'vllm-0.33.0', 'clamp': False, 'guard': 'none'}, Expect(runs=7, fired=None, violations=(7,), others=(('placeholder-accounting', 3), ('predicates-agree', 4)), dropped=0, completed=False)),
-        'vllm-0.33.0+clamp': ({'profile': 'vllm-0.33.0', 'clamp': True, 'guard': 'none'}, Expect(runs=7, fired=None, violations=(7,), others=(('placeholder-accounting', 3), ('predicates-agree', 4)), dropped=0, completed=False)),
-        'vllm-0.33.0+guard': ({'profile': 'vllm-0.33.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=7, fired=None, violations=(), others=(('placeholder-accounting', 3), ('predicates-agree', 4)), dropped=1, completed=False)),
+        'vllm-0.32.0': ({'profile': 'vllm-0.32.0', 'clamp': False, 'guard': 'none'}, Expect(runs=7, fired=None, violations=(7,), others=(('placeholder-accounting', 3), ('predicates-agree', 4), ('positions-agree', 4)), dropped=0, completed=False)),
+        'vllm-0.32.0+clamp': ({'profile': 'vllm-0.32.0', 'clamp': True, 'guard': 'none'}, Expect(runs=7, fired=None, violations=(7,), others=(('placeholder-accounting', 3), ('predicates-agree', 4), ('positions-agree', 4)), dropped=0, completed=False)),
+        'vllm-0.32.0+guard': ({'profile': 'vllm-0.32.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=7, fired=None, violations=(), others=(('placeholder-accounting', 3), ('predicates-agree', 4), ('positions-agree', 4)), dropped=1, completed=False)),
+        'vllm-0.33.0': ({'profile': 'vllm-0.33.0', 'clamp': False, 'guard': 'none'}, Expect(runs=7, fired=None, violations=(7,), others=(('placeholder-accounting', 3), ('predicates-agree', 4), ('positions-agree', 4)), dropped=0, completed=False)),
+        'vllm-0.33.0+clamp': ({'profile': 'vllm-0.33.0', 'clamp': True, 'guard': 'none'}, Expect(runs=7, fired=None, violations=(7,), others=(('placeholder-accounting', 3), ('predicates-agree', 4), ('positions-agree', 4)), dropped=0, completed=False)),
+        'vllm-0.33.0+guard': ({'profile': 'vllm-0.33.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=7, fired=None, violations=(), others=(('placeholder-accounting', 3), ('predicates-agree', 4), ('positions-agree', 4)), dropped=1, completed=False)),
     },
     path='generated_tests/cases/vllm_0_32_0/test_v2_live_kvfail__no_token_while_prefilling.py',
 )
