@@ -176,6 +176,14 @@ def case_modules() -> list:
     return sorted(generated_modules().values(), key=lambda m: m.path)
 
 
+
+def reviewed_arms(case, profile: str) -> list:
+    """The arms of a case a review plays on a tree of `profile`: the release as it is,
+    with and without the seed's clamp class. Not the +guard arm: it models our fix on top
+    of the release, and the tree under review is played with its own scheduler."""
+    return [(label, arm) for label, arm in case.arms.items()
+            if arm[0].get("profile") == profile and arm[0].get("guard", "none") == "none"]
+
 def run_tree(spec: str, traces: list[dict], log=print) -> dict:
     """Every generated case (the tree's profile, clamp off and on) and every trace."""
     from targets import vllm_env
@@ -191,9 +199,7 @@ def run_tree(spec: str, traces: list[dict], log=print) -> dict:
     started, last = time.monotonic(), time.monotonic()
     for i, module in enumerate(modules):
         case = module.case
-        for label, (overrides, expect) in case.arms.items():
-            if overrides.get("profile") != tree.profile:
-                continue
+        for label, (overrides, expect) in reviewed_arms(case, tree.profile):
             cfg = case.config_for(overrides)
             obs = observe(cfg, dict(case.init), case.steps, targets[bool(cfg.clamp)])
             cases.append({"case": case.name, "module": module.path, "kind": case.kind, "property": case.property,

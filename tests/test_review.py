@@ -96,3 +96,14 @@ def test_the_observer_sees_what_vllm_does():
         assert seen.fired[:2] == list(expect.fired)
     assert ("no-token-while-prefilling" in seen.violations) == any(
         p == "no-token-while-prefilling" for p, _ in expect.others)
+
+
+def test_a_review_plays_the_release_and_its_clamp_not_our_guard_arm():
+    """The +guard arm models the fix on top of the release; keyed like the plain arm
+    (module, clamp off), it used to replace the plain arm and hide what the tree does."""
+    from generated_tests.cases.vllm_0_32_0 import test_v2_kvfail__no_token_while_prefilling as module
+    from report.observe import reviewed_arms
+
+    arms = dict(reviewed_arms(module.CASE, "vllm-0.33.0"))
+    assert sorted(arms) == ["vllm-0.33.0", "vllm-0.33.0+clamp"]
+    assert "vllm-0.33.0+guard" in module.CASE.arms
