@@ -13,7 +13,7 @@ export VLLM_CACHE_ROOT := $(CURDIR)/.vllm_cache
 VLLM ?=
 # what a second release needs to run: everything that drives vLLM (the rest of the
 # tests is release-independent and runs once, with 0.32.0)
-VLLM_SUITES := generated_tests tests/test_vllm_target.py tests/test_clamp_scheduler.py tests/test_differential.py
+VLLM_SUITES := generated_tests tests/test_vllm_target.py tests/test_clamp_scheduler.py tests/test_differential.py tests/test_real_runner.py
 VLLM_TREES := .vllm_trees
 
 .PHONY: venv prove generate check-generated test test-fast fuzz bench clean distclean vllm-trees vllm-0.33.0 diff-versions cite-check report report-deps review explain
@@ -54,11 +54,11 @@ check-generated: $(STAMP_BASE)
 	$(PY) -m codegen.generate --check
 
 # the README's test command: the prover's verdicts, fresh generated suites, then the
-# unit tests and every generated case on the reference, vLLM (both arms) and kernel targets
+# unit tests and every generated case on the reference, vLLM (every arm), real-runner and kernel targets
 test: $(FULL) vllm-trees check-generated report
 ifeq ($(VLLM),)
 	$(PY) -m pytest --vllm=0.32.0 --junitxml=build/junit-0.32.0.xml
-	$(PY) -m pytest --vllm=0.33.0 $(VLLM_SUITES) --target=vllm,vllm-clamp,vllm-guard --junitxml=build/junit-0.33.0.xml
+	$(PY) -m pytest --vllm=0.33.0 $(VLLM_SUITES) --target=vllm,vllm-clamp,vllm-guard,runner,runner-clamp --junitxml=build/junit-0.33.0.xml
 else
 	$(PY) -m pytest --vllm="$(VLLM)" --junitxml=build/junit.xml
 endif
