@@ -76,7 +76,10 @@ def v1_decide(s: View, nxt: Next, cfg: Config, ops: Ops, shipped: list[Shipped])
         # positions are the drafter's (or -1 by design when it has none) and not counted.
         admitted = ops.any(sh.as_new, sh.as_resumed)
         entering = ops.all(sh.on, ops.any(admitted, ops.not_(in_batch)))
-        entered_at = ops.ite(entering, sh.num_tokens, s.v1_entered_at[r])
+        # on entering, the runner writes the ids it holds for r: the prompt of a new (or
+        # updated) request, or the T + P ids of a cached request rebuilt from all_token_ids
+        # (the positions past T are not -1 there: measured on vLLM's V1 runner)
+        entered_at = ops.ite(entering, ops.ite(sh.as_new, sh.num_tokens, aligned), s.v1_entered_at[r])
         stays = ops.all(s.v1_prev_sampled[r], ops.not_(admitted))
         from_host = sh.n - sh.ks - ops.ite(stays, 1, 0)  # non-draft positions read from the host ids
         placeholder_input = ops.all(sh.on, from_host > 0, sh.c0 + from_host > entered_at)

@@ -87,7 +87,7 @@ DECLS: tuple[VarDecl, ...] = (
     VarDecl("v1_prev_draft_len", int, ("req",), "prev_num_draft_len", "[cite:v1-prev-draft-len], [cite:v1-prev-draft-len-set]", when=lambda c: c.runner == "v1"),
     VarDecl("v1_prev_sampled", bool, ("req",), "sampled in the runner's last step: the runner feeds that step's token from the device",
             "[cite:v1-prev-sampled-input]", when=lambda c: c.runner == "v1"),
-    VarDecl("v1_entered_at", int, ("req",), "the request's T when it last entered the persistent batch: the runner holds real ids below it, -1 placeholders from there",
+    VarDecl("v1_entered_at", int, ("req",), "ids the runner wrote for the request when it last entered the persistent batch (T, or T + P rebuilt): -1 placeholders from there",
             "[cite:v1-async-placeholder-outputs v1-cached-outputs-extend]", when=lambda c: c.runner == "v1"),
     # ---- V2 runner ------------------------------------------------------------------------
     VarDecl("v2_present", bool, ("req",), "req_id in RequestState.req_id_to_index", "[cite:v2-add-takes-slot], [cite:v2-remove-frees-slot]", when=lambda c: c.is_v2),

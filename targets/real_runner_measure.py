@@ -117,7 +117,9 @@ def observe(cfg: Config, init: dict, steps: list, target, where: str) -> list[Ob
                     if args.get(("stale_read", r), False):
                         stale_since.add(r)
                 if admitted or (cfg.runner == "v1" and not state[("v1_in_batch", r)]):
-                    entered_at[r] = state[("num_tokens", r)]
+                    # a new (or updated) request's prompt; a cached one is rebuilt to T + P
+                    new = admitted and state[("status", r)] == Status.WAITING
+                    entered_at[r] = state[("num_tokens", r)] + (0 if new else state[("num_output_placeholders", r)])
                     if cfg.runner == "v1":
                         kv_since.discard(r)
                 extra = args.get(("extra", r), 0)
