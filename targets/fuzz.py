@@ -117,8 +117,31 @@ KNOWN: dict[str, Known] = {
             "failure outcome for reset",
             lambda key, a, b, s: key == ("error",) and "Failed to reset KV cache" in str(b),
         ),
+        Known(
+            "runner-negative-position",
+            "a request scheduled from position -1 (finding 9: a KV-load recompute under "
+            "two rejected drafts) makes vLLM's V1 runner index its token table at a negative "
+            "position: IndexError in _prepare_inputs (gpu_model_runner.py:1975 on 0.32.0), "
+            "which ends the engine. The model states the cause (computed-nonnegative), not "
+            "the runner's exception; at that step nothing else is compared (the runner "
+            "did not run it), and the case ends there",
+            lambda key, a, b, s: _scheduled_below_zero(s) and (
+                "IndexError" in str(b) if key == ("error",) else RUNNER == "real"),
+        ),
     )
 }
+
+
+def _scheduled_below_zero(state: Mapping) -> bool:
+    """The newest step scheduled some request from a negative position: its computed
+    count after the step, less what the step scheduled, is below 0."""
+    newest = state.get(("queue_len",), 0) - 1
+    requests = sum(1 for key in state if key[0] == "num_computed_tokens")
+    return newest >= 0 and any(
+        state[("q_scheduled", newest, r)] > 0
+        and state[("num_computed_tokens", r)] - state[("q_scheduled", newest, r)] < 0
+        for r in range(requests)
+    )
 
 
 def ignore_known(names) -> Callable | None:

@@ -303,3 +303,31 @@ def test_measured_conditions_hold_on_random_traces(target):
     failing = {name for name, held in results.items() if not all(held)}
     assert failing <= {"positions-agree"}, failing
     assert results["spec-positions-agree"] and results["spec-no-placeholder-input"]
+
+
+def test_v1_runner_raises_when_scheduled_from_position_minus_one(target):
+    """Finding 9 on vLLM's own V1 runner (the real-runner sweep, v1-all-over-clamp seed
+    1100367): a KV-load recompute, then two rejected drafts take the request's computed
+    count to -1; the next step asks the runner for position -1 and its _prepare_inputs
+    raises IndexError. The fuzzer's `runner-negative-position` exclusion is exactly this."""
+    cfg = C("kvfail-2drafts", runner="v1", requests=2, spec_tokens=2, block_size=4, clamp=True,
+            faults=F({"over-delivery"}), events=F({"preempt", "reset", "stream", "kvfail"}))
+    z = {"extra": [0, 0]}
+    steps = [(S, {"budget": 5, "accepted": [0, 0], **z}), (S, {"budget": 7, "accepted": [1, 0], **z}),
+             (D, {"stop": [0, 0], "kv_fail_req": -1, "kv_fail_block": 0}), (S, {"budget": 6, "accepted": [0, 0], **z}),
+             (D, {"stop": [2, 0], "kv_fail_req": 1, "kv_fail_block": 0}), (S, {"budget": 1, "accepted": [0, 0], **z}),
+             (D, {"stop": [0, 0], "kv_fail_req": -1, "kv_fail_block": 0}), (S, {"budget": 1, "accepted": [0, 0], **z})]
+    with pytest.raises(Divergence) as caught:
+        replay(cfg, {"prompt_len": [5, 4], "resumable": [True, True]}, steps, target)
+    error = caught.value.diff[("error",)][1]
+    assert "IndexError" in error and "gpu_model_runner.py" in error and caught.value.step == len(steps) - 1
+    # the exclusion masks exactly this: the same trace replays with it, and it does not
+    # mask an IndexError where nothing was scheduled from a negative position
+    fuzz.RUNNER = "real"
+    try:
+        replay(cfg, {"prompt_len": [5, 4], "resumable": [True, True]}, steps, target,
+               ignore=fuzz.ignore_known(["runner-negative-position"]))
+    finally:
+        fuzz.RUNNER = "model"
+    assert not fuzz.KNOWN["runner-negative-position"].matches(
+        ("error",), None, error, {("queue_len",): 1, ("q_scheduled", 0, 0): 1, ("num_computed_tokens", 0): 1})
