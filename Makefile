@@ -69,7 +69,7 @@ test-fast: $(STAMP_BASE)
 # 350 traces per preset x 30 presets = 10,500 traces (about 20 minutes here);
 # VLLM=0.33.0 fuzzes that release against its own profile
 fuzz: $(FULL) vllm-trees
-	$(PY) -m targets.fuzz --cases $(or $(CASES),350) --length 40 --known all --engine --seed $(or $(SEED),11) --vllm=$(or $(VLLM),0.32.0)
+	$(PY) -m targets.fuzz --cases $(or $(CASES),350) --length 40 --known all --engine --seed $(or $(SEED),11) --vllm=$(or $(VLLM),0.32.0) $(if $(RUNNER),--runner $(RUNNER))
 
 # what changed between two releases: verdict and vLLM's reaction per scenario and property
 # (from build/prove/summary.json; runs the prover first when there is none)
