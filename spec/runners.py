@@ -69,8 +69,8 @@ def v1_decide(s: View, nxt: Next, cfg: Config, ops: Ops, shipped: list[Shipped])
             ),
         )
         discard = sh.c0 + sh.n < num_tokens_now  # [cite:v1-optimistic-seq-lens], [cite:v1-discard-mask]
-        # input ids: the runner holds the real ids of r below the T it had when r entered
-        # the batch, and -1 placeholders above ([cite:v1-async-placeholder-outputs v1-cached-outputs-extend]);
+        # input ids: the runner holds ids of r below the length it wrote when r entered the
+        # batch (below), and -1 placeholders above, one per token sampled since ([cite:v1-async-placeholder-outputs v1-cached-outputs-extend]);
         # a request that stays and was sampled in the last step gets that step's token at its
         # last non-draft position from the device ([cite:v1-prev-sampled-input]). Draft
         # positions are the drafter's (or -1 by design when it has none) and not counted.
