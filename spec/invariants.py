@@ -17,7 +17,7 @@ from typing import Callable
 
 from spec.config import Config
 from spec.ops import Ops
-from spec.scheduler import spec_k
+from spec.scheduler import pending_rejections, spec_k
 from spec.state import View
 from spec.vocabulary import Status
 
@@ -305,11 +305,7 @@ def v2_tracks_scheduler(s: View, cfg: Config, ops: Ops):
     for r in _reqs(cfg):
         T, c, P = s.num_tokens[r], s.num_computed_tokens[r], s.num_output_placeholders[r]
         g, pl, tl = s.v2_num_computed[r], s.v2_prefill_len[r], s.v2_total_len[r]
-        pending_rejects = _sum_in_flight(
-            s, cfg, ops, r,
-            lambda i: ops.ite(s.q_sampled[i, r] > 0, s.q_spec[i, r] - (s.q_sampled[i, r] - 1), 0),
-            lambda i: s.q_epoch[i, r] == s.epoch[r],
-        )
+        pending_rejects = pending_rejections(s, cfg, ops, r)  # what positions-agree subtracts too
         sampled_ahead = _sum_in_flight(
             s, cfg, ops, r, lambda i: s.q_sampled[i, r], lambda i: s.q_epoch[i, r] == s.epoch[r]
         )
