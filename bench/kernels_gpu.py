@@ -25,7 +25,6 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import kernels  # noqa: E402  (first: settles TRITON_INTERPRET before any @triton.jit)
 import torch  # noqa: E402
 import triton  # noqa: E402
 from rich.console import Console  # noqa: E402
@@ -96,8 +95,12 @@ def make_batch(rows: int, seed: int, device: torch.device) -> Batch:
         return t.to(torch.int32).to(device)
 
     return Batch(
-        num_sampled=int32(num_sampled), seq_lens=int32(seq_lens), cu_num_logits=int32(cu_num_logits),
-        idx_mapping=idx_mapping.to(device), prefill_len=int32(prefill_len), total_len=int32(total_len),
+        num_sampled=int32(num_sampled),
+        seq_lens=int32(seq_lens),
+        cu_num_logits=int32(cu_num_logits),
+        idx_mapping=idx_mapping.to(device),
+        prefill_len=int32(prefill_len),
+        total_len=int32(total_len),
         num_rejected=torch.empty(rows, dtype=torch.int32, device=device),
     )
 
@@ -125,15 +128,26 @@ def launchers(vllm_module) -> dict[str, tuple]:
         def bare(b: Batch, kernel=kernel, variant=variant):
             rows = b.idx_mapping.shape[0]
             grid = (triton.cdiv(rows, discard.BLOCK_ROWS),)
-            kernel[grid](b.num_sampled, b.num_rejected, b.seq_lens, b.cu_num_logits, b.idx_mapping,
-                         b.per_slot(variant), rows, BLOCK_ROWS=discard.BLOCK_ROWS, num_warps=discard.NUM_WARPS)
+            kernel[grid](
+                b.num_sampled,
+                b.num_rejected,
+                b.seq_lens,
+                b.cu_num_logits,
+                b.idx_mapping,
+                b.per_slot(variant),
+                rows,
+                BLOCK_ROWS=discard.BLOCK_ROWS,
+                num_warps=discard.NUM_WARPS,
+            )
 
         out[variant] = (discard.LAUNCHERS[variant], bare, variant)
     if vllm_module is not None:
+
         def vllm_bare(b: Batch):
             rows = b.idx_mapping.shape[0]
             vllm_module._get_num_sampled_and_rejected_kernel[(rows,)](
-                b.num_sampled, b.num_rejected, b.seq_lens, b.cu_num_logits, b.idx_mapping, b.prefill_len)
+                b.num_sampled, b.num_rejected, b.seq_lens, b.cu_num_logits, b.idx_mapping, b.prefill_len
+            )
 
         out["vllm (snapshot)"] = (vllm_module.get_num_sampled_and_rejected, vllm_bare, "snapshot")
     return out
@@ -214,18 +228,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sets", type=int, default=8, help="input sets rotated through per size")
     parser.add_argument("--peak-tbps", type=float, default=None, help="peak memory bandwidth, TB/s")
     parser.add_argument("--no-vllm", action="store_true", help="skip vLLM's kernel")
-    parser.add_argument("--smoke", action="store_true",
-                        help="without a GPU: run the timing/table code with wall-clock timers (numbers meaningless)")
+    parser.add_argument(
+        "--smoke",
+        action="store_true",
+        help="without a GPU: run the timing/table code with wall-clock timers (numbers meaningless)",
+    )
     opts = parser.parse_args(argv)
 
     device = runtime.DEVICE
     on_gpu = not runtime.INTERPRETED
     vllm_module, vllm_note = (None, "skipped (--no-vllm)") if opts.no_vllm else load_vllm()
-    console.print(f"[bold]discard kernels[/]: {runtime.describe()}; torch {torch.__version__}, "
-                  f"triton {triton.__version__}; vLLM baseline: {vllm_note}")
+    console.print(
+        f"[bold]discard kernels[/]: {runtime.describe()}; torch {torch.__version__}, "
+        f"triton {triton.__version__}; vLLM baseline: {vllm_note}"
+    )
     if not on_gpu:
-        console.print("[yellow]No CUDA device: kernels run under the Triton interpreter. Checking "
-                      "correctness on small sizes only; timings here would measure the interpreter.[/]")
+        console.print(
+            "[yellow]No CUDA device: kernels run under the Triton interpreter. Checking "
+            "correctness on small sizes only; timings here would measure the interpreter.[/]"
+        )
 
     sizes = GPU_SIZES if on_gpu else (SMOKE_SIZES if opts.smoke else INTERPRETER_SIZES)
     kernels_under_test = launchers(vllm_module)
@@ -242,8 +263,10 @@ def main(argv: list[str] | None = None) -> int:
                 failures.append(problem)
     for problem in failures:
         console.print(f"[red]MISMATCH[/] {problem}")
-    console.print(f"correctness vs the torch reference at {list(sizes)} rows: "
-                  + ("[red]FAILED[/]" if failures else "[green]all equal[/]"))
+    console.print(
+        f"correctness vs the torch reference at {list(sizes)} rows: "
+        + ("[red]FAILED[/]" if failures else "[green]all equal[/]")
+    )
     if failures:
         return 1
     if not on_gpu and not opts.smoke:
@@ -258,9 +281,12 @@ def main(argv: list[str] | None = None) -> int:
         timer, repeats, warmup = WallTimer(), 5, 1
     peak, peak_note = peak_bandwidth(device_name, opts.peak_tbps)
     console.print(f"device: {device_name}; peak bandwidth: {peak_note}")
-    console.print(f"method: median of {repeats} launches per cell, bare kernel launch between CUDA events, "
-                  f"rotating over {opts.sets} input sets, {FLUSH_BYTES >> 20} MiB written before each launch"
-                  if on_gpu else "method: wall clock (smoke test of the script; numbers meaningless)")
+    console.print(
+        f"method: median of {repeats} launches per cell, bare kernel launch between CUDA events, "
+        f"rotating over {opts.sets} input sets, {FLUSH_BYTES >> 20} MiB written before each launch"
+        if on_gpu
+        else "method: wall clock (smoke test of the script; numbers meaningless)"
+    )
 
     table = Table(title=f"discard kernels on {device_name}")
     for column in ("rows", "kernel", "median µs", "floor µs", "achieved GB/s", "% of peak"):
@@ -274,10 +300,12 @@ def main(argv: list[str] | None = None) -> int:
             share = f"{moved / seconds / peak * 100:.1f}" if peak else "-"
             table.add_row(f"{rows:,}", name, f"{seconds * 1e6:.2f}", floor, f"{moved / seconds / 1e9:.1f}", share)
     console.print(table)
-    console.print("floor = bytes that must move (inputs read once, num_rejected written, num_sampled "
-                  "written for prefilling rows) / peak. The per-slot gather through a shuffled idx_mapping "
-                  "touches a 32-byte sector per 4-byte read, so ~100% is out of reach at large sizes; "
-                  "small sizes are bound by launch latency, not bandwidth.")
+    console.print(
+        "floor = bytes that must move (inputs read once, num_rejected written, num_sampled "
+        "written for prefilling rows) / peak. The per-slot gather through a shuffled idx_mapping "
+        "touches a 32-byte sector per 4-byte read, so ~100% is out of reach at large sizes; "
+        "small sizes are bound by launch latency, not bandwidth."
+    )
     return 0
 
 

@@ -63,9 +63,9 @@ from model.bmc import Bmc, Goal  # noqa: E402
 from model.check import MAX_DEPTH  # noqa: E402
 from model.encoding import Encoding  # noqa: E402
 from model.interpreter import Disabled, Interpreter, nested  # noqa: E402
-from model.probe import SECONDS as PROBE_S  # noqa: E402
 from model.probe import CAP as RACE_CAP  # noqa: E402
 from model.probe import HEAD as RACE_HEAD  # noqa: E402
+from model.probe import SECONDS as PROBE_S  # noqa: E402
 from model.probe import Race, _generic, _init, probe, violated_by, walk  # noqa: E402
 from model.trace import confirm  # noqa: E402
 from spec.catalog import INIT  # noqa: E402
@@ -117,8 +117,9 @@ def instance(cfg: Config) -> tuple[Config | None, str]:
         return cfg, ""
     changes["expect"] = {p: v for p, v in cfg.expect.items() if v == "proved"}
     try:
-        return cfg.with_(**changes).validate(), ", ".join(f"{k}={v}" for k, v in changes.items()
-                                                          if k not in ("spec_tokens_max", "expect"))
+        return cfg.with_(**changes).validate(), ", ".join(
+            f"{k}={v}" for k, v in changes.items() if k not in ("spec_tokens_max", "expect")
+        )
     except Exception as exc:  # a configuration field this bench does not know
         return None, f"no concrete instance ({exc})"
 
@@ -150,8 +151,13 @@ def project(cfg: Config, prop: str) -> dict:
         if shortest is not None:
             confirm(Interpreter(where), shortest, shortest.solver_states)
         minimised = min(minimised, CLOCK() - started)
-    out = {"plain": plain, "shortest": minimised, "depth": shortest.depth if shortest else None,
-           "trace": shortest, "first_depth": first.depth if first else None}
+    out = {
+        "plain": plain,
+        "shortest": minimised,
+        "depth": shortest.depth if shortest else None,
+        "trace": shortest,
+        "first_depth": first.depth if first else None,
+    }
     if concrete(cfg) is None:
         # the probe is deterministic per seed and lucky or not per seed: its expected cost is
         # measured over PROBE_SEEDS seeds; after a probe that found nothing the BMC runs as
@@ -221,8 +227,15 @@ def random_walk(cfg: Config, prop: str, limit: float, seed: int = 1) -> dict:
             if first is None:
                 first, first_len = CLOCK() - started, len(got.steps)
     elapsed = CLOCK() - started
-    return {"first": first, "len": first_len, "finds": finds, "walks": tried, "steps": steps,
-            "per_find": elapsed / finds if finds else None, "elapsed": elapsed}
+    return {
+        "first": first,
+        "len": first_len,
+        "finds": finds,
+        "walks": tried,
+        "steps": steps,
+        "per_find": elapsed / finds if finds else None,
+        "elapsed": elapsed,
+    }
 
 
 # ------------------------------------------------------------------ (c) Hypothesis
@@ -306,6 +319,7 @@ def hypothesis_search(cfg: Config, prop: str, limit: float) -> dict:
     def make(name: str):
         def event(self, data):
             do(self, name, data)
+
         event.__name__ = f"event_{name}"
         return rule(data=st.data())(event)
 
@@ -316,10 +330,18 @@ def hypothesis_search(cfg: Config, prop: str, limit: float) -> dict:
     namespace = {"__init__": __init__, "setup": initialize(data=st.data())(setup)}
     namespace.update({f"event_{name}": make(name) for name in it.events})
     machine = type("Contract", (RuleBasedStateMachine,), namespace)
-    opts = settings(max_examples=10**7, stateful_step_count=HYP_STEPS, deadline=None, database=None,
-                    derandomize=True, suppress_health_check=list(HealthCheck),
-                    phases=[Phase.generate, Phase.shrink], report_multiple_bugs=False,
-                    print_blob=False, verbosity=Verbosity.quiet)
+    opts = settings(
+        max_examples=10**7,
+        stateful_step_count=HYP_STEPS,
+        deadline=None,
+        database=None,
+        derandomize=True,
+        suppress_health_check=list(HealthCheck),
+        phases=[Phase.generate, Phase.shrink],
+        report_multiple_bugs=False,
+        print_blob=False,
+        verbosity=Verbosity.quiet,
+    )
     outcome = "passed"
     try:
         run_state_machine_as_test(machine, settings=opts)
@@ -337,16 +359,21 @@ def hypothesis_search(cfg: Config, prop: str, limit: float) -> dict:
         outcome = "limit" if timed_out or CLOCK() > rec.deadline else f"error: {type(exc).__name__}"
         if os.environ.get("PEERS_DEBUG"):
             import traceback
+
             traceback.print_exc()
     ended = CLOCK()
     found = rec.found_at is not None
-    return {"found": found, "outcome": outcome,
-            "find": rec.found_at - started if found else None,
-            "shrink": (ended - rec.found_at) if found else None,
-            "shrink_cut": found and outcome == "limit",
-            # the final run Hypothesis reports is its shrunk example; if shrinking was cut, the shortest seen
-            "len": (rec.failures[-1] if outcome == "found" else min(rec.failures)) if found else None,
-            "first_len": rec.failures[0] if found else None, "steps": rec.steps}
+    return {
+        "found": found,
+        "outcome": outcome,
+        "find": rec.found_at - started if found else None,
+        "shrink": (ended - rec.found_at) if found else None,
+        "shrink_cut": found and outcome == "limit",
+        # the final run Hypothesis reports is its shrunk example; if shrinking was cut, the shortest seen
+        "len": (rec.failures[-1] if outcome == "found" else min(rec.failures)) if found else None,
+        "first_len": rec.failures[0] if found else None,
+        "steps": rec.steps,
+    }
 
 
 # ------------------------------------------------------------------ (d) explicit-state BFS
@@ -436,13 +463,26 @@ def bfs(cfg: Config, prop: str | None, init: dict, values: dict, limit: float) -
         layer = []
         for s in frontier:
             if CLOCK() - started > limit:
-                return {"found": False, "status": "limit", "depth": depth, "states": len(seen), "edges": edges,
-                        "seconds": CLOCK() - started, "frontier": len(frontier)}
+                return {
+                    "found": False,
+                    "status": "limit",
+                    "depth": depth,
+                    "states": len(seen),
+                    "edges": edges,
+                    "seconds": CLOCK() - started,
+                    "frontier": len(frontier),
+                }
             for _name, _args, res in successors(it, cfg, s, values):
                 edges += 1
                 if test(res):
-                    return {"found": True, "status": "found", "depth": depth + 1, "states": len(seen),
-                            "edges": edges, "seconds": CLOCK() - started}
+                    return {
+                        "found": True,
+                        "status": "found",
+                        "depth": depth + 1,
+                        "states": len(seen),
+                        "edges": edges,
+                        "seconds": CLOCK() - started,
+                    }
                 if res.fired:
                     continue
                 k = key(res.state)
@@ -451,8 +491,14 @@ def bfs(cfg: Config, prop: str | None, init: dict, values: dict, limit: float) -
                     layer.append(res.state)
         depth += 1
         frontier = layer
-    return {"found": False, "status": "exhausted", "depth": depth, "states": len(seen), "edges": edges,
-            "seconds": CLOCK() - started}
+    return {
+        "found": False,
+        "status": "exhausted",
+        "depth": depth,
+        "states": len(seen),
+        "edges": edges,
+        "seconds": CLOCK() - started,
+    }
 
 
 def proved_init(cfg: Config) -> tuple[dict, dict]:
@@ -462,7 +508,7 @@ def proved_init(cfg: Config) -> tuple[dict, dict]:
     length = cfg.block_size + 1 if cfg.has("kvfail") else 3
     lens = list(cfg.prompt_lens) if cfg.prompt_lens is not None else [length] * cfg.requests
     init: dict = {}
-    for arg, key in INIT.arg_keys(cfg):
+    for arg, _key in INIT.arg_keys(cfg):
         if arg.name == "prompt_len":
             init.setdefault("prompt_len", lens)
         elif arg.sort is bool:
@@ -525,23 +571,42 @@ def ratio(a, b) -> str:
 
 def report(results: list, limit: float, console: Console) -> None:
     violated = [r for r in results if r["kind"] == "violated"]
-    table = Table(title=f"Violated cases: seconds to the first violation and to a shortest trace "
-                        f"(limit {limit:g} s per peer per case)", show_lines=False)
-    cols = ["case", "d", "BMC 1st", "BMC min", "probe>BMC", "race", "walk 1st (len)", "walk s/viol",
-            "BMC/walk", "probe>BMC/walk", "race/walk", "Hyp find", "shrink", "Hyp len", "BFS s", "BFS states",
-            "BFS d"]
+    table = Table(
+        title=f"Violated cases: seconds to the first violation and to a shortest trace "
+        f"(limit {limit:g} s per peer per case)",
+        show_lines=False,
+    )
+    cols = [
+        "case",
+        "d",
+        "BMC 1st",
+        "BMC min",
+        "probe>BMC",
+        "race",
+        "walk 1st (len)",
+        "walk s/viol",
+        "BMC/walk",
+        "probe>BMC/walk",
+        "race/walk",
+        "Hyp find",
+        "shrink",
+        "Hyp len",
+        "BFS s",
+        "BFS states",
+        "BFS d",
+    ]
     for name in cols:
         table.add_column(name, justify="left" if name == "case" else "right", no_wrap=True)
 
     def against(mine, ref):
         # below 1: the project's first counterexample came before the walk's (expected) one
         return ratio(mine, ref) if ref else "<" + ratio(mine, limit)
+
     for r in violated:
         p = r["project"]
         case = f"{r['config']} {r['property']}"
         if r["skip"]:
-            table.add_row(case, str(p["depth"]), sec(p["plain"]), sec(p["shortest"]),
-                          *["skip"] * (len(cols) - 4))
+            table.add_row(case, str(p["depth"]), sec(p["plain"]), sec(p["shortest"]), *["skip"] * (len(cols) - 4))
             continue
         w, h, b = r["walk"], r["hyp"], r.get("bfs")
         walk_first = f"{sec(w['first'])} ({w['len']})" if w["first"] is not None else "not found"
@@ -554,14 +619,26 @@ def report(results: list, limit: float, console: Console) -> None:
         if b is None:
             bfs_cells = ("-", "-", "-")
         else:
-            bfs_cells = (sec(b["seconds"]) if b["found"] else f">{limit:g}" if b["status"] == "limit" else "none",
-                         f"{b['states']:,}", str(b["depth"]) + ("" if b["found"] else "+"))
-        table.add_row(case, str(p["depth"]), sec(p["plain"]), sec(p["shortest"]),
-                      f"{sec(p['with_probe'])} ({p['probe_hits']}/{PROBE_SEEDS})",
-                      f"{sec(p['race'])} ({p['race_hits']}/{RACE_SEEDS})", walk_first,
-                      sec(per) if per is not None else f">{limit:g}",
-                      against(p["plain"], per), against(p["with_probe"], per), against(p["race"], per),
-                      *hyp, *bfs_cells)
+            bfs_cells = (
+                sec(b["seconds"]) if b["found"] else f">{limit:g}" if b["status"] == "limit" else "none",
+                f"{b['states']:,}",
+                str(b["depth"]) + ("" if b["found"] else "+"),
+            )
+        table.add_row(
+            case,
+            str(p["depth"]),
+            sec(p["plain"]),
+            sec(p["shortest"]),
+            f"{sec(p['with_probe'])} ({p['probe_hits']}/{PROBE_SEEDS})",
+            f"{sec(p['race'])} ({p['race_hits']}/{RACE_SEEDS})",
+            walk_first,
+            sec(per) if per is not None else f">{limit:g}",
+            against(p["plain"], per),
+            against(p["with_probe"], per),
+            against(p["race"], per),
+            *hyp,
+            *bfs_cells,
+        )
     console.print(table)
     console.print(
         f"d: the shortest counterexample's depth. BMC 1st (best of {BMC_REPEAT}): encoding + BMC to its first "
@@ -569,7 +646,8 @@ def report(results: list, limit: float, console: Console) -> None:
         "minimised and replayed (make prove's trace). "
         f"probe>BMC: model/probe.py's probe() for {PROBE_S:g} s, then the BMC if it found nothing: mean over "
         f"{PROBE_SEEDS} seeds (how many found it). race: the walks interleaved with the BMC (model/probe.py "
-        f"Race as Bmc.shortest's extra hook: a {RACE_HEAD:g} s head start, then equal time, walks capped at {RACE_CAP:g} s): time to the first counterexample "
+        f"Race as Bmc.shortest's extra hook: a {RACE_HEAD:g} s head start, then equal time, walks capped at "
+        f"{RACE_CAP:g} s): time to the first counterexample "
         f"of either, mean over {RACE_SEEDS} seeds (how many times the walks came first). "
         f"walk: the fuzzer's sampler, fresh seeds, length {WALK_LENGTH}: the first violation (its length), and "
         f"the seconds per violation over up to {WALK_FINDS} of them, the walk's expected time to a first one. "
@@ -579,7 +657,8 @@ def report(results: list, limit: float, console: Console) -> None:
         "('+': shrinking cut at the limit), and the shrunk length ('>': longer than the shortest). "
         f"BFS: explicit-state breadth-first search at the shortest trace's prompt lengths and picks (plus the "
         f"{SMALL} smallest of each unbounded pick): seconds, distinct states, depth of the violation "
-        "('+': none found to that depth).")
+        "('+': none found to that depth)."
+    )
     proved = [r for r in results if r["kind"] == "proved"]
     if proved:
         ptable = Table(title=f"Proved configurations: how far BFS gets in {limit:g} s (small fixed parameters)")
@@ -590,8 +669,14 @@ def report(results: list, limit: float, console: Console) -> None:
                 ptable.add_row(r["config"], "-", "-", "-", "-", "skip: " + r["skip"])
                 continue
             b = r["bfs"]
-            ptable.add_row(r["config"], r["instance"] or "as is", f"{b['states']:,}", str(b["depth"]), f"{b.get('frontier', 0):,}",
-                           b["status"])
+            ptable.add_row(
+                r["config"],
+                r["instance"] or "as is",
+                f"{b['states']:,}",
+                str(b["depth"]),
+                f"{b.get('frontier', 0):,}",
+                b["status"],
+            )
         console.print(ptable)
     console.print(summary(results, limit))
 
@@ -627,9 +712,13 @@ def summary(results: list, limit: float) -> str:
         f"time per violation than the BMC needs for its first in {len(walk_first)} of {n} cases"
         + (f" (the BMC up to {max(walk_behind):.1f}x behind)" if walk_behind else "")
         + (f"; where the BMC is first it is up to {max(bmc_ahead):.0f}x ahead" if bmc_ahead else "")
-        + (f"; the walk finds nothing in {limit:g} s in {len(never)} cases "
-           f"({', '.join(sorted({r['config'] + ' ' + r['property'] for r in never}))}), which the BMC answers in "
-           f"{max(never_bmc):.2f} s at most" if never else "")
+        + (
+            f"; the walk finds nothing in {limit:g} s in {len(never)} cases "
+            f"({', '.join(sorted({r['config'] + ' ' + r['property'] for r in never}))}), which the BMC answers in "
+            f"{max(never_bmc):.2f} s at most"
+            if never
+            else ""
+        )
         + f". Against the walk's time per violation, the first counterexample is within 2x in "
         f"{sum(x <= 2 for x in plain_ratios)} of {len(plain_ratios)} cases with the BMC alone, in "
         f"{sum(x <= 2 for x in ratios)} with a {PROBE_S:g} s probe before it (worst {max(ratios, default=0):.1f}x), "
@@ -644,19 +733,27 @@ def summary(results: list, limit: float) -> str:
         depths = [r["bfs"]["depth"] for r in proved]
         states = [r["bfs"]["states"] for r in proved]
         exhausted = [r for r in proved if r["bfs"]["status"] == "exhausted"]
-        text += (f"; on the {len(proved)} proved configurations, BFS at small fixed parameters explores "
-                 f"{min(states):,}-{max(states):,} states and completes depth {min(depths)}-{max(depths)} in "
-                 f"{limit:g} s" + (f" ({len(exhausted)} exhausted: a finite space at those parameters, which is "
-                                   "still no proof for other sizes)" if exhausted else "")
-                 + ", where k-induction proves every depth and every prompt length.")
+        text += (
+            f"; on the {len(proved)} proved configurations, BFS at small fixed parameters explores "
+            f"{min(states):,}-{max(states):,} states and completes depth {min(depths)}-{max(depths)} in "
+            f"{limit:g} s"
+            + (
+                f" ({len(exhausted)} exhausted: a finite space at those parameters, which is "
+                "still no proof for other sizes)"
+                if exhausted
+                else ""
+            )
+            + ", where k-induction proves every depth and every prompt length."
+        )
     else:
         text += "."
     return text
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="bench/peers.py", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        prog="bench/peers.py", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--limit", type=float, default=20.0, help="seconds per peer per case (default 20)")
     ap.add_argument("--jobs", type=int, default=1, help="cases run in parallel (default 1: cleanest timings)")
     ap.add_argument("--only", action="append", help="configuration or scenario (repeatable)")
@@ -670,8 +767,12 @@ def main(argv=None) -> int:
             print(f"skip the concrete peers for {cfg.name} {prop}: {why}", file=sys.stderr, flush=True)
         elif why:
             inst, label = instance(cfg)
-            print(f"{cfg.name} is {why.split(':')[0]}: BFS runs "
-                  + (f"its concrete instance {label}" if inst else f"nothing: {label}"), file=sys.stderr, flush=True)
+            print(
+                f"{cfg.name} is {why.split(':')[0]}: BFS runs "
+                + (f"its concrete instance {label}" if inst else f"nothing: {label}"),
+                file=sys.stderr,
+                flush=True,
+            )
     Bmc(Encoding(todo[0][1])) if todo else None  # warm z3 up once, so the first case is not charged for it
     results: list = []
     load_before = f"{os.getloadavg()[0]:.1f}"
@@ -688,8 +789,12 @@ def main(argv=None) -> int:
             bits.append(f"hyp {sec(r['hyp']['find'])}+{sec(r['hyp']['shrink'])}s len={r['hyp']['len']}")
         if r.get("bfs"):
             bits.append(f"bfs {r['bfs']['status']} d={r['bfs']['depth']} {r['bfs']['states']:,} states")
-        print(f"[{len(results)}/{len(todo)} {time.perf_counter() - started:.0f}s] {r['config']} "
-              f"{r['property'] or '(proved)'}: " + ", ".join(bits or ["skipped"]), file=sys.stderr, flush=True)
+        print(
+            f"[{len(results)}/{len(todo)} {time.perf_counter() - started:.0f}s] {r['config']} "
+            f"{r['property'] or '(proved)'}: " + ", ".join(bits or ["skipped"]),
+            file=sys.stderr,
+            flush=True,
+        )
 
     if ns.jobs > 1:
         import multiprocessing
@@ -703,9 +808,11 @@ def main(argv=None) -> int:
     order = {(k, c.name, p): i for i, (k, c, p, _) in enumerate(todo)}
     results.sort(key=lambda r: order[(r["kind"], r["config"], r["property"])])
     console = Console(width=260, highlight=False, record=True)
-    console.print(f"z3 {z3.get_version_string()}, {os.cpu_count()} cores, {ns.jobs} job(s), "
-                  f"whole run {time.perf_counter() - started:.0f} s, load average {load_before} before, "
-                  f"{os.getloadavg()[0]:.1f} after (above the job count: other work shared the cores)")
+    console.print(
+        f"z3 {z3.get_version_string()}, {os.cpu_count()} cores, {ns.jobs} job(s), "
+        f"whole run {time.perf_counter() - started:.0f} s, load average {load_before} before, "
+        f"{os.getloadavg()[0]:.1f} after (above the job count: other work shared the cores)"
+    )
     report(results, ns.limit, console)
     out = Path(ns.out)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -74,14 +74,22 @@ def matrix() -> dict:
             table.add_row(name, f"{value:.3f} s", "-", "-")
         else:
             table.add_row(name, f"{value:.3f} s", f"{target:.2f} s", f"{value / target:.1f}x")
-    table.add_row("verdicts as expected", f"{sum(r['match'] for r in summary['results'])}/{len(summary['results'])}",
-                  "all", "exit 0" if proc.returncode == 0 else f"exit {proc.returncode}")
+    table.add_row(
+        "verdicts as expected",
+        f"{sum(r['match'] for r in summary['results'])}/{len(summary['results'])}",
+        "all",
+        "exit 0" if proc.returncode == 0 else f"exit {proc.returncode}",
+    )
     console.print(table)
     slowest = sorted(summary["results"], key=lambda r: -r["seconds"])[:5]
-    console.print("slowest results: " + "; ".join(f"{r['config']}/{r['property']} {r['seconds']:.2f}s" for r in slowest))
+    console.print(
+        "slowest results: " + "; ".join(f"{r['config']}/{r['property']} {r['seconds']:.2f}s" for r in slowest)
+    )
     console.print("proofs: " + "; ".join(f"{name} {seconds:.3f}s" for name, seconds in proofs.items()))
-    worst = sorted(((r["first_seconds"], r["config"], r["property"]) for r in summary["results"]
-                    if r["verdict"] == "violated"), reverse=True)[:5]
+    worst = sorted(
+        ((r["first_seconds"], r["config"], r["property"]) for r in summary["results"] if r["verdict"] == "violated"),
+        reverse=True,
+    )[:5]
     console.print("slowest shortest counterexamples: " + "; ".join(f"{c}/{p} {t:.3f}s" for t, c, p in worst))
     return summary
 
@@ -129,16 +137,30 @@ def sizes_table() -> None:
 
     def ce(prompt, budget):
         # 1-token blocks: a failed block must fit in the prompt, and 3 tokens hold no 16-token block
-        cfg = Config(name="sz", runner="v2", requests=1, spec_tokens=1, events=frozenset({"kvfail"}),
-                     prompt_lens=(prompt,), max_budget=budget, block_size=1)
+        cfg = Config(
+            name="sz",
+            runner="v2",
+            requests=1,
+            spec_tokens=1,
+            events=frozenset({"kvfail"}),
+            prompt_lens=(prompt,),
+            max_budget=budget,
+            block_size=1,
+        )
         started = time.perf_counter()
         trace = Bmc(Encoding(cfg)).shortest(Goal.violation("counter-nonnegative"), 12)
         return time.perf_counter() - started, trace.depth
 
     def proof(prompt, budget):
-        cfg = Config(name="sz", runner="v1", requests=2, spec_tokens=1,
-                     events=frozenset({"preempt", "preempt-drop", "reset", "abort"}),
-                     prompt_lens=(prompt, prompt), max_budget=budget)
+        cfg = Config(
+            name="sz",
+            runner="v1",
+            requests=2,
+            spec_tokens=1,
+            events=frozenset({"preempt", "preempt-drop", "reset", "abort"}),
+            prompt_lens=(prompt, prompt),
+            max_budget=budget,
+        )
         started = time.perf_counter()
         props = ["predicates-agree", "counter-nonnegative"]
         result = KInduction(Encoding(cfg)).prove(props, _lemmas(cfg, props))
@@ -148,10 +170,17 @@ def sizes_table() -> None:
     for name, fn in (("V2 KV-failure counterexample (shortest, minimised)", ce), ("V1 proof (k-induction)", proof)):
         small, small_depth = min((fn(3, 2) for _ in range(5)), key=lambda x: x[0])
         large, large_depth = min((fn(9118, 8192) for _ in range(5)), key=lambda x: x[0])
-        table.add_row(name, f"{small:.3f} s (depth {small_depth})", f"{large:.3f} s (depth {large_depth})",
-                      f"{large / small:.2f}x")
+        table.add_row(
+            name,
+            f"{small:.3f} s (depth {small_depth})",
+            f"{large:.3f} s (depth {large_depth})",
+            f"{large / small:.2f}x",
+        )
     console.print(table)
-    console.print("(best of 5 each, this machine varies by +-30% run to run; depth is the counterexample's length or the induction's k)")
+    console.print(
+        "(best of 5 each, this machine varies by +-30% run to run; depth is the counterexample's length or the "
+        "induction's k)"
+    )
 
 
 def suites_table() -> None:
@@ -160,8 +189,13 @@ def suites_table() -> None:
         table.add_column(col, justify="right" if col != "run" else "left")
     env = dict(os.environ, VLLM_CACHE_ROOT=str(ROOT / ".vllm_cache"))
     started = time.perf_counter()
-    proc = subprocess.run([PY, "-m", "pytest", "generated_tests", "-p", "no:cacheprovider",
-                           "--target=vllm,vllm-clamp"], cwd=ROOT, capture_output=True, text=True, env=env)
+    proc = subprocess.run(
+        [PY, "-m", "pytest", "generated_tests", "-p", "no:cacheprovider", "--target=vllm,vllm-clamp"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     took = time.perf_counter() - started
     last = proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else proc.stderr.strip()[-200:]
     table.add_row("pytest generated_tests --target=vllm,vllm-clamp", f"{took:.1f}", "60", f"{took / 60:.2f}x", last)

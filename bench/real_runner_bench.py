@@ -88,8 +88,10 @@ def main(argv=None) -> int:
         ("steps replayed", str(steps)),
         ("all generated cases, runner + runner-clamp", f"{suite:.1f} s"),
         ("the same, process start to end (imports included)", f"{total:.1f} s"),
-        ("target", f"{TARGET_SECONDS:.0f} s: {'met' if total <= TARGET_SECONDS else 'OVER'} "
-                   f"({total / TARGET_SECONDS:.2f}x)"),
+        (
+            "target",
+            f"{TARGET_SECONDS:.0f} s: {'met' if total <= TARGET_SECONDS else 'OVER'} ({total / TARGET_SECONDS:.2f}x)",
+        ),
         ("median per case (both arms of a module on one target)", ms(per_case)),
         ("median per step, V1 cases", ms(per_step["v1"])),
         ("median per step, V2 cases (Triton interpreter)", ms(per_step["v2"])),

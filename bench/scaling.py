@@ -47,9 +47,11 @@ RESULTS = ROOT / "bench" / "results" / "scaling.txt"
 # (configuration, property): the #57562 candidate (a KV-load failure on V2), a V2 runner
 # fault (stale slot reads; the matrix runs it with two requests), and the over-delivery
 # crash on V1 (pp 1 only)
-CASES = (("v2-kvfail@0.32.0", "counter-nonnegative"),
-         ("v2-stale-slot@0.32.0", "counter-nonnegative"),
-         ("v1-over-delivery@0.32.0", "counter-nonnegative"))
+CASES = (
+    ("v2-kvfail@0.32.0", "counter-nonnegative"),
+    ("v2-stale-slot@0.32.0", "counter-nonnegative"),
+    ("v1-over-delivery@0.32.0", "counter-nonnegative"),
+)
 REQUESTS, PPS, KS = (1, 2, 3, 4), (1, 2, 3), (0, 1, 2, 3)
 
 
@@ -90,8 +92,7 @@ def _search(cfg: Config, prop: str, max_depth: int, limit: float, pipe) -> None:
         trace = bmc.shortest(Goal.violation(prop), max_depth)
         if trace is not None:
             confirm(Interpreter(cfg), trace, trace.solver_states)
-        pipe.send(("done", trace.depth if trace else None, trace.reaction if trace else "",
-                   CLOCK() - started))
+        pipe.send(("done", trace.depth if trace else None, trace.reaction if trace else "", CLOCK() - started))
     except BaseException as exc:  # noqa: BLE001 - reported as the row's result
         pipe.send(("error", f"{type(exc).__name__}: {exc}"[:160]))
 
@@ -127,8 +128,7 @@ def run(cfg: Config, prop: str, max_depth: int, limit: float, log) -> dict:
                 log(f"    {cfg.name} {prop}: depth {depth} {result} at {at:.1f}s")
         elif msg[0] == "done":
             _, depth, reaction, total = msg
-            out.update(status="found" if depth is not None else "none", depth=depth, total=total,
-                       reaction=reaction)
+            out.update(status="found" if depth is not None else "none", depth=depth, total=total, reaction=reaction)
             break
         else:
             out["status"] = "error: " + msg[1]
@@ -156,8 +156,11 @@ def instances(base: Config) -> list[tuple[str, dict]]:
 
 
 def concrete(base: Config, prop: str, sizes: dict) -> Config:
-    changes = dict(sizes, expect={prop: "violated"}, name=f"{base.name}[r{sizes['requests']},pp{sizes['pp']},"
-                                                            f"K{sizes['spec_tokens']}]")
+    changes = dict(
+        sizes,
+        expect={prop: "violated"},
+        name=f"{base.name}[r{sizes['requests']},pp{sizes['pp']},K{sizes['spec_tokens']}]",
+    )
     if base.spec_tokens is None:
         changes["spec_tokens_max"] = None
     if getattr(base, "rest", False):
@@ -166,12 +169,17 @@ def concrete(base: Config, prop: str, sizes: dict) -> Config:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="bench/scaling.py", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        prog="bench/scaling.py", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--limit", type=float, default=60.0, help="CPU seconds per search (default 60)")
     ap.add_argument("--jobs", type=int, default=2, help="searches at once (default 2)")
-    ap.add_argument("--max-depth", type=int, default=16,
-                    help="deepest search (default 16: make prove's 12 plus room for a deeper pipeline)")
+    ap.add_argument(
+        "--max-depth",
+        type=int,
+        default=16,
+        help="deepest search (default 16: make prove's 12 plus room for a deeper pipeline)",
+    )
     ap.add_argument("--out", default=str(RESULTS))
     ns = ap.parse_args(argv)
     from spec.matrix import by_name
@@ -203,23 +211,31 @@ def main(argv=None) -> int:
         res = run(cfg, prop, ns.max_depth, ns.limit, log)
         with lock:
             results[cfg.name] = res
-            shown = (f"depth {res['depth']} in {res['total']:.2f}s" if res["status"] == "found"
-                     else f"none within {ns.max_depth} ({res['total']:.1f}s)" if res["status"] == "none"
-                     else f"> {ns.limit:g}s (searched to depth {res['searched']})" if res["status"] == "limit"
-                     else res["status"])
+            shown = (
+                f"depth {res['depth']} in {res['total']:.2f}s"
+                if res["status"] == "found"
+                else f"none within {ns.max_depth} ({res['total']:.1f}s)"
+                if res["status"] == "none"
+                else f"> {ns.limit:g}s (searched to depth {res['searched']})"
+                if res["status"] == "limit"
+                else res["status"]
+            )
             log(f"[{len(results)}/{len(todo)} {time.perf_counter() - started:.0f}s] {cfg.name} {prop}: {shown}")
 
     with ThreadPoolExecutor(max_workers=max(ns.jobs, 1)) as pool:
         list(pool.map(one, todo))
     console = Console(width=160, highlight=False, record=True)
-    console.print(f"z3 {z3.get_version_string()}, {os.cpu_count()} cores, {ns.jobs} search(es) at once, "
-                  f"limit {ns.limit:g} CPU s per search, depth <= {ns.max_depth}, whole run "
-                  f"{time.perf_counter() - started:.0f} s, load average {load_before} before, "
-                  f"{os.getloadavg()[0]:.1f} after (above the job count: other work shared the cores)")
+    console.print(
+        f"z3 {z3.get_version_string()}, {os.cpu_count()} cores, {ns.jobs} search(es) at once, "
+        f"limit {ns.limit:g} CPU s per search, depth <= {ns.max_depth}, whole run "
+        f"{time.perf_counter() - started:.0f} s, load average {load_before} before, "
+        f"{os.getloadavg()[0]:.1f} after (above the job count: other work shared the cores)"
+    )
     table = Table(title="Shortest counterexamples on bigger instances (BMC, minimised, replayed)")
     for col in ("case", "varied", "requests", "pp", "K", "depth", "first (s)", "shortest (s)", "result"):
-        table.add_column(col, justify="left" if col in ("case", "varied", "result") else "right", no_wrap=True,
-                         min_width=len(col))
+        table.add_column(
+            col, justify="left" if col in ("case", "varied", "result") else "right", no_wrap=True, min_width=len(col)
+        )
     last = None
     for axis, cfg, prop, sizes in todo:
         res = results[cfg.name]
@@ -229,20 +245,33 @@ def main(argv=None) -> int:
         elif res["status"] == "none":
             cells = ("-", "-", f"{res['total']:.2f}", f"none within {ns.max_depth} steps")
         elif res["status"] == "limit":
-            cells = ("-", f"{res['first']:.2f}" if res["first"] else "-", f"> {ns.limit:g}",
-                     f"out of time (depths 0-{res['searched']} searched)")
+            cells = (
+                "-",
+                f"{res['first']:.2f}" if res["first"] else "-",
+                f"> {ns.limit:g}",
+                f"out of time (depths 0-{res['searched']} searched)",
+            )
         else:
             cells = ("-", "-", "-", res["status"])
         if last is not None and case != last:
             table.add_section()
-        table.add_row(case if case != last else "", axis, str(sizes["requests"]), str(sizes["pp"]),
-                      str(sizes["spec_tokens"]), *cells)
+        table.add_row(
+            case if case != last else "",
+            axis,
+            str(sizes["requests"]),
+            str(sizes["pp"]),
+            str(sizes["spec_tokens"]),
+            *cells,
+        )
         last = case
     console.print(table)
-    console.print("Times are CPU seconds of the search's process. first: to the first satisfiable depth (encoding included; the counterexample is "
-                  "already of the shortest length); shortest: with its picks minimised and the trace replayed on "
-                  "the interpreter (what make prove reports). pp applies to the V2 runner only (V1 supports async "
-                  "scheduling only with pp = 1).")
+    console.print(
+        "Times are CPU seconds of the search's process. first: to the first satisfiable depth (encoding included; "
+        "the counterexample is "
+        "already of the shortest length); shortest: with its picks minimised and the trace replayed on "
+        "the interpreter (what make prove reports). pp applies to the V2 runner only (V1 supports async "
+        "scheduling only with pp = 1)."
+    )
     out = Path(ns.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(console.export_text())

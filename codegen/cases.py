@@ -47,8 +47,9 @@ def config_from_meta(meta: dict, override: str | None = None) -> Config:
         return by_name([override])[0]
     fields = meta.get("config")
     if not isinstance(fields, dict) or not isinstance(fields.get("name"), str):
-        raise CaseError("the trace's #meta has no 'config' record with a name; "
-                        "name its configuration with --config NAME")
+        raise CaseError(
+            "the trace's #meta has no 'config' record with a name; name its configuration with --config NAME"
+        )
     base = next((c for c in MATRIX if c.name == fields["name"]), None)
     data = dict(fields)
     if base is not None:
@@ -56,8 +57,10 @@ def config_from_meta(meta: dict, override: str | None = None) -> Config:
     known = set(Config.__dataclass_fields__) - {"expect"}
     unknown = sorted(set(data) - known)
     if unknown:
-        raise CaseError(f"the trace's #meta config has unknown field(s) {', '.join(unknown)}; "
-                        f"the fields are: {', '.join(sorted(known))}")
+        raise CaseError(
+            f"the trace's #meta config has unknown field(s) {', '.join(unknown)}; "
+            f"the fields are: {', '.join(sorted(known))}"
+        )
     if data.get("events") is None:
         data["events"] = frozenset()
     if data.get("faults") is None:
@@ -94,8 +97,10 @@ def concrete_rest(cfg: Config, trace: Trace, trace_path) -> tuple[Config, Trace]
     for t, step in enumerate(trace.steps):
         acting = {k[0]: v for k, v in step.args.items() if k[0].startswith("rest_") and v not in (0, False)}
         if acting:
-            raise CaseError(f"{trace_path}: step {t + 1} uses the abstract rest ({acting}); only a trace in which "
-                            "the rest does nothing is a trace of vLLM")
+            raise CaseError(
+                f"{trace_path}: step {t + 1} uses the abstract rest ({acting}); only a trace in which "
+                "the rest does nothing is a trace of vLLM"
+            )
         step.args = {k: v for k, v in step.args.items() if not k[0].startswith("rest_")}
     return cfg.with_(rest=False, expect={}), trace
 
@@ -103,16 +108,30 @@ def concrete_rest(cfg: Config, trace: Trace, trace_path) -> tuple[Config, Trace]
 # ------------------------------------------------------------------ the step table
 
 _SHOWN = (  # (variable, short label); per request unless scalar
-    ("status", "status"), ("num_prompt_tokens", "L"), ("num_tokens", "T"), ("num_computed_tokens", "c"),
-    ("num_output_placeholders", "P"), ("num_in_flight_tokens", "F"), ("num_stale_output_tokens", "S"),
-    ("drop_stale_output", "D"), ("is_prefill_chunk", "X"), ("num_spec_tokens", "drafts"),
-    ("pending_update", "update"), ("v1_num_tokens", "Nr"), ("v2_slot", "slot"),
-    ("v2_num_computed", "g"), ("v2_prefill_len", "pl"), ("v2_total_len", "tl"),
-    ("discard_latest_async_tokens", "discard"), ("async_tokens_to_discard", "to_discard"),
+    ("status", "status"),
+    ("num_prompt_tokens", "L"),
+    ("num_tokens", "T"),
+    ("num_computed_tokens", "c"),
+    ("num_output_placeholders", "P"),
+    ("num_in_flight_tokens", "F"),
+    ("num_stale_output_tokens", "S"),
+    ("drop_stale_output", "D"),
+    ("is_prefill_chunk", "X"),
+    ("num_spec_tokens", "drafts"),
+    ("pending_update", "update"),
+    ("v1_num_tokens", "Nr"),
+    ("v2_slot", "slot"),
+    ("v2_num_computed", "g"),
+    ("v2_prefill_len", "pl"),
+    ("v2_total_len", "tl"),
+    ("discard_latest_async_tokens", "discard"),
+    ("async_tokens_to_discard", "to_discard"),
     ("clamp_dropped", "dropped"),
 )
-LEGEND = ("L prompt, T tokens, c computed, P placeholders, F in flight, S stale, D drop-stale, "
-          "X is_prefill_chunk, Nr V1 num_tokens, g/pl/tl V2 slot computed/prefill_len/total_len")
+LEGEND = (
+    "L prompt, T tokens, c computed, P placeholders, F in flight, S stale, D drop-stale, "
+    "X is_prefill_chunk, Nr V1 num_tokens, g/pl/tl V2 slot computed/prefill_len/total_len"
+)
 
 
 def _fmt(name: str, value) -> str:
@@ -225,17 +244,21 @@ def module_path(cfg: Config, kind: str, goal: str, index: int, user: str | None 
 
 
 def sentence(cfg: Config, kind: str, goal: str, fired_at: int | None, mechanisms: list[str]) -> str:
-    who = (f"With {cfg.runner} and {cfg.profile}" + (" plus the clamp" if cfg.clamp else "")
-           + (" plus the step-reservation guard" if cfg.guard != "none" else ""))
+    who = (
+        f"With {cfg.runner} and {cfg.profile}"
+        + (" plus the clamp" if cfg.clamp else "")
+        + (" plus the step-reservation guard" if cfg.guard != "none" else "")
+    )
     if kind == "witness":
-        return (f"{who}, a request prefills in chunks, decodes and finishes on a stop token; "
-                f"no property is violated and no guard drops a token.")
+        return (
+            f"{who}, a request prefills in chunks, decodes and finishes on a stop token; "
+            f"no property is violated and no guard drops a token."
+        )
     how = ", ".join(mechanisms) if mechanisms else "the core path alone"
     return f"{who}, {how} violates {goal} at step {fired_at}. The property: {PROPERTIES[goal].doc}."
 
 
-def build(trace_path: Path | str, config_override: str | None = None, index: int = 0,
-          user: bool = False) -> CaseSource:
+def build(trace_path: Path | str, config_override: str | None = None, index: int = 0, user: bool = False) -> CaseSource:
     """A case from a trace file. `user`: a trace a person supplied (--trace, or
     generated_tests/traces/): its module is named after the file (test_user__NAME)."""
     meta, trace = read(trace_path)
@@ -255,8 +278,10 @@ def build(trace_path: Path | str, config_override: str | None = None, index: int
     trace.states, trace.checks, trace.observed = states, checks, observed
     differs = first_difference(trace)
     if differs is not None:  # the picks replay, but the states the file shows are not the spec's
-        raise CaseError(f"{trace_path}: the recorded states contradict the spec (replayed on config "
-                        f"{cfg.name!r}): {differs}; fix the trace or drop its state variables")
+        raise CaseError(
+            f"{trace_path}: the recorded states contradict the spec (replayed on config "
+            f"{cfg.name!r}): {differs}; fix the trace or drop its state variables"
+        )
     kind = trace.kind
     goal = trace.goal if kind == "violation" else None
     if kind == "violation" and goal not in PROPERTIES:
@@ -268,27 +293,43 @@ def build(trace_path: Path | str, config_override: str | None = None, index: int
     for label, overrides in arms_for(cfg.profile, cfg.clamp, cfg.guard).items():
         arms[label] = (overrides, predict(goal, cfg.with_(**overrides).validate(), init, steps))
 
-    found = next(exp for ov, exp in arms.values()
-                 if ov["clamp"] == cfg.clamp and ov["profile"] == cfg.profile and ov["guard"] == cfg.guard)
+    found = next(
+        exp
+        for ov, exp in arms.values()
+        if ov["clamp"] == cfg.clamp and ov["profile"] == cfg.profile and ov["guard"] == cfg.guard
+    )
     last = len(steps) - 1
     if kind == "violation" and last + 1 not in found.violations:
         raise CaseError(f"{trace_path}: replayed as found, {goal} is not violated at its last step {last + 1}")
     if kind == "witness":
         if not found.completed:
             raise CaseError(f"{trace_path}: the witness does not complete a request when replayed")
-        for label, (overrides, exp) in arms.items():
+        for label, (_overrides, exp) in arms.items():
             if exp.dropped:
-                raise CaseError(f"{trace_path}: on arm {label} the guard drops {exp.dropped} token(s) on a healthy path")
+                raise CaseError(
+                    f"{trace_path}: on arm {label} the guard drops {exp.dropped} token(s) on a healthy path"
+                )
     elif not any(exp.violations or exp.fired or exp.others for _, exp in arms.values()):
         raise CaseError(f"{trace_path}: no arm shows a violation: the case would pass on both arms")
 
     path = module_path(cfg, kind, goal or "healthy", index, user_case_name(trace_path) if user else None)
-    case = Case(name=Path(path).stem[len("test_"):], config=cfg.record(), init=init, steps=steps,
-                kind=kind, property=goal, arms=arms, path=path)
+    case = Case(
+        name=Path(path).stem[len("test_") :],
+        config=cfg.record(),
+        init=init,
+        steps=steps,
+        kind=kind,
+        property=goal,
+        arms=arms,
+        path=path,
+    )
     return CaseSource(
-        case=case, trace_path=str(trace_path), cfg=cfg,
+        case=case,
+        trace_path=str(trace_path),
+        cfg=cfg,
         sentence=sentence(cfg, kind, goal, len(steps) if kind == "violation" else None, trace.mechanisms),
-        table=step_table(cfg, trace, states, observed), module=path,
+        table=step_table(cfg, trace, states, observed),
+        module=path,
     )
 
 

@@ -89,8 +89,10 @@ def read_summary(prove_dir: Path) -> dict:
     """The prover's summary.json, which must say which configurations were run."""
     path = prove_dir / "summary.json"
     if not path.is_file():
-        raise SpecError(f"{path} is missing: cannot tell which configurations the traces under "
-                        f"{prove_dir} are from; run `make prove` first")
+        raise SpecError(
+            f"{path} is missing: cannot tell which configurations the traces under "
+            f"{prove_dir} are from; run `make prove` first"
+        )
     try:
         summary = json.loads(path.read_text())
     except (OSError, ValueError) as exc:
@@ -99,8 +101,9 @@ def read_summary(prove_dir: Path) -> dict:
         summary = {}
     configs, complete = summary.get("configs"), summary.get("complete")
     if not isinstance(configs, list) or not isinstance(complete, bool):
-        raise SpecError(f"{path} does not list the configurations it ran (written by an older "
-                        "model.prove): run `make prove` again")
+        raise SpecError(
+            f"{path} does not list the configurations it ran (written by an older model.prove): run `make prove` again"
+        )
     return summary
 
 
@@ -118,14 +121,14 @@ def user_sources(extra: list[Path], config: str | None, user_dir: Path) -> list[
     return sources
 
 
-def collect(prove_dir: Path, extra: list[str], config: str | None,
-            user_dir: Path | None = None) -> list[CaseSource]:
+def collect(prove_dir: Path, extra: list[str], config: str | None, user_dir: Path | None = None) -> list[CaseSource]:
     """Every case to write: the prover's traces and the user traces."""
     return plan(prove_dir, [Path(p) for p in extra], config, user_dir).sources
 
 
-def plan(prove_dir: Path, extra: list[Path], config: str | None, user_dir: Path | None = None,
-         committed: Path | None = None) -> Plan:
+def plan(
+    prove_dir: Path, extra: list[Path], config: str | None, user_dir: Path | None = None, committed: Path | None = None
+) -> Plan:
     """The cases to write and, with `committed`, the committed files a partial run keeps."""
     user_dir = USER_TRACES if user_dir is None else user_dir
     sources: list[CaseSource] = []
@@ -140,8 +143,10 @@ def plan(prove_dir: Path, extra: list[Path], config: str | None, user_dir: Path 
             match = re.search(r"\.(\d+)\.itf\.json$", path.name)
             src = build(path, None, int(match.group(1)) if match else 0)
             if src.cfg.name not in names:
-                raise CaseError(f"{path} is a trace of {src.cfg.name!r}, which {prove_dir}/summary.json "
-                                "does not list; run `make prove` again")
+                raise CaseError(
+                    f"{path} is a trace of {src.cfg.name!r}, which {prove_dir}/summary.json "
+                    "does not list; run `make prove` again"
+                )
             sources.append(src)
     else:
         run = set()  # --trace without prover results: every generated case stays as committed
@@ -213,13 +218,17 @@ def kept_files(committed: Path, run: set[str] | None) -> tuple[dict, dict]:
                 continue
             name = module_config(path.read_text())
             if name is None:
-                raise CaseError(f"cannot tell which configuration generated_tests/cases/{rel} is from, so a "
-                                "partial run cannot keep it; generate from the whole matrix (`make generate`)")
+                raise CaseError(
+                    f"cannot tell which configuration generated_tests/cases/{rel} is from, so a "
+                    "partial run cannot keep it; generate from the whole matrix (`make generate`)"
+                )
             if name in run:
                 continue
             if rel not in rows:
-                raise CaseError(f"generated_tests/cases/README.md has no row for {rel}; generate from the "
-                                "whole matrix (`make generate`)")
+                raise CaseError(
+                    f"generated_tests/cases/README.md has no row for {rel}; generate from the "
+                    "whole matrix (`make generate`)"
+                )
             kept_rows[rel] = rows[rel]
         kept[rel] = path.read_text()
     return kept, kept_rows
@@ -234,8 +243,9 @@ def _unique(sources: list[CaseSource], kept: dict) -> None:
             seen["generated_tests/cases/" + rel] = f"the kept module generated_tests/cases/{rel}"
     for src in sources:
         if src.module in seen:
-            raise CaseError(f"{src.trace_path} and {seen[src.module]} would both write {src.module}; "
-                            "rename one trace file")
+            raise CaseError(
+                f"{src.trace_path} and {seen[src.module]} would both write {src.module}; rename one trace file"
+            )
         seen[src.module] = src.trace_path
 
 
@@ -245,23 +255,26 @@ def _unique(sources: list[CaseSource], kept: dict) -> None:
 def index_page(sources: list[CaseSource], kept_rows: dict | None = None) -> str:
     rows = dict(kept_rows or {})
     for src in sources:
-        rel = src.module[len("generated_tests/cases/"):]
+        rel = src.module[len("generated_tests/cases/") :]
         rows[rel] = f"| `{rel}` | {src.case.kind} | {src.sentence} |"
-    lines = ["# Generated suites (do not edit: `make generate` rewrites this folder)", "",
-             "| module | kind | what it shows |", "|---|---|---|"]
+    lines = [
+        "# Generated suites (do not edit: `make generate` rewrites this folder)",
+        "",
+        "| module | kind | what it shows |",
+        "|---|---|---|",
+    ]
     lines += [rows[rel] for rel in sorted(rows, key=lambda rel: "generated_tests/cases/" + rel)]
     return "\n".join(lines) + "\n"
 
 
-def write_all(sources: list[CaseSource], folder: Path, kept: dict | None = None,
-              kept_rows: dict | None = None) -> None:
+def write_all(sources: list[CaseSource], folder: Path, kept: dict | None = None, kept_rows: dict | None = None) -> None:
     env = environment()
     for rel, text in (kept or {}).items():
         target = folder / rel
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(text)
     for src in sources:
-        target = folder / src.module[len("generated_tests/cases/"):]
+        target = folder / src.module[len("generated_tests/cases/") :]
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(render(src, env))
     (folder / "README.md").write_text(index_page(sources, kept_rows))
@@ -270,8 +283,11 @@ def write_all(sources: list[CaseSource], folder: Path, kept: dict | None = None,
 def _files(folder: Path) -> dict[str, str]:
     if not folder.exists():
         return {}
-    return {str(p.relative_to(folder)): p.read_text() for p in sorted(folder.rglob("*")) if p.is_file()
-            and "__pycache__" not in p.parts}
+    return {
+        str(p.relative_to(folder)): p.read_text()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file() and "__pycache__" not in p.parts
+    }
 
 
 def check(sources: list[CaseSource], committed: Path = CASES, configs: set[str] | None = None) -> int:
@@ -282,8 +298,11 @@ def check(sources: list[CaseSource], committed: Path = CASES, configs: set[str] 
         fresh = Path(tmp) / "cases"
         write_all(sources, fresh, kept, kept_rows)
         want, have = _files(fresh), _files(committed)
-    scope = "" if configs is None else (
-        f" (a partial run: only {', '.join(sorted(configs)) or 'the user traces'} compared)")
+    scope = (
+        ""
+        if configs is None
+        else (f" (a partial run: only {', '.join(sorted(configs)) or 'the user traces'} compared)")
+    )
     added = sorted(set(want) - set(have))
     removed = sorted(set(have) - set(want))
     changed = sorted(k for k in set(want) & set(have) if want[k] != have[k])
@@ -296,16 +315,20 @@ def check(sources: list[CaseSource], committed: Path = CASES, configs: set[str] 
     for name in removed:
         print(f"  extra    generated_tests/cases/{name}")
     for name in changed:
-        diff = list(difflib.unified_diff(have[name].splitlines(), want[name].splitlines(),
-                                         "committed", "regenerated", lineterm="", n=0))
+        diff = list(
+            difflib.unified_diff(
+                have[name].splitlines(), want[name].splitlines(), "committed", "regenerated", lineterm="", n=0
+            )
+        )
         print(f"  changed  generated_tests/cases/{name} ({sum(1 for d in diff if d[:1] in '+-') - 2} line(s)):")
         for line in diff[2:8]:
             print(f"           {line}")
     return 1
 
 
-def adopt(paths: list[Path], config: str | None, user_dir: Path | None = None,
-          created: list[Path] | None = None) -> list[Path]:
+def adopt(
+    paths: list[Path], config: str | None, user_dir: Path | None = None, created: list[Path] | None = None
+) -> list[Path]:
     """Copy --trace files into the committed user-trace folder, with --config written
     into the copy's #meta so it regenerates on its own. All are validated first."""
     user_dir = USER_TRACES if user_dir is None else user_dir
@@ -324,8 +347,10 @@ def adopt(paths: list[Path], config: str | None, user_dir: Path | None = None,
             text = path.read_text()
         same_file = dest.exists() and dest.resolve() == path.resolve()
         if dest.exists() and not same_file and dest.read_text() != text:
-            raise CaseError(f"{_shown(dest)} already holds a different trace named {dest.name}: "
-                            "rename your file, or delete that one first")
+            raise CaseError(
+                f"{_shown(dest)} already holds a different trace named {dest.name}: "
+                "rename your file, or delete that one first"
+            )
         if any(dest == other for other, _ in planned):
             raise CaseError(f"two --trace files would both be {_shown(dest)}: rename one")
         planned.append((dest, text))
@@ -372,8 +397,12 @@ def main(argv: list[str] | None = None) -> int:
 
     parser = _Parser(prog="python -m codegen.generate", description=__doc__.split("\n\n")[0])
     parser.add_argument("--from", dest="prove_dir", default="build/prove")
-    parser.add_argument("--trace", action="append", default=[],
-                        help="a user ITF trace to turn into a case (copied into generated_tests/traces/)")
+    parser.add_argument(
+        "--trace",
+        action="append",
+        default=[],
+        help="a user ITF trace to turn into a case (copied into generated_tests/traces/)",
+    )
     parser.add_argument("--config", help="configuration of the --trace files (default: their #meta)")
     parser.add_argument("--check", action="store_true", help="fail if generated_tests/cases is stale")
     staging, created, done = None, [], False
@@ -384,8 +413,10 @@ def main(argv: list[str] | None = None) -> int:
                 if args.config and not args.trace:
                     raise UsageError("--config names the configuration of --trace files; give --trace FILE too")
                 if args.check and args.trace:
-                    raise UsageError("--check compares the committed suites: add the trace first "
-                                     "(python -m codegen.generate --trace FILE), then run --check")
+                    raise UsageError(
+                        "--check compares the committed suites: add the trace first "
+                        "(python -m codegen.generate --trace FILE), then run --check"
+                    )
                 import_matrix()
                 clean_stale()
                 extra = adopt([Path(p) for p in args.trace], args.config, created=created) if args.trace else []

@@ -56,7 +56,10 @@ def cited(prop_name: str, release: str) -> str:
 def render(src: CaseSource, env: jinja2.Environment | None = None) -> str:
     env = env or environment()
     text = env.get_template("case.py.j2").render(
-        src=src, case=src.case, cfg=src.cfg, legend=LEGEND,
+        src=src,
+        case=src.case,
+        cfg=src.cfg,
+        legend=LEGEND,
         describe=lambda exp, label="": describe_expect(exp, src.case.property, label),
         prop=PROPERTIES.get(src.case.property) if src.case.property else None,
         where=cited(src.case.property, src.cfg.prof.release) if src.case.property else "",

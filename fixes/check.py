@@ -40,15 +40,23 @@ def plan(fix: str, release: str) -> list[tuple[str, str, str | None, str]]:
     return runs
 
 
-def run_one(fix: str, release: str, name: str, expect: str, tree: str, out: Path,
-            cases: str | None = None) -> dict:
+def run_one(fix: str, release: str, name: str, expect: str, tree: str, out: Path, cases: str | None = None) -> dict:
     """targets.fix_target in a fresh process; its JSON, plus exit status and output."""
     out.parent.mkdir(parents=True, exist_ok=True)
     out.unlink(missing_ok=True)
     env = {**os.environ, "VLLM_PROFILE": release}
     env.pop("VLLM", None)
-    cmd = [sys.executable, "-m", "targets.fix_target", CHECK_OF[fix], f"--vllm={tree}", "--expect", expect,
-           "--json", str(out)] + (["--cases", cases] if cases else [])
+    cmd = [
+        sys.executable,
+        "-m",
+        "targets.fix_target",
+        CHECK_OF[fix],
+        f"--vllm={tree}",
+        "--expect",
+        expect,
+        "--json",
+        str(out),
+    ] + (["--cases", cases] if cases else [])
     done = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True)
     result = json.loads(out.read_text()) if out.is_file() else {}
     result.update({"run": name, "exit": done.returncode, "output": (done.stdout + done.stderr)[-4000:]})
@@ -66,9 +74,15 @@ def check(fix: str, release: str, cases: str | None = None, runs: list[str] | No
             tree = str(build(fix, release, variant))
         results[name] = run_one(fix, release, name, expect, tree, folder / f"{name}.json", cases)
     ok = bool(results) and all(r["exit"] == 0 and r.get("ok") for r in results.values())
-    report = {"fix": fix, "release": release, "cases": cases, "ok": ok,
-              "runs": {k: {x: v.get(x) for x in ("exit", "ok", "expect", "tree", "seconds", "summary")}
-                       for k, v in results.items()}}
+    report = {
+        "fix": fix,
+        "release": release,
+        "cases": cases,
+        "ok": ok,
+        "runs": {
+            k: {x: v.get(x) for x in ("exit", "ok", "expect", "tree", "seconds", "summary")} for k, v in results.items()
+        },
+    }
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "check.json").write_text(json.dumps(report, indent=2) + "\n")
     report["details"] = results
@@ -95,9 +109,11 @@ def main(argv: list[str]) -> int:
             status = max(status, 4)
             continue
         verdict = "as expected" if r.get("ok") else "NOT AS EXPECTED"
-        print(f"  {name:22} expect {r.get('expect', '?'):8} {verdict:16} arms {s.get('arms')}: "
-              f"{s.get('holds')} hold, {s.get('fails')} fail; the fix acts on {s.get('acts')} "
-              f"({s.get('acts_and_fails')} of them fail); {r.get('seconds')} s")
+        print(
+            f"  {name:22} expect {r.get('expect', '?'):8} {verdict:16} arms {s.get('arms')}: "
+            f"{s.get('holds')} hold, {s.get('fails')} fail; the fix acts on {s.get('acts')} "
+            f"({s.get('acts_and_fails')} of them fail); {r.get('seconds')} s"
+        )
         if not r.get("ok"):
             status = max(status, 1)
             for line in r["output"].splitlines():
@@ -105,8 +121,10 @@ def main(argv: list[str]) -> int:
                     print("    " + line.strip())
     patched = report["details"].get("patched", {}).get("summary") or {}
     if patched:
-        print(f"  in the model, arms violating what the fix claims ({', '.join(CLAIMS[CHECK_OF[args.fix]])}): "
-              f"{patched['claims_violated_before']} without the fix, {patched['claims_violated_after']} with it")
+        print(
+            f"  in the model, arms violating what the fix claims ({', '.join(CLAIMS[CHECK_OF[args.fix]])}): "
+            f"{patched['claims_violated_before']} without the fix, {patched['claims_violated_after']} with it"
+        )
     print("OK" if status == 0 else "FAILED")
     return status
 

@@ -154,12 +154,10 @@ def tree_name(release: str, fix: str, variant: str | None = None) -> str:
 
 
 def _fingerprint(patch: Path, variant: str | None) -> dict:
-    return {"patch": patch.name, "sha256": hashlib.sha256(patch.read_bytes()).hexdigest(),
-            "variant": variant}
+    return {"patch": patch.name, "sha256": hashlib.sha256(patch.read_bytes()).hexdigest(), "variant": variant}
 
 
-def build(fix: str, release: str, variant: str | None = None, dest: Path | None = None,
-          force: bool = False) -> Path:
+def build(fix: str, release: str, variant: str | None = None, dest: Path | None = None, force: bool = False) -> Path:
     """The patched tree's root (a folder holding vllm/), rebuilt only when the patch changed."""
     patch = patch_path(fix, release)
     dest = Path(dest) if dest is not None else TREES_DIR / tree_name(release, fix, variant)
@@ -178,12 +176,12 @@ def build(fix: str, release: str, variant: str | None = None, dest: Path | None 
     tool = apply_patch(patch, partial)
     if variant:
         apply_variant(fix, variant, partial)
-    bad = [f for f in touched_files(patch)
-           if not compileall.compile_file(str(partial / f), quiet=2, force=True)]
+    bad = [f for f in touched_files(patch) if not compileall.compile_file(str(partial / f), quiet=2, force=True)]
     if bad:
         raise FixError(f"{tree_name(release, fix, variant)}: {', '.join(bad)} does not compile")
-    (partial / MARKER).write_text(json.dumps({**want, "release": release, "fix": fix, "applied_with": tool},
-                                             indent=2) + "\n")
+    (partial / MARKER).write_text(
+        json.dumps({**want, "release": release, "fix": fix, "applied_with": tool}, indent=2) + "\n"
+    )
     shutil.rmtree(dest, ignore_errors=True)
     partial.rename(dest)
     return dest

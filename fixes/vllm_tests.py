@@ -18,7 +18,8 @@
 
 The scheduler suites run twice per tree: as the CPU platform configures vLLM (Triton
 off, so the V1 model runner), and with Triton visible (interpreted), so that vLLM picks
-its model runner as on a GPU (V2 unless a feature needs V1). Prints pass/fail/skip counts per tree and pass, what fails on the release
+its model runner as on a GPU (V2 unless a feature needs V1). Prints pass/fail/skip counts per tree and pass, what
+fails on the release
 too, and every test whose outcome differs; writes build/fixes/<release>+<fix>/
 vllm-tests.json and the JUnit files. Exit 0 when the patched tree has no failure or
 error that the release does not have, and none at all in test_async_scheduler.py.
@@ -77,15 +78,30 @@ def fetch_sdist(release: str) -> Path:
     pins = REPO / "requirements" / f"vllm-sdist-{release}.txt"
     if not (BUILD_DEPS / ".done").is_file():
         shutil.rmtree(BUILD_DEPS, ignore_errors=True)
-        subprocess.run(PIP + ["install", "--no-deps", "--require-hashes", "--only-binary=:all:",
-                              "--target", str(BUILD_DEPS), "-r", str(REPO / "requirements" / "vllm-sdist-build.txt")],
-                       check=True)
+        subprocess.run(
+            PIP
+            + [
+                "install",
+                "--no-deps",
+                "--require-hashes",
+                "--only-binary=:all:",
+                "--target",
+                str(BUILD_DEPS),
+                "-r",
+                str(REPO / "requirements" / "vllm-sdist-build.txt"),
+            ],
+            check=True,
+        )
         (BUILD_DEPS / ".done").write_text("")
     download = SDIST_DIR / f".download-{release}"
     shutil.rmtree(download, ignore_errors=True)
     env = {**os.environ, "PYTHONPATH": str(BUILD_DEPS), "VLLM_TARGET_DEVICE": "empty"}
-    subprocess.run(PIP + ["download", "--no-deps", "--no-build-isolation", "--require-hashes",
-                          "-d", str(download), "-r", str(pins)], check=True, env=env)
+    subprocess.run(
+        PIP
+        + ["download", "--no-deps", "--no-build-isolation", "--require-hashes", "-d", str(download), "-r", str(pins)],
+        check=True,
+        env=env,
+    )
     got = sorted(download.glob(f"vllm-{release}.tar.gz"))
     if len(got) != 1:
         raise FixError(f"pip download left {[p.name for p in download.iterdir()]} in {download}")
@@ -109,7 +125,7 @@ def unpack_tests(release: str) -> Path:
             if missing:
                 raise FixError(f"{sdist.name} has no {', '.join(sorted(missing))}")
             for m in members:
-                m.name = m.name[len(prefix):]
+                m.name = m.name[len(prefix) :]
                 archive.extract(m, partial, filter="data")
         shutil.rmtree(dest, ignore_errors=True)
         partial.rename(dest)
@@ -122,18 +138,43 @@ def unpack_tests(release: str) -> Path:
     return dest
 
 
-def run_suites(tests: Path, tree: str, release: str, junit: Path, suites=SUITES, select: str | None = None,
-               extra_env: dict | None = None) -> dict:
+def run_suites(
+    tests: Path,
+    tree: str,
+    release: str,
+    junit: Path,
+    suites=SUITES,
+    select: str | None = None,
+    extra_env: dict | None = None,
+) -> dict:
     """pytest on the suites with the tree loaded; per-test outcomes from the JUnit file."""
     junit.parent.mkdir(parents=True, exist_ok=True)
     junit.unlink(missing_ok=True)
-    env = {**os.environ, "FIX_REPO": str(REPO), "FIX_VLLM_TREE": tree, "VLLM_PROFILE": release,
-           "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "PYTHONDONTWRITEBYTECODE": "1"}
+    env = {
+        **os.environ,
+        "FIX_REPO": str(REPO),
+        "FIX_VLLM_TREE": tree,
+        "VLLM_PROFILE": release,
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+        "PYTHONDONTWRITEBYTECODE": "1",
+    }
     for name in ("VLLM", "VLLM_USE_V2_MODEL_RUNNER", "FIX_ENABLE_TRITON", "TRITON_INTERPRET"):
         env.pop(name, None)
     env.update(extra_env or {})
-    cmd = [sys.executable, "-m", "pytest", "-q", "-rN", f"--junitxml={junit}", "--rootdir", str(tests),
-           "-c", str(tests / "pytest.ini"), *suites] + (["-k", select] if select else [])
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-q",
+        "-rN",
+        f"--junitxml={junit}",
+        "--rootdir",
+        str(tests),
+        "-c",
+        str(tests / "pytest.ini"),
+        *suites,
+    ] + (["-k", select] if select else [])
     started = time.monotonic()
     done = subprocess.run(cmd, cwd=tests, env=env, capture_output=True, text=True)
     seconds = round(time.monotonic() - started, 1)
@@ -141,10 +182,17 @@ def run_suites(tests: Path, tree: str, release: str, junit: Path, suites=SUITES,
         raise FixError(f"pytest wrote no results for {tree}:\n{(done.stdout + done.stderr)[-3000:]}")
     outcomes, reasons = parse_junit(junit)
     counts = Counter(outcomes.values())
-    return {"tree": tree, "exit": done.returncode, "seconds": seconds, "counts": dict(counts),
-            "env": dict(extra_env or {}), "suites": list(suites),
-            "skip_reasons": dict(Counter(reasons.values())), "outcomes": outcomes,
-            "tail": (done.stdout + done.stderr)[-1500:]}
+    return {
+        "tree": tree,
+        "exit": done.returncode,
+        "seconds": seconds,
+        "counts": dict(counts),
+        "env": dict(extra_env or {}),
+        "suites": list(suites),
+        "skip_reasons": dict(Counter(reasons.values())),
+        "outcomes": outcomes,
+        "tail": (done.stdout + done.stderr)[-1500:],
+    }
 
 
 def parse_junit(path: Path) -> tuple[dict[str, str], dict[str, str]]:
@@ -168,18 +216,25 @@ def parse_junit(path: Path) -> tuple[dict[str, str], dict[str, str]]:
 def compare(unpatched: dict, patched: dict) -> list[str]:
     """Every test whose outcome differs between the two trees."""
     a, b = unpatched["outcomes"], patched["outcomes"]
-    return [f"{name}: {a.get(name, 'absent')} -> {b.get(name, 'absent')}"
-            for name in sorted(set(a) | set(b)) if a.get(name) != b.get(name)]
+    return [
+        f"{name}: {a.get(name, 'absent')} -> {b.get(name, 'absent')}"
+        for name in sorted(set(a) | set(b))
+        if a.get(name) != b.get(name)
+    ]
 
 
 def line(label: str, run: dict) -> str:
     c = run["counts"]
     by_suite = Counter((name.split("::")[0].rsplit(".", 1)[-1], o) for name, o in run["outcomes"].items())
-    suites = "; ".join(f"{s}: " + ", ".join(f"{by_suite[(s, o)]} {o}" for o in ("passed", "failed", "error", "skipped")
-                                            if by_suite[(s, o)])
-                       for s in sorted({s for s, _ in by_suite}))
-    return (f"{label:10} {c.get('passed', 0)} passed, {c.get('failed', 0)} failed, {c.get('error', 0)} errors, "
-            f"{c.get('skipped', 0)} skipped ({run['seconds']} s)   [{suites}]")
+    suites = "; ".join(
+        f"{s}: "
+        + ", ".join(f"{by_suite[(s, o)]} {o}" for o in ("passed", "failed", "error", "skipped") if by_suite[(s, o)])
+        for s in sorted({s for s, _ in by_suite})
+    )
+    return (
+        f"{label:10} {c.get('passed', 0)} passed, {c.get('failed', 0)} failed, {c.get('error', 0)} errors, "
+        f"{c.get('skipped', 0)} skipped ({run['seconds']} s)   [{suites}]"
+    )
 
 
 # Each suite set runs as the CPU platform configures vLLM (vllm.triton_utils switches
@@ -211,8 +266,9 @@ def main(argv: list[str]) -> int:
         here = {}
         for label, tree in (("unpatched", args.release), ("patched", str(patched_root))):
             try:
-                here[label] = run_suites(tests, tree, args.release, out / f"vllm-tests-{label}{suffix}.xml",
-                                         suites, args.select, env)
+                here[label] = run_suites(
+                    tests, tree, args.release, out / f"vllm-tests-{label}{suffix}.xml", suites, args.select, env
+                )
             except FixError as exc:
                 print(f"error: {exc}", file=sys.stderr)
                 return 2
@@ -229,20 +285,35 @@ def main(argv: list[str]) -> int:
         for d in compare(here["unpatched"], here["patched"]):
             print("    differs: " + d)
             differs.append(d + suffix)
-        problems += [n + suffix for n, o in here["patched"]["outcomes"].items()
-                     if o in ("failed", "error") and (here["unpatched"]["outcomes"].get(n) not in ("failed", "error")
-                                                      or "test_async_scheduler" in n)]
+        problems += [
+            n + suffix
+            for n, o in here["patched"]["outcomes"].items()
+            if o in ("failed", "error")
+            and (here["unpatched"]["outcomes"].get(n) not in ("failed", "error") or "test_async_scheduler" in n)
+        ]
         for label, run in here.items():
             if run["exit"] not in (0, 1):
                 print(f"    {label}: pytest exited {run['exit']}:\n{run['tail']}")
                 problems.append(f"{label}{suffix}: pytest exit {run['exit']}")
     ok = not problems
-    (out / "vllm-tests.json").write_text(json.dumps(
-        {"fix": args.fix, "release": args.release, "variant": args.variant, "ok": ok, "differs": differs,
-         "problems": problems,
-         "runs": {k: {x: v[x] for x in ("tree", "exit", "seconds", "counts", "skip_reasons", "env", "suites")}
-                  for k, v in runs.items()}},
-        indent=2) + "\n")
+    (out / "vllm-tests.json").write_text(
+        json.dumps(
+            {
+                "fix": args.fix,
+                "release": args.release,
+                "variant": args.variant,
+                "ok": ok,
+                "differs": differs,
+                "problems": problems,
+                "runs": {
+                    k: {x: v[x] for x in ("tree", "exit", "seconds", "counts", "skip_reasons", "env", "suites")}
+                    for k, v in runs.items()
+                },
+            },
+            indent=2,
+        )
+        + "\n"
+    )
     print("OK" if ok else "FAILED: " + ", ".join(problems))
     return 0 if ok else 1
 

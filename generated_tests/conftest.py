@@ -13,8 +13,15 @@ import pytest
 
 from targets.protocol import TargetUnavailable
 
-MARKS = {"reference": "reference", "vllm": "vllm", "vllm-clamp": "vllm", "vllm-guard": "vllm", "runner": "vllm",
-         "runner-clamp": "vllm", "kernel": "kernel"}
+MARKS = {
+    "reference": "reference",
+    "vllm": "vllm",
+    "vllm-clamp": "vllm",
+    "vllm-guard": "vllm",
+    "runner": "vllm",
+    "runner-clamp": "vllm",
+    "kernel": "kernel",
+}
 # the root conftest checked their tree already
 ASKED_WHEN_SELECTED = ("vllm", "vllm-clamp", "vllm-guard", "runner", "runner-clamp")
 _built: dict = {}

@@ -21,11 +21,11 @@ rows with vector loads, and num_sampled is only rewritten where it changes.
 
 from __future__ import annotations
 
-from kernels import runtime  # noqa: F401  (settles TRITON_INTERPRET before @triton.jit)
-
 import torch
 import triton
 import triton.language as tl
+
+from kernels import runtime  # noqa: F401  (settles TRITON_INTERPRET before @triton.jit)
 
 BLOCK_ROWS = 1024  # rows per program: 8 per thread at 4 warps, coalesced loads, few programs
 NUM_WARPS = 4
@@ -88,8 +88,11 @@ def _check_inputs(num_sampled, seq_lens, cu_num_logits, idx_mapping, per_slot) -
     """
     runtime.check_runnable()
     named = {
-        "num_sampled": num_sampled, "seq_lens": seq_lens, "cu_num_logits": cu_num_logits,
-        "idx_mapping": idx_mapping, "the per-slot lengths": per_slot,
+        "num_sampled": num_sampled,
+        "seq_lens": seq_lens,
+        "cu_num_logits": cu_num_logits,
+        "idx_mapping": idx_mapping,
+        "the per-slot lengths": per_slot,
     }
     for name, t in named.items():
         if t.dim() != 1 or (t.numel() > 1 and t.stride(0) != 1):
@@ -98,8 +101,7 @@ def _check_inputs(num_sampled, seq_lens, cu_num_logits, idx_mapping, per_slot) -
             raise TypeError(f"{name} must be int32 or int64 (signed, as in vLLM), got {t.dtype}")
         if t.device.type != runtime.DEVICE.type:
             raise ValueError(
-                f"{name} is on {t.device}, but kernels run on {runtime.DEVICE} here "
-                f"({runtime.describe()})"
+                f"{name} is on {t.device}, but kernels run on {runtime.DEVICE} here ({runtime.describe()})"
             )
     num_rows = idx_mapping.shape[0]
     short = [
@@ -124,8 +126,15 @@ def _launch(num_sampled, seq_lens, cu_num_logits, idx_mapping, per_slot, block_r
     if num_rows:
         grid = (triton.cdiv(num_rows, block_rows),)
         discard_kernel[grid](
-            num_sampled, num_rejected, seq_lens, cu_num_logits, idx_mapping, per_slot,
-            num_rows, BLOCK_ROWS=block_rows, num_warps=NUM_WARPS,
+            num_sampled,
+            num_rejected,
+            seq_lens,
+            cu_num_logits,
+            idx_mapping,
+            per_slot,
+            num_rows,
+            BLOCK_ROWS=block_rows,
+            num_warps=NUM_WARPS,
         )
     return num_sampled, num_rejected
 

@@ -30,12 +30,16 @@ def compile_variant(variant: str, arch: int = 90, sampled: str = "*i32"):
     from triton.compiler import ASTSource
 
     signature = {
-        "num_sampled_ptr": sampled, "num_rejected_ptr": sampled, "seq_lens_ptr": "*i32",
-        "cu_num_logits_ptr": "*i32", "idx_mapping_ptr": "*i64", "threshold_ptr": "*i32",
-        "num_rows": "i32", "BLOCK_ROWS": "constexpr",
+        "num_sampled_ptr": sampled,
+        "num_rejected_ptr": sampled,
+        "seq_lens_ptr": "*i32",
+        "cu_num_logits_ptr": "*i32",
+        "idx_mapping_ptr": "*i64",
+        "threshold_ptr": "*i32",
+        "num_rows": "i32",
+        "BLOCK_ROWS": "constexpr",
     }
-    source = ASTSource(fn=discard.discard_kernel, signature=signature,
-                       constexprs={"BLOCK_ROWS": discard.BLOCK_ROWS})
+    source = ASTSource(fn=discard.discard_kernel, signature=signature, constexprs={"BLOCK_ROWS": discard.BLOCK_ROWS})
     return triton.compile(source, target=GPUTarget("cuda", arch, 32), options={"num_warps": discard.NUM_WARPS})
 
 
@@ -63,8 +67,10 @@ def main(argv: list[str] | None = None) -> int:
             compiled = compile_variant(variant, opts.arch, sampled)
             problem = decision_problem(variant, compiled.asm["ttir"])
             failed |= problem is not None
-            print(f"{variant} (num_sampled {sampled[1:]}): sm_{opts.arch} cubin {len(compiled.asm['cubin'])} bytes; "
-                  f"decision: {problem or 'arith.cmpi slt %seq_lens, %' + THRESHOLD_VALUE}")
+            print(
+                f"{variant} (num_sampled {sampled[1:]}): sm_{opts.arch} cubin {len(compiled.asm['cubin'])} bytes; "
+                f"decision: {problem or 'arith.cmpi slt %seq_lens, %' + THRESHOLD_VALUE}"
+            )
     return 1 if failed else 0
 
 

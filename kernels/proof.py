@@ -94,7 +94,9 @@ def signed_comparison() -> ProofResult:
     # and it is not unsigned order: a witness where the two differ
     _, witness = _find(term != z3.ULT(x, y))
     return ProofResult(
-        claim, PROVED, PROVED,
+        claim,
+        PROVED,
+        PROVED,
         note=f"bvslt; differs from unsigned order e.g. at {_values(witness, x=x, y=y)}",
     )
 
@@ -110,9 +112,10 @@ def equals_spec(variant: str, *, nonnegative: bool, no_overflow: bool) -> ProofR
     if no_overflow:
         total = _wide(g) + _wide(n)
         assumptions += [total <= INT32_MAX, total >= INT32_MIN]
-    bounds = ", ".join(
-        text for text, on in (("g, n >= 0", nonnegative), ("g + n fits int32", no_overflow)) if on
-    ) or "any int32"
+    bounds = (
+        ", ".join(text for text, on in (("g, n >= 0", nonnegative), ("g + n fits int32", no_overflow)) if on)
+        or "any int32"
+    )
     claim = f"{variant}: kernel == spec for int32 g, n, {threshold} with {bounds}"
     # only the bound on g + n makes them agree: without it the int32 add wraps
     expected = PROVED if no_overflow else REFUTED
@@ -147,7 +150,9 @@ def _launcher_problem(variant: str) -> str | None:
         return f"{launcher.__name__} should call _launch once, calls it {len(calls)} times"
     passed = calls[0].args[4] if len(calls[0].args) > 4 else None
     if not (isinstance(passed, ast.Name) and passed.id == wanted):
-        return f"{launcher.__name__} passes {ast.unparse(passed) if passed else 'nothing'} as the threshold, not {wanted}"
+        return (
+            f"{launcher.__name__} passes {ast.unparse(passed) if passed else 'nothing'} as the threshold, not {wanted}"
+        )
     return None
 
 
@@ -249,7 +254,8 @@ def _routing_problem(fn, threshold_ptr: str) -> str | None:
     if loaded_from.get(seq_arg, (None, None))[1] != loaded_from[index][1]:
         return "seq_lens and idx_mapping are read at different rows"
     stores = [
-        n for n in ast.walk(tree)
+        n
+        for n in ast.walk(tree)
         if isinstance(n, ast.Call) and any(isinstance(a, ast.Name) and a.id == result for a in n.args)
     ]
     if not stores:

@@ -35,8 +35,10 @@ class SolverTimeout(SolverUnknown):
     def __init__(self, query: str, limit_s: float, config: str = ""):
         self.query, self.limit_s, self.config = query, limit_s, config
         again = f"python -m model.prove {config} --timeout {max(2 * limit_s, 1):g}".replace("  ", " ")
-        super().__init__(f"solver timeout: {query} ran past the {limit_s:g} s limit per query; "
-                         f"raise it with --timeout SECONDS (e.g. {again})")
+        super().__init__(
+            f"solver timeout: {query} ran past the {limit_s:g} s limit per query; "
+            f"raise it with --timeout SECONDS (e.g. {again})"
+        )
 
     def __reduce__(self):  # travels back from a worker process intact
         return SolverTimeout, (self.query, self.limit_s, self.config)
@@ -114,7 +116,7 @@ class Bmc:
         """Assumptions for a trace of `depth` transitions; the last one may kill the
         engine only when it is the violating one (last_alive False)."""
         alive = depth if last_alive else depth - 1
-        return self._step_on[:depth] + self._alive_on[:max(alive, 0)]
+        return self._step_on[:depth] + self._alive_on[: max(alive, 0)]
 
     def goal_at(self, goal: Goal, depth: int):
         """The goal, reached by a trace of exactly `depth` transitions (None: impossible)."""
@@ -129,13 +131,19 @@ class Bmc:
         started = time.perf_counter()
         result = self.solver.check(*assumptions)
         if result == z3.unknown:
-            raise classify_unknown(self.solver.reason_unknown(), time.perf_counter() - started,
-                                   self.timeout_ms, f"{self.enc.cfg.name}: {query}", self.enc.cfg.name)
+            raise classify_unknown(
+                self.solver.reason_unknown(),
+                time.perf_counter() - started,
+                self.timeout_ms,
+                f"{self.enc.cfg.name}: {query}",
+                self.enc.cfg.name,
+            )
         return result
 
     # ------------------------------------------------------------------ searches
-    def shortest(self, goal: Goal, max_depth: int, extra: Callable[[int], object] | None = None,
-                 minimise: bool = True) -> Trace | None:
+    def shortest(
+        self, goal: Goal, max_depth: int, extra: Callable[[int], object] | None = None, minimise: bool = True
+    ) -> Trace | None:
         """A shortest trace (<= max_depth transitions) reaching the goal, picks minimised
         (or, with minimise=False, as the solver found them)."""
         for depth in range(max_depth + 1):
@@ -164,10 +172,14 @@ class Bmc:
         for t in range(depth):
             step = enc.step(t)
             for index, event in enumerate(enc.events):
-                ints = [step.args[event.name][key] - (arg.lo or 0)
-                        for arg, key in event.arg_keys(enc.cfg) if arg.sort is int and arg.hi is None]
-                flags = [z3.If(step.args[event.name][key], 1, 0)
-                         for arg, key in event.arg_keys(enc.cfg) if arg.sort is bool]
+                ints = [
+                    step.args[event.name][key] - (arg.lo or 0)
+                    for arg, key in event.arg_keys(enc.cfg)
+                    if arg.sort is int and arg.hi is None
+                ]
+                flags = [
+                    z3.If(step.args[event.name][key], 1, 0) for arg, key in event.arg_keys(enc.cfg) if arg.sort is bool
+                ]
                 if ints or flags:
                     terms.append(z3.If(step.act == index, z3.Sum(*(ints + flags)), 0))
         return z3.Sum(*terms) if terms else z3.IntVal(0)
@@ -178,13 +190,17 @@ class Bmc:
 
     def picks_each(self, depth: int, condition):
         enc = self.enc
-        conds = [condition(enc.init_args[key] - (arg.lo or 0))
-                 for arg, key in INIT.arg_keys(enc.cfg) if arg.sort is int]
+        conds = [
+            condition(enc.init_args[key] - (arg.lo or 0)) for arg, key in INIT.arg_keys(enc.cfg) if arg.sort is int
+        ]
         for t in range(depth):
             step = enc.step(t)
             for index, event in enumerate(enc.events):
-                ints = [condition(step.args[event.name][key] - (arg.lo or 0))
-                        for arg, key in event.arg_keys(enc.cfg) if arg.sort is int and arg.hi is None]
+                ints = [
+                    condition(step.args[event.name][key] - (arg.lo or 0))
+                    for arg, key in event.arg_keys(enc.cfg)
+                    if arg.sort is int and arg.hi is None
+                ]
                 if ints:
                     conds.append(z3.Implies(step.act == index, z3.And(*ints)))
         return z3.And(*conds) if conds else z3.BoolVal(True)
@@ -211,15 +227,24 @@ class Bmc:
             event = enc.events[index]
             optimise.add(step.act == index)
             # picks the configuration bounds are not minimised: keep them as found
-            optimise.add(*[step.args[event.name][key] == _value(model, step.args[event.name][key])
-                           for arg, key in event.arg_keys(enc.cfg) if arg.sort is int and arg.hi is not None])
+            optimise.add(
+                *[
+                    step.args[event.name][key] == _value(model, step.args[event.name][key])
+                    for arg, key in event.arg_keys(enc.cfg)
+                    if arg.sort is int and arg.hi is not None
+                ]
+            )
         optimise.minimize(objective)
         started = time.perf_counter()
         result = optimise.check()
         if result == z3.unknown:
-            raise classify_unknown(optimise.reason_unknown(), time.perf_counter() - started, self.timeout_ms,
-                                   f"{enc.cfg.name}: minimising the picks of the {goal or 'found'} trace at depth {depth}",
-                                   enc.cfg.name)
+            raise classify_unknown(
+                optimise.reason_unknown(),
+                time.perf_counter() - started,
+                self.timeout_ms,
+                f"{enc.cfg.name}: minimising the picks of the {goal or 'found'} trace at depth {depth}",
+                enc.cfg.name,
+            )
         if result != z3.sat:
             raise SolverUnknown(f"{enc.cfg.name}: minimising the picks along a found path: {result}")
         return optimise.model()
@@ -253,9 +278,7 @@ class Bmc:
             goal=goal.name,
             kind="witness" if goal.kind == "witness" else "violation",
         )
-        trace.solver_states = [
-            {k: _value(model, v) for k, v in enc.step(t).state.items()} for t in range(depth + 1)
-        ]
+        trace.solver_states = [{k: _value(model, v) for k, v in enc.step(t).state.items()} for t in range(depth + 1)]
         trace.mechanisms = sorted(m for m, used in self.mechanisms(depth).items() if _value(model, used))
         return trace
 
@@ -264,10 +287,16 @@ class Bmc:
         """Which optional mechanisms a trace of this depth uses (its class view)."""
         enc, cfg = self.enc, self.enc.cfg
         names = [n for n in enc.event_index() if n not in ("schedule", "deliver")]
-        names += [n for n, on in (("kv-load-failure", cfg.has("kvfail")),
-                                  ("stale-slot-read", "stale-slot-read" in cfg.faults),
-                                  ("over-delivery", "over-delivery" in cfg.faults),
-                                  ("session-stop", cfg.has("stream"))) if on]
+        names += [
+            n
+            for n, on in (
+                ("kv-load-failure", cfg.has("kvfail")),
+                ("stale-slot-read", "stale-slot-read" in cfg.faults),
+                ("over-delivery", "over-delivery" in cfg.faults),
+                ("session-stop", cfg.has("stream")),
+            )
+            if on
+        ]
         used: dict[str, list] = {name: [] for name in names}
         for t in range(depth):
             step = enc.step(t)
@@ -282,17 +311,23 @@ class Bmc:
             reqs = range(cfg.requests)
             if "stale-slot-read" in cfg.faults:
                 used.setdefault("stale-slot-read", []).append(
-                    z3.And(enc.action_is(t, "schedule"), z3.Or(*[step.args["schedule"][("stale_read", r)] for r in reqs]))
+                    z3.And(
+                        enc.action_is(t, "schedule"), z3.Or(*[step.args["schedule"][("stale_read", r)] for r in reqs])
+                    )
                 )
             if "over-delivery" in cfg.faults:
                 used.setdefault("over-delivery", []).append(
-                    z3.And(enc.action_is(t, "schedule"), z3.Or(*[step.args["schedule"][("extra", r)] > 0 for r in reqs]))
+                    z3.And(
+                        enc.action_is(t, "schedule"), z3.Or(*[step.args["schedule"][("extra", r)] > 0 for r in reqs])
+                    )
                 )
             if cfg.has("stream"):
                 state = View(cfg, step.state)
                 used.setdefault("session-stop", []).append(
-                    z3.And(enc.action_is(t, "deliver"),
-                           z3.Or(*[z3.And(state.resumable[r], step.args["deliver"][("stop", r)] > 0) for r in reqs]))
+                    z3.And(
+                        enc.action_is(t, "deliver"),
+                        z3.Or(*[z3.And(state.resumable[r], step.args["deliver"][("stop", r)] > 0) for r in reqs]),
+                    )
                 )
         return {name: (z3.Or(*terms) if terms else z3.BoolVal(False)) for name, terms in used.items()}
 
@@ -301,6 +336,7 @@ class Bmc:
         found = [first]
         blocked: list[list[str]] = [first.mechanisms]
         while len(found) < limit:
+
             def extra(depth, blocked=tuple(tuple(b) for b in blocked)):
                 view = self.mechanisms(depth)
                 clauses = []

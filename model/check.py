@@ -44,9 +44,11 @@ def healthy(bmc: Bmc, bound: int | None = 3):
     """Restrict a search to traces using no optional mechanism: schedule and deliver
     only, no fault, no KV-load failure, no session stop; with a bound, picks at most
     that far above their lower limits (any small healthy path will do)."""
+
     def restrict(depth):
         clean = [z3.Not(used) for used in bmc.mechanisms(depth).values()]
         return z3.And(*clean, bmc.small_picks(depth, bound)) if bound is not None else z3.And(*clean)
+
     return restrict
 
 
@@ -81,9 +83,17 @@ K_FRONTIER_MAX = 8  # a frontier search proves K <= 0, 1, ... up to this bound
 
 def _row(cfg: Config, prop: str, **kw) -> Row:
     kw.setdefault("scope", scope_of(cfg))
-    return Row(config=cfg.name, runner=cfg.runner, clamp=cfg.clamp, events=sorted(cfg.events),
-               faults=sorted(cfg.faults), profile=cfg.profile, property=prop,
-               expected=cfg.expect.get(prop, "reached"), **kw)
+    return Row(
+        config=cfg.name,
+        runner=cfg.runner,
+        clamp=cfg.clamp,
+        events=sorted(cfg.events),
+        faults=sorted(cfg.faults),
+        profile=cfg.profile,
+        property=prop,
+        expected=cfg.expect.get(prop, "reached"),
+        **kw,
+    )
 
 
 def concrete_instances(cfg: Config) -> list[Config]:
@@ -146,22 +156,55 @@ def check_config(cfg: Config, max_depth: int = MAX_DEPTH, timeout_s: float = TIM
                 if first is not None:
                     classes = bmc.classes(Goal.violation(prop), first, first.depth + CLASS_EXTRA_DEPTH, CLASS_LIMIT)
             except SolverUnknown as exc:  # a timeout says so; an interrupt is not caught here
-                return _row(cfg, prop, verdict="unknown", depth=None, seconds=time.perf_counter() - started,
-                            note=(note + "; then " if note else "") + str(exc))
+                return _row(
+                    cfg,
+                    prop,
+                    verdict="unknown",
+                    depth=None,
+                    seconds=time.perf_counter() - started,
+                    note=(note + "; then " if note else "") + str(exc),
+                )
             if first is not None:
                 where = instance
                 break
         seconds = time.perf_counter() - started
         if first is None:
-            sizes = "" if not cfg.rest else f" with {' or '.join(str(i.requests) for i in concrete_instances(cfg))} request(s)"
-            return _row(cfg, prop, verdict="bounded", depth=max_depth, seconds=seconds,
-                        note=(note + "; " if note else "") + f"no counterexample within {max_depth} steps{sizes}")
-        paths = [keep(tr, prop if i == 0 else f"{prop}.{i}", f"{prop} violated ({', '.join(tr.mechanisms) or 'core path'})",
-                      of=where)
-                 for i, tr in enumerate(classes)]
-        return _row(cfg, prop, verdict="violated", depth=first.depth, seconds=seconds, trace=paths[0],
-                    first_seconds=first_seconds, classes=paths[1:], mechanisms=first.mechanisms,
-                    reaction=first.reaction, scope=scope_of(where, first), note=note)
+            sizes = (
+                ""
+                if not cfg.rest
+                else f" with {' or '.join(str(i.requests) for i in concrete_instances(cfg))} request(s)"
+            )
+            return _row(
+                cfg,
+                prop,
+                verdict="bounded",
+                depth=max_depth,
+                seconds=seconds,
+                note=(note + "; " if note else "") + f"no counterexample within {max_depth} steps{sizes}",
+            )
+        paths = [
+            keep(
+                tr,
+                prop if i == 0 else f"{prop}.{i}",
+                f"{prop} violated ({', '.join(tr.mechanisms) or 'core path'})",
+                of=where,
+            )
+            for i, tr in enumerate(classes)
+        ]
+        return _row(
+            cfg,
+            prop,
+            verdict="violated",
+            depth=first.depth,
+            seconds=seconds,
+            trace=paths[0],
+            first_seconds=first_seconds,
+            classes=paths[1:],
+            mechanisms=first.mechanisms,
+            reaction=first.reaction,
+            scope=scope_of(where, first),
+            note=note,
+        )
 
     def frontier(prop: str) -> Row:
         """The smallest K with a counterexample: prove the property for K <= 0, 1, ...
@@ -174,8 +217,14 @@ def check_config(cfg: Config, max_depth: int = MAX_DEPTH, timeout_s: float = TIM
             try:
                 result = KInduction(Encoding(bounded), timeout_ms).prove([prop], lemmas)
             except SolverUnknown as exc:
-                return _row(cfg, prop, verdict="unknown", depth=None, seconds=time.perf_counter() - started,
-                            note=f"frontier proof for K <= {k}: {exc}")
+                return _row(
+                    cfg,
+                    prop,
+                    verdict="unknown",
+                    depth=None,
+                    seconds=time.perf_counter() - started,
+                    note=f"frontier proof for K <= {k}: {exc}",
+                )
             if result.status == "proved":
                 continue
             trace = None
@@ -183,27 +232,57 @@ def check_config(cfg: Config, max_depth: int = MAX_DEPTH, timeout_s: float = TIM
                 try:
                     trace = Bmc(Encoding(pinned), timeout_ms).shortest(Goal.violation(prop), max_depth)
                 except SolverUnknown as exc:
-                    return _row(cfg, prop, verdict="unknown", depth=None, seconds=time.perf_counter() - started,
-                                note=f"frontier search at K = {k}: {exc}")
+                    return _row(
+                        cfg,
+                        prop,
+                        verdict="unknown",
+                        depth=None,
+                        seconds=time.perf_counter() - started,
+                        note=f"frontier search at K = {k}: {exc}",
+                    )
                 if trace is not None:
                     break
             seconds = time.perf_counter() - started
             below = list(range(k))
             if trace is None:
-                return _row(cfg, prop, verdict="bounded", depth=max_depth, seconds=seconds, scope=scope_of(cfg, spec_tokens=below),
-                            note=f"proved for K <= {k - 1}; the proof fails at K <= {k} and no counterexample "
-                                 f"at K = {k} within {max_depth} steps")
-            path = keep(trace, prop, f"{prop} violated at K = {k} ({', '.join(trace.mechanisms) or 'core path'})",
-                        of=pinned)
-            return _row(cfg, prop, verdict=f"frontier:K={k}", depth=trace.depth, seconds=seconds, trace=path,
-                        mechanisms=trace.mechanisms, reaction=trace.reaction,
-                        scope={**scope_of(cfg, spec_tokens=below),
-                               "violated_at": {"spec_tokens": k, "requests": pinned.requests}},
-                        note=f"proved for K <= {k - 1} (k-induction); violated at K = {k} "
-                             f"(shortest trace, {trace.depth} steps)")
-        return _row(cfg, prop, verdict="proved", depth=None, seconds=time.perf_counter() - started,
-                    scope=scope_of(cfg, spec_tokens=list(range(K_FRONTIER_MAX + 1))),
-                    note=f"no proof for every K; proved for each K <= {K_FRONTIER_MAX} on its own")
+                return _row(
+                    cfg,
+                    prop,
+                    verdict="bounded",
+                    depth=max_depth,
+                    seconds=seconds,
+                    scope=scope_of(cfg, spec_tokens=below),
+                    note=f"proved for K <= {k - 1}; the proof fails at K <= {k} and no counterexample "
+                    f"at K = {k} within {max_depth} steps",
+                )
+            path = keep(
+                trace, prop, f"{prop} violated at K = {k} ({', '.join(trace.mechanisms) or 'core path'})", of=pinned
+            )
+            return _row(
+                cfg,
+                prop,
+                verdict=f"frontier:K={k}",
+                depth=trace.depth,
+                seconds=seconds,
+                trace=path,
+                mechanisms=trace.mechanisms,
+                reaction=trace.reaction,
+                scope={
+                    **scope_of(cfg, spec_tokens=below),
+                    "violated_at": {"spec_tokens": k, "requests": pinned.requests},
+                },
+                note=f"proved for K <= {k - 1} (k-induction); violated at K = {k} "
+                f"(shortest trace, {trace.depth} steps)",
+            )
+        return _row(
+            cfg,
+            prop,
+            verdict="proved",
+            depth=None,
+            seconds=time.perf_counter() - started,
+            scope=scope_of(cfg, spec_tokens=list(range(K_FRONTIER_MAX + 1))),
+            note=f"no proof for every K; proved for each K <= {K_FRONTIER_MAX} on its own",
+        )
 
     proved = [p for p, e in cfg.expect.items() if e == "proved"]
     violated = [p for p, e in cfg.expect.items() if e in ("violated", "bounded")]  # both: search
@@ -218,8 +297,16 @@ def check_config(cfg: Config, max_depth: int = MAX_DEPTH, timeout_s: float = TIM
         seconds = time.perf_counter() - started
         if result is not None and result.status == "proved":
             for prop in proved:
-                rows.append(_row(cfg, prop, verdict="proved", depth=result.k, seconds=seconds,
-                                 note=f"k-induction, k={result.k}, with {len(lemmas)} lemmas"))
+                rows.append(
+                    _row(
+                        cfg,
+                        prop,
+                        verdict="proved",
+                        depth=result.k,
+                        seconds=seconds,
+                        note=f"k-induction, k={result.k}, with {len(lemmas)} lemmas",
+                    )
+                )
         else:
             why = reason if result is None else f"induction {result.status} at k={result.k} ({result.failed})"
             for prop in proved:
@@ -240,8 +327,10 @@ def check_config(cfg: Config, max_depth: int = MAX_DEPTH, timeout_s: float = TIM
         if run is not None:
             solver_states = admitted_by_encoding(enc, run, completes, timeout_ms)
             if solver_states is None:
-                error = (f"the encoding rejects a healthy run of {run.depth} steps that the "
-                         "interpreter accepts: over-constrained")
+                error = (
+                    f"the encoding rejects a healthy run of {run.depth} steps that the "
+                    "interpreter accepts: over-constrained"
+                )
             else:
                 run.solver_states = solver_states
                 witness = run
@@ -253,8 +342,9 @@ def check_config(cfg: Config, max_depth: int = MAX_DEPTH, timeout_s: float = TIM
                 witness = search.shortest(goal, max_depth, healthy(search, None), minimise=False)
     except SolverUnknown as exc:
         if type(exc) is SolverUnknown:  # raised with Z3's bare reason: was it a timeout or an interrupt?
-            exc = classify_unknown(str(exc), time.perf_counter() - started, timeout_ms,
-                                   f"{cfg.name}: the witness check", cfg.name)
+            exc = classify_unknown(
+                str(exc), time.perf_counter() - started, timeout_ms, f"{cfg.name}: the witness check", cfg.name
+            )
             if not isinstance(exc, SolverUnknown):
                 raise exc from None
         witness, error, undecided = None, str(exc), True
@@ -264,8 +354,7 @@ def check_config(cfg: Config, max_depth: int = MAX_DEPTH, timeout_s: float = TIM
         if undecided:
             witness_info["unknown"] = True  # not shown vacuous: the solver did not decide
     else:
-        witness_info.update(reached=True, depth=witness.depth,
-                            trace=keep(witness, "witness", f"witness: {WITNESS}"))
+        witness_info.update(reached=True, depth=witness.depth, trace=keep(witness, "witness", f"witness: {WITNESS}"))
     return ConfigReport(rows=rows, documents=documents, witness=witness_info)
 
 

@@ -95,8 +95,13 @@ def _kind(text: str) -> str:
 
 def render(changed: list[tuple], same: list[tuple], a: str, b: str) -> str:
     head = f"{'scenario':<30} {'property':<29} {a:<40} {b:<40}"
-    lines = [f"vLLM {a} -> {b}: {len(changed)} change(s) of verdict or reaction, {len(same)} unchanged", "",
-             "CHANGED", head, "-" * len(head)]
+    lines = [
+        f"vLLM {a} -> {b}: {len(changed)} change(s) of verdict or reaction, {len(same)} unchanged",
+        "",
+        "CHANGED",
+        head,
+        "-" * len(head),
+    ]
     for scenario, prop, left, right, test in changed:
         lines.append(f"{scenario:<30} {prop:<29} {left:<40} {right:<40}")
         if test:
@@ -104,9 +109,12 @@ def render(changed: list[tuple], same: list[tuple], a: str, b: str) -> str:
     lines += ["", "UNCHANGED", head, "-" * len(head)]
     for scenario, prop, left, right, _ in same:
         lines.append(f"{scenario:<30} {prop:<29} {left:<40} {right:<40}")
-    lines += ["", "CRASH: vLLM's assert kills the engine at that step; SILENT: the property is violated and "
-              "nothing fires; holds: proved for every depth; none found: no counterexample within the depth, "
-              "no proof claimed."]
+    lines += [
+        "",
+        "CRASH: vLLM's assert kills the engine at that step; SILENT: the property is violated and "
+        "nothing fires; holds: proved for every depth; none found: no counterexample within the depth, "
+        "no proof claimed.",
+    ]
     return "\n".join(line.rstrip() for line in lines)
 
 
@@ -123,8 +131,9 @@ def main(argv: list[str] | None = None) -> int:
             return 2
     path = Path(args.prove_dir) / "summary.json"
     if not path.is_file():
-        print(f"error: {path} not found: run `make prove` first (it writes the verdicts compared here)",
-              file=sys.stderr)
+        print(
+            f"error: {path} not found: run `make prove` first (it writes the verdicts compared here)", file=sys.stderr
+        )
         return 2
     summary = json.loads(path.read_text())
     changed, same = table(summary, args.a, args.b)
@@ -133,8 +142,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     print(render(changed, same, args.a, args.b))
     if not summary.get("complete", True):
-        print(f"\nnote: {path} is from a partial run ({', '.join(summary.get('configs', []))}); "
-              "`make prove` checks the whole matrix")
+        print(
+            f"\nnote: {path} is from a partial run ({', '.join(summary.get('configs', []))}); "
+            "`make prove` checks the whole matrix"
+        )
     return 0
 
 

@@ -59,27 +59,39 @@ class Counter:
     var: str | None = None  # the per-request spec variable, when it is one
 
 
-COUNTERS: dict[str, Counter] = {c.name: c for c in (
-    Counter("placeholders", "int", "num_output_placeholders", "num_output_placeholders"),
-    Counter("new_tokens", "int", "tokens the runner returned for the request in the step just delivered "
-            "(len(new_token_ids) in update_from_output)"),
-    Counter("computed", "int", "num_computed_tokens", "num_computed_tokens"),
-    Counter("num_tokens", "int", "num_tokens (prompt + delivered output)", "num_tokens"),
-    Counter("prompt", "int", "num_prompt_tokens", "num_prompt_tokens"),
-    Counter("output", "int", "num_tokens - num_prompt_tokens (output tokens delivered)"),
-    Counter("prefill_chunk", "bool", "is_prefill_chunk", "is_prefill_chunk"),
-    Counter("in_flight", "int", "num_in_flight_tokens", "num_in_flight_tokens"),
-    Counter("stale", "int", "num_stale_output_tokens", "num_stale_output_tokens"),
-    Counter("drafts", "int", "len(spec_token_ids)", "num_spec_tokens"),
-    Counter("status", "status", "the request's status: " + ", ".join(Status.NAMES.values()), "status"),
-)}
+COUNTERS: dict[str, Counter] = {
+    c.name: c
+    for c in (
+        Counter("placeholders", "int", "num_output_placeholders", "num_output_placeholders"),
+        Counter(
+            "new_tokens",
+            "int",
+            "tokens the runner returned for the request in the step just delivered "
+            "(len(new_token_ids) in update_from_output)",
+        ),
+        Counter("computed", "int", "num_computed_tokens", "num_computed_tokens"),
+        Counter("num_tokens", "int", "num_tokens (prompt + delivered output)", "num_tokens"),
+        Counter("prompt", "int", "num_prompt_tokens", "num_prompt_tokens"),
+        Counter("output", "int", "num_tokens - num_prompt_tokens (output tokens delivered)"),
+        Counter("prefill_chunk", "bool", "is_prefill_chunk", "is_prefill_chunk"),
+        Counter("in_flight", "int", "num_in_flight_tokens", "num_in_flight_tokens"),
+        Counter("stale", "int", "num_stale_output_tokens", "num_stale_output_tokens"),
+        Counter("drafts", "int", "len(spec_token_ids)", "num_spec_tokens"),
+        Counter("status", "status", "the request's status: " + ", ".join(Status.NAMES.values()), "status"),
+    )
+}
 
 # other spellings of the same counters: the spec's variable names and vLLM's attributes
 ALIASES: dict[str, str] = {
-    "num_output_placeholders": "placeholders", "num_computed_tokens": "computed",
-    "num_prompt_tokens": "prompt", "is_prefill_chunk": "prefill_chunk",
-    "num_in_flight_tokens": "in_flight", "num_stale_output_tokens": "stale",
-    "num_spec_tokens": "drafts", "num_output_tokens": "output", "num_new_tokens": "new_tokens",
+    "num_output_placeholders": "placeholders",
+    "num_computed_tokens": "computed",
+    "num_prompt_tokens": "prompt",
+    "is_prefill_chunk": "prefill_chunk",
+    "num_in_flight_tokens": "in_flight",
+    "num_stale_output_tokens": "stale",
+    "num_spec_tokens": "drafts",
+    "num_output_tokens": "output",
+    "num_new_tokens": "new_tokens",
 }
 
 
@@ -131,8 +143,11 @@ class CounterGoal(Goal):
                 conds.append(s[("num_tokens", r)] - s[("num_prompt_tokens", r)] == value)
             elif name == "new_tokens":
                 before = enc.step(depth - 1).state
-                conds += [enc.action_is(depth - 1, "deliver"), before[("q_scheduled", 0, r)] != 0,
-                          before[("q_sampled", 0, r)] == value]
+                conds += [
+                    enc.action_is(depth - 1, "deliver"),
+                    before[("q_scheduled", 0, r)] != 0,
+                    before[("q_sampled", 0, r)] == value,
+                ]
             elif counter.kind == "bool":
                 conds.append(s[(counter.var, r)] == z3.BoolVal(bool(value)))
             else:
@@ -195,12 +210,19 @@ def _prove_unreachable(enc: Encoding, cfg: Config, goal: CounterGoal, timeout_ms
     if answer != z3.unsat:
         return None
     what = ", ".join(proved) if proved else "no property"
-    return (f"k-induction (k={result.k}) proves {len(lemmas)} lemma(s) and {what}; "
-            "no step from a state where they hold ends in these counters")
+    return (
+        f"k-induction (k={result.k}) proves {len(lemmas)} lemma(s) and {what}; "
+        "no step from a state where they hold ends in these counters"
+    )
 
 
-def explain_config(cfg: Config, values: Mapping[str, Any], max_depth: int = MAX_DEPTH,
-                   timeout_s: float = TIMEOUT_S, budget_s: float = BUDGET_S) -> Answer:
+def explain_config(
+    cfg: Config,
+    values: Mapping[str, Any],
+    max_depth: int = MAX_DEPTH,
+    timeout_s: float = TIMEOUT_S,
+    budget_s: float = BUDGET_S,
+) -> Answer:
     """Reach the counters under one configuration, or prove that nothing can. The proof
     comes first; the search deepens one step at a time until max_depth or until
     budget_s is spent (then: unknown, with the depth searched)."""
@@ -228,16 +250,23 @@ def explain_config(cfg: Config, values: Mapping[str, Any], max_depth: int = MAX_
             left_ms = max(int((budget_s - (time.perf_counter() - started)) * 1000), 500)
             ienc = enc if instance is cfg else Encoding(instance)
             trace = _Search(ienc, min(timeout_ms, left_ms)).shortest(
-                CounterGoal(values, instance.requests), max_depth, in_time)
+                CounterGoal(values, instance.requests), max_depth, in_time
+            )
             if trace is not None:
                 where = instance
                 break
     except _OutOfTime as exc:
-        return answer("unknown", f"no trace within {exc.depth - 1} steps: the {budget_s:g} s budget per "
-                                 "configuration ran out (raise --budget), and no proof that none exists")
+        return answer(
+            "unknown",
+            f"no trace within {exc.depth - 1} steps: the {budget_s:g} s budget per "
+            "configuration ran out (raise --budget), and no proof that none exists",
+        )
     except SolverUnknown:
-        return answer("unknown", "a solver query ran past its limit (the search's: what is left of the "
-                                 f"{budget_s:g} s budget; raise --budget), and no proof that none exists")
+        return answer(
+            "unknown",
+            "a solver query ran past its limit (the search's: what is left of the "
+            f"{budget_s:g} s budget; raise --budget), and no proof that none exists",
+        )
     if trace is None:
         return answer("unknown", f"no trace within {max_depth} steps, and no proof that none exists")
     interp = Interpreter(where)
@@ -249,6 +278,13 @@ def explain_config(cfg: Config, values: Mapping[str, Any], max_depth: int = MAX_
     matching = [r for r in range(where.requests) if goal.holds_concretely(before, last, event, r)]
     if not matching:  # the solver's trace, replayed, must show the counters
         raise AssertionError(f"{cfg.name}: the replayed trace does not end in the counters {dict(values)}")
-    return answer("reached", f"BMC: a shortest trace of {trace.depth} step(s)", depth=trace.depth,
-                  trace=trace, request=matching[0], reaction=trace.reaction, mechanisms=list(trace.mechanisms),
-                  instance=where)
+    return answer(
+        "reached",
+        f"BMC: a shortest trace of {trace.depth} step(s)",
+        depth=trace.depth,
+        trace=trace,
+        request=matching[0],
+        reaction=trace.reaction,
+        mechanisms=list(trace.mechanisms),
+        instance=where,
+    )

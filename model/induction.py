@@ -49,8 +49,9 @@ class KInduction:
         result = solver.check()
         if result == z3.unknown:
             name = self.enc.cfg.name
-            raise classify_unknown(solver.reason_unknown(), time.perf_counter() - started,
-                                   self.timeout_ms, f"{name}: {query}", name)
+            raise classify_unknown(
+                solver.reason_unknown(), time.perf_counter() - started, self.timeout_ms, f"{name}: {query}", name
+            )
         return solver.model() if result == z3.sat else None
 
     def _lemmas_at(self, lemmas: list[Lemma], t: int) -> list:
@@ -73,8 +74,10 @@ class KInduction:
             # a state property some assert reports must hold even after a step whose
             # assert fires (the counter is negative in that very state); others, and
             # the lemmas, only in states a live engine reaches
-            out += [(p, z3.Not(enc.holds(p, t + 1)) if reported_by(p) else z3.And(alive, z3.Not(enc.holds(p, t + 1))))
-                    for p in state_props]
+            out += [
+                (p, z3.Not(enc.holds(p, t + 1)) if reported_by(p) else z3.And(alive, z3.Not(enc.holds(p, t + 1))))
+                for p in state_props
+            ]
             out += [("lemma " + n, z3.And(alive, z3.Not(enc.state_formula(fn, t + 1)))) for n, fn in lemmas]
             return out
 
@@ -92,8 +95,7 @@ class KInduction:
             failures += [(p, z3.Not(enc.holds(p, t))) for p in state_props]
             failures += [(p, enc.bad(p, t)) for p in trans_props]
             proving = ", ".join(props)
-            hit = self._first(base_premises + [enc.transition(t)], failures,
-                              f"k-induction base case k={k} ({proving})")
+            hit = self._first(base_premises + [enc.transition(t)], failures, f"k-induction base case k={k} ({proving})")
             if hit is not None:
                 label, model = hit
                 return InductionResult("violated-base", k, names, self._states(model, t + 2), label)
@@ -102,8 +104,11 @@ class KInduction:
             step_premises += [*good_state(t), enc.transition(t)]
             broken, failing = None, breaks(t)
             for event in enc.event_index():
-                broken = self._first(step_premises + [enc.action_is(t, event)], failing,
-                                     f"k-induction step k={k}, event {event} ({proving})")
+                broken = self._first(
+                    step_premises + [enc.action_is(t, event)],
+                    failing,
+                    f"k-induction step k={k}, event {event} ({proving})",
+                )
                 if broken is not None:
                     break
             if broken is None:

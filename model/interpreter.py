@@ -116,7 +116,8 @@ class Interpreter:
             known = BY_NAME.get(name)
             hint = (
                 "it needs one of the event families " + ", ".join(known.family.split("|")) + " in the config's events"
-                if known and known.family else f"known events: {', '.join(self.events)}"
+                if known and known.family
+                else f"known events: {', '.join(self.events)}"
             )
             raise SpecError(f"event {name!r} is not enabled in config {self.cfg.name!r}; {hint}")
         return self.events[name]
@@ -132,8 +133,12 @@ class Interpreter:
             raise Disabled(f"{name}({nested(args)}) is not enabled in this state")
         nxt = dict(state)
         nxt.update(writes)
-        return StepResult(nxt, {k: bool(v) for k, v in effect.checks.items()}, effect.observed,
-                          {k: bool(v) for k, v in effect.asserts.items()})
+        return StepResult(
+            nxt,
+            {k: bool(v) for k, v in effect.checks.items()},
+            effect.observed,
+            {k: bool(v) for k, v in effect.asserts.items()},
+        )
 
     def state_properties(self, state: State) -> dict[str, bool]:
         from spec.properties import PROPERTIES

@@ -107,15 +107,18 @@ def read(path: Path | str) -> tuple[dict, Trace]:
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise SpecError(f"{path}: not UTF-8 text (byte {raw[exc.start]:#04x} at offset {exc.start}); "
-                        "an ITF trace is JSON in UTF-8") from None
+        raise SpecError(
+            f"{path}: not UTF-8 text (byte {raw[exc.start]:#04x} at offset {exc.start}); an ITF trace is JSON in UTF-8"
+        ) from None
     try:
         doc = json.loads(text)
     except json.JSONDecodeError as exc:
         raise SpecError(f"{path}: not valid JSON ({exc})") from None
     if not isinstance(doc, dict):
-        raise SpecError(f"{path}: the top level of an ITF trace must be an object with a 'states' list, "
-                        f"not a {type(doc).__name__} (see {FORMAT_URL})")
+        raise SpecError(
+            f"{path}: the top level of an ITF trace must be an object with a 'states' list, "
+            f"not a {type(doc).__name__} (see {FORMAT_URL})"
+        )
     states = doc.get("states")
     if not isinstance(states, list) or not states:
         raise SpecError(f"{path}: an ITF trace needs a non-empty 'states' list")
@@ -128,8 +131,8 @@ def read(path: Path | str) -> tuple[dict, Trace]:
     if kind not in ("violation", "witness"):
         # a trace that says nothing is not silently a witness (it would "pass" anything)
         raise SpecError(
-            f"{path}: #meta must say what the trace shows: add \"kind\": \"witness\" (a healthy path) "
-            f"or \"violated\": \"PROPERTY\" (a counterexample) to its '#meta'"
+            f'{path}: #meta must say what the trace shows: add "kind": "witness" (a healthy path) '
+            f'or "violated": "PROPERTY" (a counterexample) to its \'#meta\''
             + (f"; got kind {kind!r}" if kind is not None else "")
         )
     mechanisms = meta.get("mechanisms", [])

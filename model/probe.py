@@ -71,6 +71,7 @@ def violated_by(cfg: Config, prop: str) -> Callable[[StepResult], bool]:
         if res.fired and not may_end:
             return False
         return not spec.holds(View(cfg, res.state), cfg, INT_OPS)
+
     return test
 
 
@@ -114,8 +115,9 @@ def _init(cfg: Config, rng: random.Random, lim) -> dict:
     return named
 
 
-def stepping(it: Interpreter, cfg: Config, test: Callable[[StepResult], bool], rng: random.Random,
-             length: int = LENGTH, lim=None):
+def stepping(
+    it: Interpreter, cfg: Config, test: Callable[[StepResult], bool], rng: random.Random, length: int = LENGTH, lim=None
+):
     """One walk from a random initial state, stopped at the first violation, as a
     generator: it yields after every step (so a caller can pause it between steps and
     resume it later without changing what it draws) and returns its Walk."""
@@ -151,8 +153,15 @@ def stepping(it: Interpreter, cfg: Config, test: Callable[[StepResult], bool], r
     return Walk(init, steps, False, "length")
 
 
-def walk(it: Interpreter, cfg: Config, test: Callable[[StepResult], bool], rng: random.Random,
-         length: int = LENGTH, deadline: float | None = None, lim=None) -> Walk:
+def walk(
+    it: Interpreter,
+    cfg: Config,
+    test: Callable[[StepResult], bool],
+    rng: random.Random,
+    length: int = LENGTH,
+    deadline: float | None = None,
+    lim=None,
+) -> Walk:
     """One whole walk, or the part of it before the deadline (then ended "time")."""
     gen = stepping(it, cfg, test, rng, length, lim)
     taken = 0
@@ -173,8 +182,15 @@ class Walker:
     the same whatever the budgets were: a seed's first violating walk is its answer, and
     the budgets only decide whether and when it is reached."""
 
-    def __init__(self, cfg: Config, prop: str, seed: int = 0, length: int = LENGTH, lim=None,
-                 clock: Callable[[], float] = time.perf_counter):
+    def __init__(
+        self,
+        cfg: Config,
+        prop: str,
+        seed: int = 0,
+        length: int = LENGTH,
+        lim=None,
+        clock: Callable[[], float] = time.perf_counter,
+    ):
         self.cfg, self.prop, self.seed, self.length, self.lim = cfg, prop, seed, length, lim
         self.clock = clock  # what run()'s seconds are: wall time, or the Race's CPU time
         self.it = Interpreter(cfg)
@@ -207,8 +223,9 @@ class Walker:
         return None
 
 
-def walks(cfg: Config, prop: str, seconds: float, seed: int = 0, length: int = LENGTH,
-          max_walks: int | None = None, lim=None):
+def walks(
+    cfg: Config, prop: str, seconds: float, seed: int = 0, length: int = LENGTH, max_walks: int | None = None, lim=None
+):
     """Random walks until one violates `prop` or the budget runs out. Returns
     (Walk or None, walks tried, steps taken). `lim`: the sizes (targets.fuzz.Limits; the
     fuzzer's by default: small prompts and budgets alone never reach a KV-load failure,
@@ -221,14 +238,20 @@ def walks(cfg: Config, prop: str, seconds: float, seed: int = 0, length: int = L
 def to_trace(cfg: Config, prop: str, found: Walk, it: Interpreter | None = None) -> Trace:
     """A walk's violation as a replayed Trace (what the BMC returns, not minimised)."""
     it = it or Interpreter(cfg)
-    trace = Trace(config=cfg.name, init=args_for(INIT, cfg, found.init),
-                  steps=[Step(name, dict(args)) for name, args in found.steps],
-                  goal=prop, kind="violation", mechanisms=[])
+    trace = Trace(
+        config=cfg.name,
+        init=args_for(INIT, cfg, found.init),
+        steps=[Step(name, dict(args)) for name, args in found.steps],
+        goal=prop,
+        kind="violation",
+        mechanisms=[],
+    )
     return confirm(it, trace)
 
 
-def probe(cfg: Config, prop: str, seconds: float = SECONDS, seed: int = 0, length: int = LENGTH,
-          max_walks: int | None = None) -> Trace | None:
+def probe(
+    cfg: Config, prop: str, seconds: float = SECONDS, seed: int = 0, length: int = LENGTH, max_walks: int | None = None
+) -> Trace | None:
     """A concrete violating trace of `prop` found by random walks within `seconds`
     (replayed, kind "violation"), or None: None proves nothing. The clock is read after
     every step, so it overruns by one step at most."""
@@ -263,8 +286,16 @@ class Race:
     and the solver both run in it), so other work on the machine does not tilt them;
     `seconds` is on that clock, `wall_seconds` on the wall clock."""
 
-    def __init__(self, cfg: Config, prop: str, seed: int = 0, started: float | None = None,
-                 cap: float = CAP, head: float = HEAD, clock: Callable[[], float] = time.process_time):
+    def __init__(
+        self,
+        cfg: Config,
+        prop: str,
+        seed: int = 0,
+        started: float | None = None,
+        cap: float = CAP,
+        head: float = HEAD,
+        clock: Callable[[], float] = time.process_time,
+    ):
         self.clock = clock
         self.started = clock() if started is None else started
         self.wall_started = time.perf_counter()

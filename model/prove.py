@@ -111,6 +111,7 @@ def whole(low: int = 1):
         if value < low:
             raise argparse.ArgumentTypeError(f"expected a whole number >= {low}, got {value}")
         return value
+
     return parse
 
 
@@ -128,8 +129,7 @@ def seconds(text: str) -> float:
 
 
 def write_marker(folder: Path, files: list[str]) -> None:
-    (folder / MARKER).write_text(json.dumps({"note": NOTE, "files": sorted(files)},
-                                            indent=1) + "\n")
+    (folder / MARKER).write_text(json.dumps({"note": NOTE, "files": sorted(files)}, indent=1) + "\n")
 
 
 def marked_files(folder: Path) -> set[str] | None:
@@ -175,8 +175,10 @@ def check_out(out: Path) -> None:
     here = Path.cwd().resolve()
     target = out.resolve()
     if target == here or target in here.parents:
-        raise UsageError(f"--out {shown}: that is the current folder or holds it; "
-                         "name a folder of its own for the results (default build/prove)")
+        raise UsageError(
+            f"--out {shown}: that is the current folder or holds it; "
+            "name a folder of its own for the results (default build/prove)"
+        )
     if out.is_symlink():
         raise UsageError(f"--out {shown}: is a symbolic link; name a real folder (default build/prove)")
     if out.exists():
@@ -192,8 +194,9 @@ def check_out(out: Path) -> None:
                 "the folder (name a new or empty folder, or one a previous run wrote)"
             )
         if not os.access(out, os.W_OK | os.X_OK):
-            raise UsageError(f"--out {shown}: not writable, so the old results could not be replaced; "
-                             "choose another --out")
+            raise UsageError(
+                f"--out {shown}: not writable, so the old results could not be replaced; choose another --out"
+            )
 
 
 def _pid_alive(pid: int) -> bool:
@@ -336,6 +339,7 @@ def prepare_out(out: Path) -> Path:
 
 def scope_text(scope: dict) -> str:
     """A verdict's parameter space, short: `N=any K=any pp=1`, `N=2 K=0..1 pp=1`."""
+
     def part(value) -> str:
         if value == "any" or value is None:
             return "any"
@@ -343,6 +347,7 @@ def scope_text(scope: dict) -> str:
         if len(values) > 2 and values == list(range(values[0], values[-1] + 1)):
             return f"{values[0]}..{values[-1]}"
         return ",".join(str(v) for v in values) or "-"
+
     if not scope:
         return ""
     text = f"N={part(scope.get('requests'))} K={part(scope.get('spec_tokens'))} pp={part(scope.get('pp'))}"
@@ -352,8 +357,9 @@ def scope_text(scope: dict) -> str:
 
 
 def _print_header() -> None:
-    console.print(f"{'config':<30} {'property':<28} {'verdict':<12} {'expected':<12} {'scope':<22} "
-                  f"{'depth':>5} {'time':>7}  note")
+    console.print(
+        f"{'config':<30} {'property':<28} {'verdict':<12} {'expected':<12} {'scope':<22} {'depth':>5} {'time':>7}  note"
+    )
 
 
 def _print_row(row) -> None:
@@ -436,13 +442,15 @@ def stop_pool(pool: ProcessPoolExecutor) -> None:
 
 def _cost(cfg) -> int:
     """A rough guess of a configuration's solve time, for scheduling only."""
-    return cfg.requests ** 2 * (2 + len(cfg.events) + len(cfg.faults)) * cfg.queue_depth
+    return cfg.requests**2 * (2 + len(cfg.events) + len(cfg.faults)) * cfg.queue_depth
 
 
 def _run(configs: list, jobs: int, max_depth: int, timeout_s: float = TIMEOUT_S) -> tuple[list, dict, dict]:
     reports: dict[str, ConfigReport] = {}
-    console.print(f"checking {len(configs)} configuration(s) on {max(jobs, 1)} worker(s); "
-                  "rows appear as each configuration finishes")
+    console.print(
+        f"checking {len(configs)} configuration(s) on {max(jobs, 1)} worker(s); "
+        "rows appear as each configuration finishes"
+    )
     _print_header()
     pool = isolated_pool(jobs)
     try:
@@ -481,12 +489,17 @@ def main(argv: list[str] | None = None) -> int:
     parser = _Parser(prog="python -m model.prove", description=__doc__.split("\n\n")[0])
     parser.add_argument("configs", nargs="*", help="configuration names from spec/matrix.py (default: all)")
     parser.add_argument("--jobs", type=whole(), default=min(2, os.cpu_count() or 1))
-    parser.add_argument("--out", default="build/prove",
-                        help="result folder; replaced only if empty or written by an earlier run")
+    parser.add_argument(
+        "--out", default="build/prove", help="result folder; replaced only if empty or written by an earlier run"
+    )
     parser.add_argument("--max-depth", type=whole(), default=MAX_DEPTH)
-    parser.add_argument("--timeout", type=seconds, default=TIMEOUT_S,
-                        help=f"seconds per solver query (default {TIMEOUT_S:g}); a query that runs past "
-                             "it is reported as a timeout, never as a pass")
+    parser.add_argument(
+        "--timeout",
+        type=seconds,
+        default=TIMEOUT_S,
+        help=f"seconds per solver query (default {TIMEOUT_S:g}); a query that runs past "
+        "it is reported as a timeout, never as a pass",
+    )
     staging = None
     try:
         with interrupts():
@@ -526,8 +539,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"interrupted{where}: stopped, nothing written", file=sys.stderr)
         return 130
     except BrokenProcessPool:
-        print("error: a solver worker ended abruptly (killed by a signal, or out of memory): "
-              "stopped, nothing written", file=sys.stderr)
+        print(
+            "error: a solver worker ended abruptly (killed by a signal, or out of memory): stopped, nothing written",
+            file=sys.stderr,
+        )
         return 1
     finally:
         if staging is not None and staging.exists():
@@ -545,7 +560,8 @@ def main(argv: list[str] | None = None) -> int:
     for r in mismatches:
         console.print(
             f"[bold red]deviation:[/] {r.config} / {r.property}: expected {r.expected}, got {r.verdict}"
-            + (f" ({r.note})" if r.note else "") + (f"; trace {out}/{r.trace}" if r.trace else "")
+            + (f" ({r.note})" if r.note else "")
+            + (f"; trace {out}/{r.trace}" if r.trace else "")
         )
     for name in undecided:
         console.print(f"[bold red]witness undecided:[/] {name}: {witnesses[name].get('note')}")

@@ -10,6 +10,7 @@ as a finding.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+
 from model.interpreter import Interpreter, State, args_for, flat, nested
 
 
@@ -52,8 +53,9 @@ class Trace:
         return f"crash: {last[0]}" if last else "silent"
 
 
-def replay(interp: Interpreter, init: dict, steps: list[Step],
-           fired: list | None = None) -> tuple[list[State], list[dict], list[dict]]:
+def replay(
+    interp: Interpreter, init: dict, steps: list[Step], fired: list | None = None
+) -> tuple[list[State], list[dict], list[dict]]:
     """Run a trace on the reference interpreter; returns states, checks and observations
     (and appends each step's fired asserts to `fired` when given)."""
     state = interp.initial(**nested(init))

@@ -63,7 +63,7 @@ def _next_step(interp: Interpreter, state: State, budget: int) -> Step | None:
     for r in range(cfg.requests):
         decoded = state[("num_tokens", r)] - state[("num_prompt_tokens", r)]
         if decoded >= 1 and state[("status", r)] == Status.RUNNING:
-            trial = stop[:r] + [1] + stop[r + 1:]
+            trial = stop[:r] + [1] + stop[r + 1 :]
             if interp.enabled(state, "deliver", args_for(interp.event("deliver"), cfg, {"stop": trial})):
                 stop = trial
     deliver = args_for(interp.event("deliver"), cfg, {"stop": stop})

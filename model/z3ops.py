@@ -89,6 +89,4 @@ class Z3Ops:
         return self.sum(self.ite(c, 1, 0) for c in conds)
 
 
-
-
 Z3_OPS = Z3Ops()

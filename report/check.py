@@ -79,8 +79,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     for e in result["errors"]:
         print(f"error: {args.folder}/{e['page']}, diagram {e['diagram']}: {e['message'].splitlines()[0]}")
-    print(f"{result['diagrams']} diagram(s) on {result['pages']} page(s): {len(result['errors'])} failed "
-          f"(Mermaid {result['mermaid']}, {result['chromium']}, {result['seconds']:.1f} s)")
+    print(
+        f"{result['diagrams']} diagram(s) on {result['pages']} page(s): {len(result['errors'])} failed "
+        f"(Mermaid {result['mermaid']}, {result['chromium']}, {result['seconds']:.1f} s)"
+    )
     return 1 if result["errors"] else 0
 
 

@@ -49,8 +49,9 @@ def config_of(row: dict) -> Config:
     for cfg in MATRIX:
         if cfg.name == row["config"]:
             return cfg.validate()
-    raise ReportError(f"summary row for {row['config']!r}: no such configuration in spec/matrix.py; "
-                      "run `make prove` again")
+    raise ReportError(
+        f"summary row for {row['config']!r}: no such configuration in spec/matrix.py; run `make prove` again"
+    )
 
 
 def slug(text: str) -> str:
@@ -139,14 +140,17 @@ def replayed(cfg: Config, path: Path) -> Trace:
     try:
         trace.states, trace.checks, trace.observed = replay(it, trace.init, trace.steps, fired)
     except (Disabled, SpecError) as exc:
-        raise ReportError(f"{path} does not replay on the current spec ({exc}): the results are older than "
-                          "spec/; run `make prove` again") from None
+        raise ReportError(
+            f"{path} does not replay on the current spec ({exc}): the results are older than "
+            "spec/; run `make prove` again"
+        ) from None
     trace.fired = fired
     return trace
 
 
-def counterexamples(summary: dict, prove_dir: Path, modules: dict[tuple, Module] | None = None,
-                    progress=None) -> list[Counterexample]:
+def counterexamples(
+    summary: dict, prove_dir: Path, modules: dict[tuple, Module] | None = None, progress=None
+) -> list[Counterexample]:
     """Every counterexample of the summary (shortest and further classes), replayed, with
     its generated module when there is one."""
     modules = generated_modules() if modules is None else modules

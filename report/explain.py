@@ -47,8 +47,14 @@ class InputError(SpecError):
 # ------------------------------------------------------------------ reading the counters
 
 # a Request's attributes that map onto counters: name -> (counter, how to read the value)
-_REQUEST_LISTS = {"prompt_token_ids": "prompt", "_all_token_ids": "num_tokens", "all_token_ids": "num_tokens",
-                  "_output_token_ids": "output", "output_token_ids": "output", "spec_token_ids": "drafts"}
+_REQUEST_LISTS = {
+    "prompt_token_ids": "prompt",
+    "_all_token_ids": "num_tokens",
+    "all_token_ids": "num_tokens",
+    "_output_token_ids": "output",
+    "output_token_ids": "output",
+    "spec_token_ids": "drafts",
+}
 _STATUS_NAMES = {name: code for code, name in Status.NAMES.items()}
 
 
@@ -60,8 +66,9 @@ def _status(value) -> int:
         return Status.FINISHED
     if text == "WAITING_FOR_REMOTE_KVS" or text == "WAITING_FOR_STRUCTURED_OUTPUT_GRAMMAR":
         return Status.WAITING
-    raise InputError(f"field 'status': unknown status {value!r}; use one of {', '.join(_STATUS_NAMES)} "
-                     "(or any FINISHED_*)")
+    raise InputError(
+        f"field 'status': unknown status {value!r}; use one of {', '.join(_STATUS_NAMES)} (or any FINISHED_*)"
+    )
 
 
 def _value(name: str, raw):
@@ -170,23 +177,28 @@ def _worker(cfg, values, max_depth, timeout_s, budget_s) -> Answer:
     return explain_config(cfg, values, max_depth, timeout_s, budget_s)
 
 
-def run(configs: list, values: dict, jobs: int, max_depth: int, timeout_s: float, budget_s: float = BUDGET_S,
-        log=print) -> list[Answer]:
+def run(
+    configs: list, values: dict, jobs: int, max_depth: int, timeout_s: float, budget_s: float = BUDGET_S, log=print
+) -> list[Answer]:
     """explain_config for every configuration, each in a fresh process (Z3's answers
     follow its history), heaviest first; a line per configuration as it finishes."""
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload(["model.explain"])
     answers: dict[str, Answer] = {}
-    order = sorted(configs, key=lambda c: c.requests ** 2 * (2 + len(c.events) + len(c.faults)) * c.queue_depth,
-                   reverse=True)
+    order = sorted(
+        configs, key=lambda c: c.requests**2 * (2 + len(c.events) + len(c.faults)) * c.queue_depth, reverse=True
+    )
     pool = ProcessPoolExecutor(max_workers=max(jobs, 1), mp_context=context, max_tasks_per_child=1)
     try:
         futures = {pool.submit(_worker, cfg, values, max_depth, timeout_s, budget_s): cfg for cfg in order}
         for n, future in enumerate(as_completed(futures), 1):
             a = future.result()
             answers[a.config] = a
-            what = {"reached": f"reached in {a.depth} step(s), {a.reaction}",
-                    "unreachable": "proved unreachable", "unknown": "unknown"}[a.verdict]
+            what = {
+                "reached": f"reached in {a.depth} step(s), {a.reaction}",
+                "unreachable": "proved unreachable",
+                "unknown": "unknown",
+            }[a.verdict]
             log(f"[{n:>2}/{len(configs)}] {a.config:<34} {what:<52} {a.seconds:5.1f} s")
     except BaseException:
         for process in list((getattr(pool, "_processes", None) or {}).values()):
@@ -216,8 +228,15 @@ def rank(answers: list[Answer], cfgs: dict) -> list[dict]:
     for key, members in groups.items():
         historical = all(cfgs[a.config].prof.historical for a in members)
         fault = any(m in FAULTS for m in key)
-        out.append({"mechanisms": list(key), "answers": sorted(members, key=lambda a: (a.depth, a.config)),
-                    "historical": historical, "fault": fault, "depth": min(a.depth for a in members)})
+        out.append(
+            {
+                "mechanisms": list(key),
+                "answers": sorted(members, key=lambda a: (a.depth, a.config)),
+                "historical": historical,
+                "fault": fault,
+                "depth": min(a.depth for a in members),
+            }
+        )
     out.sort(key=lambda g: (g["historical"], g["fault"], g["depth"], -len(g["answers"]), g["mechanisms"]))
     return out
 
@@ -235,8 +254,13 @@ def links(prove_dir: Path, report_dir: Path) -> tuple[dict, str]:
     for c in cxs:
         page = report_dir / c.page
         out.setdefault(c.cfg.name, []).append(
-            (c.prop, sorted(c.trace.mechanisms), c.module.path if c.module else None,
-             str(page) if page.is_file() else None))
+            (
+                c.prop,
+                sorted(c.trace.mechanisms),
+                c.module.path if c.module else None,
+                str(page) if page.is_file() else None,
+            )
+        )
     note = "" if (report_dir / "index.md").is_file() else f"no report pages under {report_dir}: run `make report`"
     return out, note
 
@@ -245,8 +269,9 @@ def steps_text(a: Answer, cfg) -> list[str]:
     from report.story import picks
 
     trace = a.trace
-    init = ", ".join(f"r{r}: prompt {n}" for r, n in enumerate(
-        [trace.init[k] for k in sorted(trace.init) if k[0] == "prompt_len"]))
+    init = ", ".join(
+        f"r{r}: prompt {n}" for r, n in enumerate([trace.init[k] for k in sorted(trace.init) if k[0] == "prompt_len"])
+    )
     lines = [f"      init      {init}"]
     for t, step in enumerate(trace.steps):
         lines.append(f"      {t + 1:>2} {step.event:<18} {picks(cfg, step.event, step.args)}")
@@ -280,19 +305,26 @@ def write_traces(answers: list[Answer], cfgs: dict, out: Path) -> dict[str, str]
     return written
 
 
-def render(values: dict, answers: list[Answer], cfgs: dict, link_map: dict, note: str,
-           written: dict, seconds: float, jobs: int) -> str:
+def render(
+    values: dict, answers: list[Answer], cfgs: dict, link_map: dict, note: str, written: dict, seconds: float, jobs: int
+) -> str:
     out = []
     reached = sorted([a for a in answers if a.verdict == "reached"], key=lambda a: (a.depth, a.config))
     proved = [a for a in answers if a.verdict == "unreachable"]
     unknown = [a for a in answers if a.verdict == "unknown"]
-    out += ["", f"REACHED by {len(reached)} configuration(s), shortest first "
-                "(the last state has exactly these counters for request r):"]
+    out += [
+        "",
+        f"REACHED by {len(reached)} configuration(s), shortest first "
+        "(the last state has exactly these counters for request r):",
+    ]
     for a in reached:
         cfg = a.instance or cfgs[a.config]
         via = ", ".join(a.mechanisms) or "core path"
-        out.append(f"  {a.config}: {a.depth} step(s), r{a.request}, via {via}; vLLM {cfg.prof.release if not cfg.prof.historical else cfg.profile}: "
-                   f"{'CRASH (' + a.reaction.split(': ', 1)[1] + ')' if a.reaction.startswith('crash') else 'silent'}")
+        out.append(
+            f"  {a.config}: {a.depth} step(s), r{a.request}, via {via}; vLLM "
+            f"{cfg.prof.release if not cfg.prof.historical else cfg.profile}: "
+            f"{'CRASH (' + a.reaction.split(': ', 1)[1] + ')' if a.reaction.startswith('crash') else 'silent'}"
+        )
         out += steps_text(a, cfg)
         if a.config in written:
             out.append(f"      trace: {written[a.config]}")
@@ -302,8 +334,11 @@ def render(values: dict, answers: list[Answer], cfgs: dict, link_map: dict, note
     out += ["", f"UNKNOWN in {len(unknown)} configuration(s) (not a no):"]
     for a in unknown:
         out.append(f"  {a.config}: {a.how}")
-    out += ["", "MECHANISMS, most plausible first (a current release before a historical profile, vLLM's own "
-                "events before an injected fault, fewer steps, more configurations):"]
+    out += [
+        "",
+        "MECHANISMS, most plausible first (a current release before a historical profile, vLLM's own "
+        "events before an injected fault, fewer steps, more configurations):",
+    ]
     for i, g in enumerate(rank(answers, cfgs), 1):
         label = ", ".join(g["mechanisms"]) or "core path (schedule and deliver only)"
         tags = [t for t, on in (("historical", g["historical"]), ("fault", g["fault"])) if on]
@@ -318,8 +353,11 @@ def render(values: dict, answers: list[Answer], cfgs: dict, link_map: dict, note
                 out.append(f"       {prop}: test {module or '(none generated)'}" + (f"; page {page}" if page else ""))
     if note:
         out.append(f"  ({note})")
-    out += ["", f"{len(answers)} configuration(s) in {seconds:.1f} s on {jobs} worker(s): {len(reached)} reach the "
-                f"counters, {len(proved)} proved unreachable, {len(unknown)} unknown"]
+    out += [
+        "",
+        f"{len(answers)} configuration(s) in {seconds:.1f} s on {jobs} worker(s): {len(reached)} reach the "
+        f"counters, {len(proved)} proved unreachable, {len(unknown)} unknown",
+    ]
     return "\n".join(out)
 
 
@@ -334,8 +372,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1))
     ap.add_argument("--max-depth", type=int, default=MAX_DEPTH)
     ap.add_argument("--timeout", type=float, default=TIMEOUT_S, help="seconds per solver query")
-    ap.add_argument("--budget", type=float, default=BUDGET_S,
-                    help=f"seconds per configuration before the search stops deepening (default {BUDGET_S:g})")
+    ap.add_argument(
+        "--budget",
+        type=float,
+        default=BUDGET_S,
+        help=f"seconds per configuration before the search stops deepening (default {BUDGET_S:g})",
+    )
     ap.add_argument("--from", dest="prove_dir", type=Path, default=Path("build/prove"))
     ap.add_argument("--report", type=Path, default=Path("build/report"))
     ap.add_argument("--out", type=Path, default=Path("build/explain"))
@@ -363,12 +405,22 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  {name:<14} = {str(shown):<8} {COUNTERS[name].meaning}")
     if ignored:
         print(f"  ignored (not in the model): {', '.join(ignored)}")
-    print(f"checking {len(configs)} configuration(s) on {args.jobs} worker(s), up to {args.max_depth} steps or "
-          f"{args.budget:g} s each; a line per configuration as it finishes", flush=True)
+    print(
+        f"checking {len(configs)} configuration(s) on {args.jobs} worker(s), up to {args.max_depth} steps or "
+        f"{args.budget:g} s each; a line per configuration as it finishes",
+        flush=True,
+    )
     started = time.perf_counter()
     try:
-        answers = run(configs, values, args.jobs, args.max_depth, args.timeout, args.budget,
-                      log=lambda line: print(line, flush=True))
+        answers = run(
+            configs,
+            values,
+            args.jobs,
+            args.max_depth,
+            args.timeout,
+            args.budget,
+            log=lambda line: print(line, flush=True),
+        )
     except KeyboardInterrupt:
         print("interrupted: stopped", file=sys.stderr)
         return 130

@@ -17,9 +17,13 @@ from report.story import changes, delivered_step, picks, scheduled
 from spec.config import Config
 from spec.properties import ASSERTS
 
-RUNNER_TITLE = {"v1": "Runner (V1)", "v2": "Runner (V2, prefill_len)", "v2-live": "Runner (V2, total_len)",
-                "v2-rollback": "Runner (V2, the scheduler's chunk flag)",
-                "v2-rollback-live": "Runner (V2, rolled back, total_len)"}
+RUNNER_TITLE = {
+    "v1": "Runner (V1)",
+    "v2": "Runner (V2, prefill_len)",
+    "v2-live": "Runner (V2, total_len)",
+    "v2-rollback": "Runner (V2, the scheduler's chunk flag)",
+    "v2-rollback-live": "Runner (V2, rolled back, total_len)",
+}
 BAD = "rect rgba(220, 50, 50, 0.12)"
 FAULT = "rect rgba(240, 170, 40, 0.15)"
 
@@ -38,11 +42,13 @@ def lines(*parts: str) -> str:
 
 def diagram(cfg: Config, trace, prop: str, violated_at: dict[int, list[str]]) -> str:
     """The sequenceDiagram of a replayed trace."""
-    out = ["sequenceDiagram",
-           "    participant E as EngineCore",
-           "    participant S as Scheduler",
-           f"    participant R as {esc(RUNNER_TITLE[cfg.runner])}",
-           "    participant Q as in-flight queue"]
+    out = [
+        "sequenceDiagram",
+        "    participant E as EngineCore",
+        "    participant S as Scheduler",
+        f"    participant R as {esc(RUNNER_TITLE[cfg.runner])}",
+        "    participant Q as in-flight queue",
+    ]
     init = nested(trace.init)
     prompts = ", ".join(f"r{r}: {n} prompt tokens" for r, n in enumerate(init.get("prompt_len", [])))
     out.append("    Note over E,Q: " + lines("add_request: " + prompts))
@@ -100,8 +106,9 @@ def _step(cfg: Config, trace, t: int, event: str, args: dict, before: dict, afte
             out.append("R->>Q: " + esc(f"step {n}: {verdict}"))
     elif event == "deliver":
         k = delivered_step(trace, t)
-        returned = ", ".join(f"r{r}: {before[('q_sampled', 0, r)]}" for r in range(cfg.requests)
-                             if before[("q_scheduled", 0, r)])
+        returned = ", ".join(
+            f"r{r}: {before[('q_sampled', 0, r)]}" for r in range(cfg.requests) if before[("q_scheduled", 0, r)]
+        )
         failed = args.get("kv_fail_req", -1)
         what = f"{n}. output of step {k}" + (f" ({returned} token(s))" if returned else "")
         if failed is not None and failed >= 0:
@@ -115,9 +122,12 @@ def _step(cfg: Config, trace, t: int, event: str, args: dict, before: dict, afte
         if stops:
             out.append(f"Note over S: {lines(*stops)}")
     else:
-        call = {"preempt": f"preempt(r{args.get('req')})", "reset_prefix_cache": "reset_prefix_cache()",
-                "stream_update": f"stream_update(r{args.get('req')}, +{args.get('new_tokens')} tokens)",
-                "abort": f"abort(r{args.get('req')})"}.get(event, event)
+        call = {
+            "preempt": f"preempt(r{args.get('req')})",
+            "reset_prefix_cache": "reset_prefix_cache()",
+            "stream_update": f"stream_update(r{args.get('req')}, +{args.get('new_tokens')} tokens)",
+            "abort": f"abort(r{args.get('req')})",
+        }.get(event, event)
         out.append("E->>S: " + esc(f"{n}. {call}"))
         for r in range(cfg.requests):
             delta = changes(cfg, before, after, r)

@@ -39,8 +39,13 @@ from spec.config import Config
 from spec.properties import ASSERTS
 from spec.vocabulary import Status
 
-OBSERVED_PROPERTIES = ("counter-nonnegative", "computed-nonnegative", "no-token-while-prefilling",
-                       "predicates-agree", "placeholder-accounting")
+OBSERVED_PROPERTIES = (
+    "counter-nonnegative",
+    "computed-nonnegative",
+    "no-token-while-prefilling",
+    "predicates-agree",
+    "placeholder-accounting",
+)
 
 
 @dataclass
@@ -117,8 +122,12 @@ def observe(cfg: Config, init: dict, steps, target) -> Observation:
             diff = compare(cfg, state, target)
             if diff:
                 shown = dict(list(diff.items())[:6])
-                obs.diverged = {"step": n, "event": event, "count": len(diff),
-                                "keys": {_key(k): [a, b] for k, (a, b) in shown.items()}}
+                obs.diverged = {
+                    "step": n,
+                    "event": event,
+                    "count": len(diff),
+                    "keys": {_key(k): [a, b] for k, (a, b) in shown.items()},
+                }
     obs.completed = any(nested(state)["completed"])
     return obs
 
@@ -154,8 +163,11 @@ def _target_properties(cfg, event, before, after, model_state, reserved, obs, n)
     # a preemption or a resumable stop starts a new epoch: older reservations no longer count
     for r in reqs:
         was, now = before[("status", r)], after[("status", r)]
-        if was != now and now in (Status.PREEMPTED, Status.WAITING_FOR_STREAMING_REQ) or (
-                was == Status.RUNNING and now == Status.WAITING):
+        if (
+            was != now
+            and now in (Status.PREEMPTED, Status.WAITING_FOR_STREAMING_REQ)
+            or (was == Status.RUNNING and now == Status.WAITING)
+        ):
             for step in reserved:
                 if r in step:
                     step[r][1] = False
@@ -176,13 +188,16 @@ def case_modules() -> list:
     return sorted(generated_modules().values(), key=lambda m: m.path)
 
 
-
 def reviewed_arms(case, profile: str) -> list:
     """The arms of a case a review plays on a tree of `profile`: the release as it is,
     with and without the seed's clamp class. Not the +guard arm: it models our fix on top
     of the release, and the tree under review is played with its own scheduler."""
-    return [(label, arm) for label, arm in case.arms.items()
-            if arm[0].get("profile") == profile and arm[0].get("guard", "none") == "none"]
+    return [
+        (label, arm)
+        for label, arm in case.arms.items()
+        if arm[0].get("profile") == profile and arm[0].get("guard", "none") == "none"
+    ]
+
 
 def run_tree(spec: str, traces: list[dict], log=print) -> dict:
     """Every generated case (the tree's profile, clamp off and on) and every trace."""
@@ -202,16 +217,32 @@ def run_tree(spec: str, traces: list[dict], log=print) -> dict:
         for label, (overrides, expect) in reviewed_arms(case, tree.profile):
             cfg = case.config_for(overrides)
             obs = observe(cfg, dict(case.init), case.steps, targets[bool(cfg.clamp)])
-            cases.append({"case": case.name, "module": module.path, "kind": case.kind, "property": case.property,
-                          "clamp": bool(cfg.clamp), "arm": label, "observed": asdict(obs),
-                          "reaction": obs.reaction, "model": _expect(expect)})
+            cases.append(
+                {
+                    "case": case.name,
+                    "module": module.path,
+                    "kind": case.kind,
+                    "property": case.property,
+                    "clamp": bool(cfg.clamp),
+                    "arm": label,
+                    "observed": asdict(obs),
+                    "reaction": obs.reaction,
+                    "model": _expect(expect),
+                }
+            )
         if time.monotonic() - last > 2:
             log(f"  {i + 1}/{len(modules)} case module(s)")
             last = time.monotonic()
     fuzz = []
     for i, trace in enumerate(traces):
-        cfg = Config(**{**trace["config"], "events": frozenset(trace["config"]["events"]),
-                        "faults": frozenset(trace["config"]["faults"]), "profile": tree.profile}).validate()
+        cfg = Config(
+            **{
+                **trace["config"],
+                "events": frozenset(trace["config"]["events"]),
+                "faults": frozenset(trace["config"]["faults"]),
+                "profile": tree.profile,
+            }
+        ).validate()
         steps = [(e, {tuple(k): v for k, v in a}) for e, a in trace["steps"]]
         try:
             obs = observe(cfg, trace["init"], steps, targets[bool(cfg.clamp)])
@@ -222,15 +253,29 @@ def run_tree(spec: str, traces: list[dict], log=print) -> dict:
             log(f"  {i + 1}/{len(traces)} fuzz trace(s)")
             last = time.monotonic()
     log(f"observe: {len(cases)} case arm(s), {len(fuzz)} fuzz trace(s) in {time.monotonic() - started:.1f} s")
-    return {"tree": {"label": tree.label, "title": tree.title, "version": tree.version, "root": str(tree.root),
-                     "profile": tree.profile, "kind": tree.kind, "described": described},
-            "cases": cases, "fuzz": fuzz}
+    return {
+        "tree": {
+            "label": tree.label,
+            "title": tree.title,
+            "version": tree.version,
+            "root": str(tree.root),
+            "profile": tree.profile,
+            "kind": tree.kind,
+            "described": described,
+        },
+        "cases": cases,
+        "fuzz": fuzz,
+    }
 
 
 def _expect(expect) -> dict:
     reaction = expect.reaction
-    return {"reaction": reaction, "fired": list(expect.fired) if expect.fired else None,
-            "violations": list(expect.violations), "others": [list(o) for o in expect.others]}
+    return {
+        "reaction": reaction,
+        "fired": list(expect.fired) if expect.fired else None,
+        "violations": list(expect.violations),
+        "others": [list(o) for o in expect.others],
+    }
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -58,8 +58,15 @@ def fuzz_traces(profile: str, per_preset: int, seed: int, length: int = 30) -> l
         for i in range(per_preset):
             rng = random.Random(seed * 100003 + i * 7919 + len(out))
             init, steps, _ = random_trace(cfg, rng, length)
-            out.append({"id": f"{name}#{i}", "preset": name, "config": cfg.record(), "init": init,
-                        "steps": [(e, [[list(k), v] for k, v in a.items()]) for e, a in steps]})
+            out.append(
+                {
+                    "id": f"{name}#{i}",
+                    "preset": name,
+                    "config": cfg.record(),
+                    "init": init,
+                    "steps": [(e, [[list(k), v] for k, v in a.items()]) for e, a in steps],
+                }
+            )
     return out
 
 
@@ -70,12 +77,22 @@ def observe_both(base: str, head: str, traces_file: Path, out: Path) -> tuple[di
     """report.observe on each tree, in two processes at once; their progress is shown."""
     procs = {}
     for side, spec in (("base", base), ("head", head)):
-        cmd = [sys.executable, "-m", "report.observe", "--vllm", spec, "--out", str(out / f"{side}.json"),
-               "--traces", str(traces_file)]
+        cmd = [
+            sys.executable,
+            "-m",
+            "report.observe",
+            "--vllm",
+            spec,
+            "--out",
+            str(out / f"{side}.json"),
+            "--traces",
+            str(traces_file),
+        ]
         env = dict(os.environ)
         env.pop("VLLM", None)
-        procs[side] = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                       text=True, env=env)
+        procs[side] = subprocess.Popen(
+            cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env
+        )
     tails: dict[str, list[str]] = {"base": [], "head": []}
 
     def pump(side):
@@ -156,13 +173,30 @@ def compare(base: dict, head: dict) -> dict:
         if b is None:
             result["unpaired"] += 1
             continue
-        item = {"case": h["case"], "kind": h["kind"], "property": h["property"], "clamp": h["clamp"],
-                "module": h["module"], "base": describe(b), "head": describe(h),
-                "base_reaction": b["reaction"], "head_reaction": h["reaction"], "head_differs": differs(h),
-                "base_differs": differs(b)}
+        item = {
+            "case": h["case"],
+            "kind": h["kind"],
+            "property": h["property"],
+            "clamp": h["clamp"],
+            "module": h["module"],
+            "base": describe(b),
+            "head": describe(h),
+            "base_reaction": b["reaction"],
+            "head_reaction": h["reaction"],
+            "head_differs": differs(h),
+            "base_differs": differs(b),
+        }
         _classify(result, item, b, h, h["property"])
-    fuzz = {"traces": 0, "fixed": [], "new": [], "still": [], "reaction": [], "both_hold": 0,
-            "base_diverged": 0, "head_diverged": 0}
+    fuzz = {
+        "traces": 0,
+        "fixed": [],
+        "new": [],
+        "still": [],
+        "reaction": [],
+        "both_hold": 0,
+        "base_diverged": 0,
+        "head_diverged": 0,
+    }
     findex = {f["id"]: f for f in base["fuzz"]}
     for h in head["fuzz"]:
         b = findex.get(h["id"])
@@ -171,8 +205,16 @@ def compare(base: dict, head: dict) -> dict:
         fuzz["traces"] += 1
         fuzz["base_diverged"] += bool(b["observed"].get("diverged"))
         fuzz["head_diverged"] += bool(h["observed"].get("diverged"))
-        item = {"trace": h["id"], "case": h["id"], "clamp": False, "base": describe(b), "head": describe(h),
-                "base_reaction": b["reaction"], "head_reaction": h["reaction"], "head_differs": differs(h)}
+        item = {
+            "trace": h["id"],
+            "case": h["id"],
+            "clamp": False,
+            "base": describe(b),
+            "head": describe(h),
+            "base_reaction": b["reaction"],
+            "head_reaction": h["reaction"],
+            "head_differs": differs(h),
+        }
         _classify(fuzz, item, b, h, None)
     result["fuzz"] = fuzz
     return result
@@ -216,7 +258,7 @@ def cite_view(root: Path, release: str | None) -> dict:
         if f.status != "vanished" and path.is_file():
             lines = path.read_text(encoding="utf-8").split("\n")
             want = len(known[f.id].text_in(f.release).split("\n"))
-            text = "\n".join(s.rstrip() for s in lines[line - 1: line - 1 + want])
+            text = "\n".join(s.rstrip() for s in lines[line - 1 : line - 1 + want])
         out[f.id] = {"file": f.file, "line": line, "status": f.status, "text": text}
     return out
 
@@ -230,12 +272,22 @@ def compare_cites(base_view: dict, head_view: dict) -> dict:
         elif h and not b:
             new.append({"id": cid, "head": f"{Path(h['file']).name}:{h['line']}"})
         elif h["status"] in ("changed", "vanished") or b["text"] != h["text"]:
-            changed.append({"id": cid, "base": f"{Path(b['file']).name}:{b['line']}",
-                            "head": f"{Path(h['file']).name}:{h['line']}" if h["status"] != "vanished" else "vanished",
-                            "status": h["status"]})
+            changed.append(
+                {
+                    "id": cid,
+                    "base": f"{Path(b['file']).name}:{b['line']}",
+                    "head": f"{Path(h['file']).name}:{h['line']}" if h["status"] != "vanished" else "vanished",
+                    "status": h["status"],
+                }
+            )
         elif b["line"] != h["line"] or b["file"] != h["file"]:
-            moved.append({"id": cid, "base": f"{Path(b['file']).name}:{b['line']}",
-                          "head": f"{Path(h['file']).name}:{h['line']}"})
+            moved.append(
+                {
+                    "id": cid,
+                    "base": f"{Path(b['file']).name}:{b['line']}",
+                    "head": f"{Path(h['file']).name}:{h['line']}",
+                }
+            )
     return {"moved": moved, "changed": changed, "only_base": gone, "only_head": new}
 
 
@@ -245,28 +297,45 @@ def compare_cites(base_view: dict, head_view: dict) -> dict:
 def table(rows: list[list[str]]) -> list[str]:
     def cell(x):
         return str(x).replace("|", "\\|").replace("\n", " ")
+
     out = ["| " + " | ".join(cell(c) for c in rows[0]) + " |", "|" + "---|" * len(rows[0])]
     return out + ["| " + " | ".join(cell(c) for c in r) + " |" for r in rows[1:]]
 
 
-def summary_md(base: dict, head: dict, cmp: dict, cites: dict, seconds: float, fuzz_n: int, limit_rows: int = 60) -> str:
+def summary_md(
+    base: dict, head: dict, cmp: dict, cites: dict, seconds: float, fuzz_n: int, limit_rows: int = 60
+) -> str:
     bt, ht = base["tree"], head["tree"]
     broken = len(cmp["new"]) + len(cmp["fuzz"]["new"])
-    lines = [f"## vLLM review: {bt['title']} → {ht['title']}", "",
-             f"base: {bt['described']}  ",
-             f"head: {ht['described']}", "",
-             ("**Head breaks nothing base did not.**" if not broken else
-              f"**Head breaks {broken} thing(s) base did not** (see *Newly broken*)."), "",
-             "| | generated cases (arms) | fuzz traces |", "|---|---|---|",
-             f"| fixed (base violates the case's property, head does not) | {len(cmp['fixed'])} | {len(cmp['fuzz']['fixed'])} |",
-             f"| still broken | {len(cmp['still'])} | {len(cmp['fuzz']['still'])} |",
-             f"| ... of which the reaction changed (crash ↔ silent) | {len(cmp['reaction'])} | {len(cmp['fuzz']['reaction'])} |",
-             f"| newly broken (head violates a property, or raises, where base does not) | {len(cmp['new'])} | {len(cmp['fuzz']['new'])} |",
-             f"| holds on both | {cmp['both_hold']} | {cmp['fuzz']['both_hold']} |", "",
-             "A case arm is a generated case under the tree's profile with the clamp off or on. What is "
-             "compared is what vLLM does (the assert that fires, the properties its own state violates), "
-             "not the model's prediction; *where head differs from the model* is the first step at which "
-             "head's state leaves the model of its profile.", ""]
+    lines = [
+        f"## vLLM review: {bt['title']} → {ht['title']}",
+        "",
+        f"base: {bt['described']}  ",
+        f"head: {ht['described']}",
+        "",
+        (
+            "**Head breaks nothing base did not.**"
+            if not broken
+            else f"**Head breaks {broken} thing(s) base did not** (see *Newly broken*)."
+        ),
+        "",
+        "| | generated cases (arms) | fuzz traces |",
+        "|---|---|---|",
+        f"| fixed (base violates the case's property, head does not) | {len(cmp['fixed'])} | "
+        f"{len(cmp['fuzz']['fixed'])} |",
+        f"| still broken | {len(cmp['still'])} | {len(cmp['fuzz']['still'])} |",
+        f"| ... of which the reaction changed (crash ↔ silent) | {len(cmp['reaction'])} | "
+        f"{len(cmp['fuzz']['reaction'])} |",
+        f"| newly broken (head violates a property, or raises, where base does not) | {len(cmp['new'])} | "
+        f"{len(cmp['fuzz']['new'])} |",
+        f"| holds on both | {cmp['both_hold']} | {cmp['fuzz']['both_hold']} |",
+        "",
+        "A case arm is a generated case under the tree's profile with the clamp off or on. What is "
+        "compared is what vLLM does (the assert that fires, the properties its own state violates), "
+        "not the model's prediction; *where head differs from the model* is the first step at which "
+        "head's state leaves the model of its profile.",
+        "",
+    ]
 
     def section(title: str, items: list[dict], note: str = "") -> None:
         lines.extend([f"### {title} ({len(items)})", ""])
@@ -278,8 +347,15 @@ def summary_md(base: dict, head: dict, cmp: dict, cites: dict, seconds: float, f
         rows = [["case", "clamp", "base", "head", "where head differs from the model"]]
         for it in items[:limit_rows]:
             head_text = it["head"] + (f" (new: {', '.join(it['newly'])})" if it.get("newly") else "")
-            rows.append([f"`{it['module'].rsplit('/', 2)[-2]}/{it['case']}`", "on" if it["clamp"] else "off",
-                         it["base"], head_text, it["head_differs"]])
+            rows.append(
+                [
+                    f"`{it['module'].rsplit('/', 2)[-2]}/{it['case']}`",
+                    "on" if it["clamp"] else "off",
+                    it["base"],
+                    head_text,
+                    it["head_differs"],
+                ]
+            )
         lines.extend(table(rows))
         if len(items) > limit_rows:
             lines.append(f"\n... and {len(items) - limit_rows} more (summary.json)")
@@ -290,20 +366,37 @@ def summary_md(base: dict, head: dict, cmp: dict, cites: dict, seconds: float, f
     section("Changed reaction", cmp["reaction"], "Violated on both, but vLLM reacts differently.")
     section("Still broken", [i for i in cmp["still"] if i not in cmp["reaction"]])
     f = cmp["fuzz"]
-    lines += [f"### Fuzz ({f['traces']} traces, {fuzz_n} per preset, drawn from head's model)", "",
-              f"Traces where the tree's state left its model: base {f['base_diverged']}, head {f['head_diverged']}.", ""]
+    lines += [
+        f"### Fuzz ({f['traces']} traces, {fuzz_n} per preset, drawn from head's model)",
+        "",
+        f"Traces where the tree's state left its model: base {f['base_diverged']}, head {f['head_diverged']}.",
+        "",
+    ]
     for title, items in (("newly broken", f["new"]), ("fixed", f["fixed"]), ("changed reaction", f["reaction"])):
         if items:
             rows = [["trace", "base", "head", "where head differs from the model"]]
-            rows += [[i["trace"], i["base"], i["head"] + (f" (new: {', '.join(i['newly'])})" if i.get("newly") else ""),
-                      i["head_differs"]] for i in items[:20]]
+            rows += [
+                [
+                    i["trace"],
+                    i["base"],
+                    i["head"] + (f" (new: {', '.join(i['newly'])})" if i.get("newly") else ""),
+                    i["head_differs"],
+                ]
+                for i in items[:20]
+            ]
             lines += [f"{title}:", ""] + table(rows) + [""]
-    lines += ["### Citations (spec/citations.toml, re-anchored in both trees)", "",
-              f"{len(cites['changed'])} changed, {len(cites['moved'])} moved, {len(cites['only_base'])} only in base, "
-              f"{len(cites['only_head'])} only in head.", ""]
+    lines += [
+        "### Citations (spec/citations.toml, re-anchored in both trees)",
+        "",
+        f"{len(cites['changed'])} changed, {len(cites['moved'])} moved, {len(cites['only_base'])} only in base, "
+        f"{len(cites['only_head'])} only in head.",
+        "",
+    ]
     if cites["changed"]:
-        lines += table([["citation", "base", "head", "status"]] +
-                       [[f"`{c['id']}`", c["base"], c["head"], c["status"]] for c in cites["changed"]]) + [""]
+        lines += table(
+            [["citation", "base", "head", "status"]]
+            + [[f"`{c['id']}`", c["base"], c["head"], c["status"]] for c in cites["changed"]]
+        ) + [""]
     if cites["moved"]:
         shown = ", ".join(f"`{c['id']}` {c['base']}→{c['head'].split(':')[-1]}" for c in cites["moved"][:25])
         more = f", ... {len(cites['moved']) - 25} more (summary.json)" if len(cites["moved"]) > 25 else ""
@@ -334,8 +427,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     args.out.mkdir(parents=True, exist_ok=True)
-    log(f"review: base {trees['base'].title} (profile {trees['base'].profile}), "
-        f"head {trees['head'].title} (profile {trees['head'].profile})")
+    log(
+        f"review: base {trees['base'].title} (profile {trees['base'].profile}), "
+        f"head {trees['head'].title} (profile {trees['head'].profile})"
+    )
     traces = fuzz_traces(trees["head"].profile, args.fuzz, args.seed) if args.fuzz else []
     traces_file = args.out / "fuzz-traces.json"
     traces_file.write_text(json.dumps(traces) + "\n")
@@ -349,8 +444,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 3
     log("review: re-anchoring the citations in both trees")
-    cites = compare_cites(cite_view(Path(base["tree"]["root"]), release_of(base["tree"])),
-                          cite_view(Path(head["tree"]["root"]), release_of(head["tree"])))
+    cites = compare_cites(
+        cite_view(Path(base["tree"]["root"]), release_of(base["tree"])),
+        cite_view(Path(head["tree"]["root"]), release_of(head["tree"])),
+    )
     cmp = compare(base, head)
     seconds = time.monotonic() - started
     text = summary_md(base, head, cmp, cites, seconds, args.fuzz)
@@ -359,8 +456,9 @@ def main(argv: list[str] | None = None) -> int:
         rows //= 2
         text = summary_md(base, head, cmp, cites, seconds, args.fuzz, rows)
     (args.out / "summary.md").write_text(text)
-    (args.out / "summary.json").write_text(json.dumps({"base": base["tree"], "head": head["tree"], "compare": cmp,
-                                                       "citations": cites}, indent=1) + "\n")
+    (args.out / "summary.json").write_text(
+        json.dumps({"base": base["tree"], "head": head["tree"], "compare": cmp, "citations": cites}, indent=1) + "\n"
+    )
     print(text)
     log(f"review: wrote {args.out}/summary.md ({len(text)} characters) and summary.json in {seconds:.0f} s")
     return 1 if cmp["new"] or cmp["fuzz"]["new"] else 0

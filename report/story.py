@@ -19,23 +19,41 @@ from spec.vocabulary import Status
 
 # (variable, short label) shown in tables and notes, per request
 SHOWN = (
-    ("status", "status"), ("num_prompt_tokens", "L"), ("num_tokens", "T"), ("num_computed_tokens", "c"),
-    ("num_output_placeholders", "P"), ("num_in_flight_tokens", "F"), ("num_stale_output_tokens", "S"),
-    ("drop_stale_output", "D"), ("is_prefill_chunk", "X"), ("num_spec_tokens", "drafts"),
-    ("pending_update", "update"), ("v1_num_tokens", "Nr"), ("v2_slot", "slot"),
-    ("v2_num_computed", "g"), ("v2_prefill_len", "pl"), ("v2_total_len", "tl"),
-    ("discard_latest_async_tokens", "discard"), ("async_tokens_to_discard", "to_discard"),
+    ("status", "status"),
+    ("num_prompt_tokens", "L"),
+    ("num_tokens", "T"),
+    ("num_computed_tokens", "c"),
+    ("num_output_placeholders", "P"),
+    ("num_in_flight_tokens", "F"),
+    ("num_stale_output_tokens", "S"),
+    ("drop_stale_output", "D"),
+    ("is_prefill_chunk", "X"),
+    ("num_spec_tokens", "drafts"),
+    ("pending_update", "update"),
+    ("v1_num_tokens", "Nr"),
+    ("v2_slot", "slot"),
+    ("v2_num_computed", "g"),
+    ("v2_prefill_len", "pl"),
+    ("v2_total_len", "tl"),
+    ("discard_latest_async_tokens", "discard"),
+    ("async_tokens_to_discard", "to_discard"),
     ("clamp_dropped", "dropped"),
 )
 LABEL = dict(SHOWN)
-LEGEND = ("L prompt tokens, T num_tokens, c num_computed_tokens, P num_output_placeholders, "
-          "F in flight, S stale, D drop_stale_output, X is_prefill_chunk, drafts len(spec_token_ids), "
-          "Nr V1 CachedRequestState.num_tokens, g / pl / tl the V2 slot's num_computed_tokens / "
-          "prefill_len / total_len, in flight: steps scheduled and not yet delivered")
+LEGEND = (
+    "L prompt tokens, T num_tokens, c num_computed_tokens, P num_output_placeholders, "
+    "F in flight, S stale, D drop_stale_output, X is_prefill_chunk, drafts len(spec_token_ids), "
+    "Nr V1 CachedRequestState.num_tokens, g / pl / tl the V2 slot's num_computed_tokens / "
+    "prefill_len / total_len, in flight: steps scheduled and not yet delivered"
+)
 
-RUNNER = {"v1": "the V1 runner", "v2": "the V2 runner", "v2-live": "the V2 runner with the live-length fix",
-          "v2-rollback": "the V2 runner with the recompute fix",
-          "v2-rollback-live": "the V2 runner with only half the recompute fix (the slot rolled back)"}
+RUNNER = {
+    "v1": "the V1 runner",
+    "v2": "the V2 runner",
+    "v2-live": "the V2 runner with the live-length fix",
+    "v2-rollback": "the V2 runner with the recompute fix",
+    "v2-rollback-live": "the V2 runner with only half the recompute fix (the slot rolled back)",
+}
 
 # vLLM lines behind each optional mechanism a trace can use (spec/citations.toml ids)
 MECHANISM_CITES = {
@@ -44,10 +62,13 @@ MECHANISM_CITES = {
     "over-delivery": "v1-cached-outputs-extend",
     "session-stop": "handle-stopped-request resumable-stop-rollback",
 }
-RUNNER_CITES = {"v1": "v1-discard-mask", "v2": "v2-discard-kernel v2-add-writes-slot",
-                "v2-live": "v2-discard-kernel v2-add-writes-slot",
-                "v2-rollback": "v2-discard-kernel v2-add-writes-slot",
-                "v2-rollback-live": "v2-discard-kernel v2-add-writes-slot"}
+RUNNER_CITES = {
+    "v1": "v1-discard-mask",
+    "v2": "v2-discard-kernel v2-add-writes-slot",
+    "v2-live": "v2-discard-kernel v2-add-writes-slot",
+    "v2-rollback": "v2-discard-kernel v2-add-writes-slot",
+    "v2-rollback-live": "v2-discard-kernel v2-add-writes-slot",
+}
 
 
 def fmt(var: str, value) -> str:
@@ -88,8 +109,16 @@ def scheduled(cfg: Config, trace, t: int) -> list[Scheduled]:
         n = after[("q_scheduled", pos, r)]
         if not n:
             continue
-        out.append(Scheduled(r, n, after[("q_reserved", pos, r)], after[("q_sampled", pos, r)],
-                             bool(obs.get("discard", [False] * cfg.requests)[r]), _rule(cfg, obs, r)))
+        out.append(
+            Scheduled(
+                r,
+                n,
+                after[("q_reserved", pos, r)],
+                after[("q_sampled", pos, r)],
+                bool(obs.get("discard", [False] * cfg.requests)[r]),
+                _rule(cfg, obs, r),
+            )
+        )
     return out
 
 
@@ -99,13 +128,15 @@ def _rule(cfg: Config, obs: dict, r: int) -> str:
         if not row:
             return ""
         lhs = row["computed"] + row["query_len"]
-        return f"c+n = {row['computed']}+{row['query_len']} = {lhs} {'<' if lhs < row['num_tokens'] else '>='} Nr = {row['num_tokens']}"
+        op = "<" if lhs < row["num_tokens"] else ">="
+        return f"c+n = {row['computed']}+{row['query_len']} = {lhs} {op} Nr = {row['num_tokens']}"
     row = (obs.get("v2_rows") or [None] * cfg.requests)[r]
     if not row:
         return ""
     name = "prefill_len" if cfg.runner == "v2" else "total_len"
     lhs = row["num_computed"] + row["query_len"]
-    return f"g+n = {row['num_computed']}+{row['query_len']} = {lhs} {'<' if lhs < row[name] else '>='} {name} = {row[name]}"
+    op = "<" if lhs < row[name] else ">="
+    return f"g+n = {row['num_computed']}+{row['query_len']} = {lhs} {op} {name} = {row[name]}"
 
 
 def delivered_step(trace, t: int) -> int | None:
@@ -144,17 +175,27 @@ def events_in_words(cfg: Config, trace) -> list[tuple[int, str]]:
         if step.event == "deliver":
             failed = args.get("kv_fail_req", -1)
             if failed is not None and failed >= 0:
-                out.append((n, f"a KV-load failure reported with step {delivered_step(trace, t)}'s output rolls "
-                               f"r{failed}'s num_computed_tokens back from {before[('num_computed_tokens', failed)]} "
-                               f"to {after[('num_computed_tokens', failed)]}"))
+                out.append(
+                    (
+                        n,
+                        f"a KV-load failure reported with step {delivered_step(trace, t)}'s output rolls "
+                        f"r{failed}'s num_computed_tokens back from {before[('num_computed_tokens', failed)]} "
+                        f"to {after[('num_computed_tokens', failed)]}",
+                    )
+                )
             for r, stop in enumerate(args.get("stop", [])):
                 if stop and cfg.has("stream") and before.get(("resumable", r)):
                     out.append((n, f"r{r}'s streaming session stops on a stop token"))
         elif step.event == "schedule":
             for r, stale in enumerate(args.get("stale_read", [])):
                 if stale:
-                    out.append((n, f"the V2 runner reads r{r}'s slot as its previous occupant left it "
-                                   "(the add_request writes are lost)"))
+                    out.append(
+                        (
+                            n,
+                            f"the V2 runner reads r{r}'s slot as its previous occupant left it "
+                            "(the add_request writes are lost)",
+                        )
+                    )
             for r, extra in enumerate(args.get("extra", [])):
                 if extra:
                     out.append((n, f"the runner commits {extra} token(s) more than 1 + accepted drafts for r{r}"))
@@ -174,10 +215,14 @@ def disagreement(cfg: Config, trace, t: int) -> str | None:
     for s in scheduled(cfg, trace, t):
         if s.discards != (s.reserved == 0):
             if s.discards:
-                return (f"the runner discards r{s.r}'s sample at step {t + 1} although the scheduler reserved "
-                        f"{s.reserved} placeholder(s) for it ({s.rule})")
-            return (f"the runner samples r{s.r} at step {t + 1} although the scheduler reserved nothing: "
-                    f"it classified the step as a prefill chunk ({s.rule})")
+                return (
+                    f"the runner discards r{s.r}'s sample at step {t + 1} although the scheduler reserved "
+                    f"{s.reserved} placeholder(s) for it ({s.rule})"
+                )
+            return (
+                f"the runner samples r{s.r} at step {t + 1} although the scheduler reserved nothing: "
+                f"it classified the step as a prefill chunk ({s.rule})"
+            )
     return None
 
 
@@ -189,31 +234,53 @@ def violation_in_words(cfg: Config, trace, prop: str) -> str:
     reqs = range(cfg.requests)
     if prop == "counter-nonnegative":
         r = next((r for r in reqs if after[("num_output_placeholders", r)] < 0), 0)
-        return (f"at step {n} r{r}'s num_output_placeholders goes from {before[('num_output_placeholders', r)]} "
-                f"to {after[('num_output_placeholders', r)]}")
+        return (
+            f"at step {n} r{r}'s num_output_placeholders goes from {before[('num_output_placeholders', r)]} "
+            f"to {after[('num_output_placeholders', r)]}"
+        )
     if prop == "computed-nonnegative":
         r = next((r for r in reqs if after[("num_computed_tokens", r)] < 0), 0)
-        return (f"at step {n} r{r}'s num_computed_tokens goes from {before[('num_computed_tokens', r)]} "
-                f"to {after[('num_computed_tokens', r)]}")
+        return (
+            f"at step {n} r{r}'s num_computed_tokens goes from {before[('num_computed_tokens', r)]} "
+            f"to {after[('num_computed_tokens', r)]}"
+        )
     if prop == "predicates-agree" and trace.steps[t].event == "schedule":
         return disagreement(cfg, trace, t) or f"runner and scheduler disagree at step {n}"
     if prop == "no-token-while-prefilling":
         k = delivered_step(trace, t)
-        return (f"at step {n} the output of step {k} appends a token although the scheduler classified "
-                f"step {k} as a prefill chunk and reserved nothing for it")
+        return (
+            f"at step {n} the output of step {k} appends a token although the scheduler classified "
+            f"step {k} as a prefill chunk and reserved nothing for it"
+        )
     if prop == "placeholder-accounting":
+
         def owed(r):
-            return sum(after[("q_reserved", i, r)] for i in range(cfg.queue_depth)
-                       if i < after[("queue_len",)] and after[("q_scheduled", i, r)]
-                       and after[("q_epoch", i, r)] == after[("epoch", r)])
-        r = next((r for r in reqs if after[("status", r)] != Status.FINISHED
-                  and after[("num_output_placeholders", r)] != owed(r)), 0)
-        return (f"after step {n} r{r} holds {after[('num_output_placeholders', r)]} placeholder(s) while its "
-                f"in-flight steps reserved {owed(r)}")
+            return sum(
+                after[("q_reserved", i, r)]
+                for i in range(cfg.queue_depth)
+                if i < after[("queue_len",)]
+                and after[("q_scheduled", i, r)]
+                and after[("q_epoch", i, r)] == after[("epoch", r)]
+            )
+
+        r = next(
+            (
+                r
+                for r in reqs
+                if after[("status", r)] != Status.FINISHED and after[("num_output_placeholders", r)] != owed(r)
+            ),
+            0,
+        )
+        return (
+            f"after step {n} r{r} holds {after[('num_output_placeholders', r)]} placeholder(s) while its "
+            f"in-flight steps reserved {owed(r)}"
+        )
     if prop == "safe-frontier-nonnegative":
         r = next((r for r in reqs if nested(trace.steps[t].args).get("stop", [0] * cfg.requests)[r]), 0)
-        return (f"at step {n} r{r}'s session stops with a negative safe frontier "
-                f"(c - P computed from c = {before[('num_computed_tokens', r)]})")
+        return (
+            f"at step {n} r{r}'s session stops with a negative safe frontier "
+            f"(c - P computed from c = {before[('num_computed_tokens', r)]})"
+        )
     if prop == "scheduled-tokens-positive":
         return f"at step {n} a request is scheduled a non-positive number of tokens"
     if prop == "padding-intact":
@@ -237,8 +304,11 @@ def reaction_in_words(cfg: Config, trace) -> str:
 
 def sentence(cfg: Config, trace, prop: str) -> str:
     """One sentence: what goes wrong, in the order it happens."""
-    who = (f"With {RUNNER[cfg.runner]}" + (" and the clamp" if cfg.clamp else "")
-           + (" and the step-reservation guard" if cfg.guard != "none" else ""))
+    who = (
+        f"With {RUNNER[cfg.runner]}"
+        + (" and the clamp" if cfg.clamp else "")
+        + (" and the step-reservation guard" if cfg.guard != "none" else "")
+    )
     parts = [(n, f"at step {n} {phrase}") for n, phrase in events_in_words(cfg, trace)]
     if prop != "predicates-agree":
         for t, step in enumerate(trace.steps[:-1]):
@@ -339,7 +409,7 @@ def vllm_lines(cfg: Config, trace, prop: str) -> list[Line]:
             wanted.append((cid, why))
 
     add(PROPERTIES[prop].cite, f"the property ({prop})")
-    for fired in (trace.fired[-1] if trace.fired else []):
+    for fired in trace.fired[-1] if trace.fired else []:
         add(ASSERTS[fired].cite, "the assert that fires")
     add(RUNNER_CITES[cfg.runner], "the runner's discard rule")
     for mechanism in trace.mechanisms or []:

@@ -7,23 +7,62 @@ from spec.config import Config
 from spec.events import Event
 
 INIT = Event(
-    "init", None, "all requests are added, in id order, before the first step",
-    "[cite:add-request-streaming-update add-request-new]", sch.init_args, lambda s, a, nxt, cfg, ops: sch.init(a, nxt, cfg, ops),
+    "init",
+    None,
+    "all requests are added, in id order, before the first step",
+    "[cite:add-request-streaming-update add-request-new]",
+    sch.init_args,
+    lambda s, a, nxt, cfg, ops: sch.init(a, nxt, cfg, ops),
 )
 
 EVENTS: tuple[Event, ...] = (
-    Event("schedule", None, "the engine schedules a step and the runner executes it",
-          "[cite:schedule-begins schedule-ends-with-update], [cite:async-update-after-schedule reserve-placeholders spec-token-placeholders next-decode-eligible], [cite:engine-schedules engine-executes batch-queue-append engine-defers-delivery]", sch.schedule_args, sch.schedule),
-    Event("deliver", None, "the oldest step's output is applied",
-          "[cite:update-from-output], [cite:async-update-request-with-output delivery-decrement-0.32], [cite:batch-queue-pop aborts-before-delivery engine-delivers]", sch.deliver_args, sch.deliver),
-    Event("preempt", "preempt|preempt-drop", "the last running request is preempted",
-          "[cite:alloc-failure-preempts], [cite:preempt-request preempt-resets-request preempt-zeroes-placeholders preempt-prepends]", sch.preempt_args, sch.preempt),
-    Event("reset_prefix_cache", "reset", "every running request is preempted, drop-stale",
-          "[cite:reset-prefix-cache reset-preempts-drop-stale reset-clears-prev-scheduled]", sch.reset_args, sch.reset_prefix_cache),
-    Event("stream_update", "stream", "a streaming session's next input chunk arrives",
-          "[cite:add-request-streaming-update], [cite:update-request-as-session session-keep-computed session-appends-update session-prompt-len session-to-waiting]", sch.stream_update_args, sch.stream_update),
-    Event("abort", "abort", "the front end aborts a request",
-          "[cite:finish-requests]", sch.abort_args, sch.abort),
+    Event(
+        "schedule",
+        None,
+        "the engine schedules a step and the runner executes it",
+        "[cite:schedule-begins schedule-ends-with-update], "
+        "[cite:async-update-after-schedule reserve-placeholders spec-token-placeholders next-decode-eligible], "
+        "[cite:engine-schedules engine-executes batch-queue-append engine-defers-delivery]",
+        sch.schedule_args,
+        sch.schedule,
+    ),
+    Event(
+        "deliver",
+        None,
+        "the oldest step's output is applied",
+        "[cite:update-from-output], [cite:async-update-request-with-output delivery-decrement-0.32], "
+        "[cite:batch-queue-pop aborts-before-delivery engine-delivers]",
+        sch.deliver_args,
+        sch.deliver,
+    ),
+    Event(
+        "preempt",
+        "preempt|preempt-drop",
+        "the last running request is preempted",
+        "[cite:alloc-failure-preempts], "
+        "[cite:preempt-request preempt-resets-request preempt-zeroes-placeholders preempt-prepends]",
+        sch.preempt_args,
+        sch.preempt,
+    ),
+    Event(
+        "reset_prefix_cache",
+        "reset",
+        "every running request is preempted, drop-stale",
+        "[cite:reset-prefix-cache reset-preempts-drop-stale reset-clears-prev-scheduled]",
+        sch.reset_args,
+        sch.reset_prefix_cache,
+    ),
+    Event(
+        "stream_update",
+        "stream",
+        "a streaming session's next input chunk arrives",
+        "[cite:add-request-streaming-update], "
+        "[cite:update-request-as-session session-keep-computed session-appends-update] "
+        "[cite:session-prompt-len session-to-waiting]",
+        sch.stream_update_args,
+        sch.stream_update,
+    ),
+    Event("abort", "abort", "the front end aborts a request", "[cite:finish-requests]", sch.abort_args, sch.abort),
 )
 
 BY_NAME = {e.name: e for e in (INIT,) + EVENTS}

@@ -119,7 +119,7 @@ def parse(data: dict) -> dict[str, Citation]:
             if not isinstance(entry.get(key), str) or not entry[key].strip():
                 raise ValueError(f"{cid}: missing {key}")
         if not lines:
-            raise ValueError(f"{cid}: no release line (\"X.Y.Z\" = N)")
+            raise ValueError(f'{cid}: no release line ("X.Y.Z" = N)')
         stray = (set(texts) | set(files)) - set(lines)
         if stray:
             raise ValueError(f"{cid}: per-release text or file for unlisted release {sorted(stray)}")
@@ -177,6 +177,7 @@ def ref(cid: str, release: str) -> tuple[str, str]:
 def in_words(text: str, release: str) -> str:
     """Prose with its `[cite:...]` markers as file:line of a release (for docstrings and
     reports: a reader gets the line, not the id)."""
+
     def one(match: re.Match) -> str:
         refs = []
         for cid in match.group(2).replace(",", " ").split():
@@ -185,6 +186,7 @@ def in_words(text: str, release: str) -> str:
             except KeyError:
                 refs.append(cid)
         return ", ".join(refs)
+
     return _MARKER.sub(one, text)
 
 
@@ -275,8 +277,9 @@ def _similar(file_lines: list[str], want: list[str], near: int) -> tuple[float, 
     where: dict[str, list[int]] = {}
     for j, line in enumerate(stripped):
         where.setdefault(line, []).append(j)
-    starts = sorted({j - i for i, line in enumerate(s.strip() for s in want) if len(line) > 3
-                     for j in where.get(line, ())})
+    starts = sorted(
+        {j - i for i, line in enumerate(s.strip() for s in want) if len(line) > 3 for j in where.get(line, ())}
+    )
     for start in starts or range(len(file_lines)):
         consider(start, n)
     # let the block grow or shrink by a few lines at either end (lines inserted or removed)
@@ -307,8 +310,9 @@ def _diff(want: list[str], got: list[str], limit: int = 3) -> tuple[str, ...]:
     return tuple(out[:limit]) + ((f"... {len(out) - limit} more",) if len(out) > limit else ())
 
 
-def anchor(tree_root: Path | str, release: str | None, cits: dict[str, Citation] | None = None,
-           progress=None) -> list[Finding]:
+def anchor(
+    tree_root: Path | str, release: str | None, cits: dict[str, Citation] | None = None, progress=None
+) -> list[Finding]:
     """Look for every citation that applies to `release` in the tree at `tree_root` (the
     folder holding vllm/). A citation that lists the release is looked for at its line
     there; one that does not is re-anchored from its newest release before (see
@@ -348,8 +352,15 @@ def anchor(tree_root: Path | str, release: str | None, cits: dict[str, Citation]
         predicted = line + _shift_near(findings, base, file, line)
         found = min(hits, key=lambda h: abs(h - predicted))
         status = "ok" if found == line else "moved"
-        findings[c.id] = Finding(c.id, base, status, file, line, None if status == "ok" else found,
-                                 detail=f"{len(hits)} exact matches, took the one nearest line {predicted}")
+        findings[c.id] = Finding(
+            c.id,
+            base,
+            status,
+            file,
+            line,
+            None if status == "ok" else found,
+            detail=f"{len(hits)} exact matches, took the one nearest line {predicted}",
+        )
     slow = [(c, base) for c, base in todo if c.id not in findings]
     for i, (c, base) in enumerate(slow):
         if progress:
@@ -360,19 +371,27 @@ def anchor(tree_root: Path | str, release: str | None, cits: dict[str, Citation]
         ratio, first, length = _similar(have, want, predicted)
         got = have[first - 1 : first - 1 + length]
         if ratio >= SIMILAR:
-            findings[c.id] = Finding(c.id, base, "changed", file, line, first, _diff(want, got),
-                                     f"{ratio:.0%} similar")
+            findings[c.id] = Finding(c.id, base, "changed", file, line, first, _diff(want, got), f"{ratio:.0%} similar")
         else:
-            findings[c.id] = Finding(c.id, base, "vanished", file, line, None,
-                                     detail=f"text not in the file; best block {ratio:.0%} similar, at line {first}")
+            findings[c.id] = Finding(
+                c.id,
+                base,
+                "vanished",
+                file,
+                line,
+                None,
+                detail=f"text not in the file; best block {ratio:.0%} similar, at line {first}",
+            )
     return [findings[c.id] for c, _ in todo]
 
 
 def _shift_near(findings: dict[str, Finding], base: str, file: str, line: int) -> int:
     """How far the uniquely found citations nearest `line` in the same file moved."""
-    moves = [(abs(f.line - line), (f.found or f.line) - f.line) for f in findings.values()
-             if f.file == file and f.release == base and f.status in ("ok", "moved")
-             and "exact matches" not in f.detail]
+    moves = [
+        (abs(f.line - line), (f.found or f.line) - f.line)
+        for f in findings.values()
+        if f.file == file and f.release == base and f.status in ("ok", "moved") and "exact matches" not in f.detail
+    ]
     return min(moves)[1] if moves else 0
 
 

@@ -70,12 +70,16 @@ def main(argv: list[str] | None = None) -> int:
         changed = write_lines(args.toml, release, found)
         print(f"cite-check: recorded {changed} line(s) for {release} in {args.toml}")
     elif counts["moved"]:
-        print(f"cite-check: to record the moved lines: python -m spec.cite_check --vllm {args.vllm} "
-              f"--release {release or 'X.Y.Z'} --write")
+        print(
+            f"cite-check: to record the moved lines: python -m spec.cite_check --vllm {args.vllm} "
+            f"--release {release or 'X.Y.Z'} --write"
+        )
     if counts["changed"] or counts["vanished"]:
-        print("cite-check: for each changed or vanished citation, read the code: if the mechanism is the "
-              "same, add its new text as text_X_Y_Z and the line; if it is gone, set gone = \"X.Y.Z\" and "
-              "cite what replaced it under a new id")
+        print(
+            "cite-check: for each changed or vanished citation, read the code: if the mechanism is the "
+            'same, add its new text as text_X_Y_Z and the line; if it is gone, set gone = "X.Y.Z" and '
+            "cite what replaced it under a new id"
+        )
     return 0 if all(f.ok for f in findings) else 1
 
 

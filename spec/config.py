@@ -154,15 +154,22 @@ class Config:
         """The fields that define its semantics, JSON-friendly (traces' #meta and
         generated cases carry it; Config(**record) rebuilds it)."""
         return {
-            "name": self.name, "runner": self.runner, "events": sorted(self.events),
-            "faults": sorted(self.faults), "profile": self.profile, "clamp": self.clamp,
+            "name": self.name,
+            "runner": self.runner,
+            "events": sorted(self.events),
+            "faults": sorted(self.faults),
+            "profile": self.profile,
+            "clamp": self.clamp,
             **({"guard": self.guard} if self.guard != "none" else {}),
-            "requests": self.requests, "pp": self.pp, "spec_tokens": self.spec_tokens,
+            "requests": self.requests,
+            "pp": self.pp,
+            "spec_tokens": self.spec_tokens,
             **({"spec_tokens_max": self.spec_tokens_max} if self.spec_tokens_max is not None else {}),
             **({"rest": True} if self.rest else {}),
             "max_budget": self.max_budget,
             "prompt_lens": list(self.prompt_lens) if self.prompt_lens else None,
-            "long_prefill_threshold": self.long_prefill_threshold, "block_size": self.block_size,
+            "long_prefill_threshold": self.long_prefill_threshold,
+            "block_size": self.block_size,
         }
 
     def validate(self) -> "Config":
@@ -178,10 +185,14 @@ class Config:
         fixed: dict = {}
         for name, known in (("events", EVENT_FAMILIES), ("faults", FAULTS)):
             value = getattr(self, name)
-            example = f"{name}=frozenset({{{value if isinstance(value, str) and value in known else next(iter(known))!r}}})"
+            example = (
+                f"{name}=frozenset({{{value if isinstance(value, str) and value in known else next(iter(known))!r}}})"
+            )
             if isinstance(value, (str, bytes)):
-                raise SpecError(f"{where}: {name} must be a set of names, e.g. {example}, not the string "
-                                f"{value!r} (a string would be read letter by letter)")
+                raise SpecError(
+                    f"{where}: {name} must be a set of names, e.g. {example}, not the string "
+                    f"{value!r} (a string would be read letter by letter)"
+                )
             if not isinstance(value, (frozenset, set, list, tuple)) or not all(isinstance(v, str) for v in value):
                 raise SpecError(f"{where}: {name} must be a set of names, e.g. {example}; got {value!r}")
             if not isinstance(value, frozenset):
@@ -189,37 +200,47 @@ class Config:
         if not isinstance(self.rest, bool):
             raise SpecError(f"{where}: rest must be True or False, got {self.rest!r}")
         if not isinstance(self.clamp, bool):
-            raise SpecError(f"{where}: clamp must be True or False, got {self.clamp!r} "
-                            f"({type(self.clamp).__name__}; a string like 'no' would count as on)")
-        for name in ("requests", "pp", "spec_tokens", "long_prefill_threshold", "block_size", "max_budget",
-                     "spec_tokens_max", "search_depth"):
+            raise SpecError(
+                f"{where}: clamp must be True or False, got {self.clamp!r} "
+                f"({type(self.clamp).__name__}; a string like 'no' would count as on)"
+            )
+        for name in (
+            "requests",
+            "pp",
+            "spec_tokens",
+            "long_prefill_threshold",
+            "block_size",
+            "max_budget",
+            "spec_tokens_max",
+            "search_depth",
+        ):
             value = getattr(self, name)
             if name in ("max_budget", "spec_tokens", "spec_tokens_max", "search_depth") and value is None:
                 continue
             if isinstance(value, bool) or not isinstance(value, int):
-                raise SpecError(f"{where}: {name} must be a whole number, got {value!r} "
-                                f"({type(value).__name__}); write e.g. {name}=2, not {name}='2'")
+                raise SpecError(
+                    f"{where}: {name} must be a whole number, got {value!r} "
+                    f"({type(value).__name__}); write e.g. {name}=2, not {name}='2'"
+                )
         if self.prompt_lens is not None:
-            if (not isinstance(self.prompt_lens, (tuple, list))
-                    or any(isinstance(n, bool) or not isinstance(n, int) for n in self.prompt_lens)):
-                raise SpecError(f"{where}: prompt_lens must be None or a tuple of whole numbers, "
-                                f"e.g. prompt_lens=(16, 3); got {self.prompt_lens!r}")
+            if not isinstance(self.prompt_lens, (tuple, list)) or any(
+                isinstance(n, bool) or not isinstance(n, int) for n in self.prompt_lens
+            ):
+                raise SpecError(
+                    f"{where}: prompt_lens must be None or a tuple of whole numbers, "
+                    f"e.g. prompt_lens=(16, 3); got {self.prompt_lens!r}"
+                )
             if isinstance(self.prompt_lens, list):
                 fixed["prompt_lens"] = tuple(self.prompt_lens)
         if not isinstance(self.expect, Mapping):
-            raise SpecError(f"{where}: expect must map property names to 'proved' or 'violated', "
-                            f"got {self.expect!r}")
+            raise SpecError(f"{where}: expect must map property names to 'proved' or 'violated', got {self.expect!r}")
         if fixed:  # a list or set where a frozenset is meant: the same configuration
             return replace(self, **fixed).validate()
         if self.runner not in RUNNERS:
-            raise SpecError(
-                f"{where}: unknown runner {self.runner!r}; use one of {', '.join(RUNNERS)}"
-            )
+            raise SpecError(f"{where}: unknown runner {self.runner!r}; use one of {', '.join(RUNNERS)}")
         for fam in self.events:
             if fam not in EVENT_FAMILIES:
-                raise SpecError(
-                    f"{where}: unknown event family {fam!r}; use any of {', '.join(EVENT_FAMILIES)}"
-                )
+                raise SpecError(f"{where}: unknown event family {fam!r}; use any of {', '.join(EVENT_FAMILIES)}")
         for fault in self.faults:
             if fault not in FAULTS:
                 raise SpecError(f"{where}: unknown fault {fault!r}; use any of {', '.join(FAULTS)}")
@@ -228,9 +249,7 @@ class Config:
         if self.guard != "none" and self.clamp:
             raise SpecError(f"{where}: the seed's clamp and guard {self.guard!r} are alternatives; choose one")
         if self.profile not in PROFILES:
-            raise SpecError(
-                f"{where}: unknown profile {self.profile!r}; use one of {', '.join(PROFILES)}"
-            )
+            raise SpecError(f"{where}: unknown profile {self.profile!r}; use one of {', '.join(PROFILES)}")
         if "stale-slot-read" in self.faults and not self.is_v2:
             raise SpecError(
                 f"{where}: fault stale-slot-read needs a V2 runner (v2 or v2-live): "
@@ -250,16 +269,15 @@ class Config:
         if self.spec_tokens is not None and not 0 <= self.spec_tokens <= 8:
             raise SpecError(f"{where}: spec_tokens must be 0..8 or None (any), got {self.spec_tokens}")
         if self.spec_tokens_max is not None and (self.spec_tokens is not None or self.spec_tokens_max < 0):
-            raise SpecError(f"{where}: spec_tokens_max bounds a symbolic K: use it with spec_tokens=None "
-                            f"and a value >= 0, got {self.spec_tokens_max}")
+            raise SpecError(
+                f"{where}: spec_tokens_max bounds a symbolic K: use it with spec_tokens=None "
+                f"and a value >= 0, got {self.spec_tokens_max}"
+            )
         if self.max_budget is not None and self.max_budget < 1:
             raise SpecError(f"{where}: max_budget must be >= 1 or None, got {self.max_budget}")
         if self.prompt_lens is not None:
             if len(self.prompt_lens) != self.requests or any(n < 1 for n in self.prompt_lens):
-                raise SpecError(
-                    f"{where}: prompt_lens needs {self.requests} lengths >= 1, "
-                    f"got {self.prompt_lens}"
-                )
+                raise SpecError(f"{where}: prompt_lens needs {self.requests} lengths >= 1, got {self.prompt_lens}")
         if self.long_prefill_threshold < 0 or self.block_size < 1:
             raise SpecError(f"{where}: long_prefill_threshold >= 0 and block_size >= 1 required")
         prof = PROFILES[self.profile]
@@ -272,12 +290,13 @@ class Config:
         for prop, verdict in self.expect.items():
             if prop not in PROPERTIES:
                 raise SpecError(
-                    f"{where}: expectation for unknown property {prop!r}; "
-                    f"use one of {', '.join(PROPERTIES)}"
+                    f"{where}: expectation for unknown property {prop!r}; use one of {', '.join(PROPERTIES)}"
                 )
             if not PROPERTIES[prop].applies(self):
-                raise SpecError(f"{where}: property {prop} does not apply to this configuration "
-                                f"({PROPERTIES[prop].doc}); drop the expectation")
+                raise SpecError(
+                    f"{where}: property {prop} does not apply to this configuration "
+                    f"({PROPERTIES[prop].doc}); drop the expectation"
+                )
             if isinstance(verdict, str) and verdict.startswith("frontier:"):
                 bound = verdict.removeprefix("frontier:K=")
                 if not (bound.isdigit() and int(bound) >= 1 and self.k_symbolic):

@@ -68,25 +68,39 @@ def queue_shape(s: View, cfg: Config, ops: Ops):
     for i in _queue(cfg):
         for r in _reqs(cfg):
             n, ks, rsv, d = s.q_scheduled[i, r], s.q_spec[i, r], s.q_reserved[i, r], s.q_sampled[i, r]
-            empty = ops.all(n == 0, ks == 0, rsv == 0, d == 0, s.q_epoch[i, r] == 0,
-                            ops.not_(s.q_admitted[i, r]), s.q_order[i, r] == 0)
+            empty = ops.all(
+                n == 0,
+                ks == 0,
+                rsv == 0,
+                d == 0,
+                s.q_epoch[i, r] == 0,
+                ops.not_(s.q_admitted[i, r]),
+                s.q_order[i, r] == 0,
+            )
             sampled_ok = ops.any(d == 0, d >= 1)
             if "over-delivery" not in cfg.faults:
                 sampled_ok = ops.any(d == 0, ops.all(d >= 1, d <= 1 + ks))
             entry = ops.all(
-                n >= 1, ks >= 0, ks <= K,
-                ops.any(rsv == 0, rsv == 1 + ks), sampled_ok,
-                s.q_epoch[i, r] >= 0, s.q_epoch[i, r] <= s.epoch[r],
-                s.q_order[i, r] >= 0, s.q_order[i, r] < cfg.requests,
+                n >= 1,
+                ks >= 0,
+                ks <= K,
+                ops.any(rsv == 0, rsv == 1 + ks),
+                sampled_ok,
+                s.q_epoch[i, r] >= 0,
+                s.q_epoch[i, r] <= s.epoch[r],
+                s.q_order[i, r] >= 0,
+                s.q_order[i, r] < cfg.requests,
             )
             conds.append(ops.implies(i >= s.queue_len, empty))
             conds.append(ops.implies(i < s.queue_len, ops.any(empty, entry)))
             # epochs only grow along the queue (older steps first)
             for j in range(i + 1, cfg.queue_depth):
-                conds.append(ops.implies(
-                    ops.all(j < s.queue_len, n != 0, s.q_scheduled[j, r] != 0),
-                    s.q_epoch[i, r] <= s.q_epoch[j, r],
-                ))
+                conds.append(
+                    ops.implies(
+                        ops.all(j < s.queue_len, n != 0, s.q_scheduled[j, r] != 0),
+                        s.q_epoch[i, r] <= s.q_epoch[j, r],
+                    )
+                )
     return ops.all(*conds)
 
 
@@ -95,12 +109,17 @@ def request_shape(s: View, cfg: Config, ops: Ops):
     conds = []
     for r in _reqs(cfg):
         conds += [
-            s.status[r] >= Status.WAITING, s.status[r] <= Status.FINISHED,
-            s.num_prompt_tokens[r] >= 1, s.num_tokens[r] >= 1,
+            s.status[r] >= Status.WAITING,
+            s.status[r] <= Status.FINISHED,
+            s.num_prompt_tokens[r] >= 1,
+            s.num_tokens[r] >= 1,
             s.epoch[r] >= 0,
-            s.num_spec_tokens[r] >= 0, s.num_spec_tokens[r] <= spec_k(s, cfg),
-            ops.implies(s.status[r] != Status.FINISHED,
-                        s.num_in_flight_tokens[r] == _sum_in_flight(s, cfg, ops, r, lambda i: s.q_scheduled[i, r])),
+            s.num_spec_tokens[r] >= 0,
+            s.num_spec_tokens[r] <= spec_k(s, cfg),
+            ops.implies(
+                s.status[r] != Status.FINISHED,
+                s.num_in_flight_tokens[r] == _sum_in_flight(s, cfg, ops, r, lambda i, r=r: s.q_scheduled[i, r]),
+            ),
             s.num_stale_output_tokens[r] >= 0,
         ]
         # drafts exist only after a sampled step; preemption and stops clear them
@@ -114,15 +133,17 @@ def request_shape(s: View, cfg: Config, ops: Ops):
 def computed_unfinished(s: View, cfg: Config, ops: Ops):
     """c >= 0 while a request is unfinished. A stop that trims drafts rolls c back
     (0.33.0): after a KV-load recompute that can take a finishing request below 0."""
-    return ops.all(*[ops.implies(s.status[r] != Status.FINISHED, s.num_computed_tokens[r] >= 0)
-                     for r in _reqs(cfg)])
+    return ops.all(*[ops.implies(s.status[r] != Status.FINISHED, s.num_computed_tokens[r] >= 0) for r in _reqs(cfg)])
 
 
 def _computed_stays_nonnegative(cfg: Config) -> bool:
     """Without KV-load failures, or with at most one draft: a recompute from 0 with two
     rejected drafts takes a running request's c to -1 (finding 9)."""
-    small_k = cfg.spec_tokens is not None and cfg.spec_tokens <= 1 or (
-        cfg.k_symbolic and cfg.spec_tokens_max is not None and cfg.spec_tokens_max <= 1)
+    small_k = (
+        cfg.spec_tokens is not None
+        and cfg.spec_tokens <= 1
+        or (cfg.k_symbolic and cfg.spec_tokens_max is not None and cfg.spec_tokens_max <= 1)
+    )
     return not cfg.has("kvfail") or small_k
 
 
@@ -131,13 +152,17 @@ def stale_share(s: View, cfg: Config, ops: Ops):
     deliverable stale output keeps a request out of RUNNING ([cite:stale-output-blocks-resume])."""
     conds = []
     for r in _reqs(cfg):
-        old = _sum_in_flight(s, cfg, ops, r, lambda i: s.q_scheduled[i, r], lambda i: s.q_epoch[i, r] != s.epoch[r])
+        old = _sum_in_flight(
+            s, cfg, ops, r, lambda i, r=r: s.q_scheduled[i, r], lambda i, r=r: s.q_epoch[i, r] != s.epoch[r]
+        )
         conds.append(ops.implies(s.status[r] != Status.FINISHED, s.num_stale_output_tokens[r] == old))
         # deliver-mode stale output exists only for a preempted (or finished) request
-        conds.append(ops.implies(
-            ops.all(s.num_stale_output_tokens[r] > 0, ops.not_(s.drop_stale_output[r])),
-            ops.any(s.status[r] == Status.PREEMPTED, s.status[r] == Status.FINISHED),
-        ))
+        conds.append(
+            ops.implies(
+                ops.all(s.num_stale_output_tokens[r] > 0, ops.not_(s.drop_stale_output[r])),
+                ops.any(s.status[r] == Status.PREEMPTED, s.status[r] == Status.FINISHED),
+            )
+        )
     return ops.all(*conds)
 
 
@@ -145,7 +170,9 @@ def idle_has_no_placeholders(s: View, cfg: Config, ops: Ops):
     """A request that is not running holds no placeholders and no current-epoch step."""
     conds = []
     for r in _reqs(cfg):
-        current = _sum_in_flight(s, cfg, ops, r, lambda i: s.q_scheduled[i, r], lambda i: s.q_epoch[i, r] == s.epoch[r])
+        current = _sum_in_flight(
+            s, cfg, ops, r, lambda i, r=r: s.q_scheduled[i, r], lambda i, r=r: s.q_epoch[i, r] == s.epoch[r]
+        )
         conds.append(ops.implies(_waiting_like(s, r, ops), ops.all(s.num_output_placeholders[r] == 0, current == 0)))
     return ops.all(*conds)
 
@@ -155,10 +182,12 @@ def decode_gap(s: View, cfg: Config, ops: Ops):
     step's drafts never fill all its scheduled tokens (ks <= n - 1, [cite:spec-tokens-fit])."""
     conds = []
     for r in _reqs(cfg):
-        conds.append(ops.implies(
-            s.status[r] == Status.RUNNING,
-            s.num_tokens[r] + s.num_output_placeholders[r] - s.num_computed_tokens[r] >= 1,
-        ))
+        conds.append(
+            ops.implies(
+                s.status[r] == Status.RUNNING,
+                s.num_tokens[r] + s.num_output_placeholders[r] - s.num_computed_tokens[r] >= 1,
+            )
+        )
         for i in _queue(cfg):
             conds.append(ops.implies(_in_flight(s, i, r, ops), s.q_spec[i, r] <= s.q_scheduled[i, r] - 1))
     return ops.all(*conds)
@@ -174,14 +203,17 @@ def frontier(s: View, cfg: Config, ops: Ops):
         T = s.num_tokens[r]
         running = s.status[r] == Status.RUNNING
         conds.append(ops.implies(ops.all(running, ops.not_(s.is_prefill_chunk[r])), f == T - 1))
-        conds.append(ops.implies(ops.all(running, s.is_prefill_chunk[r]), ops.all(f < T, s.num_output_placeholders[r] == 0)))
+        conds.append(
+            ops.implies(ops.all(running, s.is_prefill_chunk[r]), ops.all(f < T, s.num_output_placeholders[r] == 0))
+        )
     return ops.all(*conds)
 
 
 def placeholders_nonnegative(s: View, cfg: Config, ops: Ops):
     """P >= 0 while a request is unfinished (a finished one's counter is never read again)."""
-    return ops.all(*[ops.implies(s.status[r] != Status.FINISHED, s.num_output_placeholders[r] >= 0)
-                     for r in _reqs(cfg)])
+    return ops.all(
+        *[ops.implies(s.status[r] != Status.FINISHED, s.num_output_placeholders[r] >= 0) for r in _reqs(cfg)]
+    )
 
 
 def session_prompt(s: View, cfg: Config, ops: Ops):
@@ -212,7 +244,9 @@ def accounting_exact(s: View, cfg: Config, ops: Ops):
     (contract notes §5.3, I)."""
     conds = []
     for r in _reqs(cfg):
-        owed = _sum_in_flight(s, cfg, ops, r, lambda i: s.q_reserved[i, r], lambda i: s.q_epoch[i, r] == s.epoch[r])
+        owed = _sum_in_flight(
+            s, cfg, ops, r, lambda i, r=r: s.q_reserved[i, r], lambda i, r=r: s.q_epoch[i, r] == s.epoch[r]
+        )
         conds.append(ops.implies(s.status[r] != Status.FINISHED, s.num_output_placeholders[r] == owed))
     return ops.all(*conds)
 
@@ -221,17 +255,22 @@ def accounting_at_least(s: View, cfg: Config, ops: Ops):
     """With KV-load failures a skipped step leaks its reservation: P >= owed."""
     conds = []
     for r in _reqs(cfg):
-        owed = _sum_in_flight(s, cfg, ops, r, lambda i: s.q_reserved[i, r], lambda i: s.q_epoch[i, r] == s.epoch[r])
+        owed = _sum_in_flight(
+            s, cfg, ops, r, lambda i, r=r: s.q_reserved[i, r], lambda i, r=r: s.q_epoch[i, r] == s.epoch[r]
+        )
         conds.append(ops.implies(s.status[r] != Status.FINISHED, s.num_output_placeholders[r] >= owed))
     return ops.all(*conds)
 
 
 def in_flight_agreement(s: View, cfg: Config, ops: Ops):
     """Every step in flight returns tokens exactly when the scheduler reserved for it."""
-    return ops.all(*[
-        ops.implies(_in_flight(s, i, r, ops), (s.q_sampled[i, r] > 0) == (s.q_reserved[i, r] > 0))
-        for r in _reqs(cfg) for i in _queue(cfg)
-    ])
+    return ops.all(
+        *[
+            ops.implies(_in_flight(s, i, r, ops), (s.q_sampled[i, r] > 0) == (s.q_reserved[i, r] > 0))
+            for r in _reqs(cfg)
+            for i in _queue(cfg)
+        ]
+    )
 
 
 # ------------------------------------------------------------------ runners
@@ -240,13 +279,15 @@ def in_flight_agreement(s: View, cfg: Config, ops: Ops):
 def v1_aligned(s: View, cfg: Config, ops: Ops):
     """J: the V1 runner's optimistic length never falls behind the scheduler's T + P,
     so its trim makes Nr = T + P before every prepare ([cite:v1-optimistic-draft-extend v1-trim-outputs])."""
-    return ops.all(*[
-        ops.implies(
-            ops.all(s.status[r] == Status.RUNNING, s.v1_in_batch[r]),
-            s.v1_num_tokens[r] + s.v1_prev_draft_len[r] >= s.num_tokens[r] + s.num_output_placeholders[r],
-        )
-        for r in _reqs(cfg)
-    ])
+    return ops.all(
+        *[
+            ops.implies(
+                ops.all(s.status[r] == Status.RUNNING, s.v1_in_batch[r]),
+                s.v1_num_tokens[r] + s.v1_prev_draft_len[r] >= s.num_tokens[r] + s.num_output_placeholders[r],
+            )
+            for r in _reqs(cfg)
+        ]
+    )
 
 
 def v1_inputs_known(s: View, cfg: Config, ops: Ops):
@@ -255,23 +296,31 @@ def v1_inputs_known(s: View, cfg: Config, ops: Ops):
     (c >= T + P - 1: only the device's token is fed), one that was not has no
     placeholder and has gained no token since it entered the batch (T + P <= the T it
     entered with)."""
-    return ops.all(*[
-        ops.implies(
-            ops.all(s.status[r] == Status.RUNNING, s.v1_in_batch[r]),
-            ops.ite(s.v1_prev_sampled[r],
+    return ops.all(
+        *[
+            ops.implies(
+                ops.all(s.status[r] == Status.RUNNING, s.v1_in_batch[r]),
+                ops.ite(
+                    s.v1_prev_sampled[r],
                     s.num_computed_tokens[r] >= s.num_tokens[r] + s.num_output_placeholders[r] - 1,
-                    s.num_tokens[r] + s.num_output_placeholders[r] <= s.v1_entered_at[r]),
-        )
-        for r in _reqs(cfg)
-    ] + [
-        # the batch the runner holds is the newest step's: in it iff scheduled there,
-        # sampled iff that step returns tokens for it
-        ops.implies(
-            ops.all(s.status[r] == Status.RUNNING, s.queue_len - 1 == i),
-            ops.all(s.v1_in_batch[r] == (s.q_scheduled[i, r] != 0), s.v1_prev_sampled[r] == (s.q_sampled[i, r] > 0)),
-        )
-        for r in _reqs(cfg) for i in _queue(cfg)
-    ])
+                    s.num_tokens[r] + s.num_output_placeholders[r] <= s.v1_entered_at[r],
+                ),
+            )
+            for r in _reqs(cfg)
+        ]
+        + [
+            # the batch the runner holds is the newest step's: in it iff scheduled there,
+            # sampled iff that step returns tokens for it
+            ops.implies(
+                ops.all(s.status[r] == Status.RUNNING, s.queue_len - 1 == i),
+                ops.all(
+                    s.v1_in_batch[r] == (s.q_scheduled[i, r] != 0), s.v1_prev_sampled[r] == (s.q_sampled[i, r] > 0)
+                ),
+            )
+            for r in _reqs(cfg)
+            for i in _queue(cfg)
+        ]
+    )
 
 
 def v2_slots(s: View, cfg: Config, ops: Ops):
@@ -307,7 +356,7 @@ def v2_tracks_scheduler(s: View, cfg: Config, ops: Ops):
         g, pl, tl = s.v2_num_computed[r], s.v2_prefill_len[r], s.v2_total_len[r]
         pending_rejects = pending_rejections(s, cfg, ops, r)  # what positions-agree subtracts too
         sampled_ahead = _sum_in_flight(
-            s, cfg, ops, r, lambda i: s.q_sampled[i, r], lambda i: s.q_epoch[i, r] == s.epoch[r]
+            s, cfg, ops, r, lambda i, r=r: s.q_sampled[i, r], lambda i, r=r: s.q_epoch[i, r] == s.epoch[r]
         )
         prefilling = ops.all(P == 0, pl == T, g == c, c < T, tl == T)
         decoding = ops.all(g >= pl, T + P - c == 1, g == c - pending_rejects, tl == T + sampled_ahead)
@@ -318,6 +367,7 @@ def v2_tracks_scheduler(s: View, cfg: Config, ops: Ops):
 def _no(*faults_or_families):
     def applies(cfg: Config) -> bool:
         return not any(x in cfg.faults or x in cfg.events for x in faults_or_families)
+
     return applies
 
 
@@ -346,55 +396,98 @@ def _zeroes_when_idle(cfg: Config) -> bool:
     """Preemption and resumable stops both zero placeholders (not h1, h4)."""
     return cfg.prof.preempt_marks_stale and cfg.prof.stop_rolls_back
 
+
 LEMMAS: tuple[Lemma, ...] = (
     Lemma("queue-shape", queue_shape.__doc__, lambda cfg: True, queue_shape),
     Lemma("request-shape", request_shape.__doc__, lambda cfg: True, request_shape),
-    Lemma("computed-unfinished", computed_unfinished.__doc__, _computed_stays_nonnegative, computed_unfinished,
-          implied_by=("computed-nonnegative",)),
+    Lemma(
+        "computed-unfinished",
+        computed_unfinished.__doc__,
+        _computed_stays_nonnegative,
+        computed_unfinished,
+        implied_by=("computed-nonnegative",),
+    ),
     Lemma("stale-share", stale_share.__doc__, _marks_stale_everywhere, stale_share),
     Lemma("idle-no-placeholders", idle_has_no_placeholders.__doc__, _zeroes_when_idle, idle_has_no_placeholders),
     # over-committed spec tokens roll c forward past T + P when P is already 0
     Lemma("decode-gap", decode_gap.__doc__, _no("over-delivery"), decode_gap),
-    Lemma("frontier", frontier.__doc__,
-          _all_of(_no("kvfail", "stale-slot-read", "over-delivery"), _zeroes_when_idle), frontier),
-    Lemma("placeholders-nonnegative", placeholders_nonnegative.__doc__, lambda cfg: True, placeholders_nonnegative,
-          implied_by=("counter-nonnegative", "placeholder-accounting", "accounting-exact", "accounting-at-least")),
+    Lemma(
+        "frontier",
+        frontier.__doc__,
+        _all_of(_no("kvfail", "stale-slot-read", "over-delivery"), _zeroes_when_idle),
+        frontier,
+    ),
+    Lemma(
+        "placeholders-nonnegative",
+        placeholders_nonnegative.__doc__,
+        lambda cfg: True,
+        placeholders_nonnegative,
+        implied_by=("counter-nonnegative", "placeholder-accounting", "accounting-exact", "accounting-at-least"),
+    ),
     Lemma("session-prompt", session_prompt.__doc__, _sessions_consistent, session_prompt),
-    Lemma("accounting-exact", accounting_exact.__doc__,
-          _no("kvfail", "stale-slot-read", "over-delivery"), accounting_exact,
-          implied_by=("placeholder-accounting",)),  # the property itself, as a lemma
+    Lemma(
+        "accounting-exact",
+        accounting_exact.__doc__,
+        _no("kvfail", "stale-slot-read", "over-delivery"),
+        accounting_exact,
+        implied_by=("placeholder-accounting",),
+    ),  # the property itself, as a lemma
     # needs a runner that agrees with the scheduler: V1, or V2 without KV-load failures,
     # and sessions that resume from their whole history
     # and a runner that commits no more than it sampled: over-committed tokens lengthen
     # T, and V1's later steps are discarded where the scheduler reserved (finding on 0.33.0)
-    Lemma("in-flight-agreement", in_flight_agreement.__doc__,
-          _all_of(_no("stale-slot-read", "over-delivery"), _sessions_consistent,
-                  lambda cfg: cfg.runner in ("v1", "v2-rollback") or not cfg.has("kvfail")),
-          in_flight_agreement),
+    Lemma(
+        "in-flight-agreement",
+        in_flight_agreement.__doc__,
+        _all_of(
+            _no("stale-slot-read", "over-delivery"),
+            _sessions_consistent,
+            lambda cfg: cfg.runner in ("v1", "v2-rollback") or not cfg.has("kvfail"),
+        ),
+        in_flight_agreement,
+    ),
     # the step-reservation guard keeps it whatever the runner does: a step never gives
     # back more than it reserved
-    Lemma("accounting-at-least", accounting_at_least.__doc__,
-          _any_of(_all_of(_no("stale-slot-read", "over-delivery"), _sessions_consistent,
-                          lambda cfg: cfg.runner in ("v1", "v2-rollback") or not cfg.has("kvfail")),
-                  lambda cfg: cfg.guard == "step-reservation"),
-          accounting_at_least, implied_by=("placeholder-accounting", "accounting-exact")),
+    Lemma(
+        "accounting-at-least",
+        accounting_at_least.__doc__,
+        _any_of(
+            _all_of(
+                _no("stale-slot-read", "over-delivery"),
+                _sessions_consistent,
+                lambda cfg: cfg.runner in ("v1", "v2-rollback") or not cfg.has("kvfail"),
+            ),
+            lambda cfg: cfg.guard == "step-reservation",
+        ),
+        accounting_at_least,
+        implied_by=("placeholder-accounting", "accounting-exact"),
+    ),
     # over-committed tokens lengthen T beyond what the runner counted for the step
-    Lemma("v1-aligned", v1_aligned.__doc__,
-          _all_of(lambda cfg: cfg.runner == "v1", _sessions_consistent, _no("over-delivery")), v1_aligned),
+    Lemma(
+        "v1-aligned",
+        v1_aligned.__doc__,
+        _all_of(lambda cfg: cfg.runner == "v1", _sessions_consistent, _no("over-delivery")),
+        v1_aligned,
+    ),
     # a KV-load failure rolls c back under a request that stays in the batch (the finding)
-    Lemma("v1-inputs-known", v1_inputs_known.__doc__,
-          _all_of(lambda cfg: cfg.runner == "v1", _sessions_consistent, _no("over-delivery", "kvfail")),
-          v1_inputs_known),
-    Lemma("v2-tracks-scheduler", v2_tracks_scheduler.__doc__,
-          _all_of(lambda cfg: cfg.is_v2, _no("kvfail", "stale-slot-read", "over-delivery")), v2_tracks_scheduler),
+    Lemma(
+        "v1-inputs-known",
+        v1_inputs_known.__doc__,
+        _all_of(lambda cfg: cfg.runner == "v1", _sessions_consistent, _no("over-delivery", "kvfail")),
+        v1_inputs_known,
+    ),
+    Lemma(
+        "v2-tracks-scheduler",
+        v2_tracks_scheduler.__doc__,
+        _all_of(lambda cfg: cfg.is_v2, _no("kvfail", "stale-slot-read", "over-delivery")),
+        v2_tracks_scheduler,
+    ),
 )
 
 # Facts about the model's own bookkeeping that no contract property depends on: not
 # assumed by the matrix's proofs (they cost solver time there for nothing), proved on
 # their own in tests/test_prover.py.
-BOOKKEEPING: tuple[Lemma, ...] = (
-    Lemma("v2-slots", v2_slots.__doc__, lambda cfg: cfg.is_v2, v2_slots),
-)
+BOOKKEEPING: tuple[Lemma, ...] = (Lemma("v2-slots", v2_slots.__doc__, lambda cfg: cfg.is_v2, v2_slots),)
 
 BY_NAME = {lemma.name: lemma for lemma in LEMMAS + BOOKKEEPING}
 

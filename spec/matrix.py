@@ -17,7 +17,8 @@ proofs (`spec_tokens=None`: one proof covers every K >= 0, or every K up to
 `spec_tokens_max`), and one per step in searches unless an entry says otherwise; a
 `frontier:K=N` expectation is computed: proved for K < N, violated at K = N (a shortest
 trace). Proofs run with `rest=True`: one focal request against an abstract rest, so they
-hold for any number of requests (README, "Any number of requests"). A counterexample search runs with as many requests as its
+hold for any number of requests (README, "Any number of requests"). A counterexample search runs with as many
+requests as its
 mechanism needs: one for a mechanism inside a request (a recompute, a session stop),
 two where requests interact (a slot's previous occupant, the shared budget), since
 every extra idle request multiplies the search for nothing.
@@ -31,9 +32,17 @@ from spec.profiles import RELEASES
 ALL = frozenset({"preempt", "preempt-drop", "reset", "stream", "abort"})
 KVFAIL = ALL | {"kvfail"}
 
-SAFETY = ("counter-nonnegative", "computed-nonnegative", "predicates-agree", "no-token-while-prefilling",
-          "placeholder-accounting", "stale-count-nonnegative", "safe-frontier-nonnegative",
-          "scheduled-tokens-positive", "padding-intact")
+SAFETY = (
+    "counter-nonnegative",
+    "computed-nonnegative",
+    "predicates-agree",
+    "no-token-while-prefilling",
+    "placeholder-accounting",
+    "stale-count-nonnegative",
+    "safe-frontier-nonnegative",
+    "scheduled-tokens-positive",
+    "padding-intact",
+)
 # 0.33.0 asserts that a session update keeps every token it has computed
 SAFETY_033 = SAFETY + ("session-keep-covers-computed",)
 # a proof for every size: one focal request against an abstract rest, any K
@@ -64,7 +73,7 @@ def _releases(scenario: str, note: str, expect: dict, **kw) -> tuple[Config, ...
         if profile.release not in expect:
             continue
         entry = expect[profile.release]
-        text, wanted = (entry if isinstance(entry, tuple) else (note, entry))
+        text, wanted = entry if isinstance(entry, tuple) else (note, entry)
         out.append(_cfg(f"{scenario}@{profile.release}", text, wanted, profile=profile.name, **kw))
     return tuple(out)
 
@@ -75,157 +84,372 @@ def _same(expect: dict) -> dict:
 
 MATRIX: tuple[Config, ...] = (
     # ---- without faults: the contract holds, for every event family -----------------------
-    *_releases("v1", "V1 runner; preemption (both modes), reset, streaming sessions, aborts",
-               {"0.32.0": _expect(proved=SAFETY + V1_INPUTS), "0.33.0": _expect(proved=SAFETY_033 + V1_INPUTS)},
-               runner="v1", events=ALL, **ANY_SIZE),
-    *_releases("v2", "V2 runner (snapshot prefill_len); every event family but KV-load failure",
-               {"0.32.0": _expect(proved=SAFETY + V2_POSITIONS), "0.33.0": _expect(proved=SAFETY_033 + V2_POSITIONS)},
-               runner="v2", events=ALL, **ANY_SIZE),
-    *_releases("v2-live", "V2 with the live-length fix; every event family but KV-load failure",
-               {"0.32.0": _expect(proved=SAFETY + V2_POSITIONS), "0.33.0": _expect(proved=SAFETY_033 + V2_POSITIONS)},
-               runner="v2-live", events=ALL, **ANY_SIZE),
-    *[c for pp in (2, 3, 4) for c in _releases(
-        f"v2-pp{pp}", f"V2 with {pp} pipeline stages: {pp + 1} steps in flight, the decode cadence; every event "
-        "family but KV-load failure",
+    *_releases(
+        "v1",
+        "V1 runner; preemption (both modes), reset, streaming sessions, aborts",
+        {"0.32.0": _expect(proved=SAFETY + V1_INPUTS), "0.33.0": _expect(proved=SAFETY_033 + V1_INPUTS)},
+        runner="v1",
+        events=ALL,
+        **ANY_SIZE,
+    ),
+    *_releases(
+        "v2",
+        "V2 runner (snapshot prefill_len); every event family but KV-load failure",
         {"0.32.0": _expect(proved=SAFETY + V2_POSITIONS), "0.33.0": _expect(proved=SAFETY_033 + V2_POSITIONS)},
-        runner="v2", events=ALL, pp=pp, **ANY_SIZE)],
-    *_releases("v1-kvfail", "V1 with KV-load failures (recompute) and every other event but streaming: "
-               "runner and scheduler still agree",
-               {"0.32.0": _expect(proved=("counter-nonnegative", "predicates-agree",
-                                          "no-token-while-prefilling", "stale-count-nonnegative",
-                                          "scheduled-tokens-positive"),
-                                  violated=V1_INPUTS, frontier={"computed-nonnegative": 2}),
-                "0.33.0": ("V1 with KV-load failures: runner and scheduler agree, but a stop that trims a "
-                           "draft rolls a recomputed request's computed count below 0 as it finishes",
-                           _expect(proved=("counter-nonnegative", "predicates-agree", "no-token-while-prefilling",
-                                           "stale-count-nonnegative", "scheduled-tokens-positive"),
-                                   violated=("computed-nonnegative",) + V1_INPUTS))},
-               runner="v1", events=ALL - {"stream"} | {"kvfail"}, **ANY_SIZE),
-    *_releases("kvfail-2drafts", "KV-load failure with two draft tokens: after the recompute both "
-               "drafts are rejected from a computed count of 1 ([cite:spec-reject-decrement] checks c > 0, "
-               "not c >= rejected), and the next step is scheduled from position -1",
-               _same(_expect(violated=("computed-nonnegative",))),
-               runner="v1", events=frozenset({"kvfail"}), spec_tokens=2, requests=1),
-    *_releases("v1-kvfail-leak", "V1 with KV-load failures: the failed step's placeholder is never consumed",
-               _same(_expect(violated=("placeholder-accounting",))),
-               runner="v1", events=frozenset({"kvfail"}), requests=1),
+        runner="v2",
+        events=ALL,
+        **ANY_SIZE,
+    ),
+    *_releases(
+        "v2-live",
+        "V2 with the live-length fix; every event family but KV-load failure",
+        {"0.32.0": _expect(proved=SAFETY + V2_POSITIONS), "0.33.0": _expect(proved=SAFETY_033 + V2_POSITIONS)},
+        runner="v2-live",
+        events=ALL,
+        **ANY_SIZE,
+    ),
+    *[
+        c
+        for pp in (2, 3, 4)
+        for c in _releases(
+            f"v2-pp{pp}",
+            f"V2 with {pp} pipeline stages: {pp + 1} steps in flight, the decode cadence; every event "
+            "family but KV-load failure",
+            {"0.32.0": _expect(proved=SAFETY + V2_POSITIONS), "0.33.0": _expect(proved=SAFETY_033 + V2_POSITIONS)},
+            runner="v2",
+            events=ALL,
+            pp=pp,
+            **ANY_SIZE,
+        )
+    ],
+    *_releases(
+        "v1-kvfail",
+        "V1 with KV-load failures (recompute) and every other event but streaming: runner and scheduler still agree",
+        {
+            "0.32.0": _expect(
+                proved=(
+                    "counter-nonnegative",
+                    "predicates-agree",
+                    "no-token-while-prefilling",
+                    "stale-count-nonnegative",
+                    "scheduled-tokens-positive",
+                ),
+                violated=V1_INPUTS,
+                frontier={"computed-nonnegative": 2},
+            ),
+            "0.33.0": (
+                "V1 with KV-load failures: runner and scheduler agree, but a stop that trims a "
+                "draft rolls a recomputed request's computed count below 0 as it finishes",
+                _expect(
+                    proved=(
+                        "counter-nonnegative",
+                        "predicates-agree",
+                        "no-token-while-prefilling",
+                        "stale-count-nonnegative",
+                        "scheduled-tokens-positive",
+                    ),
+                    violated=("computed-nonnegative",) + V1_INPUTS,
+                ),
+            ),
+        },
+        runner="v1",
+        events=ALL - {"stream"} | {"kvfail"},
+        **ANY_SIZE,
+    ),
+    *_releases(
+        "kvfail-2drafts",
+        "KV-load failure with two draft tokens: after the recompute both "
+        "drafts are rejected from a computed count of 1 ([cite:spec-reject-decrement] checks c > 0, "
+        "not c >= rejected), and the next step is scheduled from position -1",
+        _same(_expect(violated=("computed-nonnegative",))),
+        runner="v1",
+        events=frozenset({"kvfail"}),
+        spec_tokens=2,
+        requests=1,
+    ),
+    *_releases(
+        "v1-kvfail-leak",
+        "V1 with KV-load failures: the failed step's placeholder is never consumed",
+        _same(_expect(violated=("placeholder-accounting",))),
+        runner="v1",
+        events=frozenset({"kvfail"}),
+        requests=1,
+    ),
     # ---- KV-load failure on the V2 runner: the #57562 candidate ------------------------------
-    *_releases("v2-kvfail", "V2: a recompute after a KV-load failure re-prefills below prefill_len",
-               {"0.32.0": _expect(violated=("counter-nonnegative", "predicates-agree", "no-token-while-prefilling",
-                                            "placeholder-accounting") + V2_POSITIONS),
-                "0.33.0": ("V2: the recompute's stray token is appended silently during the prefill "
-                           "(the decrement is skipped while P = 0): no crash, wrong output",
-                           _expect(violated=("predicates-agree", "no-token-while-prefilling",
-                                             "placeholder-accounting") + V2_POSITIONS,
-                                   bounded=("counter-nonnegative",)))},
-               runner="v2", events=frozenset({"kvfail"}), requests=1),
-    *_releases("v2-live-kvfail", "the live-length fix does not cover it: the GPU computed count is stale too",
-               {"0.32.0": _expect(violated=("counter-nonnegative", "predicates-agree", "no-token-while-prefilling")
-                                  + V2_POSITIONS),
-                "0.33.0": _expect(violated=("predicates-agree", "no-token-while-prefilling") + V2_POSITIONS,
-                                  bounded=("counter-nonnegative",))},
-               runner="v2-live", events=frozenset({"kvfail"}), requests=1),
-    *_releases("kvfail-stream", "KV-load failure on a streaming session: the stop lands below the prompt",
-               {"0.32.0": _expect(violated=("predicates-agree", "safe-frontier-nonnegative")),
-                "0.33.0": ("KV-load failure on a streaming session: the stop still lands below the computed "
-                           "history; the runner's disagreement of 0.32.0 (7 steps) is not found within 8",
-                           _expect(violated=("safe-frontier-nonnegative",), bounded=("predicates-agree",)))},
-               runner="v1", events=frozenset({"kvfail", "stream"}), requests=1, search_depth=8),
+    *_releases(
+        "v2-kvfail",
+        "V2: a recompute after a KV-load failure re-prefills below prefill_len",
+        {
+            "0.32.0": _expect(
+                violated=(
+                    "counter-nonnegative",
+                    "predicates-agree",
+                    "no-token-while-prefilling",
+                    "placeholder-accounting",
+                )
+                + V2_POSITIONS
+            ),
+            "0.33.0": (
+                "V2: the recompute's stray token is appended silently during the prefill "
+                "(the decrement is skipped while P = 0): no crash, wrong output",
+                _expect(
+                    violated=("predicates-agree", "no-token-while-prefilling", "placeholder-accounting") + V2_POSITIONS,
+                    bounded=("counter-nonnegative",),
+                ),
+            ),
+        },
+        runner="v2",
+        events=frozenset({"kvfail"}),
+        requests=1,
+    ),
+    *_releases(
+        "v2-live-kvfail",
+        "the live-length fix does not cover it: the GPU computed count is stale too",
+        {
+            "0.32.0": _expect(
+                violated=("counter-nonnegative", "predicates-agree", "no-token-while-prefilling") + V2_POSITIONS
+            ),
+            "0.33.0": _expect(
+                violated=("predicates-agree", "no-token-while-prefilling") + V2_POSITIONS,
+                bounded=("counter-nonnegative",),
+            ),
+        },
+        runner="v2-live",
+        events=frozenset({"kvfail"}),
+        requests=1,
+    ),
+    *_releases(
+        "kvfail-stream",
+        "KV-load failure on a streaming session: the stop lands below the prompt",
+        {
+            "0.32.0": _expect(violated=("predicates-agree", "safe-frontier-nonnegative")),
+            "0.33.0": (
+                "KV-load failure on a streaming session: the stop still lands below the computed "
+                "history; the runner's disagreement of 0.32.0 (7 steps) is not found within 8",
+                _expect(violated=("safe-frontier-nonnegative",), bounded=("predicates-agree",)),
+            ),
+        },
+        runner="v1",
+        events=frozenset({"kvfail", "stream"}),
+        requests=1,
+        search_depth=8,
+    ),
     # ---- runner faults -------------------------------------------------------------------------
-    *_releases("v2-stale-slot", "V2 reading its slot as the previous occupant left it (CC / UVA)",
-               _same(_expect(violated=("counter-nonnegative", "predicates-agree", "no-token-while-prefilling")
-                             + V2_POSITIONS)),
-               runner="v2", events=frozenset({"abort"}), faults=frozenset({"stale-slot-read"})),
-    *_releases("v2-live-stale-slot", "the live-length fix under stale slot reads",
-               _same(_expect(violated=("counter-nonnegative", "predicates-agree", "no-token-while-prefilling"))),
-               runner="v2-live", events=frozenset({"abort"}), faults=frozenset({"stale-slot-read"})),
-    *_releases("v1-over-delivery", "V1 over-committing tokens for a sampled step (realtime path)",
-               _same(_expect(violated=("counter-nonnegative",))),
-               runner="v1", events=frozenset(), faults=frozenset({"over-delivery"}), requests=1),
+    *_releases(
+        "v2-stale-slot",
+        "V2 reading its slot as the previous occupant left it (CC / UVA)",
+        _same(
+            _expect(violated=("counter-nonnegative", "predicates-agree", "no-token-while-prefilling") + V2_POSITIONS)
+        ),
+        runner="v2",
+        events=frozenset({"abort"}),
+        faults=frozenset({"stale-slot-read"}),
+    ),
+    *_releases(
+        "v2-live-stale-slot",
+        "the live-length fix under stale slot reads",
+        _same(_expect(violated=("counter-nonnegative", "predicates-agree", "no-token-while-prefilling"))),
+        runner="v2-live",
+        events=frozenset({"abort"}),
+        faults=frozenset({"stale-slot-read"}),
+    ),
+    *_releases(
+        "v1-over-delivery",
+        "V1 over-committing tokens for a sampled step (realtime path)",
+        _same(_expect(violated=("counter-nonnegative",))),
+        runner="v1",
+        events=frozenset(),
+        faults=frozenset({"over-delivery"}),
+        requests=1,
+    ),
     # ---- the seed PR's clamp -----------------------------------------------------------------------
-    *_releases("v1-clamp", "clamp with V1 and every event family but streaming sessions, any K",
-               _same(_expect(proved=("counter-nonnegative",))), runner="v1", events=KVFAIL - {"stream"}, clamp=True,
-               **ANY_SIZE),
-    *_releases("v2-clamp-faults", "clamp with V2 under KV-load failures, streaming and both faults, K <= 1 "
-               "(with two drafts the over-delivery frontier below applies)",
-               _same(_expect(proved=("counter-nonnegative",),
-                             violated=("predicates-agree", "no-token-while-prefilling"))),
-               runner="v2", events=KVFAIL, faults=frozenset({"stale-slot-read", "over-delivery"}), clamp=True),
-    *_releases("v2-kvfail-clamp", "clamp on the #57562 candidate: survives, but a stray token is kept",
-               _same(_expect(proved=("counter-nonnegative",),
-                             violated=("predicates-agree", "no-token-while-prefilling"))),
-               runner="v2", events=frozenset({"kvfail"}), clamp=True, requests=1),
-    *_releases("v1-over-delivery-clamp", "the clamp's frontier in the draft count: the rejection decrement "
-               "(guarded by P > 0, [cite:spec-reject-decrement]) drives the counter negative once two "
-               "drafts can be rejected",
-               _same(_expect(frontier={"counter-nonnegative": 2})),
-               runner="v1", events=frozenset(), faults=frozenset({"over-delivery"}), clamp=True, spec_tokens=None,
-               requests=1),
+    *_releases(
+        "v1-clamp",
+        "clamp with V1 and every event family but streaming sessions, any K",
+        _same(_expect(proved=("counter-nonnegative",))),
+        runner="v1",
+        events=KVFAIL - {"stream"},
+        clamp=True,
+        **ANY_SIZE,
+    ),
+    *_releases(
+        "v2-clamp-faults",
+        "clamp with V2 under KV-load failures, streaming and both faults, K <= 1 "
+        "(with two drafts the over-delivery frontier below applies)",
+        _same(_expect(proved=("counter-nonnegative",), violated=("predicates-agree", "no-token-while-prefilling"))),
+        runner="v2",
+        events=KVFAIL,
+        faults=frozenset({"stale-slot-read", "over-delivery"}),
+        clamp=True,
+    ),
+    *_releases(
+        "v2-kvfail-clamp",
+        "clamp on the #57562 candidate: survives, but a stray token is kept",
+        _same(_expect(proved=("counter-nonnegative",), violated=("predicates-agree", "no-token-while-prefilling"))),
+        runner="v2",
+        events=frozenset({"kvfail"}),
+        clamp=True,
+        requests=1,
+    ),
+    *_releases(
+        "v1-over-delivery-clamp",
+        "the clamp's frontier in the draft count: the rejection decrement "
+        "(guarded by P > 0, [cite:spec-reject-decrement]) drives the counter negative once two "
+        "drafts can be rejected",
+        _same(_expect(frontier={"counter-nonnegative": 2})),
+        runner="v1",
+        events=frozenset(),
+        faults=frozenset({"over-delivery"}),
+        clamp=True,
+        spec_tokens=None,
+        requests=1,
+    ),
     # ---- fixes (fixes/): each claim is a proof, each has a negative control (tests/test_fixes.py) ---
-    *_releases("guard-v1-faults", "the step-reservation guard: V1 over-committing tokens, KV-load failures, "
-               "every event but streaming sessions, any number of requests and drafts: the counter never goes "
-               "negative, no stray token is kept, only tokens beyond a step's reservation are dropped",
-               _same(_expect(proved=("counter-nonnegative", "no-token-while-prefilling", "drops-only-unreserved"))),
-               runner="v1", events=KVFAIL - {"stream"}, faults=frozenset({"over-delivery"}),
-               guard="step-reservation", **ANY_SIZE),
-    *_releases("guard-v2-faults", "the step-reservation guard: V2 with stale slot reads, over-committed tokens and "
-               "KV-load failures, every event but streaming sessions, any size",
-               _same(_expect(proved=("counter-nonnegative", "no-token-while-prefilling", "drops-only-unreserved"))),
-               runner="v2", events=KVFAIL - {"stream"}, faults=frozenset({"stale-slot-read", "over-delivery"}),
-               guard="step-reservation", **ANY_SIZE),
-    *_releases("guard-v2-stream", "the step-reservation guard with streaming sessions as well (0.33.0: its "
-               "session update keeps the history whole)",
-               {"0.33.0": _expect(proved=("counter-nonnegative", "no-token-while-prefilling", "drops-only-unreserved"))},
-               runner="v2", events=KVFAIL, faults=frozenset({"stale-slot-read", "over-delivery"}),
-               guard="step-reservation", **ANY_SIZE),
-    *_releases("guard-healthy", "the step-reservation guard on healthy runners (V1 and V2 alike, every event "
-               "family but KV-load failure): it never fires",
-               _same(_expect(proved=("never-drops", "counter-nonnegative", "placeholder-accounting"))),
-               runner="v2", events=ALL, guard="step-reservation", **ANY_SIZE),
-    *_releases("guard-v1-healthy", "the step-reservation guard on the healthy V1 runner: it never fires",
-               _same(_expect(proved=("never-drops",))),
-               runner="v1", events=ALL, guard="step-reservation", **ANY_SIZE),
-    *_releases("guard-drops", "what the guard drops, per fault: the over-committed tokens (shortest trace)",
-               _same(_expect(violated=("never-drops",))),
-               runner="v1", events=frozenset(), faults=frozenset({"over-delivery"}), guard="step-reservation",
-               requests=1),
-    *_releases("guard-drops-kvfail", "what the guard drops after a KV-load failure on V2: the recompute's "
-               "stray tokens", _same(_expect(violated=("never-drops",))),
-               runner="v2", events=frozenset({"kvfail"}), guard="step-reservation", requests=1),
-    *_releases("v2-rollback-kvfail", "the V2 recompute fix: the runner follows the scheduler's prefill-chunk "
-               "decision and rolls the slot's computed count back after a KV-load failure; every event but "
-               "streaming sessions, any size",
-               # positions: the fix runs the recompute at the scheduler's positions, but with a draft
-               # in flight the scheduler's own count is off (it still rolls the draft's rejection
-               # back from the recomputed count, the kvfail-2drafts mechanism): 4 steps, K = 1.
-               # Without drafts no counterexample within 12 steps and no proof (not in the matrix)
-               _same(_expect(proved=("predicates-agree", "counter-nonnegative", "no-token-while-prefilling"),
-                             violated=V2_POSITIONS)),
-               runner="v2-rollback", events=KVFAIL - {"stream"}, **ANY_SIZE),
-    *_releases("v2-rollback-live", "negative control of the V2 recompute fix: rolling the slot back is not "
-               "enough while the runner decides on its own (a recompute that covers a pending draft's position is "
-               "a chunk to the scheduler, not to the runner)",
-               _same(_expect(violated=("predicates-agree",))),
-               runner="v2-rollback-live", events=frozenset({"kvfail"}), requests=1),
+    *_releases(
+        "guard-v1-faults",
+        "the step-reservation guard: V1 over-committing tokens, KV-load failures, "
+        "every event but streaming sessions, any number of requests and drafts: the counter never goes "
+        "negative, no stray token is kept, only tokens beyond a step's reservation are dropped",
+        _same(_expect(proved=("counter-nonnegative", "no-token-while-prefilling", "drops-only-unreserved"))),
+        runner="v1",
+        events=KVFAIL - {"stream"},
+        faults=frozenset({"over-delivery"}),
+        guard="step-reservation",
+        **ANY_SIZE,
+    ),
+    *_releases(
+        "guard-v2-faults",
+        "the step-reservation guard: V2 with stale slot reads, over-committed tokens and "
+        "KV-load failures, every event but streaming sessions, any size",
+        _same(_expect(proved=("counter-nonnegative", "no-token-while-prefilling", "drops-only-unreserved"))),
+        runner="v2",
+        events=KVFAIL - {"stream"},
+        faults=frozenset({"stale-slot-read", "over-delivery"}),
+        guard="step-reservation",
+        **ANY_SIZE,
+    ),
+    *_releases(
+        "guard-v2-stream",
+        "the step-reservation guard with streaming sessions as well (0.33.0: its "
+        "session update keeps the history whole)",
+        {"0.33.0": _expect(proved=("counter-nonnegative", "no-token-while-prefilling", "drops-only-unreserved"))},
+        runner="v2",
+        events=KVFAIL,
+        faults=frozenset({"stale-slot-read", "over-delivery"}),
+        guard="step-reservation",
+        **ANY_SIZE,
+    ),
+    *_releases(
+        "guard-healthy",
+        "the step-reservation guard on healthy runners (V1 and V2 alike, every event "
+        "family but KV-load failure): it never fires",
+        _same(_expect(proved=("never-drops", "counter-nonnegative", "placeholder-accounting"))),
+        runner="v2",
+        events=ALL,
+        guard="step-reservation",
+        **ANY_SIZE,
+    ),
+    *_releases(
+        "guard-v1-healthy",
+        "the step-reservation guard on the healthy V1 runner: it never fires",
+        _same(_expect(proved=("never-drops",))),
+        runner="v1",
+        events=ALL,
+        guard="step-reservation",
+        **ANY_SIZE,
+    ),
+    *_releases(
+        "guard-drops",
+        "what the guard drops, per fault: the over-committed tokens (shortest trace)",
+        _same(_expect(violated=("never-drops",))),
+        runner="v1",
+        events=frozenset(),
+        faults=frozenset({"over-delivery"}),
+        guard="step-reservation",
+        requests=1,
+    ),
+    *_releases(
+        "guard-drops-kvfail",
+        "what the guard drops after a KV-load failure on V2: the recompute's stray tokens",
+        _same(_expect(violated=("never-drops",))),
+        runner="v2",
+        events=frozenset({"kvfail"}),
+        guard="step-reservation",
+        requests=1,
+    ),
+    *_releases(
+        "v2-rollback-kvfail",
+        "the V2 recompute fix: the runner follows the scheduler's prefill-chunk "
+        "decision and rolls the slot's computed count back after a KV-load failure; every event but "
+        "streaming sessions, any size",
+        # positions: the fix runs the recompute at the scheduler's positions, but with a draft
+        # in flight the scheduler's own count is off (it still rolls the draft's rejection
+        # back from the recomputed count, the kvfail-2drafts mechanism): 4 steps, K = 1.
+        # Without drafts no counterexample within 12 steps and no proof (not in the matrix)
+        _same(
+            _expect(
+                proved=("predicates-agree", "counter-nonnegative", "no-token-while-prefilling"), violated=V2_POSITIONS
+            )
+        ),
+        runner="v2-rollback",
+        events=KVFAIL - {"stream"},
+        **ANY_SIZE,
+    ),
+    *_releases(
+        "v2-rollback-live",
+        "negative control of the V2 recompute fix: rolling the slot back is not "
+        "enough while the runner decides on its own (a recompute that covers a pending draft's position is "
+        "a chunk to the scheduler, not to the runner)",
+        _same(_expect(violated=("predicates-agree",))),
+        runner="v2-rollback-live",
+        events=frozenset({"kvfail"}),
+        requests=1,
+    ),
     # ---- historical behaviours (each 0.32.0 with one mechanism swapped back) ---------------------
-    _cfg("h1-preempt", "preemption kept placeholders, output not marked stale (before #38624); "
-         "V2 re-prefills a resumed request while the scheduler still counts old placeholders",
-         _expect(violated=("counter-nonnegative", "predicates-agree", "placeholder-accounting")),
-         runner="v2", events=frozenset({"preempt"}), profile="h1-preempt-keeps-placeholders", requests=1),
+    _cfg(
+        "h1-preempt",
+        "preemption kept placeholders, output not marked stale (before #38624); "
+        "V2 re-prefills a resumed request while the scheduler still counts old placeholders",
+        _expect(violated=("counter-nonnegative", "predicates-agree", "placeholder-accounting")),
+        runner="v2",
+        events=frozenset({"preempt"}),
+        profile="h1-preempt-keeps-placeholders",
+        requests=1,
+    ),
     # one request with two drafts shows it at the depth two requests with one draft need,
     # in a sixth of the search (measured)
-    _cfg("h2-reset-flag", "reset_prefix_cache dropped one frame with a boolean: a later "
-         "frame carrying drafts is consumed against the zeroed counter (one request with two "
-         "drafts; with one draft it takes a second request)",
-         _expect(violated=("counter-nonnegative",)), runner="v1", events=frozenset({"reset"}),
-         profile="h2-reset-discard-flag", spec_tokens=2, requests=1),
-    _cfg("h3-reset-counter", "reset_prefix_cache counted tokens but dropped frames (#42117): "
-         "a multi-token frame is counted as one, later frames are dropped and leak placeholders",
-         _expect(violated=("placeholder-accounting",)), runner="v1", events=frozenset({"reset"}),
-         profile="h3-reset-discard-counter", spec_tokens=2, requests=1),
-    _cfg("h4-stream", "resumable stop without the safe-frontier rollback (#35755, #50692)",
-         _expect(violated=("counter-nonnegative", "predicates-agree", "scheduled-tokens-positive")),
-         runner="v1", events=frozenset({"stream"}), profile="h4-stream-no-rollback", requests=1),
+    _cfg(
+        "h2-reset-flag",
+        "reset_prefix_cache dropped one frame with a boolean: a later "
+        "frame carrying drafts is consumed against the zeroed counter (one request with two "
+        "drafts; with one draft it takes a second request)",
+        _expect(violated=("counter-nonnegative",)),
+        runner="v1",
+        events=frozenset({"reset"}),
+        profile="h2-reset-discard-flag",
+        spec_tokens=2,
+        requests=1,
+    ),
+    _cfg(
+        "h3-reset-counter",
+        "reset_prefix_cache counted tokens but dropped frames (#42117): "
+        "a multi-token frame is counted as one, later frames are dropped and leak placeholders",
+        _expect(violated=("placeholder-accounting",)),
+        runner="v1",
+        events=frozenset({"reset"}),
+        profile="h3-reset-discard-counter",
+        spec_tokens=2,
+        requests=1,
+    ),
+    _cfg(
+        "h4-stream",
+        "resumable stop without the safe-frontier rollback (#35755, #50692)",
+        _expect(violated=("counter-nonnegative", "predicates-agree", "scheduled-tokens-positive")),
+        runner="v1",
+        events=frozenset({"stream"}),
+        profile="h4-stream-no-rollback",
+        requests=1,
+    ),
 )
 
 
@@ -233,13 +457,17 @@ def by_name(names: list[str] | None = None) -> list[Config]:
     """The named configurations (all when names is empty), validated, each once."""
     for i, c in enumerate(MATRIX):
         if not isinstance(c, Config) or not isinstance(c.name, str) or not c.name:
-            raise SpecError(f"spec/matrix.py: MATRIX entry {i + 1} is not a Config with a name string "
-                            f"(got {c!r:.80}); write _cfg(\"name\", \"note\", expect, ...)")
+            raise SpecError(
+                f"spec/matrix.py: MATRIX entry {i + 1} is not a Config with a name string "
+                f'(got {c!r:.80}); write _cfg("name", "note", expect, ...)'
+            )
     table = {c.name: c for c in MATRIX}
     if len(table) != len(MATRIX):
         shared = sorted({c.name for c in MATRIX if sum(d.name == c.name for d in MATRIX) > 1})
-        raise SpecError(f"spec/matrix.py: configuration name(s) {', '.join(map(repr, shared))} used more "
-                        "than once; names must be unique (rename one entry)")
+        raise SpecError(
+            f"spec/matrix.py: configuration name(s) {', '.join(map(repr, shared))} used more "
+            "than once; names must be unique (rename one entry)"
+        )
     if not names:
         return [c.validate() for c in MATRIX]
     names = list(dict.fromkeys(names))  # a name given twice is run once

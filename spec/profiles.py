@@ -76,22 +76,33 @@ V0_33_0 = replace(
 )
 
 H1 = replace(
-    V0_32_0, name="h1-preempt-keeps-placeholders", historical=True, preempt_marks_stale=False,
-    doc="preemption resets only computed tokens: placeholders kept, in-flight output not "
-    "marked stale (before #38624)",
+    V0_32_0,
+    name="h1-preempt-keeps-placeholders",
+    historical=True,
+    preempt_marks_stale=False,
+    doc="preemption resets only computed tokens: placeholders kept, in-flight output not marked stale (before #38624)",
 )
 H2 = replace(
-    V0_32_0, name="h2-reset-discard-flag", historical=True, reset="discard-flag",
+    V0_32_0,
+    name="h2-reset-discard-flag",
+    historical=True,
+    reset="discard-flag",
     doc="reset_prefix_cache zeroes placeholders and sets a boolean that drops one output "
     "frame (discard_latest_async_tokens)",
 )
 H3 = replace(
-    V0_32_0, name="h3-reset-discard-counter", historical=True, reset="discard-counter",
+    V0_32_0,
+    name="h3-reset-discard-counter",
+    historical=True,
+    reset="discard-counter",
     doc="reset_prefix_cache sets async_tokens_to_discard := placeholders, decremented once "
     "per non-empty frame (#42117)",
 )
 H4 = replace(
-    V0_32_0, name="h4-stream-no-rollback", historical=True, stop_rolls_back=False,
+    V0_32_0,
+    name="h4-stream-no-rollback",
+    historical=True,
+    stop_rolls_back=False,
     doc="resumable stop without the safe-frontier rollback: placeholders, computed tokens "
     "and in-flight output kept (before #58259)",
 )

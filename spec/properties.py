@@ -93,25 +93,29 @@ def placeholder_accounting(s: View, cfg: Config, ops: Ops):
 
 _ALL = (
     Property(
-        "counter-nonnegative", "state",
+        "counter-nonnegative",
+        "state",
         "num_output_placeholders is never negative (0.32.0 asserts it after every live "
         "delivery; 0.33.0 only after a delivery that found it positive)",
         "delivery-decrement-0.32 delivery-decrement-0.33",
         counter_nonnegative,
     ),
     Property(
-        "predicates-agree", "transition",
+        "predicates-agree",
+        "transition",
         "the runner samples a scheduled request iff the scheduler reserved placeholders "
         "for it (runner discard <=> is_prefill_chunk)",
         "is-prefill-chunk reserve-placeholders v1-discard-mask v2-discard-kernel",
     ),
     Property(
-        "no-token-while-prefilling", "transition",
+        "no-token-while-prefilling",
+        "transition",
         "no live delivery appends a token for a step the scheduler classified as a prefill chunk",
         "expect-empty-while-prefilling",
     ),
     Property(
-        "positions-agree", "transition",
+        "positions-agree",
+        "transition",
         "the V2 runner computes a scheduled request's tokens from the scheduler's position: "
         "the slot's GPU num_computed_tokens equals the scheduler's num_computed_tokens less "
         "the drafts of in-flight steps still to be rejected",
@@ -119,21 +123,24 @@ _ALL = (
         applies=lambda cfg: cfg.is_v2,
     ),
     Property(
-        "no-placeholder-input", "transition",
+        "no-placeholder-input",
+        "transition",
         "the V1 runner never feeds a placeholder token id (-1) at a position whose token the "
         "scheduler scheduled as known (every position but the drafts)",
         "v1-async-placeholder-outputs v1-cached-outputs-extend v1-prev-sampled-input",
         applies=lambda cfg: cfg.runner == "v1",
     ),
     Property(
-        "placeholder-accounting", "state",
+        "placeholder-accounting",
+        "state",
         "an unfinished request's placeholders equal the reservations of its in-flight steps "
         "scheduled since its last preemption or resumable stop",
         "reserve-placeholders delivery-decrement-0.32 preempt-zeroes-placeholders resumable-stop-rollback",
         placeholder_accounting,
     ),
     Property(
-        "computed-nonnegative", "state",
+        "computed-nonnegative",
+        "state",
         "num_computed_tokens is never negative: no step is scheduled to start before "
         "position 0 (the rejection rollback is guarded by c > 0, not c >= num_rejected; "
         "0.33.0 also rolls c back by the tokens trimmed at a stop)",
@@ -141,66 +148,113 @@ _ALL = (
         computed_nonnegative,
     ),
     Property(
-        "never-drops", "state",
+        "never-drops",
+        "state",
         "the guard (the seed's clamp or the step-reservation guard) never drops or alters a token",
-        "reserve-placeholders", never_drops, applies=lambda cfg: cfg.drops,
+        "reserve-placeholders",
+        never_drops,
+        applies=lambda cfg: cfg.drops,
     ),
     Property(
-        "drops-only-unreserved", "state",
+        "drops-only-unreserved",
+        "state",
         "the guard drops no more tokens than the runner returned beyond what their steps reserved",
-        "reserve-placeholders", drops_only_unreserved, applies=lambda cfg: cfg.drops,
+        "reserve-placeholders",
+        drops_only_unreserved,
+        applies=lambda cfg: cfg.drops,
     ),
     Property(
-        "stale-count-nonnegative", "transition",
+        "stale-count-nonnegative",
+        "transition",
         "vLLM's assert num_stale_output_tokens >= 0 never fires",
-        "stale-drain", asserts=("stale-count-nonnegative",),
+        "stale-drain",
+        asserts=("stale-count-nonnegative",),
     ),
     Property(
-        "safe-frontier-nonnegative", "transition",
+        "safe-frontier-nonnegative",
+        "transition",
         "vLLM's assert safe_frontier >= 0 on a resumable stop never fires",
-        "resumable-stop-rollback", asserts=("safe-frontier-nonnegative",),
+        "resumable-stop-rollback",
+        asserts=("safe-frontier-nonnegative",),
     ),
     Property(
-        "padding-intact", "transition",
-        "an admission padded to 1 + num_spec_tokens is scheduled whole (the long-prefill "
-        "threshold must not cut it)",
-        "admission-padding padding-assert", asserts=("padding-intact",),
+        "padding-intact",
+        "transition",
+        "an admission padded to 1 + num_spec_tokens is scheduled whole (the long-prefill threshold must not cut it)",
+        "admission-padding padding-assert",
+        asserts=("padding-intact",),
     ),
     Property(
-        "scheduled-tokens-positive", "transition",
+        "scheduled-tokens-positive",
+        "transition",
         "every scheduled token count is positive (asserted at admission and at delivery)",
         "admission-tokens-positive delivery-tokens-positive",
         asserts=("admission-tokens-positive", "running-tokens-positive", "delivery-tokens-positive"),
     ),
     Property(
-        "session-keep-covers-computed", "transition",
+        "session-keep-covers-computed",
+        "transition",
         "vLLM's assert keep_end >= num_computed_tokens in a session update never fires "
         "(0.33.0 keeps every output token but the last)",
-        "session-keep-end", asserts=("session-keep-covers-computed",),
+        "session-keep-end",
+        asserts=("session-keep-covers-computed",),
         applies=lambda cfg: cfg.prof.session_keep == "all-but-last" and cfg.has("stream"),
     ),
 )
 
-ASSERTS: dict[str, Assert] = {a.name: a for a in (
-    Assert("placeholders-nonnegative", "assert request.num_output_placeholders >= 0",
-           "counter-nonnegative", "delivery-decrement-0.32 delivery-decrement-0.33",
-           "after a live delivery's decrement"),
-    Assert("stale-count-nonnegative", "assert request.num_stale_output_tokens >= 0",
-           "stale-count-nonnegative", "stale-drain"),
-    Assert("safe-frontier-nonnegative", "assert safe_frontier >= 0",
-           "safe-frontier-nonnegative", "resumable-stop-rollback"),
-    Assert("padding-intact", "assert num_new_tokens == 1 + self.num_spec_tokens",
-           "padding-intact", "padding-assert"),
-    Assert("admission-tokens-positive", "assert num_new_tokens > 0",
-           "scheduled-tokens-positive", "admission-tokens-positive"),
-    Assert("running-tokens-positive", None, "scheduled-tokens-positive", "running-zero-skip",
-           "a running request scheduled a negative token count: the step cannot execute "
-           "(no assert in the scheduler's running loop; the model ends the trace)"),
-    Assert("delivery-tokens-positive", "assert num_tokens_scheduled > 0",
-           "scheduled-tokens-positive", "delivery-tokens-positive"),
-    Assert("session-keep-covers-computed", "assert keep_end >= session.num_computed_tokens",
-           "session-keep-covers-computed", "session-keep-end"),
-)}
+ASSERTS: dict[str, Assert] = {
+    a.name: a
+    for a in (
+        Assert(
+            "placeholders-nonnegative",
+            "assert request.num_output_placeholders >= 0",
+            "counter-nonnegative",
+            "delivery-decrement-0.32 delivery-decrement-0.33",
+            "after a live delivery's decrement",
+        ),
+        Assert(
+            "stale-count-nonnegative",
+            "assert request.num_stale_output_tokens >= 0",
+            "stale-count-nonnegative",
+            "stale-drain",
+        ),
+        Assert(
+            "safe-frontier-nonnegative",
+            "assert safe_frontier >= 0",
+            "safe-frontier-nonnegative",
+            "resumable-stop-rollback",
+        ),
+        Assert(
+            "padding-intact", "assert num_new_tokens == 1 + self.num_spec_tokens", "padding-intact", "padding-assert"
+        ),
+        Assert(
+            "admission-tokens-positive",
+            "assert num_new_tokens > 0",
+            "scheduled-tokens-positive",
+            "admission-tokens-positive",
+        ),
+        Assert(
+            "running-tokens-positive",
+            None,
+            "scheduled-tokens-positive",
+            "running-zero-skip",
+            "a running request scheduled a negative token count: the step cannot execute "
+            "(no assert in the scheduler's running loop; the model ends the trace)",
+        ),
+        Assert(
+            "delivery-tokens-positive",
+            "assert num_tokens_scheduled > 0",
+            "scheduled-tokens-positive",
+            "delivery-tokens-positive",
+        ),
+        Assert(
+            "session-keep-covers-computed",
+            "assert keep_end >= session.num_computed_tokens",
+            "session-keep-covers-computed",
+            "session-keep-end",
+        ),
+    )
+}
 
 PROPERTIES: dict[str, Property] = {p.name: p for p in _ALL}
 # properties that are an assert's non-firing (kept for callers that list them)

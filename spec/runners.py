@@ -8,7 +8,9 @@ Three variants:
   v1       GPUModelRunner. Discards while cr + n < Nr, where cr is the scheduler's
            num_computed_tokens before the step and Nr = CachedRequestState.num_tokens,
            a live count the runner re-aligns to the scheduler's T + P every step
-           ([cite:v1-optimistic-seq-lens v1-discard-mask], [cite:v1-optimistic-draft-extend v1-trim-outputs v1-resumed-outputs-rebuilt], [cite:v1-cached-num-tokens]).
+           ([cite:v1-optimistic-seq-lens v1-discard-mask],
+           [cite:v1-optimistic-draft-extend v1-trim-outputs v1-resumed-outputs-rebuilt],
+           [cite:v1-cached-num-tokens]).
   v2       V2 runner, 0.32.0. Discards while seq_len < prefill_len, where
            seq_len = num_computed_tokens (GPU, slot state) + n and prefill_len is the
            token count written once, in add_request ([cite:v2-discard-kernel], [cite:v2-add-writes-slot]).
@@ -36,10 +38,14 @@ class Shipped:
     on: Term  # scheduled in this step (n > 0)
     n: Term  # num_scheduled_tokens ([cite:output-num-scheduled-tokens]), drafts included
     ks: Term  # len(scheduled_spec_decode_tokens) ([cite:output-scheduled-spec-tokens])
-    c0: Term  # num_computed_tokens before this step's advance ([cite:new-req-num-computed], [cite:cached-reqs-computed-and-output])
+    # num_computed_tokens before this step's advance ([cite:new-req-num-computed],
+    # [cite:cached-reqs-computed-and-output])
+    c0: Term
     prompt_len: Term  # len(prompt_token_ids) ([cite:new-req-prompt-token-ids])
     num_tokens: Term  # len(_all_token_ids) at schedule time (V2 prefill_token_ids, [cite:v2-new-req-all-token-ids])
-    placeholders: Term  # P before this step's reservation (num_output_tokens - (T-L), [cite:cached-reqs-computed-and-output])
+    placeholders: (
+        Term  # P before this step's reservation (num_output_tokens - (T-L), [cite:cached-reqs-computed-and-output])
+    )
     as_new: Term  # in scheduled_new_reqs as a WAITING request (new or streaming)
     as_resumed: Term  # resumed from preemption (scheduled_resumed_reqs; V2 moves it to new)
     admit_pos: Term  # position in the waiting loop's admission order
@@ -70,7 +76,8 @@ def v1_decide(s: View, nxt: Next, cfg: Config, ops: Ops, shipped: list[Shipped])
         )
         discard = sh.c0 + sh.n < num_tokens_now  # [cite:v1-optimistic-seq-lens], [cite:v1-discard-mask]
         # input ids: the runner holds ids of r below the length it wrote when r entered the
-        # batch (below), and -1 placeholders above, one per token sampled since ([cite:v1-async-placeholder-outputs v1-cached-outputs-extend]);
+        # batch (below), and -1 placeholders above, one per token sampled since
+        # ([cite:v1-async-placeholder-outputs v1-cached-outputs-extend]);
         # a request that stays and was sampled in the last step gets that step's token at its
         # last non-draft position from the device ([cite:v1-prev-sampled-input]). Draft
         # positions are the drafter's (or -1 by design when it has none) and not counted.
@@ -83,12 +90,21 @@ def v1_decide(s: View, nxt: Next, cfg: Config, ops: Ops, shipped: list[Shipped])
         stays = ops.all(s.v1_prev_sampled[r], ops.not_(admitted))
         from_host = sh.n - sh.ks - ops.ite(stays, 1, 0)  # non-draft positions read from the host ids
         placeholder_input = ops.all(sh.on, from_host > 0, sh.c0 + from_host > entered_at)
-        rows.append({"scheduled": sh.on, "computed": sh.c0, "query_len": sh.n,
-                     "num_tokens": num_tokens_now, "discard": discard, "placeholder_input": placeholder_input})
+        rows.append(
+            {
+                "scheduled": sh.on,
+                "computed": sh.c0,
+                "query_len": sh.n,
+                "num_tokens": num_tokens_now,
+                "discard": discard,
+                "placeholder_input": placeholder_input,
+            }
+        )
         nxt.v1_entered_at[r] = entered_at
         nxt.v1_prev_sampled[r] = ops.all(sh.on, ops.not_(discard))
         discards.append(discard)
-        # one -1 placeholder per sampled request under async ([cite:v1-async-placeholder-outputs v1-cached-outputs-extend])
+        # one -1 placeholder per sampled request under async
+        # ([cite:v1-async-placeholder-outputs v1-cached-outputs-extend])
         nxt.v1_num_tokens[r] = ops.ite(sh.on, num_tokens_now + ops.ite(discard, 0, 1), nr)
         nxt.v1_prev_draft_len[r] = ops.ite(sh.on, sh.ks, prev_draft)
         # unscheduled (or finished) requests leave the persistent batch ([cite:v1-finished-leave-batch],
@@ -180,8 +196,9 @@ def v2_decide(
                         previous = getattr(a, "rest_left_" + name)
                     seen = ops.ite(lost, previous, fresh[name])
                     getattr(nxt, "v2_" + name)[r] = ops.ite(here, seen, getattr(nxt, "v2_" + name)[r])
-                    observed_left[r][name] = ops.ite(here, select(ops, [left[i] for i in range(cfg.slots)], slot),
-                                                     observed_left[r][name])
+                    observed_left[r][name] = ops.ite(
+                        here, select(ops, [left[i] for i in range(cfg.slots)], slot), observed_left[r][name]
+                    )
 
     # 3. the discard kernel, one row per scheduled request ([cite:v2-discard-kernel]), then
     #    post_update: total_len += num_sampled; num_computed += n - num_rejected
@@ -205,11 +222,19 @@ def v2_decide(
             # chunks (SchedulerOutput carries is_prefill_chunk): one predicate, decided once
             discard = sh.chunk
         discards.append(discard)
-        rows.append({
-            "left": observed_left[r],
-            "scheduled": sh.on, "slot": nxt.v2_slot[r], "num_computed": computed, "query_len": sh.n,
-            "num_draft": sh.ks, "prefill_len": nxt.v2_prefill_len[r], "total_len": total, "discard": discard,
-        })
+        rows.append(
+            {
+                "left": observed_left[r],
+                "scheduled": sh.on,
+                "slot": nxt.v2_slot[r],
+                "num_computed": computed,
+                "query_len": sh.n,
+                "num_draft": sh.ks,
+                "prefill_len": nxt.v2_prefill_len[r],
+                "total_len": total,
+                "discard": discard,
+            }
+        )
         accepted = a.accepted[r] if cfg.drafts else 0
         sampled = ops.ite(discard, 0, 1 + accepted)
         rejected = ops.ite(discard, 0, sh.ks - accepted)

@@ -40,13 +40,19 @@ def rest_args(cfg: Config, *names: str) -> list[Arg]:
         return []
     known = {
         "rest_busy": Arg("rest_busy", bool, "rest: the other requests keep has_requests() true"),
-        "rest_before": Arg("rest_before", int, "rest: tokens the others are scheduled before this request's turn", lo=0),
-        "rest_unfinished": Arg("rest_unfinished", int, "rest: other unfinished requests (long-prefill threshold)", lo=0),
+        "rest_before": Arg(
+            "rest_before", int, "rest: tokens the others are scheduled before this request's turn", lo=0
+        ),
+        "rest_unfinished": Arg(
+            "rest_unfinished", int, "rest: other unfinished requests (long-prefill threshold)", lo=0
+        ),
         "rest_prefill": Arg("rest_prefill", bool, "rest: a running request scheduled this step is a prefill chunk"),
         "rest_running": Arg("rest_running", bool, "rest: a running request was scheduled this step"),
         "rest_stopped": Arg("rest_stopped", bool, "rest: an earlier padded admission stopped the waiting loop"),
         # any values at all: what the slot's previous occupant left (a superset of what it can leave)
-        "rest_left_prefill_len": Arg("rest_left_prefill_len", int, "rest: prefill_len a previous occupant left in the slot"),
+        "rest_left_prefill_len": Arg(
+            "rest_left_prefill_len", int, "rest: prefill_len a previous occupant left in the slot"
+        ),
         "rest_left_num_computed": Arg("rest_left_num_computed", int, "rest: num_computed a previous occupant left"),
         "rest_left_total_len": Arg("rest_left_total_len", int, "rest: total_len a previous occupant left"),
     }
@@ -72,8 +78,9 @@ def init_args(cfg: Config) -> tuple[Arg, ...]:
     if cfg.has("stream"):
         args.append(Arg("resumable", bool, "the request is a streaming-input session", over=("req",)))
     if cfg.k_symbolic:
-        args.append(Arg("spec_tokens", int, "K, num_speculative_tokens, for the whole trace",
-                        lo=0, hi=cfg.spec_tokens_max))
+        args.append(
+            Arg("spec_tokens", int, "K, num_speculative_tokens, for the whole trace", lo=0, hi=cfg.spec_tokens_max)
+        )
     return tuple(args)
 
 
@@ -92,8 +99,15 @@ def init(a: View, nxt: Next, cfg: Config, ops: Ops) -> Effect:
         nxt.status[r] = Status.WAITING
         nxt.num_prompt_tokens[r] = a.prompt_len[r]
         nxt.num_tokens[r] = a.prompt_len[r]
-        for name in ("num_computed_tokens", "num_output_placeholders", "num_in_flight_tokens",
-                     "num_stale_output_tokens", "num_spec_tokens", "running_rank", "epoch"):
+        for name in (
+            "num_computed_tokens",
+            "num_output_placeholders",
+            "num_in_flight_tokens",
+            "num_stale_output_tokens",
+            "num_spec_tokens",
+            "running_rank",
+            "epoch",
+        ):
             getattr(nxt, name)[r] = 0
         nxt.drop_stale_output[r] = False
         nxt.is_prefill_chunk[r] = False
@@ -163,16 +177,19 @@ def schedule_args(cfg: Config) -> tuple[Arg, ...]:
         args.append(Arg("stale_read", bool, "fault: the add_request writes to the slot are lost", over=("req",)))
     if "over-delivery" in cfg.faults:
         args.append(Arg("extra", int, "fault: tokens committed beyond 1 + accepted", over=("req",), lo=0))
-    args += rest_args(cfg, "rest_busy", "rest_before", "rest_unfinished", "rest_prefill", "rest_running",
-                      "rest_stopped")
+    args += rest_args(
+        cfg, "rest_busy", "rest_before", "rest_unfinished", "rest_prefill", "rest_running", "rest_stopped"
+    )
     if "stale-slot-read" in cfg.faults:
         args += rest_args(cfg, "rest_left_prefill_len", "rest_left_num_computed", "rest_left_total_len")
     return tuple(args)
 
 
 def schedule(s: View, a: View, nxt: Next, cfg: Config, ops: Ops) -> Effect:
-    """Scheduler.schedule() ([cite:schedule-begins schedule-ends-with-update]) with AsyncScheduler._update_after_schedule
-    ([cite:async-update-after-schedule reserve-placeholders spec-token-placeholders next-decode-eligible]), then the runner's execute_model for that output."""
+    """Scheduler.schedule() ([cite:schedule-begins schedule-ends-with-update]) with
+    AsyncScheduler._update_after_schedule
+    ([cite:async-update-after-schedule reserve-placeholders spec-token-placeholders next-decode-eligible]), then
+    the runner's execute_model for that output."""
     reqs = range(cfg.requests)
     K = spec_k(s, cfg)
     status = [s.status[r] for r in reqs]
@@ -193,7 +210,9 @@ def schedule(s: View, a: View, nxt: Next, cfg: Config, ops: Ops) -> Effect:
     def cap_long_prefill(x):
         if thr == 0:
             return x
-        return ops.ite(ops.all(eligible > 1, thr < x), thr, x)  # [cite:running-num-new-tokens], [cite:admission-padding]
+        return ops.ite(
+            ops.all(eligible > 1, thr < x), thr, x
+        )  # [cite:running-num-new-tokens], [cite:admission-padding]
 
     remaining = a.budget
     prefill_scheduled = False
@@ -215,15 +234,16 @@ def schedule(s: View, a: View, nxt: Next, cfg: Config, ops: Ops) -> Effect:
     # ---- RUNNING requests, in Scheduler.running order ([cite:running-loop])
     running = [st == Status.RUNNING for st in status]
     run_pos = [
-        ops.count(ops.all(running[q], s.running_rank[q] < s.running_rank[r]) for q in reqs if q != r)
-        for r in reqs
+        ops.count(ops.all(running[q], s.running_rank[q] < s.running_rank[r]) for q in reqs if q != r) for r in reqs
     ]
     for p in range(cfg.requests):
         for r in reqs:
             remaining_at[r] = ops.ite(ops.all(running[r], run_pos[r] == p), remaining, remaining_at[r])
             here = ops.all(running[r], run_pos[r] == p, remaining > 0)
             if stagger:
-                here = ops.all(here, ops.not_(nxt.current_step < s.next_decode_eligible_step[r]))  # [cite:decode-eligible-skip]
+                here = ops.all(
+                    here, ops.not_(nxt.current_step < s.next_decode_eligible_step[r])
+                )  # [cite:decode-eligible-skip]
             T, c, P, k0 = s.num_tokens[r], s.num_computed_tokens[r], s.num_output_placeholders[r], s.num_spec_tokens[r]
             want = cap_long_prefill(T + k0 + P - c)  # [cite:running-num-new-tokens]
             count = ops.min(want, remaining)  # [cite:running-budget-cap]
@@ -237,16 +257,23 @@ def schedule(s: View, a: View, nxt: Next, cfg: Config, ops: Ops) -> Effect:
             order[r] = ops.ite(chosen, scheduled_count, order[r])
             scheduled_count = scheduled_count + ops.ite(chosen, 1, 0)
             remaining = remaining - ops.ite(chosen, count, 0)
-            prefill_scheduled = ops.any(prefill_scheduled, ops.all(chosen, s.is_prefill_chunk[r]))  # [cite:prefill-scheduled-flag]
+            prefill_scheduled = ops.any(
+                prefill_scheduled, ops.all(chosen, s.is_prefill_chunk[r])
+            )  # [cite:prefill-scheduled-flag]
             running_scheduled = ops.any(running_scheduled, chosen)
 
     # ---- WAITING requests ([cite:waiting-loop]): kv_holding_waiting (c > 0) before waiting,
     #      FCFS within each; blocked sessions and deliverable stale output are skipped
-    queued = [ops.any(st == Status.WAITING, st == Status.PREEMPTED, st == Status.WAITING_FOR_STREAMING_REQ) for st in status]
+    queued = [
+        ops.any(st == Status.WAITING, st == Status.PREEMPTED, st == Status.WAITING_FOR_STREAMING_REQ) for st in status
+    ]
     blocked = [
         ops.any(
-            status[r] == Status.WAITING_FOR_STREAMING_REQ,  # [cite:blocked-waiting-check], [cite:streaming-waits-for-input]
-            ops.all(s.num_stale_output_tokens[r] > 0, ops.not_(s.drop_stale_output[r])),  # [cite:stale-output-blocks-resume]
+            status[r]
+            == Status.WAITING_FOR_STREAMING_REQ,  # [cite:blocked-waiting-check], [cite:streaming-waits-for-input]
+            ops.all(
+                s.num_stale_output_tokens[r] > 0, ops.not_(s.drop_stale_output[r])
+            ),  # [cite:stale-output-blocks-resume]
         )
         for r in reqs
     ]
@@ -272,7 +299,9 @@ def schedule(s: View, a: View, nxt: Next, cfg: Config, ops: Ops) -> Effect:
             remaining_at[r] = ops.ite(turn, remaining, remaining_at[r])
             stopped_at[r] = ops.ite(turn, stopped, stopped_at[r])
             here = ops.all(admissible[r], wait_pos[r] == p, remaining > 0, ops.not_(stopped))
-            computed = s.num_computed_tokens[r]  # c == 0: no prefix-cache hit; else kept ([cite:admission-prefix-lookup admission-keeps-computed])
+            computed = s.num_computed_tokens[
+                r
+            ]  # c == 0: no prefix-cache hit; else kept ([cite:admission-prefix-lookup admission-keeps-computed])
             want = s.num_tokens[r] - computed  # [cite:admission-num-new-tokens]
             pad = False
             if cfg.drafts:
@@ -287,7 +316,9 @@ def schedule(s: View, a: View, nxt: Next, cfg: Config, ops: Ops) -> Effect:
                 here = ops.all(here, ops.not_(no_room))
                 want = ops.ite(pad, 1 + K, want)
             count = ops.min(cap_long_prefill(want), remaining)  # [cite:admission-padding admission-budget-cap]
-            asserts.append(("admission-tokens-positive", ops.implies(here, count > 0)))  # [cite:admission-tokens-positive]
+            asserts.append(
+                ("admission-tokens-positive", ops.implies(here, count > 0))
+            )  # [cite:admission-tokens-positive]
             if cfg.drafts:
                 # the threshold may cut a padded admission below 1 + K ([cite:padding-assert])
                 asserts.append(("padding-intact", ops.implies(ops.all(here, pad), count == 1 + K)))
@@ -301,23 +332,31 @@ def schedule(s: View, a: View, nxt: Next, cfg: Config, ops: Ops) -> Effect:
             admitted_count = admitted_count + ops.ite(here, 1, 0)
             remaining = remaining - ops.ite(here, count, 0)
 
-    # admission bookkeeping ([cite:running-append admitted-new-or-resumed admission-records-tokens admission-sets-running]): status RUNNING, appended to running
+    # admission bookkeeping
+    # ([cite:running-append admitted-new-or-resumed admission-records-tokens admission-sets-running]): status RUNNING,
+    # appended to running
     rank_base = s.next_running_rank
     for r in reqs:
         nxt.status[r] = ops.ite(admitted[r], Status.RUNNING, status[r])
         nxt.running_rank[r] = ops.ite(admitted[r], rank_base + admit_pos[r], s.running_rank[r])
     nxt.next_running_rank = rank_base + admitted_count
     for r in reqs:
-        nxt.finished_unshipped[r] = False  # shipped in this output, then cleared ([cite:output-finished-req-ids], [cite:finished-ids-cleared])
+        nxt.finished_unshipped[r] = (
+            False  # shipped in this output, then cleared ([cite:output-finished-req-ids], [cite:finished-ids-cleared])
+        )
 
-    # ---- _update_after_schedule ([cite:update-after-schedule advance-computed-and-in-flight is-prefill-chunk finished-ids-cleared], [cite:async-update-after-schedule reserve-placeholders spec-token-placeholders next-decode-eligible])
+    # ---- _update_after_schedule
+    # ([cite:update-after-schedule advance-computed-and-in-flight is-prefill-chunk finished-ids-cleared],
+    # [cite:async-update-after-schedule reserve-placeholders spec-token-placeholders next-decode-eligible])
     shipped = []
     reserved = [0] * len(reqs)
     for r in reqs:
         c0, P0, T = s.num_computed_tokens[r], s.num_output_placeholders[r], s.num_tokens[r]
         c1 = c0 + n[r]
         chunk = c1 < T + P0  # [cite:is-prefill-chunk]
-        reserved[r] = ops.ite(ops.all(take[r], ops.not_(chunk)), SAMPLED_PER_STEP + ks[r], 0)  # [cite:reserve-placeholders]
+        reserved[r] = ops.ite(
+            ops.all(take[r], ops.not_(chunk)), SAMPLED_PER_STEP + ks[r], 0
+        )  # [cite:reserve-placeholders]
         nxt.num_computed_tokens[r] = ops.ite(take[r], c1, c0)  # [cite:advance-computed-and-in-flight]
         nxt.num_in_flight_tokens[r] = s.num_in_flight_tokens[r] + n[r]  # [cite:advance-computed-and-in-flight]
         nxt.is_prefill_chunk[r] = ops.ite(take[r], chunk, s.is_prefill_chunk[r])
@@ -353,19 +392,30 @@ def schedule(s: View, a: View, nxt: Next, cfg: Config, ops: Ops) -> Effect:
         discards, observed["v2_rows"] = v2_decide(s, a, nxt, cfg, ops, shipped, status)
     if cfg.is_v2:
         for r in reqs:
-            checks.append(("positions-agree", ops.implies(take[r], observed["v2_rows"][r]["num_computed"]
-                                                          == s.num_computed_tokens[r] - pending_rejections(s, cfg, ops, r))))
+            checks.append(
+                (
+                    "positions-agree",
+                    ops.implies(
+                        take[r],
+                        observed["v2_rows"][r]["num_computed"]
+                        == s.num_computed_tokens[r] - pending_rejections(s, cfg, ops, r),
+                    ),
+                )
+            )
     else:
         for r in reqs:
             checks.append(("no-placeholder-input", ops.not_(observed["v1_rows"][r]["placeholder_input"])))
     observed["discard"] = discards
     observed["reserved"] = reserved
     observed["rest"] = [
-        {"rest_before": a.budget - remaining_at[r],
-         "rest_unfinished": eligible - ops.ite(status[r] != Status.FINISHED, 1, 0),
-         "rest_prefill": flags_after_running[0], "rest_running": flags_after_running[1],
-         "rest_stopped": stopped_at[r],
-         "rest_busy": has_requests(s, cfg, ops, only=[q for q in reqs if q != r])}
+        {
+            "rest_before": a.budget - remaining_at[r],
+            "rest_unfinished": eligible - ops.ite(status[r] != Status.FINISHED, 1, 0),
+            "rest_prefill": flags_after_running[0],
+            "rest_running": flags_after_running[1],
+            "rest_stopped": stopped_at[r],
+            "rest_busy": has_requests(s, cfg, ops, only=[q for q in reqs if q != r]),
+        }
         for r in reqs
     ]
 
@@ -380,7 +430,9 @@ def schedule(s: View, a: View, nxt: Next, cfg: Config, ops: Ops) -> Effect:
         if "over-delivery" in cfg.faults:
             guard.append(ops.implies(ops.not_(sampling), extra == 0))
         if "stale-slot-read" in cfg.faults:
-            guard.append(ops.implies(ops.not_(ops.any(shipped[r].as_new, shipped[r].as_resumed)), ops.not_(a.stale_read[r])))
+            guard.append(
+                ops.implies(ops.not_(ops.any(shipped[r].as_new, shipped[r].as_resumed)), ops.not_(a.stale_read[r]))
+            )
         chunk = nxt.is_prefill_chunk[r]
         checks.append(("predicates-agree", ops.implies(take[r], discards[r] == chunk)))
         for i in range(cfg.queue_depth):
@@ -393,8 +445,7 @@ def schedule(s: View, a: View, nxt: Next, cfg: Config, ops: Ops) -> Effect:
             nxt.q_epoch[i, r] = ops.ite(at, ops.ite(take[r], s.epoch[r], 0), s.q_epoch[i, r])
             nxt.q_admitted[i, r] = ops.ite(at, admitted[r], s.q_admitted[i, r])
     nxt.queue_len = s.queue_len + 1  # appendleft ([cite:batch-queue-append])
-    return Effect(guard=ops.all(*guard), checks=_merge(ops, checks), asserts=_merge(ops, asserts),
-                  observed=observed)
+    return Effect(guard=ops.all(*guard), checks=_merge(ops, checks), asserts=_merge(ops, asserts), observed=observed)
 
 
 def pending_rejections(s: View, cfg: Config, ops: Ops, r: int):
@@ -404,8 +455,11 @@ def pending_rejections(s: View, cfg: Config, ops: Ops, r: int):
     ([cite:spec-reject-decrement]). The runner already counts them out; the scheduler's
     num_computed_tokens still includes them until then."""
     return ops.sum(
-        ops.ite(ops.all(i < s.queue_len, s.q_scheduled[i, r] != 0, s.q_epoch[i, r] == s.epoch[r], s.q_sampled[i, r] > 0),
-                s.q_spec[i, r] - (s.q_sampled[i, r] - 1), 0)
+        ops.ite(
+            ops.all(i < s.queue_len, s.q_scheduled[i, r] != 0, s.q_epoch[i, r] == s.epoch[r], s.q_sampled[i, r] > 0),
+            s.q_spec[i, r] - (s.q_sampled[i, r] - 1),
+            0,
+        )
         for i in range(cfg.queue_depth)
     )
 
@@ -423,14 +477,24 @@ def _merge(ops: Ops, checks: list) -> dict:
 def deliver_args(cfg: Config) -> tuple[Arg, ...]:
     args = [Arg("stop", int, "0, or j: the j-th appended token is a stop token", over=("req",), lo=0)]
     if cfg.has("kvfail"):
-        args.append(Arg("kv_fail_req", int, "request whose loaded KV block failed (-1: none)", lo=-1, hi=cfg.requests - 1, default=-1))
+        args.append(
+            Arg(
+                "kv_fail_req",
+                int,
+                "request whose loaded KV block failed (-1: none)",
+                lo=-1,
+                hi=cfg.requests - 1,
+                default=-1,
+            )
+        )
         args.append(Arg("kv_fail_block", int, "index of its first invalid block", lo=0))
     args += rest_args(cfg, "rest_busy")
     return tuple(args)
 
 
 def deliver(s: View, a: View, nxt: Next, cfg: Config, ops: Ops) -> Effect:
-    """update_from_output for the oldest step ([cite:update-from-output], [cite:async-update-request-with-output delivery-decrement-0.32])."""
+    """update_from_output for the oldest step ([cite:update-from-output], "
+    "[cite:async-update-request-with-output delivery-decrement-0.32])."""
     reqs = range(cfg.requests)
     full = s.queue_len == cfg.queue_depth
     busy = has_requests(s, cfg, ops, a.rest_busy if cfg.rest else False)
@@ -453,15 +517,15 @@ def deliver(s: View, a: View, nxt: Next, cfg: Config, ops: Ops) -> Effect:
         if cfg.has("kvfail"):
             # A sync load's invalid blocks, reported with the step that carried the
             # load (its admission), roll c back to the first invalid block
-            # ([cite:kv-load-failure-detected], [cite:kv-failure-computed-before-step kv-failure-truncates-computed]); P and T are not touched. A connector
+            # ([cite:kv-load-failure-detected], [cite:kv-failure-computed-before-step kv-failure-truncates-computed]);
+            # P and T are not touched. A connector
             # loads whole blocks of the prompt, so the failed block lies within it.
             failed = a.kv_fail_req == r
             cut = a.kv_fail_block * cfg.block_size
             guard.append(
                 ops.implies(
                     failed,
-                    ops.all(status == Status.RUNNING, s.q_admitted[0, r], cut < c - n,
-                            cut + cfg.block_size <= L),
+                    ops.all(status == Status.RUNNING, s.q_admitted[0, r], cut < c - n, cut + cfg.block_size <= L),
                 )
             )
             c = ops.ite(failed, cut, c)
@@ -539,7 +603,8 @@ def deliver(s: View, a: View, nxt: Next, cfg: Config, ops: Ops) -> Effect:
             asserts.append(("placeholders-nonnegative", ops.implies(decrementing, P >= 0)))
         checks.append(("no-token-while-prefilling", ops.implies(ops.all(live_append, appended > 0), reserved > 0)))
 
-        # _handle_stopped_request ([cite:handle-stopped-request resumable-stop-rollback stop-applies-queued-update stopped-session-requeued])
+        # _handle_stopped_request
+        # ([cite:handle-stopped-request resumable-stop-rollback stop-applies-queued-update stopped-session-requeued])
         new_status = status
         spec_drafts = s.num_spec_tokens[r]
         epoch = s.epoch[r]
@@ -549,7 +614,8 @@ def deliver(s: View, a: View, nxt: Next, cfg: Config, ops: Ops) -> Effect:
             session = s.resumable[r]
             if not prof.stale_stop_of_preempted_session:
                 # 0.32.0: a stale frame stopping a preempted session re-queues a request
-                # that is still queued ([cite:stopped-by-status] with [cite:stopped-session-requeued]); outside the model
+                # that is still queued ([cite:stopped-by-status] with [cite:stopped-session-requeued]); outside the
+                # model
                 guard.append(ops.implies(ops.all(stopping, session), live))
             session_stop = ops.all(stopping, session)
             if prof.stop_rolls_back:
@@ -561,7 +627,9 @@ def deliver(s: View, a: View, nxt: Next, cfg: Config, ops: Ops) -> Effect:
                 P = ops.ite(session_stop, 0, P)
                 epoch = epoch + ops.ite(session_stop, 1, 0)
             spec_drafts = ops.ite(session_stop, 0, spec_drafts)
-            # the queued update is applied now ([cite:stop-applies-queued-update], [cite:update-request-as-session session-keep-computed session-appends-update session-prompt-len session-to-waiting])
+            # the queued update is applied now ([cite:stop-applies-queued-update],
+            # [cite:update-request-as-session session-keep-computed session-appends-update]
+            # [cite:session-prompt-len session-to-waiting])
             applying = ops.all(session_stop, s.pending_update[r])
             kept, keep_ok = session_kept(prof, T, c, ops)
             asserts.append(("session-keep-covers-computed", ops.implies(applying, keep_ok)))
@@ -582,7 +650,9 @@ def deliver(s: View, a: View, nxt: Next, cfg: Config, ops: Ops) -> Effect:
             finishing = stopping
         new_status = ops.ite(finishing, Status.FINISHED, new_status)
         completed = ops.any(completed, ops.all(finishing, T - L >= 2))
-        nxt.finished_unshipped[r] = ops.any(s.finished_unshipped[r], finishing)  # _free_request ([cite:free-request-records-finished])
+        nxt.finished_unshipped[r] = ops.any(
+            s.finished_unshipped[r], finishing
+        )  # _free_request ([cite:free-request-records-finished])
 
         nxt.num_computed_tokens[r] = c
         nxt.num_output_placeholders[r] = P
@@ -598,9 +668,7 @@ def deliver(s: View, a: View, nxt: Next, cfg: Config, ops: Ops) -> Effect:
     # sessions re-enter the waiting queues in processing order ([cite:stopped-session-requeued])
     if cfg.has("stream"):
         for r in reqs:
-            ahead = ops.count(
-                ops.all(session_stops[q], s.q_order[0, q] < s.q_order[0, r]) for q in reqs if q != r
-            )
+            ahead = ops.count(ops.all(session_stops[q], s.q_order[0, q] < s.q_order[0, r]) for q in reqs if q != r)
             nxt.waiting_rank[r] = ops.ite(session_stops[r], s.waiting_back + ahead, s.waiting_rank[r])
         nxt.waiting_back = s.waiting_back + ops.count(session_stops)
 
@@ -633,7 +701,9 @@ def _pop_head(s: View, nxt: Next, cfg: Config, ops: Ops) -> None:
 
 
 def _preempt(s: View, nxt: Next, cfg: Config, ops: Ops, r: int, cond, drop, marks_stale: bool) -> None:
-    """_preempt_request ([cite:preempt-request preempt-resets-request preempt-zeroes-placeholders preempt-prepends]) on request r when cond."""
+    """_preempt_request "
+    "([cite:preempt-request preempt-resets-request preempt-zeroes-placeholders preempt-prepends]) on request r "
+    "when cond."""
     nxt.status[r] = ops.ite(cond, Status.PREEMPTED, nxt.status[r])
     nxt.num_computed_tokens[r] = ops.ite(cond, 0, nxt.num_computed_tokens[r])  # [cite:preempt-resets-request]
     nxt.num_spec_tokens[r] = ops.ite(cond, 0, nxt.num_spec_tokens[r])  # [cite:preempt-resets-request]
@@ -643,8 +713,12 @@ def _preempt(s: View, nxt: Next, cfg: Config, ops: Ops, r: int, cond, drop, mark
         nxt.drop_stale_output[r] = ops.ite(
             cond, ops.any(drop, ops.all(nxt.drop_stale_output[r], S > 0)), nxt.drop_stale_output[r]
         )  # [cite:preempt-zeroes-placeholders]
-        nxt.num_stale_output_tokens[r] = ops.ite(cond, nxt.num_in_flight_tokens[r], S)  # [cite:preempt-zeroes-placeholders]
-        nxt.num_output_placeholders[r] = ops.ite(cond, 0, nxt.num_output_placeholders[r])  # [cite:preempt-zeroes-placeholders]
+        nxt.num_stale_output_tokens[r] = ops.ite(
+            cond, nxt.num_in_flight_tokens[r], S
+        )  # [cite:preempt-zeroes-placeholders]
+        nxt.num_output_placeholders[r] = ops.ite(
+            cond, 0, nxt.num_output_placeholders[r]
+        )  # [cite:preempt-zeroes-placeholders]
 
 
 def preempt_args(cfg: Config) -> tuple[Arg, ...]:
@@ -666,11 +740,7 @@ def preempt(s: View, a: View, nxt: Next, cfg: Config, ops: Ops) -> Effect:
     for r in reqs:
         me = a.req == r
         last = ops.all(
-            *[
-                ops.implies(s.status[q] == Status.RUNNING, s.running_rank[q] < s.running_rank[r])
-                for q in reqs
-                if q != r
-            ]
+            *[ops.implies(s.status[q] == Status.RUNNING, s.running_rank[q] < s.running_rank[r]) for q in reqs if q != r]
         )
         victim_ok.append(ops.implies(me, ops.all(s.status[r] == Status.RUNNING, last)))
         _preempt(s, nxt, cfg, ops, r, me, drop, cfg.prof.preempt_marks_stale)
@@ -684,7 +754,8 @@ def reset_args(cfg: Config) -> tuple[Arg, ...]:
 
 
 def reset_prefix_cache(s: View, a: View, nxt: Next, cfg: Config, ops: Ops) -> Effect:
-    """reset_prefix_cache(reset_running_requests=True) ([cite:reset-prefix-cache reset-preempts-drop-stale reset-clears-prev-scheduled]): preempt every
+    """reset_prefix_cache(reset_running_requests=True)
+    ([cite:reset-prefix-cache reset-preempts-drop-stale reset-clears-prev-scheduled]): preempt every
     running request, last first, drop-stale; each is prepended, so the waiting queue
     starts with them in their running order."""
     reqs = range(cfg.requests)
@@ -694,16 +765,16 @@ def reset_prefix_cache(s: View, a: View, nxt: Next, cfg: Config, ops: Ops) -> Ef
     # zeroed placeholders and armed a frame discard
     marks_stale = cfg.prof.preempt_marks_stale and cfg.prof.reset == "preempt-drop-stale"
     for r in reqs:
-        at_or_after = ops.count(
-            ops.all(running[q], s.running_rank[q] >= s.running_rank[r]) for q in reqs if q != r
-        ) + 1
+        at_or_after = ops.count(ops.all(running[q], s.running_rank[q] >= s.running_rank[r]) for q in reqs if q != r) + 1
         _preempt(s, nxt, cfg, ops, r, running[r], True, marks_stale)
         nxt.waiting_rank[r] = ops.ite(running[r], s.waiting_front - at_or_after, s.waiting_rank[r])
         if cfg.prof.reset == "discard-flag":
             nxt.num_output_placeholders[r] = ops.ite(running[r], 0, s.num_output_placeholders[r])
             nxt.discard_latest_async_tokens[r] = ops.ite(running[r], True, s.discard_latest_async_tokens[r])
         if cfg.prof.reset == "discard-counter":
-            nxt.async_tokens_to_discard[r] = ops.ite(running[r], s.num_output_placeholders[r], s.async_tokens_to_discard[r])
+            nxt.async_tokens_to_discard[r] = ops.ite(
+                running[r], s.num_output_placeholders[r], s.async_tokens_to_discard[r]
+            )
             nxt.num_output_placeholders[r] = ops.ite(running[r], 0, s.num_output_placeholders[r])
     nxt.waiting_front = s.waiting_front - num_running
     # with an abstract rest, a reset may find only other requests running: the focal
@@ -734,7 +805,8 @@ def stream_update(s: View, a: View, nxt: Next, cfg: Config, ops: Ops) -> Effect:
         )
         now = ops.all(me, s.status[r] == Status.WAITING_FOR_STREAMING_REQ)
         later = ops.all(me, ops.not_(now))
-        # _update_request_as_session ([cite:session-keep-computed session-appends-update session-prompt-len session-to-waiting])
+        # _update_request_as_session
+        # ([cite:session-keep-computed session-appends-update session-prompt-len session-to-waiting])
         c, T, L = s.num_computed_tokens[r], s.num_tokens[r], s.num_prompt_tokens[r]
         kept, keep_ok = session_kept(cfg.prof, T, c, ops)
         asserts.append(("session-keep-covers-computed", ops.implies(now, keep_ok)))
@@ -758,5 +830,7 @@ def abort(s: View, a: View, nxt: Next, cfg: Config, ops: Ops) -> Effect:
         me = a.req == r
         guard.append(ops.implies(me, s.status[r] != Status.FINISHED))
         nxt.status[r] = ops.ite(me, Status.FINISHED, s.status[r])
-        nxt.finished_unshipped[r] = ops.any(s.finished_unshipped[r], me)  # _free_request ([cite:free-request-records-finished])
+        nxt.finished_unshipped[r] = ops.any(
+            s.finished_unshipped[r], me
+        )  # _free_request ([cite:free-request-records-finished])
     return Effect(guard=ops.all(*guard))

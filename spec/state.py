@@ -45,9 +45,7 @@ class View:
         try:
             return self._decls[name]
         except KeyError:
-            raise AttributeError(
-                f"state variable {name!r} does not exist under config {self._cfg.name!r}"
-            ) from None
+            raise AttributeError(f"state variable {name!r} does not exist under config {self._cfg.name!r}") from None
 
     def _read(self, key: Key):
         return self._values[key]

@@ -60,9 +60,11 @@ class ClampAsyncScheduler(AsyncScheduler):
             dropped = delivered - keep
             _warn_once()
             logger.debug(
-                "Request %s: the runner delivered %d token(s) with %d output "
-                "placeholder(s) reserved; dropping %d.",
-                request.request_id, delivered, reserved, dropped,
+                "Request %s: the runner delivered %d token(s) with %d output placeholder(s) reserved; dropping %d.",
+                request.request_id,
+                delivered,
+                reserved,
+                dropped,
             )
             self.clamp_dropped[request.request_id] += dropped
             new_token_ids = new_token_ids[:keep]

@@ -74,7 +74,9 @@ class ArmResult:
 
     def row(self) -> str:
         verdict = "holds" if self.holds else "FAILS"
-        notes = ["the fix acts" if self.acts else "the fix does not act"] + (["recorded arm stale"] if self.stale else [])
+        notes = ["the fix acts" if self.acts else "the fix does not act"] + (
+            ["recorded arm stale"] if self.stale else []
+        )
         if self.before != self.violated:
             notes.append(f"violates {list(self.before) or 'nothing'} -> {list(self.violated) or 'nothing'}")
         line = f"{verdict:6} {self.case} [{self.arm}] ({'; '.join(notes)})"
@@ -213,8 +215,18 @@ def check_guard(cases, target, profile: str) -> list[ArmResult]:
             baseline = {**overrides, "guard": "none"}
             acts = fix_acts(case, dict(overrides), baseline)
             before = predict(case.property, case.config_for(baseline), case.init, case.steps)
-            results.append(ArmResult(case.name, label, acts=acts, holds=holds, stale=recorded != fresh,
-                                     detail=why, violated=_violated(case, fresh), before=_violated(case, before)))
+            results.append(
+                ArmResult(
+                    case.name,
+                    label,
+                    acts=acts,
+                    holds=holds,
+                    stale=recorded != fresh,
+                    detail=why,
+                    violated=_violated(case, fresh),
+                    before=_violated(case, before),
+                )
+            )
     return results
 
 
@@ -250,9 +262,12 @@ def check_rollback(cases, target, profile: str) -> list[ArmResult]:
     for case in cases:
         if not str(case.config.get("runner", "")).startswith("v2"):
             continue
-        for label, (overrides, recorded) in case.arms.items():
-            if (overrides.get("profile") != profile or overrides.get("clamp")
-                    or overrides.get("guard", "none") != "none"):
+        for label, (overrides, _recorded) in case.arms.items():
+            if (
+                overrides.get("profile") != profile
+                or overrides.get("clamp")
+                or overrides.get("guard", "none") != "none"
+            ):
                 continue
             swapped = {**overrides, "runner": "v2-rollback"}
             baseline = {**overrides, "runner": "v2"}
@@ -261,11 +276,20 @@ def check_rollback(cases, target, profile: str) -> list[ArmResult]:
             try:
                 holds, why, fresh = _replay(case, label + "+v2-rollback", swapped, target)
             except TargetUnavailable as exc:  # e.g. a pick real code cannot realise
-                results.append(ArmResult(case.name, label + "+v2-rollback", acts, False, False,
-                                         f"skipped: {exc}"))
+                results.append(ArmResult(case.name, label + "+v2-rollback", acts, False, False, f"skipped: {exc}"))
                 continue
-            results.append(ArmResult(case.name, label + "+v2-rollback", acts, holds, stale=False, detail=why,
-                                     violated=_violated(case, fresh), before=_violated(case, before)))
+            results.append(
+                ArmResult(
+                    case.name,
+                    label + "+v2-rollback",
+                    acts,
+                    holds,
+                    stale=False,
+                    detail=why,
+                    violated=_violated(case, fresh),
+                    before=_violated(case, before),
+                )
+            )
     return results
 
 
@@ -289,7 +313,9 @@ def verdict(results: list[ArmResult], expect: str) -> tuple[bool, list[str]]:
         return bool(acting) and not bad, [r.row() for r in bad]
     bad = [r for r in ran if not r.acts and not r.holds]
     needed = any(not r.holds for r in acting)
-    lines = [r.row() for r in bad] + ([] if needed else ["every arm where the fix acts holds: the key line is not needed"])
+    lines = [r.row() for r in bad] + (
+        [] if needed else ["every arm where the fix acts holds: the key line is not needed"]
+    )
     return needed and not bad, lines
 
 
@@ -321,7 +347,9 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--vllm", required=True, help="0.32.0, 0.33.0 or a patched tree (with VLLM_PROFILE)")
     parser.add_argument("--expect", choices=("fixed", "control", "minus"), default="fixed")
     parser.add_argument("--json", type=Path, default=None, help="write the per-arm results here")
-    parser.add_argument("--cases", default=None, help="only the cases whose name matches one of these comma-separated globs")
+    parser.add_argument(
+        "--cases", default=None, help="only the cases whose name matches one of these comma-separated globs"
+    )
     parser.add_argument("-v", "--verbose", action="store_true", help="a line per arm")
     args = parser.parse_args(argv)
 
@@ -352,20 +380,37 @@ def main(argv: list[str]) -> int:
             print(r.row())
     after = [r for r in results if set(r.violated) & set(CLAIMS[args.check])]
     for r in after:  # outside the fix's proved scope, or a fix that does not hold in the model
-        print(f"  the model: {r.case} [{r.arm}] still violates "
-              f"{', '.join(p for p in r.violated if p in CLAIMS[args.check])} with the fix")
-    print(f"{args.check} on {tree.title} (profile {tree.profile}), expect {args.expect}: "
-          + ", ".join(f"{k} {v}" for k, v in counts.items()) + f"; {seconds} s")
+        print(
+            f"  the model: {r.case} [{r.arm}] still violates "
+            f"{', '.join(p for p in r.violated if p in CLAIMS[args.check])} with the fix"
+        )
+    print(
+        f"{args.check} on {tree.title} (profile {tree.profile}), expect {args.expect}: "
+        + ", ".join(f"{k} {v}" for k, v in counts.items())
+        + f"; {seconds} s"
+    )
     for line in why:
         print("  unexpected: " + line)
     print("OK" if ok else "NOT AS EXPECTED")
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps({
-            "check": args.check, "tree": str(tree.root), "label": tree.label, "profile": tree.profile,
-            "expect": args.expect, "ok": ok, "seconds": seconds, "summary": counts,
-            "results": [dataclasses.asdict(r) for r in results],
-        }, indent=2) + "\n")
+        args.json.write_text(
+            json.dumps(
+                {
+                    "check": args.check,
+                    "tree": str(tree.root),
+                    "label": tree.label,
+                    "profile": tree.profile,
+                    "expect": args.expect,
+                    "ok": ok,
+                    "seconds": seconds,
+                    "summary": counts,
+                    "results": [dataclasses.asdict(r) for r in results],
+                },
+                indent=2,
+            )
+            + "\n"
+        )
     return 0 if ok else 1
 
 

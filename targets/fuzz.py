@@ -65,29 +65,70 @@ PRESETS: dict[str, Config] = {
         Config("v2-spec", runner="v2", spec_tokens=1),
         Config("v1-spec2-preempt", runner="v1", spec_tokens=2, events=F({"preempt", "reset"})),
         Config("v2-spec-stream", runner="v2", spec_tokens=1, events=F({"stream", "abort"})),
-        Config("v1-all", runner="v1", spec_tokens=1, block_size=4,
-               events=F({"preempt", "preempt-drop", "reset", "stream", "abort", "kvfail"})),
-        Config("v2-all", runner="v2", spec_tokens=1, block_size=4,
-               events=F({"preempt", "preempt-drop", "reset", "stream", "abort", "kvfail"})),
+        Config(
+            "v1-all",
+            runner="v1",
+            spec_tokens=1,
+            block_size=4,
+            events=F({"preempt", "preempt-drop", "reset", "stream", "abort", "kvfail"}),
+        ),
+        Config(
+            "v2-all",
+            runner="v2",
+            spec_tokens=1,
+            block_size=4,
+            events=F({"preempt", "preempt-drop", "reset", "stream", "abort", "kvfail"}),
+        ),
         Config("v2-pp2", runner="v2", pp=2, events=F({"preempt", "abort"})),
         Config("v2-stale-slot", runner="v2", faults=F({"stale-slot-read"})),
         Config("v2-stale-slot-clamp", runner="v2", faults=F({"stale-slot-read"}), clamp=True),
         Config("v1-over-clamp", runner="v1", faults=F({"over-delivery"}), clamp=True),
         Config("v1-3req", runner="v1", requests=3, events=F({"preempt", "stream"})),
-        Config("v1-pad-thr", runner="v1", spec_tokens=2, long_prefill_threshold=2,
-               events=F({"preempt", "stream"})),
-        Config("v1-4req-all", runner="v1", requests=4, spec_tokens=2, long_prefill_threshold=6,
-               block_size=4, events=F({"preempt", "preempt-drop", "reset", "stream", "abort", "kvfail"})),
-        Config("v2-pp2-all", runner="v2", pp=2, spec_tokens=1, block_size=4,
-               events=F({"preempt", "preempt-drop", "reset", "stream", "abort", "kvfail"})),
+        Config("v1-pad-thr", runner="v1", spec_tokens=2, long_prefill_threshold=2, events=F({"preempt", "stream"})),
+        Config(
+            "v1-4req-all",
+            runner="v1",
+            requests=4,
+            spec_tokens=2,
+            long_prefill_threshold=6,
+            block_size=4,
+            events=F({"preempt", "preempt-drop", "reset", "stream", "abort", "kvfail"}),
+        ),
+        Config(
+            "v2-pp2-all",
+            runner="v2",
+            pp=2,
+            spec_tokens=1,
+            block_size=4,
+            events=F({"preempt", "preempt-drop", "reset", "stream", "abort", "kvfail"}),
+        ),
         Config("v2-pp3-stream", runner="v2", pp=3, requests=3, events=F({"stream", "preempt"})),
-        Config("v2live-all", runner="v2-live", spec_tokens=3, block_size=4, long_prefill_threshold=5,
-               events=F({"preempt", "preempt-drop", "reset", "stream", "abort", "kvfail"})),
-        Config("v2-all-clamp", runner="v2", spec_tokens=1, block_size=4, clamp=True,
-               faults=F({"stale-slot-read", "over-delivery"}),
-               events=F({"preempt", "preempt-drop", "reset", "stream", "abort", "kvfail"})),
-        Config("v1-all-over-clamp", runner="v1", spec_tokens=2, block_size=4, clamp=True,
-               faults=F({"over-delivery"}), events=F({"preempt", "reset", "stream", "kvfail"})),
+        Config(
+            "v2live-all",
+            runner="v2-live",
+            spec_tokens=3,
+            block_size=4,
+            long_prefill_threshold=5,
+            events=F({"preempt", "preempt-drop", "reset", "stream", "abort", "kvfail"}),
+        ),
+        Config(
+            "v2-all-clamp",
+            runner="v2",
+            spec_tokens=1,
+            block_size=4,
+            clamp=True,
+            faults=F({"stale-slot-read", "over-delivery"}),
+            events=F({"preempt", "preempt-drop", "reset", "stream", "abort", "kvfail"}),
+        ),
+        Config(
+            "v1-all-over-clamp",
+            runner="v1",
+            spec_tokens=2,
+            block_size=4,
+            clamp=True,
+            faults=F({"over-delivery"}),
+            events=F({"preempt", "reset", "stream", "kvfail"}),
+        ),
     )
 }
 
@@ -125,8 +166,9 @@ KNOWN: dict[str, Known] = {
             "which ends the engine. The model states the cause (computed-nonnegative), not "
             "the runner's exception; at that step nothing else is compared (the runner "
             "did not run it), and the case ends there",
-            lambda key, a, b, s: _scheduled_below_zero(s) and (
-                "IndexError" in str(b) if key == ("error",) else RUNNER == "real"),
+            lambda key, a, b, s: (
+                _scheduled_below_zero(s) and ("IndexError" in str(b) if key == ("error",) else RUNNER == "real")
+            ),
         ),
     )
 }
@@ -175,8 +217,9 @@ def _try(it: Interpreter, s, name: str, args: dict):
         return None
 
 
-def propose(it: Interpreter, cfg: Config, s: Mapping, name: str, rng: random.Random,
-            lim: Limits) -> tuple[dict, Any] | None:
+def propose(
+    it: Interpreter, cfg: Config, s: Mapping, name: str, rng: random.Random, lim: Limits
+) -> tuple[dict, Any] | None:
     """Random enabled (flat) arguments for an event in state s, with the step result."""
     ev = it.event(name)
     R = range(cfg.requests)
@@ -189,17 +232,14 @@ def propose(it: Interpreter, cfg: Config, s: Mapping, name: str, rng: random.Ran
             if trial is None:
                 return None
             pos = trial.state[("queue_len",)] - 1
-            named["stale_read"] = [
-                bool(trial.state[("q_admitted", pos, r)]) and rng.random() < 0.5 for r in R
-            ]
+            named["stale_read"] = [bool(trial.state[("q_admitted", pos, r)]) and rng.random() < 0.5 for r in R]
         trial = _try(it, s, name, args_for(ev, cfg, named))
         if trial is None:
             return None
         pos = trial.state[("queue_len",)] - 1
         if cfg.drafts:
             named["accepted"] = [
-                rng.randint(0, trial.state[("q_spec", pos, r)]) if trial.state[("q_sampled", pos, r)] else 0
-                for r in R
+                rng.randint(0, trial.state[("q_spec", pos, r)]) if trial.state[("q_sampled", pos, r)] else 0 for r in R
             ]
             if RUNNER == "real":  # drafts the real runner makes placeholders are never accepted
                 from targets.real_runner import drafts_are_placeholders
@@ -209,9 +249,7 @@ def propose(it: Interpreter, cfg: Config, s: Mapping, name: str, rng: random.Ran
                         named["accepted"][r] = 0
                         PINNED["accepted>0 on placeholder drafts, drawn as 0"] += 1
         if "over-delivery" in faults:
-            named["extra"] = [
-                (rng.choice([0, 0, 1, 2]) if trial.state[("q_sampled", pos, r)] else 0) for r in R
-            ]
+            named["extra"] = [(rng.choice([0, 0, 1, 2]) if trial.state[("q_sampled", pos, r)] else 0) for r in R]
         args = args_for(ev, cfg, named)
         res = _try(it, s, name, args)
         return (args, res) if res is not None else None
@@ -251,8 +289,9 @@ def propose(it: Interpreter, cfg: Config, s: Mapping, name: str, rng: random.Ran
     elif name == "reset_prefix_cache":
         named = {}
     elif name == "stream_update":
-        cands = [r for r in R if s[("resumable", r)] and s[("status", r)] != Status.FINISHED
-                 and not s[("pending_update", r)]]
+        cands = [
+            r for r in R if s[("resumable", r)] and s[("status", r)] != Status.FINISHED and not s[("pending_update", r)]
+        ]
         if not cands:
             return None
         named = {"req": rng.choice(cands), "new_tokens": rng.randint(1, lim.max_update)}
@@ -268,8 +307,7 @@ def propose(it: Interpreter, cfg: Config, s: Mapping, name: str, rng: random.Ran
     return (args, res) if res is not None else None
 
 
-WEIGHTS = {"schedule": 4, "deliver": 4, "preempt": 1.5, "reset_prefix_cache": 1,
-           "stream_update": 2, "abort": 0.15}
+WEIGHTS = {"schedule": 4, "deliver": 4, "preempt": 1.5, "reset_prefix_cache": 1, "stream_update": 2, "abort": 0.15}
 
 
 def random_init(cfg: Config, rng: random.Random, lim: Limits) -> dict:
@@ -387,8 +425,15 @@ def _revalidate(cfg: Config, init, steps):
     return True
 
 
-NEUTRAL = {"stop": 0, "kv_fail_req": -1, "kv_fail_block": 0, "accepted": 0, "extra": 0,
-           "stale_read": False, "drop": False}
+NEUTRAL = {
+    "stop": 0,
+    "kv_fail_req": -1,
+    "kv_fail_block": 0,
+    "accepted": 0,
+    "extra": 0,
+    "stale_read": False,
+    "drop": False,
+}
 
 
 def shrink(cfg: Config, init, steps, target, ignore, sig, budget: int = 400):
@@ -414,7 +459,7 @@ def shrink(cfg: Config, init, steps, target, ignore, sig, budget: int = 400):
         for width in (1, 2):  # single steps, then pairs (a schedule and its delivery)
             i = len(steps) - width
             while i >= 0 and tries < budget:
-                cand = steps[:i] + steps[i + width:]
+                cand = steps[:i] + steps[i + width :]
                 if same(init, cand):
                     steps = cand
                     changed = True
@@ -441,7 +486,7 @@ def shrink(cfg: Config, init, steps, target, ignore, sig, budget: int = 400):
                     continue
                 cand_args = dict(args)
                 cand_args[key] = NEUTRAL[key[0]]
-                cand = steps[:j] + [(name, cand_args)] + steps[j + 1:]
+                cand = steps[:j] + [(name, cand_args)] + steps[j + 1 :]
                 if same(init, cand):
                     steps, args = cand, cand_args
                     changed = True
@@ -449,7 +494,7 @@ def shrink(cfg: Config, init, steps, target, ignore, sig, budget: int = 400):
                 while tries < budget and args[key] > 1:
                     cand_args = dict(args)
                     cand_args[key] = args[key] - 1
-                    cand = steps[:j] + [(name, cand_args)] + steps[j + 1:]
+                    cand = steps[:j] + [(name, cand_args)] + steps[j + 1 :]
                     if same(init, cand):
                         steps, args = cand, cand_args
                         changed = True
@@ -458,9 +503,17 @@ def shrink(cfg: Config, init, steps, target, ignore, sig, budget: int = 400):
     return init, steps
 
 
-def fuzz_config(cfg: Config, cases: int, length: int, seed: int, target=None,
-                known=(), lim: Limits | None = None, minimize: bool = True,
-                log=print) -> Report:
+def fuzz_config(
+    cfg: Config,
+    cases: int,
+    length: int,
+    seed: int,
+    target=None,
+    known=(),
+    lim: Limits | None = None,
+    minimize: bool = True,
+    log=print,
+) -> Report:
     target = target or new_target()
     ignore = ignore_known(known)
     rep = Report(cfg.name)
@@ -531,6 +584,7 @@ def format_trace(init, steps) -> str:
 
 def _count(low: int):
     """argparse type: a whole number >= low (CASES=abc or --cases 0 is a line, not a traceback)."""
+
     def parse(text: str) -> int:
         try:
             value = int(text)
@@ -539,6 +593,7 @@ def _count(low: int):
         if value < low:
             raise argparse.ArgumentTypeError(f"expected a whole number >= {low}, got {value}")
         return value
+
     return parse
 
 
@@ -549,22 +604,31 @@ class _Parser(argparse.ArgumentParser):
 
 
 def main(argv=None) -> int:
-    ap = _Parser(prog="python -m targets.fuzz", description=__doc__,
-                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = _Parser(
+        prog="python -m targets.fuzz", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--config", action="append", help=f"preset(s): {', '.join(PRESETS)}")
     ap.add_argument("--cases", type=_count(1), default=100, help="traces per preset (make fuzz CASES=N)")
     ap.add_argument("--length", type=_count(1), default=30)
     ap.add_argument("--seed", type=_count(0), default=0)
     ap.add_argument("--known", action="append", default=[], help=f"mask: {', '.join(KNOWN)} or 'all'")
     ap.add_argument("--no-minimize", action="store_true")
-    ap.add_argument("--engine", action="store_true",
-                    help="also compare the engine loop's has_requests with the model's")
-    ap.add_argument("--runner", choices=("model", "real"), default="model",
-                    help="who decides what the runner returns: the model (default), or vLLM's own V1/V2 "
-                         "model runner of the same tree (targets/real_runner.py)")
-    ap.add_argument("--vllm", default=None,
-                    help="vLLM tree: 0.32.0 (installed), 0.33.0 (make vllm-0.33.0) or a checkout path "
-                         "(default: $VLLM, else 0.32.0)")
+    ap.add_argument(
+        "--engine", action="store_true", help="also compare the engine loop's has_requests with the model's"
+    )
+    ap.add_argument(
+        "--runner",
+        choices=("model", "real"),
+        default="model",
+        help="who decides what the runner returns: the model (default), or vLLM's own V1/V2 "
+        "model runner of the same tree (targets/real_runner.py)",
+    )
+    ap.add_argument(
+        "--vllm",
+        default=None,
+        help="vLLM tree: 0.32.0 (installed), 0.33.0 (make vllm-0.33.0) or a checkout path "
+        "(default: $VLLM, else 0.32.0)",
+    )
     try:
         ns = ap.parse_args(argv)
     except SystemExit as exc:
@@ -603,19 +667,30 @@ def main(argv=None) -> int:
     excluded_total: Counter = Counter()
     started = time.time()
     for name in names:
-        rep = fuzz_config(PRESETS[name].with_(profile=profile), ns.cases, ns.length, ns.seed, target, known,
-                          minimize=not ns.no_minimize)
+        rep = fuzz_config(
+            PRESETS[name].with_(profile=profile),
+            ns.cases,
+            ns.length,
+            ns.seed,
+            target,
+            known,
+            minimize=not ns.no_minimize,
+        )
         div = sum(rep.signatures.values())
         total += div
         traces += rep.cases
         steps += rep.steps
         fired.update(rep.fired)
-        print(f"== {name}: {rep.cases} traces, {rep.steps} steps, {div} divergent "
-              f"({len(rep.signatures)} kinds), model-fatal ends {dict(rep.fired)}, {rep.seconds:.1f}s")
+        print(
+            f"== {name}: {rep.cases} traces, {rep.steps} steps, {div} divergent "
+            f"({len(rep.signatures)} kinds), model-fatal ends {dict(rep.fired)}, {rep.seconds:.1f}s"
+        )
         if rep.excluded:
             excluded_total.update(rep.excluded)
-            print("   kept out (ended early at real_runner.beyond_runner_contract, or a pick redrawn): "
-                  + ", ".join(f"{k} {v}" for k, v in rep.excluded.items()))
+            print(
+                "   kept out (ended early at real_runner.beyond_runner_contract, or a pick redrawn): "
+                + ", ".join(f"{k} {v}" for k, v in rep.excluded.items())
+            )
         if rep.runner:
             runner_total.update(rep.runner)
             print("   runner: " + ", ".join(f"{k} {v}" for k, v in rep.runner.items()))
@@ -624,8 +699,10 @@ def main(argv=None) -> int:
             print(format_trace(found.init, found.steps))
             print(found.message)
     ends = ", ".join(f"{k} {v}" for k, v in sorted(fired.items())) or "none"
-    print(f"total: {traces} traces, {steps} steps, {total} divergent; vLLM asserts that ended a trace "
-          f"(fired in the model and in vLLM at the same step): {ends}; {time.time() - started:.0f}s")
+    print(
+        f"total: {traces} traces, {steps} steps, {total} divergent; vLLM asserts that ended a trace "
+        f"(fired in the model and in vLLM at the same step): {ends}; {time.time() - started:.0f}s"
+    )
     if excluded_total:
         print("kept out: " + ", ".join(f"{k} {v}" for k, v in excluded_total.items()))
     if runner_total:

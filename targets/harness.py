@@ -107,8 +107,14 @@ def predict(case_property: str | None, cfg: Config, init: Mapping, steps) -> Exp
     view = nested(state)
     dropped = sum(view.get("clamp_dropped", [0])) + sum(view.get("guard_dropped", [0]))
     others = tuple((p, step) for p, step in first.items() if p != case_property)
-    return Expect(runs=runs, fired=fired, violations=tuple(violations), others=others, dropped=dropped,
-                  completed=any(view["completed"]))
+    return Expect(
+        runs=runs,
+        fired=fired,
+        violations=tuple(violations),
+        others=others,
+        dropped=dropped,
+        completed=any(view["completed"]),
+    )
 
 
 def _watched(cfg: Config, case_property: str | None) -> list[str]:
@@ -176,18 +182,22 @@ def _assert_words(name: str) -> str:
     return f"`{a.statement}` ({name})" if a.statement else f"{name} (the model ends the trace: {a.doc})"
 
 
-def fired_mismatch(model_fired: list[str], outcome: Outcome, cfg: Config, spec_state: Mapping,
-                   target: Target) -> str:
+def fired_mismatch(model_fired: list[str], outcome: Outcome, cfg: Config, spec_state: Mapping, target: Target) -> str:
     """Say what differs when the model and the target disagree on an assert, so that "the
     bug is fixed" and "the assert was removed" read differently."""
     lines = []
     if model_fired:
-        lines.append("the model predicts that vLLM's " + " and ".join(_assert_words(a) for a in model_fired)
-                     + " fires here; the target fired " + (_assert_words(outcome.fired) if outcome.fired in ASSERTS
-                                                          else (outcome.fired or "nothing")))
+        lines.append(
+            "the model predicts that vLLM's "
+            + " and ".join(_assert_words(a) for a in model_fired)
+            + " fires here; the target fired "
+            + (_assert_words(outcome.fired) if outcome.fired in ASSERTS else (outcome.fired or "nothing"))
+        )
     else:
-        lines.append(f"the target fired {_assert_words(outcome.fired) if outcome.fired in ASSERTS else outcome.fired}"
-                     f" where the model predicts no assert")
+        lines.append(
+            f"the target fired {_assert_words(outcome.fired) if outcome.fired in ASSERTS else outcome.fired}"
+            f" where the model predicts no assert"
+        )
     if outcome.detail:
         lines.append(f"target said: {outcome.detail}")
     if model_fired and not outcome.fired:
@@ -203,12 +213,16 @@ def fired_mismatch(model_fired: list[str], outcome: Outcome, cfg: Config, spec_s
         if values:
             lines.append("after the step: " + values)
         if not differs and broken_in_model:
-            lines.append("the target reached the very state the assert guards and did not fire: "
-                         "the assert (the invariant check) was removed or moved, not the bug fixed")
+            lines.append(
+                "the target reached the very state the assert guards and did not fire: "
+                "the assert (the invariant check) was removed or moved, not the bug fixed"
+            )
         elif differs:
-            lines.append("the target's state differs from the model's after this step "
-                         f"({len(differs)} variable(s)): the target no longer takes this path; if that is a "
-                         "fix, it shows here first")
+            lines.append(
+                "the target's state differs from the model's after this step "
+                f"({len(differs)} variable(s)): the target no longer takes this path; if that is a "
+                "fix, it shows here first"
+            )
     return "\n".join(lines)
 
 
@@ -241,14 +255,19 @@ def _replay_arm(case: Case, label: str, cfg: Config, target: Target) -> Expect:
                     f"{case.name} [{label}] on {target.name}, step {index + 1} {event}{named}:\n"
                     + fired_mismatch(model_fired, outcome, cfg, state, target)
                     + f"\nreplay: {replay_command(case, target)}",
-                    index + 1, event, {("fired",): (model_fired or None, outcome.fired)},
+                    index + 1,
+                    event,
+                    {("fired",): (model_fired or None, outcome.fired)},
                 )
         mismatches = outcome.observed.get("mismatches") if outcome.observed else None
         if mismatches:
             raise Divergence(
                 f"{case.name} [{label}] on {target.name}, step {index + 1} {event}{named}:\n  "
-                + "\n  ".join(mismatches) + f"\nreplay: {replay_command(case, target)}",
-                index + 1, event, {("kernel",): (None, mismatches)},
+                + "\n  ".join(mismatches)
+                + f"\nreplay: {replay_command(case, target)}",
+                index + 1,
+                event,
+                {("kernel",): (None, mismatches)},
             )
         if model_fired:
             fired = (model_fired[0], index + 1)
@@ -256,9 +275,14 @@ def _replay_arm(case: Case, label: str, cfg: Config, target: Target) -> Expect:
         _compare(case, label, cfg, target, state, index + 1, event, named)
     view = nested(state)
     others = tuple((p, step) for p, step in first.items() if p != case.property)
-    return Expect(runs=runs, fired=fired, violations=tuple(violations), others=others,
-                  dropped=sum(view.get("clamp_dropped", [0])) + sum(view.get("guard_dropped", [0])),
-                  completed=any(view["completed"]))
+    return Expect(
+        runs=runs,
+        fired=fired,
+        violations=tuple(violations),
+        others=others,
+        dropped=sum(view.get("clamp_dropped", [0])) + sum(view.get("guard_dropped", [0])),
+        completed=any(view["completed"]),
+    )
 
 
 def _target_error(case, label, target, step, event, named, outcome) -> None:
@@ -266,17 +290,25 @@ def _target_error(case, label, target, step, event, named, outcome) -> None:
     name, e.g. an assert of the model runner) fails the case with what was raised."""
     error = outcome.observed.get("error") if outcome.observed else None
     if error:
-        raise Divergence(f"{case.name} [{label}] on {target.name}, step {step} {event}{named}: the target raised: "
-                         f"{error}\n{outcome.detail}\nreplay: {replay_command(case, target)}",
-                         step, event, {("error",): (None, error)})
+        raise Divergence(
+            f"{case.name} [{label}] on {target.name}, step {step} {event}{named}: the target raised: "
+            f"{error}\n{outcome.detail}\nreplay: {replay_command(case, target)}",
+            step,
+            event,
+            {("error",): (None, error)},
+        )
 
 
 def _compare(case, label, cfg, target, state, step, event, named) -> None:
     diff = compare(cfg, state, target)
     if diff:
         message = _diff_message(step, event, named, diff)
-        raise Divergence(f"{case.name} [{label}] on {target.name}: {message}\n"
-                         f"replay: {replay_command(case, target)}", step, event, diff)
+        raise Divergence(
+            f"{case.name} [{label}] on {target.name}: {message}\nreplay: {replay_command(case, target)}",
+            step,
+            event,
+            diff,
+        )
 
 
 # --------------------------------------------------------------------- replay
@@ -315,8 +347,7 @@ def _fmt_args(args: Mapping) -> str:
 
 
 def _diff_message(step: int, event: str, args, diff: dict) -> str:
-    lines = [f"divergence after step {step}: {event}({_fmt_args(args)})",
-             f"{'key':<40} {'spec':>14} {'target':>14}"]
+    lines = [f"divergence after step {step}: {event}({_fmt_args(args)})", f"{'key':<40} {'spec':>14} {'target':>14}"]
     for key, (a, b) in diff.items():
         lines.append(f"{str(key):<40} {str(a):>14} {str(b):>14}")
     return "\n".join(lines)
@@ -346,8 +377,9 @@ def model_engine_view(cfg: Config, state: Mapping) -> dict[str, Any]:
     return {"has_requests": bool(has_requests(View(cfg, state), cfg, INT_OPS))}
 
 
-def replay(cfg: Config, init: Mapping, steps: Sequence[tuple[str, Mapping]],
-           target: Target, ignore=None, engine: bool = False) -> ReplayResult:
+def replay(
+    cfg: Config, init: Mapping, steps: Sequence[tuple[str, Mapping]], target: Target, ignore=None, engine: bool = False
+) -> ReplayResult:
     """Step the reference interpreter and the target together; after every step
     compare the projections (and the queue orders). Raises Divergence (an
     AssertionError) with a spec/target diff, the step index and the event.
@@ -377,8 +409,9 @@ def replay(cfg: Config, init: Mapping, steps: Sequence[tuple[str, Mapping]],
         if outcome.fired or model_fatal:
             if outcome.fired not in model_fatal:
                 diff = {("fired",): (model_fatal or None, outcome.fired)}
-                raise Divergence(_diff_message(index, event, flat_args, diff) + f"\n{outcome.detail}",
-                                 index, event, diff)
+                raise Divergence(
+                    _diff_message(index, event, flat_args, diff) + f"\n{outcome.detail}", index, event, diff
+                )
             return ReplayResult(index + 1, outcome.fired, state, {}, outcomes)
         diff = {}
         if "error" in outcome.observed:

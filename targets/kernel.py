@@ -42,8 +42,10 @@ class KernelTarget(Target):
         from kernels.discard import VARIANT_OF_RUNNER
 
         if cfg.runner not in VARIANT_OF_RUNNER:
-            return (f"the kernel target runs the V2 discard kernels ({', '.join(VARIANT_OF_RUNNER)}); "
-                    f"this case uses runner {cfg.runner}")
+            return (
+                f"the kernel target runs the V2 discard kernels ({', '.join(VARIANT_OF_RUNNER)}); "
+                f"this case uses runner {cfg.runner}"
+            )
         if cfg.clamp or cfg.guard != "none":
             return "runner decisions do not depend on the scheduler's guards: checked on the plain arm"
         return None
@@ -111,7 +113,10 @@ def scheduled_rows(observed: Mapping[str, Any], args: Mapping[tuple, Any], cfg: 
 def evaluate(rows: list[dict], cfg: Config) -> dict[str, Any]:
     """Run both kernels on the rows; compare with the model and the reservations."""
     observed: dict[str, Any] = {
-        "kernel_rows": [], "snapshot_disagrees": [], "live_disagrees": [], "mismatches": [],
+        "kernel_rows": [],
+        "snapshot_disagrees": [],
+        "live_disagrees": [],
+        "mismatches": [],
     }
     if not rows:
         return observed
@@ -128,14 +133,20 @@ def evaluate(rows: list[dict], cfg: Config) -> dict[str, Any]:
         req = row["req"]
         scheduler_discards = row["reserved"] == 0
         decided = {variant: runs[variant]["discard"][b] for variant in runs}
-        observed["kernel_rows"].append({
-            "req": req, "slot": row["slot"],
-            "seq_len": _wrap32(row["num_computed"] + row["query_len"]),
-            "prefill_len": row["prefill_len"], "total_len": row["total_len"],
-            "reserved": row["reserved"], "scheduler_discard": scheduler_discards,
-            "model_discard": bool(row["discard"]),
-            "snapshot_discard": decided["snapshot"], "live_discard": decided["live"],
-        })
+        observed["kernel_rows"].append(
+            {
+                "req": req,
+                "slot": row["slot"],
+                "seq_len": _wrap32(row["num_computed"] + row["query_len"]),
+                "prefill_len": row["prefill_len"],
+                "total_len": row["total_len"],
+                "reserved": row["reserved"],
+                "scheduler_discard": scheduler_discards,
+                "model_discard": bool(row["discard"]),
+                "snapshot_discard": decided["snapshot"],
+                "live_discard": decided["live"],
+            }
+        )
         for variant, discards in decided.items():
             if discards != scheduler_discards:
                 observed[f"{variant}_disagrees"].append(req)
@@ -185,7 +196,10 @@ def _run_variant(variant: str, rows: list[dict], cfg: Config) -> dict[str, Any]:
     ]
     return {
         "discard": [s == 0 for s in sampled],
-        "sampled": sampled, "rejected": rejected, "num_logits": num_logits, "problems": problems,
+        "sampled": sampled,
+        "rejected": rejected,
+        "num_logits": num_logits,
+        "problems": problems,
     }
 
 
@@ -203,8 +217,10 @@ def _check_against_model(row: dict, b: int, run: dict, variant: str) -> list[str
     want_rejected = 0 if model_discards else row["num_draft"] - row["accepted"]
     got = (run["sampled"][b], run["rejected"][b])
     if got != (want_sampled, want_rejected):
-        return [f"req {req}: {variant} kernel writes (num_sampled, num_rejected) = {got}, "
-                f"the model commits {(want_sampled, want_rejected)}"]
+        return [
+            f"req {req}: {variant} kernel writes (num_sampled, num_rejected) = {got}, "
+            f"the model commits {(want_sampled, want_rejected)}"
+        ]
     return []
 
 

@@ -93,7 +93,7 @@ from typing import Any, Mapping
 from spec.config import Config
 from spec.vocabulary import Status
 from targets import vllm_env as env
-from targets.protocol import Outcome, TargetUnavailable
+from targets.protocol import TargetUnavailable
 from targets.vllm_target import VllmTarget, _index, _rid
 
 SAMPLED_ID = env.SAMPLED_ID  # what the stub forward pass predicts everywhere
@@ -179,8 +179,9 @@ def _setup() -> None:
         os.close(handle)
         os.unlink(path)
         with set_current_vllm_config(cfg):
-            ps.init_distributed_environment(world_size=1, rank=0, distributed_init_method=f"file://{path}",
-                                            local_rank=0, backend="gloo")
+            ps.init_distributed_environment(
+                world_size=1, rank=0, distributed_init_method=f"file://{path}", local_rank=0, backend="gloo"
+            )
             ps.initialize_model_parallel(1, 1)
     _SETUP = True
 
@@ -201,8 +202,9 @@ def _cache_interpreter_builtins() -> None:
     def patch_builtin(pkg, builder, scope):
         found = members.get(id(pkg))
         if found is None:
-            found = members[id(pkg)] = [(name, member) for name, member in inspect.getmembers(pkg)
-                                        if interpreter.tl.core.is_builtin(member)]
+            found = members[id(pkg)] = [
+                (name, member) for name, member in inspect.getmembers(pkg) if interpreter.tl.core.is_builtin(member)
+            ]
         for name, member in found:
             interpreter._patch_attr(pkg, name, member, builder, scope)
 
@@ -295,15 +297,17 @@ def _build_v2(cfg: Config, config, model):
     # initialize_kv_cache is not run (attention backends): its bookkeeping parts
     block_size = cfg.block_size
     runner.block_tables = BlockTables(
-        block_sizes=[block_size], max_num_reqs=runner.max_num_reqs,
+        block_sizes=[block_size],
+        max_num_reqs=runner.max_num_reqs,
         max_num_batched_tokens=runner.max_num_tokens,
-        max_num_blocks_per_group=[-(-runner.max_model_len // block_size)], device=device,
+        max_num_blocks_per_group=[-(-runner.max_model_len // block_size)],
+        device=device,
     )
-    runner.kv_cache_config = KVCacheConfig(num_blocks=env.Shape.of(cfg, clamp=False).num_blocks,
-                                           kv_cache_tensors=[], kv_cache_groups=[])
+    runner.kv_cache_config = KVCacheConfig(
+        num_blocks=env.Shape.of(cfg, clamp=False).num_blocks, kv_cache_tensors=[], kv_cache_groups=[]
+    )
     runner.attn_groups = []
-    runner.cudagraph_manager = ModelCudaGraphManager(config, device, CUDAGraphMode.NONE,
-                                                     runner.decode_query_len)
+    runner.cudagraph_manager = ModelCudaGraphManager(config, device, CUDAGraphMode.NONE, runner.decode_query_len)
     if runner.speculator is not None:
         steps = runner.num_speculative_steps
 
@@ -346,12 +350,17 @@ def _build_v1(cfg: Config, config, model):
     runner._preprocess = recorded_preprocess
     block_size = cfg.block_size
     runner.kv_cache_config = KVCacheConfig(
-        num_blocks=env.Shape.of(cfg, clamp=False).num_blocks, kv_cache_tensors=[],
-        kv_cache_groups=[KVCacheGroupSpec(["layer"], FullAttentionSpec(
-            block_size=block_size, num_kv_heads=1, head_size=1, dtype=torch.float32))],
+        num_blocks=env.Shape.of(cfg, clamp=False).num_blocks,
+        kv_cache_tensors=[],
+        kv_cache_groups=[
+            KVCacheGroupSpec(
+                ["layer"], FullAttentionSpec(block_size=block_size, num_kv_heads=1, head_size=1, dtype=torch.float32)
+            )
+        ],
     )
     runner.attn_groups = [[]]
     if getattr(runner, "drafter", None) is not None:
+
         def propose(num_speculative_tokens, num_tokens_no_spec, *args, **kwargs):
             """The drafter's proposal: placeholders, all valid; the target writes the real drafts."""
             batch = num_tokens_no_spec.shape[0]
@@ -422,8 +431,10 @@ class RealRunnerTarget(VllmTarget):
         except Exception as exc:  # noqa: BLE001 - whatever the runner raises ends the case, reported
             where = _runner_site(exc)
             self.ended = f"schedule: the model runner raised {type(exc).__name__} at {where}"
-            return {"error": f"the model runner raised {type(exc).__name__} at {where}: {exc}",
-                    "num_scheduled_tokens": dict(out.num_scheduled_tokens)}
+            return {
+                "error": f"the model runner raised {type(exc).__name__} at {where}: {exc}",
+                "num_scheduled_tokens": dict(out.num_scheduled_tokens),
+            }
         if dict(out.num_scheduled_tokens) != sent["num_scheduled_tokens"]:
             raise AssertionError("the runner changed the scheduler's SchedulerOutput")  # copied in execute_model
         returns = {}
@@ -441,8 +452,9 @@ class RealRunnerTarget(VllmTarget):
             "num_scheduled_tokens": dict(out.num_scheduled_tokens),
             "spec": {k: len(v) for k, v in out.scheduled_spec_decode_tokens.items()},
             "runner_returns": {r: len(t) for r, t in returns.items()},
-            "model_returns": {r: result.state[("q_sampled", result.state[("queue_len",)] - 1, r)]
-                              for r in range(cfg.requests)},
+            "model_returns": {
+                r: result.state[("q_sampled", result.state[("queue_len",)] - 1, r)] for r in range(cfg.requests)
+            },
             "runner": measured,
         }
         mismatches = self._runner_claims(result, measured)
@@ -463,15 +475,19 @@ class RealRunnerTarget(VllmTarget):
             row = rows[r]
             if self.cfg.is_v2:
                 if seen["start"] != row["num_computed"]:
-                    out.append(f"r{r}: the runner started at position {seen['start']}, the model's slot count "
-                               f"is {row['num_computed']}")
+                    out.append(
+                        f"r{r}: the runner started at position {seen['start']}, the model's slot count "
+                        f"is {row['num_computed']}"
+                    )
             else:
                 first_draft = seen["sched_start"] + seen["sched_length"] - seen["spec"]
                 fed = any(q < first_draft for q in seen["placeholder_at"])
                 if fed != bool(row["placeholder_input"]):
-                    out.append(f"r{r}: the runner {'fed' if fed else 'did not feed'} a placeholder id at a "
-                               f"non-draft position ({seen['placeholder_at']}); the model says it "
-                               f"{'does' if row['placeholder_input'] else 'does not'}")
+                    out.append(
+                        f"r{r}: the runner {'fed' if fed else 'did not feed'} a placeholder id at a "
+                        f"non-draft position ({seen['placeholder_at']}); the model says it "
+                        f"{'does' if row['placeholder_input'] else 'does not'}"
+                    )
         return out
 
     def _deliver(self, args, result) -> dict:
@@ -528,8 +544,12 @@ class RealRunnerTarget(VllmTarget):
         tokens = {}
         for req_id in out.num_scheduled_tokens:
             tokens[req_id] = list(self.requests[_index(req_id)].all_token_ids)
-        return {"num_scheduled_tokens": dict(out.num_scheduled_tokens), "c0": c0, "tokens": tokens,
-                "spec": {k: len(v) for k, v in out.scheduled_spec_decode_tokens.items()}}
+        return {
+            "num_scheduled_tokens": dict(out.num_scheduled_tokens),
+            "c0": c0,
+            "tokens": tokens,
+            "spec": {k: len(v) for k, v in out.scheduled_spec_decode_tokens.items()},
+        }
 
     def _write_drafts(self, out, args) -> None:
         """The drafter's proposal for this step (ours): SAMPLED_ID for the `accepted`
@@ -604,8 +624,10 @@ class RealRunnerTarget(VllmTarget):
             assert prefill_len is states.prefill_len.gpu
             return real(num_sampled, seq_lens, cu_num_logits, idx_mapping, states.total_len.gpu)
 
-        with _patched(sampler_module, "get_num_sampled_and_rejected", live), \
-                _patched(rejection_module, "get_num_sampled_and_rejected", live):
+        with (
+            _patched(sampler_module, "get_num_sampled_and_rejected", live),
+            _patched(rejection_module, "get_num_sampled_and_rejected", live),
+        ):
             yield
 
     def _check_realisable(self, args, result, returns, measured) -> None:
@@ -628,14 +650,17 @@ class RealRunnerTarget(VllmTarget):
             if drafts[:accepted] != [SAMPLED_ID] * accepted:
                 why.append(f"it fed {drafts} at the draft positions, not the drafter's proposal")
             if seen.get("prefill_len") is not None and seen["start"] + seen["length"] - 1 - ks < seen["prefill_len"]:
-                why.append(f"the step's first logit position {seen['start'] + seen['length'] - 1 - ks} is below "
-                           f"prefill_len {seen['prefill_len']}, so gather_draft_sampled turns the drafts into -1")
+                why.append(
+                    f"the step's first logit position {seen['start'] + seen['length'] - 1 - ks} is below "
+                    f"prefill_len {seen['prefill_len']}, so gather_draft_sampled turns the drafts into -1"
+                )
             if why:
                 raise UnrealisablePick(
                     f"{req_id}: the trace accepts {accepted} of {ks} draft(s), but the runner's drafts there are "
                     f"placeholders ({'; '.join(why)}): vLLM's rejection sampler rejects them whatever the "
                     f"forward pass predicts, and returns {len(returns.get(r, ()))} token(s), not "
-                    f"{result.state[('q_sampled', pos, r)]}")
+                    f"{result.state[('q_sampled', pos, r)]}"
+                )
 
     # ---------------------------------------------------------------- measuring
     def _batch_layout(self) -> tuple[list[str], list[int]]:
@@ -644,8 +669,10 @@ class RealRunnerTarget(VllmTarget):
             batch = self.runner.execute_model_state.input_batch
             return list(batch.req_ids), [int(x) for x in batch.query_start_loc_np[: batch.num_reqs + 1]]
         num_reqs = self.runner.input_batch.num_reqs
-        return (list(self.runner.input_batch.req_ids[:num_reqs]),
-                [int(x) for x in self.runner.query_start_loc.np[: num_reqs + 1]])
+        return (
+            list(self.runner.input_batch.req_ids[:num_reqs]),
+            [int(x) for x in self.runner.query_start_loc.np[: num_reqs + 1]],
+        )
 
     def _measure(self, sent: dict, batch, fed: list) -> dict:
         """Per scheduled request: the positions and input ids the runner fed, against
@@ -682,8 +709,9 @@ class RealRunnerTarget(VllmTarget):
             }
             if self.cfg.is_v2:
                 slot = self.runner.req_states.req_id_to_index.get(req_id)
-                found[req_id]["prefill_len"] = (int(self.runner.req_states.prefill_len.gpu[slot])
-                                                if slot is not None else None)
+                found[req_id]["prefill_len"] = (
+                    int(self.runner.req_states.prefill_len.gpu[slot]) if slot is not None else None
+                )
         return found
 
     # ---------------------------------------------------------------- project
@@ -780,8 +808,9 @@ def preflight() -> str:
         except TargetUnavailable:
             raise
         except Exception as exc:  # noqa: BLE001
-            raise vllm_tree.TreeError(vllm_tree.import_failure(t, exc, f"cannot run vLLM's {runner} model runner")) \
-                from exc
+            raise vllm_tree.TreeError(
+                vllm_tree.import_failure(t, exc, f"cannot run vLLM's {runner} model runner")
+            ) from exc
         if outcome.observed.get("error"):
             raise vllm_tree.TreeError(f"{t.title} cannot run vLLM's {runner} model runner: {outcome.observed['error']}")
     return f"{t.title}: V1 and V2 model runners run on CPU (Triton interpreter)"

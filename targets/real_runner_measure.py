@@ -128,11 +128,24 @@ def observe(cfg: Config, init: dict, steps: list, target, where: str) -> list[Ob
                 ks = result.state[("q_spec", pos, r)]
                 step[r] = (state[("epoch", r)], ks, accepted, sampled > 0)
                 now[r] = (seen["start"], seen["sched_length"], ks, accepted, sampled > 0)
-                pend = sum(f[r][1] - f[r][2] for f in flights
-                           if r in f and f[r][3] and f[r][0] == state[("epoch", r)])
-                out.append(Obs(f"{where} step {index + 1}", cfg, r, dict(state), dict(result.state),
-                               rows[r] if rows else None, seen, pend, last.get(r), r in kv_since, r in stale_since,
-                               entered_at.get(r, 0), list(done)))
+                pend = sum(f[r][1] - f[r][2] for f in flights if r in f and f[r][3] and f[r][0] == state[("epoch", r)])
+                out.append(
+                    Obs(
+                        f"{where} step {index + 1}",
+                        cfg,
+                        r,
+                        dict(state),
+                        dict(result.state),
+                        rows[r] if rows else None,
+                        seen,
+                        pend,
+                        last.get(r),
+                        r in kv_since,
+                        r in stale_since,
+                        entered_at.get(r, 0),
+                        list(done),
+                    )
+                )
             if now:
                 last = {r: v for r, v in now.items() if v[4]}
             flights.append(step)
@@ -213,46 +226,100 @@ V2 = lambda o: o.cfg.is_v2  # noqa: E731
 SAMPLED = 11  # the stub forward pass's token (real_runner.SAMPLED_ID)
 
 CONDITIONS: tuple[Condition, ...] = (
-    Condition("contiguous", "every runner feeds positions start, start+1, ..., start+n-1 (n the scheduler's)",
-              lambda o: True, lambda o: o.seen["contiguous"] and o.seen["length"] == o.n),
-    Condition("v2-start", "V2: start = g, the slot's num_computed after add_requests (v2_num_computed[r] as the "
-              "step's row reads it)", V2, lambda o: o.start == o.row["num_computed"]),
-    Condition("v1-start", "V1: start = last.start + 1 + last.accepted if r stays in the batch and had drafts in "
-              "its last step (async spec decode), else c0", V1, lambda o: o.start == _v1_start(o)),
-    Condition("positions-agree", "start = c0 - pend (the scheduler's positions, net of in-flight rejections)",
-              lambda o: True, lambda o: o.start == o.c0 - o.pend),
-    Condition("v2-disagree-only-after-kv-or-stale", "V2: g != c0 - pend only after a KV-load failure rolled r back "
-              "since its slot was written, or when that write was a stale read", V2,
-              lambda o: o.row["num_computed"] == o.c0 - o.pend or o.kv_since_add or o.stale_since_add),
-    Condition("v2-kv-disagrees", "V2: a KV-load failure since the slot was written leaves g > c0 - pend",
-              lambda o: V2(o) and o.kv_since_add and not o.stale_since_add,
-              lambda o: o.row["num_computed"] > o.c0 - o.pend),
-    Condition("v1-disagree-only-after-kv", "V1: start != c0 - pend only after a KV-load failure rolled r back "
-              "while it stayed in the batch, with drafts in its last step", V1,
-              lambda o: o.start == o.c0 - o.pend or (o.kv_since_add and _stays(o) and o.last[2] > 0)),
-    Condition("v1-inputs", "V1 (positions as the scheduler's): the ids fed are _v1_inputs", lambda o: V1(o) and o.start == o.c0,
-              lambda o: _same(o.seen["fed_ids"], _v1_inputs(o))),
-    Condition("v1-nondraft-placeholder-only-after-kv", "V1: -1 at a non-draft position only after a KV-load "
-              "failure rolled r back since it entered the batch", V1,
-              lambda o: not _nondraft_placeholders(o) or o.kv_since_add),
-    Condition("v1-draft-placeholders-iff-not-stays", "V1: its drafts are fed as -1 iff ks > 0 and r does not stay "
-              "(admitted, not in the batch before, or not sampled in the last non-empty step)", V1,
-              lambda o: (o.ks > 0 and not _stays(o)) == any(p >= o.c0 + o.n - o.ks for p in o.seen["placeholder_at"])),
-    Condition("v1-wrong-only-after-kv", "V1: an id other than the scheduler's token (below T) only after a KV-load "
-              "failure rolled r back since it entered the batch", V1,
-              lambda o: not o.seen["wrong_at"] or o.kv_since_add),
+    Condition(
+        "contiguous",
+        "every runner feeds positions start, start+1, ..., start+n-1 (n the scheduler's)",
+        lambda o: True,
+        lambda o: o.seen["contiguous"] and o.seen["length"] == o.n,
+    ),
+    Condition(
+        "v2-start",
+        "V2: start = g, the slot's num_computed after add_requests (v2_num_computed[r] as the step's row reads it)",
+        V2,
+        lambda o: o.start == o.row["num_computed"],
+    ),
+    Condition(
+        "v1-start",
+        "V1: start = last.start + 1 + last.accepted if r stays in the batch and had drafts in "
+        "its last step (async spec decode), else c0",
+        V1,
+        lambda o: o.start == _v1_start(o),
+    ),
+    Condition(
+        "positions-agree",
+        "start = c0 - pend (the scheduler's positions, net of in-flight rejections)",
+        lambda o: True,
+        lambda o: o.start == o.c0 - o.pend,
+    ),
+    Condition(
+        "v2-disagree-only-after-kv-or-stale",
+        "V2: g != c0 - pend only after a KV-load failure rolled r back "
+        "since its slot was written, or when that write was a stale read",
+        V2,
+        lambda o: o.row["num_computed"] == o.c0 - o.pend or o.kv_since_add or o.stale_since_add,
+    ),
+    Condition(
+        "v2-kv-disagrees",
+        "V2: a KV-load failure since the slot was written leaves g > c0 - pend",
+        lambda o: V2(o) and o.kv_since_add and not o.stale_since_add,
+        lambda o: o.row["num_computed"] > o.c0 - o.pend,
+    ),
+    Condition(
+        "v1-disagree-only-after-kv",
+        "V1: start != c0 - pend only after a KV-load failure rolled r back "
+        "while it stayed in the batch, with drafts in its last step",
+        V1,
+        lambda o: o.start == o.c0 - o.pend or (o.kv_since_add and _stays(o) and o.last[2] > 0),
+    ),
+    Condition(
+        "v1-inputs",
+        "V1 (positions as the scheduler's): the ids fed are _v1_inputs",
+        lambda o: V1(o) and o.start == o.c0,
+        lambda o: _same(o.seen["fed_ids"], _v1_inputs(o)),
+    ),
+    Condition(
+        "v1-nondraft-placeholder-only-after-kv",
+        "V1: -1 at a non-draft position only after a KV-load failure rolled r back since it entered the batch",
+        V1,
+        lambda o: not _nondraft_placeholders(o) or o.kv_since_add,
+    ),
+    Condition(
+        "v1-draft-placeholders-iff-not-stays",
+        "V1: its drafts are fed as -1 iff ks > 0 and r does not stay "
+        "(admitted, not in the batch before, or not sampled in the last non-empty step)",
+        V1,
+        lambda o: (o.ks > 0 and not _stays(o)) == any(p >= o.c0 + o.n - o.ks for p in o.seen["placeholder_at"]),
+    ),
+    Condition(
+        "v1-wrong-only-after-kv",
+        "V1: an id other than the scheduler's token (below T) only after a KV-load "
+        "failure rolled r back since it entered the batch",
+        V1,
+        lambda o: not o.seen["wrong_at"] or o.kv_since_add,
+    ),
     Condition("v2-no-placeholder", "V2 never feeds -1", V2, lambda o: not o.seen["placeholder_at"]),
     # the spec's two runner properties, as the model predicts them step by step, against
     # what the real runner did: a difference means the model is wrong about the runner
-    Condition("spec-positions-agree", "V2: the model's positions-agree (slot count = c - pending rejections, "
-              "spec/scheduler.py) holds exactly when the real runner started at c0 - pend", V2,
-              lambda o: _model_positions_agree(o) == (o.start == o.c0 - o.pend)),
-    Condition("spec-no-placeholder-input", "V1: the model's no-placeholder-input (spec/runners.py v1_decide) is "
-              "violated exactly when the real runner fed -1 at a non-draft position", V1,
-              lambda o: bool(o.row["placeholder_input"]) == bool(_nondraft_placeholders(o))),
-    Condition("v2-inputs-right-unless-misplaced", "V2: an input id other than the scheduler's token only when "
-              "g != c0 - pend or the slot was read stale", V2,
-              lambda o: not o.seen["wrong_at"] or o.row["num_computed"] != o.c0 - o.pend or o.stale_since_add),
+    Condition(
+        "spec-positions-agree",
+        "V2: the model's positions-agree (slot count = c - pending rejections, "
+        "spec/scheduler.py) holds exactly when the real runner started at c0 - pend",
+        V2,
+        lambda o: _model_positions_agree(o) == (o.start == o.c0 - o.pend),
+    ),
+    Condition(
+        "spec-no-placeholder-input",
+        "V1: the model's no-placeholder-input (spec/runners.py v1_decide) is "
+        "violated exactly when the real runner fed -1 at a non-draft position",
+        V1,
+        lambda o: bool(o.row["placeholder_input"]) == bool(_nondraft_placeholders(o)),
+    ),
+    Condition(
+        "v2-inputs-right-unless-misplaced",
+        "V2: an input id other than the scheduler's token only when g != c0 - pend or the slot was read stale",
+        V2,
+        lambda o: not o.seen["wrong_at"] or o.row["num_computed"] != o.c0 - o.pend or o.stale_since_add,
+    ),
 )
 
 
@@ -327,25 +394,45 @@ def report(result, conds=None) -> str:
         lines.append(f"     {c.statement}")
         if f:
             o = result["first"][c.name]
-            lines.append(f"     first failure: {o.where}, r{o.r}: runner {_brief(o.seen)}, pend {o.pend}, "
-                         f"last {o.last}, kv_since_add {o.kv_since_add}, entered_at {o.entered_at}")
-            lines.append(f"     state: " + ", ".join(f"{k[0]}={v}" for k, v in o.before.items()
-                                                     if len(k) == 2 and k[1] == o.r and not k[0].startswith("q_")))
+            lines.append(
+                f"     first failure: {o.where}, r{o.r}: runner {_brief(o.seen)}, pend {o.pend}, "
+                f"last {o.last}, kv_since_add {o.kv_since_add}, entered_at {o.entered_at}"
+            )
+            lines.append(
+                "     state: "
+                + ", ".join(
+                    f"{k[0]}={v}"
+                    for k, v in o.before.items()
+                    if len(k) == 2 and k[1] == o.r and not k[0].startswith("q_")
+                )
+            )
             lines.append(f"     trace: {o.trace}")
     return "\n".join(lines)
 
 
 def _brief(seen: dict) -> str:
-    keys = ("start", "length", "sched_start", "sched_length", "spec", "known_tokens", "placeholder_at", "wrong_at",
-            "prefill_len")
+    keys = (
+        "start",
+        "length",
+        "sched_start",
+        "sched_length",
+        "spec",
+        "known_tokens",
+        "placeholder_at",
+        "wrong_at",
+        "prefill_len",
+    )
     return str({k: seen[k] for k in keys if k in seen}) + f" fed {seen['fed_ids'][:24]}"
 
 
 def main(argv=None) -> int:
     from targets import fuzz, vllm_env
 
-    ap = argparse.ArgumentParser(prog="python -m targets.real_runner_measure", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        prog="python -m targets.real_runner_measure",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     ap.add_argument("--vllm", default=None)
     ap.add_argument("--cases", type=int, default=50, help="fuzz traces per preset (0: generated cases only)")
     ap.add_argument("--config", action="append", help="fuzz presets (default: all)")

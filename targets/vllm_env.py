@@ -166,9 +166,9 @@ def load() -> SimpleNamespace:
 def _import(t: Tree) -> SimpleNamespace:
     vllm_tree.prepare(t)
     try:
-        from kernels import runtime  # noqa: F401  (TRITON_INTERPRET before `import vllm` imports triton)
-
         import vllm.logger  # noqa: F401  (configures the "vllm" logger first)
+
+        from kernels import runtime  # noqa: F401  (TRITON_INTERPRET before `import vllm` imports triton)
 
         logging.getLogger("vllm").setLevel(logging.ERROR)
         _enable_triton()
@@ -249,9 +249,11 @@ def preflight() -> str:
     Raises TargetUnavailable with one line (cause and fix) on any failure."""
     load()
     t = tree()
-    for cfg in (Config("preflight-v1", runner="v1", requests=1),
-                Config("preflight-v2", runner="v2", requests=1),
-                Config("preflight-v2-pp2", runner="v2", requests=1, pp=2)):
+    for cfg in (
+        Config("preflight-v1", runner="v1", requests=1),
+        Config("preflight-v2", runner="v2", requests=1),
+        Config("preflight-v2-pp2", runner="v2", requests=1, pp=2),
+    ):
         try:
             new_scheduler(cfg)
         except Exception as exc:
@@ -301,8 +303,9 @@ class Shape:
 
     @classmethod
     def of(cls, cfg: Config, clamp: bool, guard: bool = False) -> "Shape":
-        return cls(cfg.requests, cfg.block_size, cfg.long_prefill_threshold,
-                   cfg.spec_tokens, cfg.pp, clamp, cfg.is_v2, guard)
+        return cls(
+            cfg.requests, cfg.block_size, cfg.long_prefill_threshold, cfg.spec_tokens, cfg.pp, clamp, cfg.is_v2, guard
+        )
 
     @property
     def scheduler_cls(self) -> str | None:
@@ -397,7 +400,9 @@ def new_scheduler(cfg: Config, clamp: bool = False, guard: bool | None = None):
             V.KVCacheGroupSpec(
                 ["layer"],
                 V.FullAttentionSpec(
-                    block_size=shape.block_size, num_kv_heads=1, head_size=1,
+                    block_size=shape.block_size,
+                    num_kv_heads=1,
+                    head_size=1,
                     dtype=V.torch.float32,
                 ),
             )

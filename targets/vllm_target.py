@@ -62,9 +62,16 @@ SHOW_TRACEBACK = os.environ.get("SHOW_VLLM_TRACEBACK", "") not in ("", "0")
 
 # the per-request variables vLLM's Request exposes (spec/vocabulary.py names)
 REQUEST_VARS = (
-    "status", "num_prompt_tokens", "num_tokens", "num_computed_tokens",
-    "num_output_placeholders", "num_in_flight_tokens", "num_stale_output_tokens",
-    "drop_stale_output", "is_prefill_chunk", "num_spec_tokens",
+    "status",
+    "num_prompt_tokens",
+    "num_tokens",
+    "num_computed_tokens",
+    "num_output_placeholders",
+    "num_in_flight_tokens",
+    "num_stale_output_tokens",
+    "drop_stale_output",
+    "is_prefill_chunk",
+    "num_spec_tokens",
 )
 STREAM_VARS = ("resumable", "pending_update", "pending_update_len")
 QUEUE_VARS = ("q_scheduled", "q_spec", "q_order", "q_admitted")
@@ -141,13 +148,18 @@ class VllmTarget:
         """A loaded tree plays the arms of the profile it is checked against, one clamp arm
         per target."""
         if cfg.profile != self.tree.profile:
-            return (f"this run loads {self.tree.title} (profile {self.tree.profile}); the "
-                    f"{cfg.profile} arm runs with --vllm={cfg.prof.release}"
-                    if not cfg.prof.historical else
-                    f"no vLLM tree implements the historical profile {cfg.profile}")
+            return (
+                f"this run loads {self.tree.title} (profile {self.tree.profile}); the "
+                f"{cfg.profile} arm runs with --vllm={cfg.prof.release}"
+                if not cfg.prof.historical
+                else f"no vLLM tree implements the historical profile {cfg.profile}"
+            )
         if (cfg.guard != "none") != self.guard_option:
-            return (f"{self.name} runs the step-reservation guard's arms" if self.guard_option
-                    else f"{self.name} does not run the guard's arms (vllm-guard does)")
+            return (
+                f"{self.name} runs the step-reservation guard's arms"
+                if self.guard_option
+                else f"{self.name} does not run the guard's arms (vllm-guard does)"
+            )
         if self.clamp_option is not None and cfg.clamp != self.clamp_option:
             return f"{self.name} runs the clamp-{'on' if self.clamp_option else 'off'} arm"
         return None
@@ -192,10 +204,11 @@ class VllmTarget:
                 traceback.print_exception(exc)
             if name is None:
                 # an assert the contract does not name: report it as an error
-                return Outcome(detail=f"unknown AssertionError at {where}: {exc}",
-                               observed={"error": f"AssertionError at {where}", "assert_site": site})
-            return Outcome(fired=name, detail=f"vLLM's assert fired at {where}",
-                           observed={"assert_site": site})
+                return Outcome(
+                    detail=f"unknown AssertionError at {where}: {exc}",
+                    observed={"error": f"AssertionError at {where}", "assert_site": site},
+                )
+            return Outcome(fired=name, detail=f"vLLM's assert fired at {where}", observed={"assert_site": site})
         except RuntimeError as exc:
             if isinstance(exc, CaseEnded):
                 raise
@@ -206,8 +219,9 @@ class VllmTarget:
             if event != "reset_prefix_cache":
                 self.ended = f"{event}: {type(exc).__name__}"
             self.model_state = result.state
-            return Outcome(detail=f"vLLM raised {type(exc).__name__}: {exc}",
-                           observed={"error": f"{type(exc).__name__}: {exc}"})
+            return Outcome(
+                detail=f"vLLM raised {type(exc).__name__}: {exc}", observed={"error": f"{type(exc).__name__}: {exc}"}
+            )
         self.model_state = result.state
         return Outcome(observed=observed)
 
@@ -305,9 +319,7 @@ class VllmTarget:
                 out[("resumable", r)] = bool(req.resumable)
                 out[("pending_update", r)] = len(queue) > 0
                 first = queue[0] if queue else None
-                out[("pending_update_len", r)] = (
-                    len(first.prompt_token_ids or ()) if first is not None else 0
-                )
+                out[("pending_update_len", r)] = len(first.prompt_token_ids or ()) if first is not None else 0
             if cfg.is_v2 and cfg.pp > 1:
                 out[("next_decode_eligible_step", r)] = req.next_decode_eligible_step
             if cfg.clamp and self.clamp:
@@ -329,9 +341,7 @@ class VllmTarget:
                 rid = _rid(r)
                 n = so.num_scheduled_tokens.get(rid, 0) if so is not None else 0
                 out[("q_scheduled", i, r)] = n
-                out[("q_spec", i, r)] = (
-                    len(so.scheduled_spec_decode_tokens.get(rid, ())) if so is not None else 0
-                )
+                out[("q_spec", i, r)] = len(so.scheduled_spec_decode_tokens.get(rid, ())) if so is not None else 0
                 out[("q_order", i, r)] = order.index(rid) if rid in order else 0
                 out[("q_admitted", i, r)] = rid in admitted
         return out

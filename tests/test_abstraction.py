@@ -36,16 +36,29 @@ from targets.fuzz import Limits, random_trace
 
 # what the abstraction does not keep: orders, ranks and slot numbers only decide what
 # the others do to the focal request, which is a pick there
-NOT_PROJECTED = {"running_rank", "waiting_rank", "next_running_rank", "waiting_front", "waiting_back",
-                 "q_order", "v2_slot", "v2_free", "v2_num_free",
-                 "v2_left_prefill_len", "v2_left_num_computed", "v2_left_total_len"}
+NOT_PROJECTED = {
+    "running_rank",
+    "waiting_rank",
+    "next_running_rank",
+    "waiting_front",
+    "waiting_back",
+    "q_order",
+    "v2_slot",
+    "v2_free",
+    "v2_num_free",
+    "v2_left_prefill_len",
+    "v2_left_num_computed",
+    "v2_left_total_len",
+}
 
 ALL = frozenset({"preempt", "preempt-drop", "reset", "stream", "abort", "kvfail"})
 CONFIGS = [
     Config("v1-all", runner="v1", events=ALL, spec_tokens=None),
     Config("v2-all", runner="v2", events=ALL, spec_tokens=None),
     Config("v2-live-thr", runner="v2-live", events=ALL, spec_tokens=None, long_prefill_threshold=3),
-    Config("v2-faults", runner="v2", events=ALL, spec_tokens=None, faults=frozenset({"stale-slot-read", "over-delivery"})),
+    Config(
+        "v2-faults", runner="v2", events=ALL, spec_tokens=None, faults=frozenset({"stale-slot-read", "over-delivery"})
+    ),
     Config("v2-pp2", runner="v2", events=ALL, spec_tokens=None, pp=2),
     Config("v1-033-clamp", runner="v1", events=ALL, spec_tokens=None, profile="vllm-0.33.0", clamp=True),
 ]
@@ -137,7 +150,8 @@ def check_trace(cfg: Config, init: dict, steps: list) -> int:
             for ckey, akey in projection(cfg, r).items():
                 assert step.state[akey] == result.state[ckey], (
                     f"{cfg.name}: step {checked} {event} {named}: r{r} {ckey} concrete {result.state[ckey]} "
-                    f"abstract {step.state[akey]}")
+                    f"abstract {step.state[akey]}"
+                )
         missed = set(result.failed()) - seen_violations
         if result.fired and "scheduled-tokens-positive" in seen_violations:
             missed = set()  # see simulation_counterexample: the proofs claim that property too
@@ -166,7 +180,9 @@ def test_every_concrete_step_is_an_abstract_step_on_random_traces(cfg, requests)
 
 def _consts(cfg: Config, prefix: str) -> dict:
     sort = {int: z3.IntSort(), bool: z3.BoolSort()}
-    return {k: z3.Const(f"{prefix}{'.'.join(map(str, k))}", sort[d.sort]) for d in decls_for(cfg) for k in keys_of(d, cfg)}
+    return {
+        k: z3.Const(f"{prefix}{'.'.join(map(str, k))}", sort[d.sort]) for d in decls_for(cfg) for k in keys_of(d, cfg)
+    }
 
 
 def _args(event, cfg: Config, prefix: str) -> dict:
@@ -199,8 +215,10 @@ def simulation_counterexample(cfg: Config, event_name: str) -> z3.ModelRef | Non
         escapes += [a_post[akey] != post[ckey] for ckey, akey in projection(cfg, r).items()]
         for p, ok in a_effect.checks.items():
             violated_by.setdefault(p, []).append(z3.And(a_guard, z3.Not(_as_bool(ok))))
-    unseen = [z3.And(z3.Not(_as_bool(ok)), z3.Not(z3.Or(*violated_by.get(p, [z3.BoolVal(False)]))))
-              for p, ok in effect.checks.items()]
+    unseen = [
+        z3.And(z3.Not(_as_bool(ok)), z3.Not(z3.Or(*violated_by.get(p, [z3.BoolVal(False)]))))
+        for p, ok in effect.checks.items()
+    ]
     # a fatal step: every violation is seen by some request's abstract step, or an
     # earlier request's negative token count (which broke a later one's witness) makes
     # the abstraction violate scheduled-tokens-positive -- the proofs claim that too
@@ -232,8 +250,9 @@ def forgetful(monkeypatch):
     original = sch.rest_args
 
     def rest_args(cfg, *names):
-        return [Arg(a.name, a.sort, a.doc, a.over, a.lo, 0) if a.name == "rest_before" else a
-                for a in original(cfg, *names)]
+        return [
+            Arg(a.name, a.sort, a.doc, a.over, a.lo, 0) if a.name == "rest_before" else a for a in original(cfg, *names)
+        ]
 
     monkeypatch.setattr(sch, "rest_args", rest_args)
 

@@ -58,8 +58,10 @@ def result(tmp_path_factory) -> Path:
 @pytest.fixture
 def no_solving(monkeypatch):
     """Bad input must be refused before the matrix runs."""
+
     def refuse(*args, **kw):
         raise AssertionError("the matrix ran before the input was checked")
+
     monkeypatch.setattr(prove, "_run", refuse)
 
 
@@ -174,8 +176,14 @@ def _interrupt(result: Path, tmp_path: Path, sig: int, worker: bool) -> tuple[in
     out = tmp_path / "prove"
     shutil.copytree(result, out)
     before = (out / "summary.json").read_bytes()
-    proc = subprocess.Popen([PY, "-m", "model.prove", "--out", str(out), "--jobs", "1"], cwd=ROOT,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [PY, "-m", "model.prove", "--out", str(out), "--jobs", "1"],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
     def workers() -> list[int]:  # main -> forkserver -> worker: two levels down
         return [w for f in _descendants(proc.pid) for w in _descendants(f)]
 
@@ -257,11 +265,17 @@ def test_canceled_is_a_timeout_only_at_the_limit():
 
 
 def test_a_timeout_says_which_query_the_limit_and_how_to_raise_it():
-    cfg = Config(name="v1", runner="v1", requests=2, spec_tokens=1,
-                 events=frozenset({"preempt", "preempt-drop", "reset", "stream", "abort"}))
+    cfg = Config(
+        name="v1",
+        runner="v1",
+        requests=2,
+        spec_tokens=1,
+        events=frozenset({"preempt", "preempt-drop", "reset", "stream", "abort"}),
+    )
     with pytest.raises(SolverTimeout) as info:
-        KInduction(Encoding(cfg), timeout_ms=1).prove(["predicates-agree"],
-                                                       [(l.name, l.holds) for l in LEMMAS if l.applies(cfg)])
+        KInduction(Encoding(cfg), timeout_ms=1).prove(
+            ["predicates-agree"], [(lemma.name, lemma.holds) for lemma in LEMMAS if lemma.applies(cfg)]
+        )
     text = str(info.value)
     assert "timeout" in text and "v1" in text and "k-induction" in text and "predicates-agree" in text
     assert "0.001 s" in text and "--timeout" in text and "canceled" not in text
@@ -276,9 +290,19 @@ def test_prove_timeout_option_reports_timeouts_as_failures(tmp_path, capsys):
 # ------------------------------------------------------------------ command lines and the matrix
 
 
-@pytest.mark.parametrize("args", [["--jobs", "0"], ["--jobs", "-2"], ["--jobs", "two"],
-                                  ["--max-depth", "0"], ["--max-depth", "x"], ["--timeout", "0"],
-                                  ["--timeout", "soon"], ["--bogus"]])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--jobs", "0"],
+        ["--jobs", "-2"],
+        ["--jobs", "two"],
+        ["--max-depth", "0"],
+        ["--max-depth", "x"],
+        ["--timeout", "0"],
+        ["--timeout", "soon"],
+        ["--bogus"],
+    ],
+)
 def test_prove_nonsense_arguments_are_one_line(args, capsys, no_solving, tmp_path):
     assert prove.main([SMALL, "--out", str(tmp_path / "p"), *args]) == 2
     assert one_line(capsys.readouterr().err)
@@ -294,16 +318,19 @@ def test_a_configuration_named_twice_runs_once(tmp_path, capsys):
     assert summary["configs"] == [SMALL] and len(summary["results"]) == 1
 
 
-@pytest.mark.parametrize("field, value, says", [
-    ("clamp", "no", "clamp must be True or False"),
-    ("events", "kvfail", "not the string 'kvfail'"),
-    ("faults", "over-delivery", "not the string"),
-    ("requests", "2", "requests must be a whole number"),
-    ("spec_tokens", 1.5, "spec_tokens must be a whole number"),
-    ("max_budget", "8", "max_budget must be a whole number"),
-    ("prompt_lens", "16", "prompt_lens must be None or a tuple"),
-    ("expect", "proved", "expect must map"),
-])
+@pytest.mark.parametrize(
+    "field, value, says",
+    [
+        ("clamp", "no", "clamp must be True or False"),
+        ("events", "kvfail", "not the string 'kvfail'"),
+        ("faults", "over-delivery", "not the string"),
+        ("requests", "2", "requests must be a whole number"),
+        ("spec_tokens", 1.5, "spec_tokens must be a whole number"),
+        ("max_budget", "8", "max_budget must be a whole number"),
+        ("prompt_lens", "16", "prompt_lens must be None or a tuple"),
+        ("expect", "proved", "expect must map"),
+    ],
+)
 def test_a_matrix_entry_of_the_wrong_type_is_one_line(field, value, says, monkeypatch, tmp_path, capsys):
     import spec.matrix
 
@@ -342,11 +369,17 @@ def test_an_unknown_keyword_in_the_matrix_is_one_line(tmp_path, monkeypatch, cap
     assert one_line(err) and "spec/matrix.py line 3" in err and "colour" in err and "the fields are" in err
 
 
-@pytest.mark.parametrize("args, says", [
-    (["--config", "no-such-preset"], "unknown --config no-such-preset"),
-    (["--cases", "0"], "--cases"), (["--cases", "-5"], "--cases"), (["--cases", "many"], "--cases"),
-    (["--length", "0"], "--length"), (["--known", "bogus"], "unknown --known bogus"),
-])
+@pytest.mark.parametrize(
+    "args, says",
+    [
+        (["--config", "no-such-preset"], "unknown --config no-such-preset"),
+        (["--cases", "0"], "--cases"),
+        (["--cases", "-5"], "--cases"),
+        (["--cases", "many"], "--cases"),
+        (["--length", "0"], "--length"),
+        (["--known", "bogus"], "unknown --known bogus"),
+    ],
+)
 def test_fuzz_nonsense_is_one_line(args, says, capsys):
     from targets import fuzz
 
@@ -370,13 +403,16 @@ def _doc(result: Path, name: str = "placeholder-accounting") -> dict:
     return json.loads(_trace(result, name).read_text())
 
 
-@pytest.mark.parametrize("content, says", [
-    (b"[1, 2]", "top level of an ITF trace must be an object"),
-    (json.dumps({"#meta": {"kind": "witness"}, "states": [[1], [2]]}).encode(), "state 0 is a list"),
-    (b"\xff\xfe{}", "not UTF-8"),
-    (b"{not json", "not valid JSON"),
-    (json.dumps({"#meta": "x", "states": [{}]}).encode(), "'#meta' must be an object"),
-])
+@pytest.mark.parametrize(
+    "content, says",
+    [
+        (b"[1, 2]", "top level of an ITF trace must be an object"),
+        (json.dumps({"#meta": {"kind": "witness"}, "states": [[1], [2]]}).encode(), "state 0 is a list"),
+        (b"\xff\xfe{}", "not UTF-8"),
+        (b"{not json", "not valid JSON"),
+        (json.dumps({"#meta": "x", "states": [{}]}).encode(), "'#meta' must be an object"),
+    ],
+)
 def test_malformed_itf_is_one_line(content, says, tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(generate, "CASES", tmp_path / "cases")
     monkeypatch.setattr(generate, "USER_TRACES", tmp_path / "traces")
@@ -395,8 +431,11 @@ def test_a_trace_that_contradicts_the_spec_is_refused(result, tmp_path):
         state["num_output_placeholders"] = [99]
     bad = tmp_path / "p99.itf.json"
     bad.write_text(json.dumps(doc))
-    with pytest.raises(CaseError, match=r"state 0, the initial state: num_output_placeholders\[0\] "
-                                        r"is recorded as 99, the spec gives 0"):
+    with pytest.raises(
+        CaseError,
+        match=r"state 0, the initial state: num_output_placeholders\[0\] "
+        r"is recorded as 99, the spec gives 0",
+    ):
         build(bad)
     good = tmp_path / "good.itf.json"
     good.write_text(json.dumps(_doc(result)))
@@ -476,8 +515,12 @@ def test_generate_refuses_results_that_do_not_say_what_was_run(result, tmp_path,
 
 def test_stale_codegen_staging_is_cleaned(committed):
     parent, dead = committed.parent, dead_pid()
-    for name in (f".cases-staging-{dead}-abcd1234", ".cases-staging-efgh5678", ".cases-old",
-                 f".cases-staging-{os.getppid()}-live1234"):
+    for name in (
+        f".cases-staging-{dead}-abcd1234",
+        ".cases-staging-efgh5678",
+        ".cases-old",
+        f".cases-staging-{os.getppid()}-live1234",
+    ):
         (parent / name).mkdir()
     generate.clean_stale()
     assert sorted(p.name for p in parent.iterdir()) == [f".cases-staging-{os.getppid()}-live1234", "cases"]

@@ -70,12 +70,26 @@ def test_every_entry_covers_every_release_it_spans():
 def test_required_ids():
     """Ids other code refers to by name."""
     needed = {
-        "is-prefill-chunk", "reserve-placeholders", "delivery-decrement-0.32", "delivery-decrement-0.33",
-        "stop-trim-rolls-back-computed", "expect-empty-while-prefilling", "v1-discard-mask",
-        "v2-discard-kernel", "stale-drain", "resumable-stop-rollback", "admission-padding",
-        "padding-assert", "admission-tokens-positive", "delivery-tokens-positive", "running-zero-skip",
-        "preempt-zeroes-placeholders", "reset-preempts-drop-stale", "session-keep-computed",
-        "session-keep-end", "continuing-reqs-requeued",
+        "is-prefill-chunk",
+        "reserve-placeholders",
+        "delivery-decrement-0.32",
+        "delivery-decrement-0.33",
+        "stop-trim-rolls-back-computed",
+        "expect-empty-while-prefilling",
+        "v1-discard-mask",
+        "v2-discard-kernel",
+        "stale-drain",
+        "resumable-stop-rollback",
+        "admission-padding",
+        "padding-assert",
+        "admission-tokens-positive",
+        "delivery-tokens-positive",
+        "running-zero-skip",
+        "preempt-zeroes-placeholders",
+        "reset-preempts-drop-stale",
+        "session-keep-computed",
+        "session-keep-end",
+        "continuing-reqs-requeued",
     }
     assert needed <= set(CITS), sorted(needed - set(CITS))
 
@@ -103,7 +117,9 @@ def test_ref_formats_file_line_and_url():
     file, first, last, body = C.resolve("batch-queue-not-full", "0.32.0")
     assert (file, first, last) == ("v1/engine/core.py", 720, 720) and "assert" in body
     assert C.ref("batch-queue-not-full", "0.32.0") == (
-        "core.py:720", "https://github.com/vllm-project/vllm/blob/v0.32.0/vllm/v1/engine/core.py#L720")
+        "core.py:720",
+        "https://github.com/vllm-project/vllm/blob/v0.32.0/vllm/v1/engine/core.py#L720",
+    )
     with pytest.raises(KeyError, match="no citation"):
         C.resolve("no-such-citation", "0.32.0")
     with pytest.raises(KeyError, match="not in vLLM 0.33.0"):
@@ -252,7 +268,9 @@ def test_cli_reports_and_writes(tree32, tmp_path, capsys):
     rc = cite_check.main(["--vllm", str(root), "--release", "0.32.5", "--toml", str(toml), "--write"])
     text = toml.read_text()
     assert re.search(r'"0.32.0" = \d+\n"0.32.5" = \d+\n"0.33.0" = \d+', text), text
-    assert C.parse(tomllib.loads(text))["running-zero-skip"].lines["0.32.5"] == CITS["running-zero-skip"].lines["0.32.0"]
+    assert (
+        C.parse(tomllib.loads(text))["running-zero-skip"].lines["0.32.5"] == CITS["running-zero-skip"].lines["0.32.0"]
+    )
 
 
 def _subset_toml(text: str, keep: set[str]) -> str:
@@ -298,8 +316,12 @@ def _spec_sources() -> list[Path]:
 
 
 def test_every_reference_in_spec_resolves():
-    bad = [f"{Path(r.path).relative_to(ROOT)}:{r.line}: [{r.id}]"
-           for p in _spec_sources() for r in C.find_ids(p) if r.id not in CITS]
+    bad = [
+        f"{Path(r.path).relative_to(ROOT)}:{r.line}: [{r.id}]"
+        for p in _spec_sources()
+        for r in C.find_ids(p)
+        if r.id not in CITS
+    ]
     assert not bad, "references to citations not in spec/citations.toml:\n" + "\n".join(bad)
 
 

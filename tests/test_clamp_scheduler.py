@@ -47,7 +47,8 @@ def schedule(sched, budget: int):
 def deliver(sched, out, tokens: list[int]):
     ids = list(out.num_scheduled_tokens)
     runner_output = V.ModelRunnerOutput(
-        req_ids=ids, req_id_to_index={r: i for i, r in enumerate(ids)},
+        req_ids=ids,
+        req_id_to_index={r: i for i, r in enumerate(ids)},
         sampled_token_ids=[list(tokens) for _ in ids],
     )
     return sched.update_from_output(out, runner_output)
@@ -64,8 +65,13 @@ def test_loads_by_qualified_name_through_scheduler_cls():
 
 
 def test_loads_as_a_class_through_scheduler_cls():
-    sc = V.SchedulerConfig(max_num_seqs=1, max_num_batched_tokens=64, max_model_len=64,
-                           is_encoder_decoder=False, scheduler_cls=ClampAsyncScheduler)
+    sc = V.SchedulerConfig(
+        max_num_seqs=1,
+        max_num_batched_tokens=64,
+        max_model_len=64,
+        is_encoder_decoder=False,
+        scheduler_cls=ClampAsyncScheduler,
+    )
     assert sc.get_scheduler_cls() is ClampAsyncScheduler
     assert issubclass(ClampAsyncScheduler, V.AsyncScheduler)
 
@@ -175,11 +181,18 @@ def test_warns_once_per_process_and_logs_each_drop(monkeypatch):
 
 
 def test_clamp_arm_matches_the_model_on_the_seed_trigger():
-    cfg = Config("seed-clamp", profile=PROFILE, runner="v2", requests=1, clamp=True,
-                 faults=frozenset({"stale-slot-read"}))
-    steps = [("schedule", {"budget": 64, "stale_read": [True]}), ("schedule", {"budget": 64}),
-             ("deliver", {}), ("schedule", {"budget": 64}), ("deliver", {}),
-             ("schedule", {"budget": 64}), ("deliver", {})]
+    cfg = Config(
+        "seed-clamp", profile=PROFILE, runner="v2", requests=1, clamp=True, faults=frozenset({"stale-slot-read"})
+    )
+    steps = [
+        ("schedule", {"budget": 64, "stale_read": [True]}),
+        ("schedule", {"budget": 64}),
+        ("deliver", {}),
+        ("schedule", {"budget": 64}),
+        ("deliver", {}),
+        ("schedule", {"budget": 64}),
+        ("deliver", {}),
+    ]
     target = VllmTarget()  # follows cfg.clamp
     result = replay(cfg, {"prompt_len": [200]}, steps, target)
     assert result.fired is None
@@ -194,10 +207,16 @@ def test_clamp_does_not_cover_an_over_delivery_within_the_total_reservation():
     rejected drafts (sched:2124-2128, guarded by P > 0, not P >= rejected) take P to
     -1, the clamp keeps 0 tokens, and the assert at async_scheduler.py:71 still fires.
     Model and vLLM agree."""
-    cfg = Config("clamp-limit", profile=PROFILE, runner="v1", spec_tokens=2, clamp=True,
-                 faults=frozenset({"over-delivery"}))
-    steps = [("schedule", {"budget": 4, "extra": [0, 2]}), ("schedule", {"budget": 13}),
-             ("deliver", {}), ("schedule", {"budget": 1}), ("deliver", {})]
+    cfg = Config(
+        "clamp-limit", profile=PROFILE, runner="v1", spec_tokens=2, clamp=True, faults=frozenset({"over-delivery"})
+    )
+    steps = [
+        ("schedule", {"budget": 4, "extra": [0, 2]}),
+        ("schedule", {"budget": 13}),
+        ("deliver", {}),
+        ("schedule", {"budget": 1}),
+        ("deliver", {}),
+    ]
     result = replay(cfg, {"prompt_len": [3, 1]}, steps, VllmTarget())
     # 0.32.0 asserts; 0.33.0 skips the decrement once P <= 0 and leaves P at -1
     assert result.fired == {"0.32.0": "placeholders-nonnegative", "0.33.0": None}[RELEASE]

@@ -24,17 +24,26 @@ from targets.fuzz import KNOWN, PRESETS, ignore_known, random_trace  # noqa: E40
 from targets.harness import replay  # noqa: E402
 from targets.vllm_target import VllmTarget  # noqa: E402
 
-settings.register_profile("ci", max_examples=60, deadline=None, derandomize=True,
-                          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-settings.register_profile("fuzz", max_examples=2000, deadline=None,
-                          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+settings.register_profile(
+    "ci",
+    max_examples=60,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+settings.register_profile(
+    "fuzz", max_examples=2000, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
+)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 TARGET = VllmTarget()
 
 
-@given(name=st.sampled_from(sorted(PRESETS)), rng=st.randoms(use_true_random=False),
-       length=st.integers(min_value=5, max_value=40))
+@given(
+    name=st.sampled_from(sorted(PRESETS)),
+    rng=st.randoms(use_true_random=False),
+    length=st.integers(min_value=5, max_value=40),
+)
 def test_model_and_vllm_agree_on_random_traces(name, rng, length):
     cfg = PRESETS[name].with_(profile=vllm_env.tree().profile)
     init, steps, _ = random_trace(cfg, rng, length)

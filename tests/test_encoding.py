@@ -17,15 +17,38 @@ from spec.config import Config
 from spec.properties import PROPERTIES
 
 CONFIGS = [
-    Config(name="v1-all", runner="v1", requests=2, spec_tokens=1,
-           events=frozenset({"preempt", "preempt-drop", "reset", "stream", "abort", "kvfail"})),
-    Config(name="v2-faults", runner="v2", requests=2, spec_tokens=1, clamp=True,
-           events=frozenset({"preempt", "reset", "kvfail", "abort"}),
-           faults=frozenset({"stale-slot-read", "over-delivery"})),
-    Config(name="v2-live-pp2", runner="v2-live", requests=2, pp=2, long_prefill_threshold=3,
-           events=frozenset({"preempt-drop", "stream"})),
-    Config(name="h3", runner="v1", requests=1, spec_tokens=2, events=frozenset({"reset"}),
-           profile="h3-reset-discard-counter"),
+    Config(
+        name="v1-all",
+        runner="v1",
+        requests=2,
+        spec_tokens=1,
+        events=frozenset({"preempt", "preempt-drop", "reset", "stream", "abort", "kvfail"}),
+    ),
+    Config(
+        name="v2-faults",
+        runner="v2",
+        requests=2,
+        spec_tokens=1,
+        clamp=True,
+        events=frozenset({"preempt", "reset", "kvfail", "abort"}),
+        faults=frozenset({"stale-slot-read", "over-delivery"}),
+    ),
+    Config(
+        name="v2-live-pp2",
+        runner="v2-live",
+        requests=2,
+        pp=2,
+        long_prefill_threshold=3,
+        events=frozenset({"preempt-drop", "stream"}),
+    ),
+    Config(
+        name="h3",
+        runner="v1",
+        requests=1,
+        spec_tokens=2,
+        events=frozenset({"reset"}),
+        profile="h3-reset-discard-counter",
+    ),
 ]
 
 
@@ -34,7 +57,7 @@ def random_args(rng, event, cfg):
     for arg in event.args(cfg):
         count = cfg.requests if arg.over == ("req",) else None
 
-        def pick():
+        def pick(arg=arg):
             if rng.random() < 0.6:  # defaults keep most events enabled
                 return arg.fallback()
             if arg.sort is bool:
@@ -62,10 +85,11 @@ def test_encoding_agrees_with_interpreter_on_random_walks(cfg):
     enc = Encoding(cfg)
     names = list(it.events)
     checked_enabled = checked_disabled = 0
-    for walk in range(6):
-        state = it.initial(prompt_len=[rng.randint(1, 9) for _ in range(cfg.requests)],
-                           **({"resumable": [rng.random() < 0.5 for _ in range(cfg.requests)]}
-                              if cfg.has("stream") else {}))
+    for _walk in range(6):
+        state = it.initial(
+            prompt_len=[rng.randint(1, 9) for _ in range(cfg.requests)],
+            **({"resumable": [rng.random() < 0.5 for _ in range(cfg.requests)]} if cfg.has("stream") else {}),
+        )
         for _ in range(12):
             for _attempt in range(10):  # disabled picks are checked too, then another is drawn
                 name = rng.choice(names)

@@ -10,8 +10,15 @@ from spec.matrix import by_name
 from spec.vocabulary import Status
 
 SEED = "placeholders=-1 new_tokens=1 computed=8448 num_tokens=9119 prompt=9118 output=1 prefill_chunk=True"
-SEED_VALUES = {"placeholders": -1, "new_tokens": 1, "computed": 8448, "num_tokens": 9119, "prompt": 9118,
-               "output": 1, "prefill_chunk": True}
+SEED_VALUES = {
+    "placeholders": -1,
+    "new_tokens": 1,
+    "computed": 8448,
+    "num_tokens": 9119,
+    "prompt": 9118,
+    "output": 1,
+    "prefill_chunk": True,
+}
 
 
 def test_the_seed_log_line():
@@ -25,21 +32,26 @@ def test_a_json_object_and_spec_names():
 
 
 def test_a_request_repr():
-    text = ("Request(request_id='r0', status=<RequestStatus.RUNNING: 2>, num_output_placeholders=-1, "
-            "num_computed_tokens=8448, prompt_token_ids=[5, 5, 5], spec_token_ids=[], sampling_params=SamplingParams(n=1))")
+    text = (
+        "Request(request_id='r0', status=<RequestStatus.RUNNING: 2>, num_output_placeholders=-1, "
+        "num_computed_tokens=8448, prompt_token_ids=[5, 5, 5], spec_token_ids=[], sampling_params=SamplingParams(n=1))"
+    )
     values, ignored, form = cli.parse(text)
     assert values == {"status": Status.RUNNING, "placeholders": -1, "computed": 8448, "prompt": 3, "drafts": 0}
     assert set(ignored) == {"request_id", "sampling_params"} and form == "Request repr"
 
 
-@pytest.mark.parametrize("text, words", [
-    ("placeholder=-1", ["'placeholder'", "placeholders", "prefill_chunk"]),
-    ("computed=abc", ["'computed'", "whole number", "'abc'"]),
-    ("prefill_chunk=maybe", ["'prefill_chunk'", "True or False"]),
-    ("status=SLEEPING", ["'status'", "RUNNING"]),
-    ("computed", ["name=value"]),
-    ('{"placeholders": true}', ["'placeholders'", "whole number"]),
-])
+@pytest.mark.parametrize(
+    "text, words",
+    [
+        ("placeholder=-1", ["'placeholder'", "placeholders", "prefill_chunk"]),
+        ("computed=abc", ["'computed'", "whole number", "'abc'"]),
+        ("prefill_chunk=maybe", ["'prefill_chunk'", "True or False"]),
+        ("status=SLEEPING", ["'status'", "RUNNING"]),
+        ("computed", ["name=value"]),
+        ('{"placeholders": true}', ["'placeholders'", "whole number"]),
+    ],
+)
 def test_bad_fields_are_one_line_naming_the_field(text, words, capsys):
     assert cli.main([text, "--configs", "v1@0.32.0"]) == 2
     err = capsys.readouterr().err.strip()
@@ -74,8 +86,20 @@ def test_unknown_is_never_no():
 def test_the_command_ranks_mechanisms_and_writes_a_replayable_trace(tmp_path, capsys):
     from codegen.cases import build
 
-    code = cli.main([SEED, "--configs", "v2-kvfail@0.32.0", "v1@0.32.0", "--out", str(tmp_path),
-                     "--from", str(tmp_path / "none"), "--report", str(tmp_path / "none")])
+    code = cli.main(
+        [
+            SEED,
+            "--configs",
+            "v2-kvfail@0.32.0",
+            "v1@0.32.0",
+            "--out",
+            str(tmp_path),
+            "--from",
+            str(tmp_path / "none"),
+            "--report",
+            str(tmp_path / "none"),
+        ]
+    )
     out = capsys.readouterr().out
     assert code == 0
     assert "REACHED by 1 configuration(s)" in out and "PROVED UNREACHABLE in 1 configuration(s)" in out

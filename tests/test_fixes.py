@@ -28,11 +28,14 @@ def counterexample(cfg, prop, depth=10):
     return None
 
 
-@pytest.mark.parametrize("scenario,prop", [
-    ("guard-v1-faults@0.32.0", "counter-nonnegative"),
-    ("guard-v2-faults@0.33.0", "no-token-while-prefilling"),
-    ("guard-v2-faults@0.32.0", "counter-nonnegative"),
-])
+@pytest.mark.parametrize(
+    "scenario,prop",
+    [
+        ("guard-v1-faults@0.32.0", "counter-nonnegative"),
+        ("guard-v2-faults@0.33.0", "no-token-while-prefilling"),
+        ("guard-v2-faults@0.32.0", "counter-nonnegative"),
+    ],
+)
 def test_the_guard_minus_its_line_fails_what_it_proves(scenario, prop):
     (cfg,) = by_name([scenario])
     assert cfg.expect[prop] == "proved"

@@ -32,29 +32,54 @@ from fixes.check import check
 REPO = Path(__file__).resolve().parent.parent
 PAIRS = [(fix, release) for fix in trees.FIXES for release in trees.RELEASES]
 TOUCHES = {
-    "step-reservation-guard": {"vllm/v1/core/sched/output.py", "vllm/v1/core/sched/async_scheduler.py",
-                               "vllm/v1/core/sched/scheduler.py"},
-    "v2-recompute-rollback": {"vllm/v1/core/sched/output.py", "vllm/v1/core/sched/scheduler.py",
-                              "vllm/v1/worker/gpu/input_batch.py", "vllm/v1/worker/gpu/model_runner.py",
-                              "vllm/v1/worker/gpu/sample/sampler.py",
-                              "vllm/v1/worker/gpu/spec_decode/rejection_sampler.py",
-                              "vllm/v1/worker/gpu/ubatch_utils.py"},
+    "step-reservation-guard": {
+        "vllm/v1/core/sched/output.py",
+        "vllm/v1/core/sched/async_scheduler.py",
+        "vllm/v1/core/sched/scheduler.py",
+    },
+    "v2-recompute-rollback": {
+        "vllm/v1/core/sched/output.py",
+        "vllm/v1/core/sched/scheduler.py",
+        "vllm/v1/worker/gpu/input_batch.py",
+        "vllm/v1/worker/gpu/model_runner.py",
+        "vllm/v1/worker/gpu/sample/sampler.py",
+        "vllm/v1/worker/gpu/spec_decode/rejection_sampler.py",
+        "vllm/v1/worker/gpu/ubatch_utils.py",
+    },
 }
 MODULES = {
-    "step-reservation-guard": ["vllm.v1.core.sched.output", "vllm.v1.core.sched.scheduler",
-                               "vllm.v1.core.sched.async_scheduler"],
-    "v2-recompute-rollback": ["vllm.v1.core.sched.scheduler", "vllm.v1.worker.gpu.input_batch",
-                              "vllm.v1.worker.gpu.model_runner", "vllm.v1.worker.gpu.sample.sampler",
-                              "vllm.v1.worker.gpu.spec_decode.rejection_sampler", "vllm.v1.worker.gpu.ubatch_utils"],
+    "step-reservation-guard": [
+        "vllm.v1.core.sched.output",
+        "vllm.v1.core.sched.scheduler",
+        "vllm.v1.core.sched.async_scheduler",
+    ],
+    "v2-recompute-rollback": [
+        "vllm.v1.core.sched.scheduler",
+        "vllm.v1.worker.gpu.input_batch",
+        "vllm.v1.worker.gpu.model_runner",
+        "vllm.v1.worker.gpu.sample.sampler",
+        "vllm.v1.worker.gpu.spec_decode.rejection_sampler",
+        "vllm.v1.worker.gpu.ubatch_utils",
+    ],
 }
 # the cases each check replays here: those the fix acts on, and healthy paths it must not touch
 # (make fix-check runs every generated case; bench/results/fixes/ holds those results.
 # Here, within make test's time: a sample of the cases each fix acts on, of every kind,
 # and healthy paths it must leave alone.)
-GUARD_CASES = ",".join(("v2_kvfail__*", "v1_over_delivery__*", "v2_stale_slot__*", "guard_drops*",
-                        "v1__healthy_path", "v2__healthy_path", "v2_pp2__healthy_path"))
-ROLLBACK_CASES = ",".join(("v2_kvfail__*", "v2_stale_slot__*", "v2_rollback_live__*",
-                           "v2__healthy_path", "v2_pp2__healthy_path"))
+GUARD_CASES = ",".join(
+    (
+        "v2_kvfail__*",
+        "v1_over_delivery__*",
+        "v2_stale_slot__*",
+        "guard_drops*",
+        "v1__healthy_path",
+        "v2__healthy_path",
+        "v2_pp2__healthy_path",
+    )
+)
+ROLLBACK_CASES = ",".join(
+    ("v2_kvfail__*", "v2_stale_slot__*", "v2_rollback_live__*", "v2__healthy_path", "v2_pp2__healthy_path")
+)
 
 
 def _release_tree(release: str) -> Path:
@@ -87,8 +112,9 @@ def test_the_patch_applies_to_the_release_tree_and_compiles(built, fix, release)
     theirs = {p.relative_to(original).as_posix() for p in (original / "vllm").rglob("*.py")}
     ours = {p.relative_to(root).as_posix() for p in (root / "vllm").rglob("*.py")}
     assert ours == theirs
-    changed = [rel for rel in sorted(theirs - TOUCHES[fix])
-               if (root / rel).read_bytes() != (original / rel).read_bytes()]
+    changed = [
+        rel for rel in sorted(theirs - TOUCHES[fix]) if (root / rel).read_bytes() != (original / rel).read_bytes()
+    ]
     assert not changed
 
 
@@ -108,8 +134,10 @@ def test_the_patched_modules_import(built, fix, release):
     env.pop("VLLM", None)
     done = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-3000:]
-    field = {"step-reservation-guard": "num_reserved_output_placeholders",
-             "v2-recompute-rollback": "prefill_chunk_req_ids"}[fix]
+    field = {
+        "step-reservation-guard": "num_reserved_output_placeholders",
+        "v2-recompute-rollback": "prefill_chunk_req_ids",
+    }[fix]
     assert f"'{field}'" in done.stdout.splitlines()[-1]
 
 
@@ -133,16 +161,23 @@ def test_the_patch_applies_with_patch_too(tmp_path, fix, release):
         target = tmp_path / name
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(original / name, target)
-    done = subprocess.run(["patch", "-p1", "--forward", "--batch", "-i", str(trees.patch_path(fix, release))],
-                          cwd=tmp_path, capture_output=True, text=True)
+    done = subprocess.run(
+        ["patch", "-p1", "--forward", "--batch", "-i", str(trees.patch_path(fix, release))],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "offset" not in done.stdout and "fuzz" not in done.stdout, done.stdout
 
 
 @pytest.mark.parametrize("fix,release", PAIRS)
 def test_added_lines_fit_vllm_line_length(fix, release):
-    long = [line for line in trees.patch_path(fix, release).read_text().splitlines()
-            if line.startswith("+") and not line.startswith("+++") and len(line) - 1 > 88]
+    long = [
+        line
+        for line in trees.patch_path(fix, release).read_text().splitlines()
+        if line.startswith("+") and not line.startswith("+++") and len(line) - 1 > 88
+    ]
     assert not long
 
 
@@ -175,8 +210,9 @@ def _check_or_skip(fix: str, release: str, cases: str) -> dict:
     cannot = {k: r for k, r in report["details"].items() if r["exit"] == 4}
     if cannot:
         name, r = next(iter(cannot.items()))
-        pytest.skip(f"{fix} cannot run on vLLM's real code here ({name}): "
-                    + (r["output"].strip().splitlines() or ["?"])[-1])
+        pytest.skip(
+            f"{fix} cannot run on vLLM's real code here ({name}): " + (r["output"].strip().splitlines() or ["?"])[-1]
+        )
     return report
 
 
@@ -189,7 +225,11 @@ def test_the_guard_holds_on_the_patched_scheduler_and_fails_without_it(release):
     report = _check_or_skip("step-reservation-guard", release, GUARD_CASES)
     assert report["ok"], _explain(report)
     runs = report["runs"]
-    patched, unpatched, minus = runs["patched"]["summary"], runs["unpatched"]["summary"], runs["minus-no-cut"]["summary"]
+    patched, unpatched, minus = (
+        runs["patched"]["summary"],
+        runs["unpatched"]["summary"],
+        runs["minus-no-cut"]["summary"],
+    )
     assert patched["acts"] > 0 and patched["fails"] == 0
     assert unpatched["acts_and_fails"] == unpatched["acts"] == patched["acts"]
     assert minus["acts_and_fails"] > 0 and minus["quiet_and_holds"] == minus["arms"] - minus["acts"]

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from targets.harness import Divergence, replay_case, replay_command
-from targets.reference import ReferenceTarget
 from targets.protocol import Outcome
+from targets.reference import ReferenceTarget
 
 ROOT = Path(__file__).resolve().parent.parent
 CASE_FILE = ROOT / "generated_tests/cases/vllm_0_32_0/test_v2_kvfail__counter_nonnegative.py"
@@ -107,8 +107,7 @@ def test_show_vllm_traceback_prints_vllms_own_traceback():
     import os
 
     env = {**os.environ, **env}
-    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=300)
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "raised at async_scheduler.py:71 `assert request.num_output_placeholders >= 0`" in done.stdout
     assert "Traceback (most recent call last)" in done.stdout + done.stderr

@@ -36,11 +36,19 @@ def test_chunked_prefill_reserves_only_on_the_final_chunk():
 
 def test_healthy_path_balances_to_zero_and_completes():
     cfg = Config(name="t", runner="v2", requests=1)
-    steps = [("schedule", {"budget": 2}), ("schedule", {"budget": 2}), ("deliver", {}),
-             ("schedule", {"budget": 2}), ("deliver", {}), ("schedule", {"budget": 2}),
-             ("deliver", {"stop": [1]}),
-             # the finished id still has to be shipped: one more (empty) step (sched:2813)
-             ("schedule", {"budget": 2}), ("deliver", {}), ("deliver", {})]
+    steps = [
+        ("schedule", {"budget": 2}),
+        ("schedule", {"budget": 2}),
+        ("deliver", {}),
+        ("schedule", {"budget": 2}),
+        ("deliver", {}),
+        ("schedule", {"budget": 2}),
+        ("deliver", {"stop": [1]}),
+        # the finished id still has to be shipped: one more (empty) step (sched:2813)
+        ("schedule", {"budget": 2}),
+        ("deliver", {}),
+        ("deliver", {}),
+    ]
     it, s, res = run(cfg, [3], steps)
     assert all(all(r.checks.values()) for r in res)
     assert req(s, "status") == Status.FINISHED
@@ -88,16 +96,18 @@ def test_preemption_marks_in_flight_output_stale():
 
 def test_deliver_mode_stale_output_blocks_resumption():
     cfg = Config(name="t", runner="v1", requests=1, events=frozenset({"preempt"}))
-    _, s, res = run(cfg, [2], [("schedule", {"budget": 2}), ("preempt", {"req": 0}),
-                               ("schedule", {"budget": 2})])
+    _, s, res = run(cfg, [2], [("schedule", {"budget": 2}), ("preempt", {"req": 0}), ("schedule", {"budget": 2})])
     assert res[-1].observed["reserved"] == [0]
     assert req(s, "status") == Status.PREEMPTED  # sched:934-939: skipped
 
 
 def test_reset_resumes_at_once_and_drops_stale_output():
     cfg = Config(name="t", runner="v1", requests=1, events=frozenset({"reset"}))
-    _, s, res = run(cfg, [2], [("schedule", {"budget": 2}), ("reset_prefix_cache", {}),
-                               ("schedule", {"budget": 2}), ("deliver", {})])
+    _, s, res = run(
+        cfg,
+        [2],
+        [("schedule", {"budget": 2}), ("reset_prefix_cache", {}), ("schedule", {"budget": 2}), ("deliver", {})],
+    )
     assert req(s, "status") == Status.RUNNING
     assert req(s, "num_tokens") == 2  # the stale frame was dropped (sched:2101-2103)
     assert req(s, "num_output_placeholders") == 1

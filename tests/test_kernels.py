@@ -13,7 +13,6 @@ import sys
 import pytest
 import torch
 
-import kernels  # first: settles TRITON_INTERPRET before any @triton.jit
 from kernels import discard, reference, runtime
 
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
@@ -86,8 +85,11 @@ def test_matches_reference_on_full_int32_range(variant):
     rows, slots = 3000, 64
     full = lambda n: torch.randint(INT32_MIN, INT32_MAX, (n,), generator=gen, dtype=torch.int64).to(torch.int32)  # noqa: E731
     batch = {
-        "num_sampled": full(rows), "seq_lens": full(rows), "cu_num_logits": full(rows + 1),
-        "idx_mapping": torch.randint(0, slots, (rows,), generator=gen), "per_slot": full(slots),
+        "num_sampled": full(rows),
+        "seq_lens": full(rows),
+        "cu_num_logits": full(rows + 1),
+        "idx_mapping": torch.randint(0, slots, (rows,), generator=gen),
+        "per_slot": full(slots),
     }
     batch = {k: v.to(DEVICE) for k, v in batch.items()}
     assert run_kernel(variant, batch) == run_reference(variant, batch)
@@ -184,8 +186,14 @@ def test_runtime_chooses_the_interpreter_without_cuda():
         "print(torch.cuda.is_available(), os.environ.get('TRITON_INTERPRET'), runtime.INTERPRETED,"
         " runtime.TRITON_LANGUAGE_IMPORTED_EARLY, type(discard.discard_kernel).__name__, ok)\n"
     )
-    out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True,
-                         timeout=120, cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    out = subprocess.run(
+        [sys.executable, "-c", probe],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+    )
     assert out.returncode == 0, out.stderr
     has_cuda, flag, interpreted, early, kernel_type, ok = out.stdout.split()
     assert (early, ok) == ("True", "True")
@@ -224,8 +232,11 @@ def test_matches_vllm_kernel(vllm_launcher, variant, seed):
     batch = random_batch(100 + seed, rows=rows, slots=max(1, rows // 3), edge_fraction=0.3)
     vllm_num_sampled = batch["num_sampled"].clone()
     returned, vllm_rejected = vllm_launcher(
-        vllm_num_sampled, batch["seq_lens"].clone(), batch["cu_num_logits"].clone(),
-        batch["idx_mapping"].clone(), batch["per_slot"].clone(),
+        vllm_num_sampled,
+        batch["seq_lens"].clone(),
+        batch["cu_num_logits"].clone(),
+        batch["idx_mapping"].clone(),
+        batch["per_slot"].clone(),
     )
     assert returned is vllm_num_sampled  # vLLM writes in place too
     assert run_kernel(variant, batch) == (vllm_num_sampled.cpu().tolist(), vllm_rejected.cpu().tolist())
@@ -244,8 +255,9 @@ def test_matches_vllm_kernel_on_every_edge_pair(vllm_launcher):
     }
     batch = {k: v.to(DEVICE) for k, v in batch.items()}
     vllm_num_sampled = batch["num_sampled"].clone()
-    _, vllm_rejected = vllm_launcher(vllm_num_sampled, batch["seq_lens"], batch["cu_num_logits"],
-                                     batch["idx_mapping"], batch["per_slot"])
+    _, vllm_rejected = vllm_launcher(
+        vllm_num_sampled, batch["seq_lens"], batch["cu_num_logits"], batch["idx_mapping"], batch["per_slot"]
+    )
     want = (vllm_num_sampled.cpu().tolist(), vllm_rejected.cpu().tolist())
     assert run_kernel("snapshot", batch) == want
     assert run_reference("snapshot", batch) == want

@@ -24,7 +24,9 @@ def claims():
 
 
 def test_every_claim_has_its_expected_verdict(claims):
-    wrong = [f"{r.claim}: {r.status} (expected {r.expected}) {r.note}" for r in claims.values() if r.status != r.expected]
+    wrong = [
+        f"{r.claim}: {r.status} (expected {r.expected}) {r.note}" for r in claims.values() if r.status != r.expected
+    ]
     assert not wrong, "\n".join(wrong)
     assert len(claims) == 1 + 4 * len(proof.discard.THRESHOLD)
 
@@ -73,8 +75,17 @@ def test_spec_encoding_is_integer_arithmetic():
         assert z3.is_true(z3.simplify(term)) == (g + n < t), (g, n, t)
 
 
-def _wired_to_wrong_pointer(num_sampled_ptr, num_rejected_ptr, seq_lens_ptr, cu_num_logits_ptr,
-                            idx_mapping_ptr, total_len_ptr, prefill_len_ptr, num_rows, BLOCK_ROWS):
+def _wired_to_wrong_pointer(
+    num_sampled_ptr,
+    num_rejected_ptr,
+    seq_lens_ptr,
+    cu_num_logits_ptr,
+    idx_mapping_ptr,
+    total_len_ptr,
+    prefill_len_ptr,
+    num_rows,
+    BLOCK_ROWS,
+):
     rows = tl.program_id(0) * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)  # noqa: F821
     slots = tl.load(idx_mapping_ptr + rows)  # noqa: F821
     seq_lens = tl.load(seq_lens_ptr + rows)  # noqa: F821
@@ -99,11 +110,14 @@ def _compares_itself(seq_lens_ptr, idx_mapping_ptr, total_len_ptr, BLOCK_ROWS):
     store(seq_lens <= lengths)  # noqa: F821
 
 
-@pytest.mark.parametrize("fn, problem", [
-    (_wired_to_wrong_pointer, "loaded from prefill_len_ptr, not total_len_ptr"),
-    (_indexed_by_row, "not loaded from idx_mapping_ptr"),
-    (_compares_itself, "expected one call to still_prefilling, found 0"),
-])
+@pytest.mark.parametrize(
+    "fn, problem",
+    [
+        (_wired_to_wrong_pointer, "loaded from prefill_len_ptr, not total_len_ptr"),
+        (_indexed_by_row, "not loaded from idx_mapping_ptr"),
+        (_compares_itself, "expected one call to still_prefilling, found 0"),
+    ],
+)
 def test_routing_check_catches_miswired_kernels(fn, problem):
     assert problem in proof._routing_problem(fn, "total_len_ptr")
 
@@ -112,8 +126,14 @@ def test_native_compile_lowers_the_decision_to_one_signed_comparison(tmp_path):
     """The same kernels built for sm_90 (no GPU needed): the decision is `arith.cmpi slt`,
     the operation the Z3 claims are about, and both kernels compile for the H200."""
     env = dict(os.environ, TRITON_INTERPRET="0", TRITON_CACHE_DIR=str(tmp_path))
-    run = subprocess.run([sys.executable, "-m", "kernels.lowering", "--arch", "90"], env=env, cwd=ROOT,
-                         capture_output=True, text=True, timeout=300)
+    run = subprocess.run(
+        [sys.executable, "-m", "kernels.lowering", "--arch", "90"],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     if run.returncode != 0 and "ptxas" in run.stderr and "not found" in run.stderr:
         pytest.skip(f"this triton has no NVIDIA toolchain: {run.stderr.strip()[-200:]}")
     assert run.returncode == 0, run.stdout + run.stderr
@@ -121,11 +141,14 @@ def test_native_compile_lowers_the_decision_to_one_signed_comparison(tmp_path):
     assert run.stdout.count("decision: arith.cmpi slt %seq_lens, %thresholds") == 4
 
 
-@pytest.mark.parametrize("ttir, problem", [
-    ("%prefilling = arith.cmpi ult, %seq_lens_9, %prefill_lens_11 : tensor<1024xi32>", "cmpi ult"),
-    ("%prefilling = arith.cmpi slt, %seq_lens_9, %total_lens_11 : tensor<1024xi32>", "%total_lens"),
-    ("%3 = arith.cmpi slt, %seq_lens_9, %prefill_lens_11 : tensor<1024xi32>", "found 0"),
-])
+@pytest.mark.parametrize(
+    "ttir, problem",
+    [
+        ("%prefilling = arith.cmpi ult, %seq_lens_9, %prefill_lens_11 : tensor<1024xi32>", "cmpi ult"),
+        ("%prefilling = arith.cmpi slt, %seq_lens_9, %total_lens_11 : tensor<1024xi32>", "%total_lens"),
+        ("%3 = arith.cmpi slt, %seq_lens_9, %prefill_lens_11 : tensor<1024xi32>", "found 0"),
+    ],
+)
 def test_lowering_check_catches_other_comparisons(ttir, problem):
     from kernels import lowering
 

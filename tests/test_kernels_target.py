@@ -57,11 +57,21 @@ def walk(cfg: Config, seed: int, steps: int = 14):
 
 CONFIGS = [
     Config(name="v2-preempt", runner="v2", requests=2, events=frozenset({"preempt"})),
-    Config(name="v2-kvfail-stale", runner="v2", requests=2, events=frozenset({"kvfail"}),
-           faults=frozenset({"stale-slot-read"})),
+    Config(
+        name="v2-kvfail-stale",
+        runner="v2",
+        requests=2,
+        events=frozenset({"kvfail"}),
+        faults=frozenset({"stale-slot-read"}),
+    ),
     Config(name="v2-spec", runner="v2", requests=3, spec_tokens=2, events=frozenset({"preempt", "abort"})),
-    Config(name="v2live-stale", runner="v2-live", requests=2, events=frozenset({"preempt", "reset"}),
-           faults=frozenset({"stale-slot-read"})),
+    Config(
+        name="v2live-stale",
+        runner="v2-live",
+        requests=2,
+        events=frozenset({"preempt", "reset"}),
+        faults=frozenset({"stale-slot-read"}),
+    ),
 ]
 
 
@@ -102,20 +112,35 @@ def test_stale_slot_read_makes_both_kernels_sample_a_chunk():
 
 
 def _row(req, slot, computed, query, prefill, total, reserved, discard_, drafts=0, accepted=0):
-    return {"req": req, "slot": slot, "num_computed": computed, "query_len": query, "num_draft": drafts,
-            "prefill_len": prefill, "total_len": total, "reserved": reserved, "discard": discard_,
-            "accepted": accepted, "scheduled": True}
+    return {
+        "req": req,
+        "slot": slot,
+        "num_computed": computed,
+        "query_len": query,
+        "num_draft": drafts,
+        "prefill_len": prefill,
+        "total_len": total,
+        "reserved": reserved,
+        "discard": discard_,
+        "accepted": accepted,
+        "scheduled": True,
+    }
 
 
 def test_reports_where_live_fixes_snapshot():
     """prefill_len <= seq_len < total_len: snapshot samples, live discards."""
     cfg = Config(name="x", runner="v2", requests=2)
-    rows = [_row(0, 1, 5, 1, 6, 9, reserved=0, discard_=False),  # the split case
-            _row(1, 0, 3, 2, 4, 5, reserved=1, discard_=False, drafts=1)]
+    rows = [
+        _row(0, 1, 5, 1, 6, 9, reserved=0, discard_=False),  # the split case
+        _row(1, 0, 3, 2, 4, 5, reserved=1, discard_=False, drafts=1),
+    ]
     observed = kernel_target.evaluate(rows, cfg)
     assert observed["mismatches"] == []
     assert observed["snapshot_disagrees"] == [0] and observed["live_disagrees"] == []
-    assert [(r["snapshot_discard"], r["live_discard"]) for r in observed["kernel_rows"]] == [(False, True), (False, False)]
+    assert [(r["snapshot_discard"], r["live_discard"]) for r in observed["kernel_rows"]] == [
+        (False, True),
+        (False, False),
+    ]
 
 
 def test_reports_int32_wraparound_as_a_mismatch():
@@ -128,8 +153,10 @@ def test_reports_int32_wraparound_as_a_mismatch():
 
 def test_catches_a_kernel_that_decides_wrongly(monkeypatch):
     cfg = CONFIGS[0]
+
     def off_by_one(num_sampled, seq_lens, cu, idx, per_slot, **kw):
         return discard.get_num_sampled_and_rejected_snapshot(num_sampled, seq_lens - 1, cu, idx, per_slot, **kw)
+
     monkeypatch.setitem(discard.LAUNCHERS, "snapshot", off_by_one)
     found = [o.detail for seed in range(3) for _, _, o in walk(cfg, seed) if o.observed.get("mismatches")]
     assert found and "snapshot kernel discards but the model samples" in found[0]
@@ -137,8 +164,10 @@ def test_catches_a_kernel_that_decides_wrongly(monkeypatch):
 
 def test_catches_a_kernel_that_reads_the_wrong_slot(monkeypatch):
     cfg = CONFIGS[0]
+
     def slot_zero(num_sampled, seq_lens, cu, idx, per_slot, **kw):
         return discard.get_num_sampled_and_rejected_snapshot(num_sampled, seq_lens, cu, idx * 0, per_slot, **kw)
+
     monkeypatch.setitem(discard.LAUNCHERS, "snapshot", slot_zero)
     found = [m for seed in range(3) for _, _, o in walk(cfg, seed) for m in o.observed.get("mismatches", [])]
     assert any("reads a slot no scheduled request holds" in m for m in found), found

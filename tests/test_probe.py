@@ -18,11 +18,16 @@ from spec.config import Config
 # as the matrix's v1-over-delivery@0.32.0 (counter-nonnegative violated: crash in 3 steps)
 OVER = Config("probe-over-delivery", runner="v1", faults=frozenset({"over-delivery"}), requests=1, spec_tokens=1)
 # as the matrix's h1-preempt (a transition property, predicates-agree, violated)
-H1 = Config("probe-h1", runner="v2", events=frozenset({"preempt"}), profile="h1-preempt-keeps-placeholders",
-            requests=1, spec_tokens=1)
+H1 = Config(
+    "probe-h1",
+    runner="v2",
+    events=frozenset({"preempt"}),
+    profile="h1-preempt-keeps-placeholders",
+    requests=1,
+    spec_tokens=1,
+)
 # the clamp with one draft token: counter-nonnegative is proved (spec/matrix.py v1-clamp)
-CLAMP = Config("probe-clamp", runner="v1", events=frozenset({"preempt", "reset", "abort"}), clamp=True,
-               spec_tokens=1)
+CLAMP = Config("probe-clamp", runner="v1", events=frozenset({"preempt", "reset", "abort"}), clamp=True, spec_tokens=1)
 
 
 def test_finds_a_known_counterexample_fast():

@@ -45,8 +45,15 @@ def test_v1_proves_agreement_and_v2_with_a_stale_slot_refutes_it():
 
 
 def test_the_clamp_proves_the_counter_and_removing_it_refutes_it():
-    clamped = Config(name="clamp", runner="v1", requests=2, spec_tokens=1, clamp=True,
-                     events=ALL | {"kvfail"}, faults=frozenset({"over-delivery"}))
+    clamped = Config(
+        name="clamp",
+        runner="v1",
+        requests=2,
+        spec_tokens=1,
+        clamp=True,
+        events=ALL | {"kvfail"},
+        faults=frozenset({"over-delivery"}),
+    )
     assert prove(clamped, ["counter-nonnegative"]).status == "proved"
     trace = counterexample(clamped.with_(name="no-clamp", clamp=False, requests=1), "counter-nonnegative")
     assert trace.mechanisms == ["over-delivery"]
@@ -85,8 +92,7 @@ def test_stale_count_proved_and_refuted_by_a_mutated_preemption(monkeypatch):
     def overcounting(s, nxt, cfg, ops, r, cond, drop, marks_stale):
         original(s, nxt, cfg, ops, r, cond, drop, marks_stale)
         # mutant: the stale share misses a token (S := F - 1)
-        nxt.num_stale_output_tokens[r] = ops.ite(cond, nxt.num_in_flight_tokens[r] - 1,
-                                                 nxt.num_stale_output_tokens[r])
+        nxt.num_stale_output_tokens[r] = ops.ite(cond, nxt.num_in_flight_tokens[r] - 1, nxt.num_stale_output_tokens[r])
 
     monkeypatch.setattr(sch, "_preempt", overcounting)
     weak = V1.with_(name="mutant", events=frozenset({"preempt"}), requests=1)
@@ -104,14 +110,22 @@ def test_a_false_lemma_never_proves_anything():
 
 def test_a_solver_timeout_is_unknown_not_a_pass():
     with pytest.raises(SolverUnknown):
-        KInduction(Encoding(V1), timeout_ms=1).prove(["predicates-agree"],
-                                                     [(l.name, l.holds) for l in LEMMAS if l.applies(V1)])
+        KInduction(Encoding(V1), timeout_ms=1).prove(
+            ["predicates-agree"], [(lemma.name, lemma.holds) for lemma in LEMMAS if lemma.applies(V1)]
+        )
 
 
 def test_every_matrix_result_is_as_expected_for_a_small_config():
-    report = check_config(Config(name="h1", runner="v2", requests=1, events=frozenset({"preempt"}),
-                                 profile="h1-preempt-keeps-placeholders",
-                                 expect={"predicates-agree": "violated"}))
+    report = check_config(
+        Config(
+            name="h1",
+            runner="v2",
+            requests=1,
+            events=frozenset({"preempt"}),
+            profile="h1-preempt-keeps-placeholders",
+            expect={"predicates-agree": "violated"},
+        )
+    )
     assert [(r.property, r.verdict) for r in report.rows] == [("predicates-agree", "violated")]
     assert report.witness["reached"] is True
 
@@ -131,8 +145,19 @@ def test_prove_writes_a_summary_with_replayable_traces(tmp_path):
     assert {r["verdict"] for r in summary["results"]} == {"violated"}
     assert {r["reaction"] for r in summary["results"]} == {"silent", "crash: placeholders-nonnegative"}
     first = summary["results"][0]
-    assert set(first) >= {"config", "runner", "clamp", "events", "faults", "profile", "property",
-                          "verdict", "depth", "seconds", "trace"}
+    assert set(first) >= {
+        "config",
+        "runner",
+        "clamp",
+        "events",
+        "faults",
+        "profile",
+        "property",
+        "verdict",
+        "depth",
+        "seconds",
+        "trace",
+    }
     doc = json.loads((out / first["trace"]).read_text())
     assert doc["#meta"]["violated"] == first["property"]
     assert doc["states"][0]["mbt::actionTaken"] == "init"
@@ -190,8 +215,9 @@ def test_the_slot_bookkeeping_is_an_invariant():
     assert KInduction(Encoding(cfg)).prove([], lemmas).status == "proved"
 
 
-@pytest.mark.parametrize("cfg", [V1, V1.with_(name="v1-kvfail", events=frozenset({"kvfail", "preempt", "abort"}))],
-                         ids=lambda c: c.name)
+@pytest.mark.parametrize(
+    "cfg", [V1, V1.with_(name="v1-kvfail", events=frozenset({"kvfail", "preempt", "abort"}))], ids=lambda c: c.name
+)
 def test_a_lemma_left_out_as_implied_is_implied(cfg):
     """lemmas_for drops a lemma when a proved property or a kept lemma implies it; each
     such claim is checked here on states that satisfy the shape lemmas."""

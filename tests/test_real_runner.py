@@ -57,9 +57,20 @@ def runner_log(target, step):
 @pytest.mark.parametrize("runner", ["v1", "v2", "v2-live"])
 def test_chunked_prefill_decode_and_stop_agree_with_the_model(target, runner):
     cfg = C("healthy", runner=runner, requests=2)
-    steps = [(S, {"budget": 12}), (S, {"budget": 12}), (D, {"stop": [0, 0]}), (S, {"budget": 30}),
-             (D, {"stop": [0, 0]}), (S, {"budget": 30}), (D, {"stop": [1, 0]}), (S, {"budget": 30}),
-             (D, {"stop": [0, 1]}), (S, {"budget": 30}), (D, {"stop": [0, 0]}), (D, {"stop": [0, 0]})]
+    steps = [
+        (S, {"budget": 12}),
+        (S, {"budget": 12}),
+        (D, {"stop": [0, 0]}),
+        (S, {"budget": 30}),
+        (D, {"stop": [0, 0]}),
+        (S, {"budget": 30}),
+        (D, {"stop": [1, 0]}),
+        (S, {"budget": 30}),
+        (D, {"stop": [0, 1]}),
+        (S, {"budget": 30}),
+        (D, {"stop": [0, 0]}),
+        (D, {"stop": [0, 0]}),
+    ]
     result = replay(cfg, {"prompt_len": [20, 9]}, steps, target)
     assert result.fired is None
     # the runner, not the model, decided: the first chunk of r0 was discarded, r1's was sampled
@@ -73,9 +84,15 @@ def test_spec_decode_acceptance_is_the_rejection_samplers(target, runner):
     """The drafter's proposal is ours (the trace's `accepted` first drafts are the tokens
     the forward pass predicts); how many come back is vLLM's rejection sampler's."""
     cfg = C("spec", runner=runner, requests=1, spec_tokens=2)
-    steps = [(S, {"budget": 8, "accepted": [0]}), (S, {"budget": 8, "accepted": [0]}), (D, {"stop": [0]}),
-             (S, {"budget": 8, "accepted": [2]}), (D, {"stop": [0]}), (S, {"budget": 8, "accepted": [1]}),
-             (D, {"stop": [0]})]
+    steps = [
+        (S, {"budget": 8, "accepted": [0]}),
+        (S, {"budget": 8, "accepted": [0]}),
+        (D, {"stop": [0]}),
+        (S, {"budget": 8, "accepted": [2]}),
+        (D, {"stop": [0]}),
+        (S, {"budget": 8, "accepted": [1]}),
+        (D, {"stop": [0]}),
+    ]
     replay(cfg, {"prompt_len": [5]}, steps, target)
     assert [step["runner_returns"] for step in target.log] == [{0: 1}, {0: 1}, {0: 3}, {0: 2}]
 
@@ -83,9 +100,15 @@ def test_spec_decode_acceptance_is_the_rejection_samplers(target, runner):
 # ------------------------------------------------------------------ findings on real code
 
 
-KVFAIL_V2 = [(S, {"budget": 1, "accepted": [0]}), (S, {"budget": 1, "accepted": [0]}),
-             (D, {"stop": [0], "kv_fail_req": 0, "kv_fail_block": 0}), (S, {"budget": 14, "accepted": [0]}),
-             (D, {"stop": [0]}), (S, {"budget": 1, "accepted": [0]}), (D, {"stop": [0]})]
+KVFAIL_V2 = [
+    (S, {"budget": 1, "accepted": [0]}),
+    (S, {"budget": 1, "accepted": [0]}),
+    (D, {"stop": [0], "kv_fail_req": 0, "kv_fail_block": 0}),
+    (S, {"budget": 14, "accepted": [0]}),
+    (D, {"stop": [0]}),
+    (S, {"budget": 1, "accepted": [0]}),
+    (D, {"stop": [0]}),
+]
 
 
 @pytest.mark.parametrize("runner", ["v2", "v2-live"])
@@ -107,8 +130,14 @@ def test_v1_kvfail_feeds_placeholders_and_overwrites_a_prompt_position(target):
     last position gets the previously sampled token over a prompt token, and a later
     chunk feeds -1 where the runner only ever held an async placeholder."""
     cfg = C("v1-kvfail", runner="v1", requests=1, events=F({"kvfail"}), block_size=4)
-    steps = [(S, {"budget": 1}), (S, {"budget": 6}), (D, {"stop": [0], "kv_fail_req": 0, "kv_fail_block": 0}),
-             (S, {"budget": 2}), (D, {"stop": [0]}), (S, {"budget": 4})]
+    steps = [
+        (S, {"budget": 1}),
+        (S, {"budget": 6}),
+        (D, {"stop": [0], "kv_fail_req": 0, "kv_fail_block": 0}),
+        (S, {"budget": 2}),
+        (D, {"stop": [0]}),
+        (S, {"budget": 4}),
+    ]
     replay(cfg, {"prompt_len": [5]}, steps, target)
     recompute, later = runner_log(target, 3)["runner"]["r0"], runner_log(target, 4)["runner"]["r0"]
     assert (recompute["start"], recompute["fed_ids"], recompute["wrong_at"]) == (0, [5, 11], [(1, 11, 5)])
@@ -127,8 +156,12 @@ def test_the_model_runner_claims_are_checked_and_can_fail(target):
     (targets/real_runner.py _runner_claims): on the generated no-placeholder-input trace
     the two agree, and a model that claimed otherwise, either way, is reported."""
     cfg = C("v1-kvfail", runner="v1", requests=1, spec_tokens=0, events=F({"kvfail"}))
-    steps = [(S, {"budget": 16}), (S, {"budget": 1}), (D, {"stop": [0], "kv_fail_req": 0, "kv_fail_block": 0}),
-             (S, {"budget": 18})]
+    steps = [
+        (S, {"budget": 16}),
+        (S, {"budget": 1}),
+        (D, {"stop": [0], "kv_fail_req": 0, "kv_fail_block": 0}),
+        (S, {"budget": 18}),
+    ]
     replay(cfg, {"prompt_len": [16]}, steps, target)  # agrees at every step, or it raises
     fed = runner_log(target, 3)["runner"]
     assert fed["r0"]["placeholder_at"]  # the recompute reads -1 where the model says it does
@@ -146,8 +179,12 @@ def test_v1_with_drafts_continues_from_its_own_count_after_a_kv_failure(target):
     """With async spec decoding, V1 corrects its GPU count from the previous step's and
     ignores the scheduler's rollback: the recompute runs at 17, not 0."""
     cfg = C("kvfail-2drafts", runner="v1", requests=1, spec_tokens=2, events=F({"kvfail"}))
-    steps = [(S, {"budget": 16, "accepted": [0]}), (S, {"budget": 3, "accepted": [0]}),
-             (D, {"stop": [0], "kv_fail_req": 0, "kv_fail_block": 0}), (S, {"budget": 1, "accepted": [0]})]
+    steps = [
+        (S, {"budget": 16, "accepted": [0]}),
+        (S, {"budget": 3, "accepted": [0]}),
+        (D, {"stop": [0], "kv_fail_req": 0, "kv_fail_block": 0}),
+        (S, {"budget": 1, "accepted": [0]}),
+    ]
     replay(cfg, {"prompt_len": [16]}, steps, target)
     seen = runner_log(target, 3)["runner"]["r0"]
     assert (seen["sched_start"], seen["start"]) == (0, 17)
@@ -221,8 +258,13 @@ def test_the_fuzzer_never_accepts_drafts_the_runner_makes_placeholders():
 # ------------------------------------------------------------------ the preemption record
 
 
-PREEMPT_RESUME = [(S, {"budget": 2}), (S, {"budget": 3}), (D, {"stop": [0, 0]}),
-                  ("preempt", {"req": 1, "drop": True}), (S, {"budget": 3})]
+PREEMPT_RESUME = [
+    (S, {"budget": 2}),
+    (S, {"budget": 3}),
+    (D, {"stop": [0, 0]}),
+    ("preempt", {"req": 1, "drop": True}),
+    (S, {"budget": 3}),
+]
 PREEMPT = F({"preempt", "preempt-drop"})
 
 
@@ -247,11 +289,15 @@ def test_without_the_preemption_record_v1_raises_keyerror():
 # ------------------------------------------------------------------ beyond the runner's contract
 
 
-STREAM_KVFAIL = [("stream_update", {"req": 1, "new_tokens": 5}), (S, {"budget": 2, "accepted": [0, 0]}),
-                 (S, {"budget": 27, "accepted": [1, 0]}),
-                 (D, {"stop": [0, 0], "kv_fail_req": 1, "kv_fail_block": 2}),
-                 (S, {"budget": 8, "accepted": [0, 0]}), (D, {"stop": [2, 1], "kv_fail_req": -1}),
-                 (S, {"budget": 1, "accepted": [0, 0]})]
+STREAM_KVFAIL = [
+    ("stream_update", {"req": 1, "new_tokens": 5}),
+    (S, {"budget": 2, "accepted": [0, 0]}),
+    (S, {"budget": 27, "accepted": [1, 0]}),
+    (D, {"stop": [0, 0], "kv_fail_req": 1, "kv_fail_block": 2}),
+    (S, {"budget": 8, "accepted": [0, 0]}),
+    (D, {"stop": [2, 1], "kv_fail_req": -1}),
+    (S, {"budget": 1, "accepted": [0, 0]}),
+]
 V2_ALL = fuzz.PRESETS["v2-all"]
 
 
@@ -310,13 +356,27 @@ def test_v1_runner_raises_when_scheduled_from_position_minus_one(target):
     1100367): a KV-load recompute, then two rejected drafts take the request's computed
     count to -1; the next step asks the runner for position -1 and its _prepare_inputs
     raises IndexError. The fuzzer's `runner-negative-position` exclusion is exactly this."""
-    cfg = C("kvfail-2drafts", runner="v1", requests=2, spec_tokens=2, block_size=4, clamp=True,
-            faults=F({"over-delivery"}), events=F({"preempt", "reset", "stream", "kvfail"}))
+    cfg = C(
+        "kvfail-2drafts",
+        runner="v1",
+        requests=2,
+        spec_tokens=2,
+        block_size=4,
+        clamp=True,
+        faults=F({"over-delivery"}),
+        events=F({"preempt", "reset", "stream", "kvfail"}),
+    )
     z = {"extra": [0, 0]}
-    steps = [(S, {"budget": 5, "accepted": [0, 0], **z}), (S, {"budget": 7, "accepted": [1, 0], **z}),
-             (D, {"stop": [0, 0], "kv_fail_req": -1, "kv_fail_block": 0}), (S, {"budget": 6, "accepted": [0, 0], **z}),
-             (D, {"stop": [2, 0], "kv_fail_req": 1, "kv_fail_block": 0}), (S, {"budget": 1, "accepted": [0, 0], **z}),
-             (D, {"stop": [0, 0], "kv_fail_req": -1, "kv_fail_block": 0}), (S, {"budget": 1, "accepted": [0, 0], **z})]
+    steps = [
+        (S, {"budget": 5, "accepted": [0, 0], **z}),
+        (S, {"budget": 7, "accepted": [1, 0], **z}),
+        (D, {"stop": [0, 0], "kv_fail_req": -1, "kv_fail_block": 0}),
+        (S, {"budget": 6, "accepted": [0, 0], **z}),
+        (D, {"stop": [2, 0], "kv_fail_req": 1, "kv_fail_block": 0}),
+        (S, {"budget": 1, "accepted": [0, 0], **z}),
+        (D, {"stop": [0, 0], "kv_fail_req": -1, "kv_fail_block": 0}),
+        (S, {"budget": 1, "accepted": [0, 0], **z}),
+    ]
     with pytest.raises(Divergence) as caught:
         replay(cfg, {"prompt_len": [5, 4], "resumable": [True, True]}, steps, target)
     error = caught.value.diff[("error",)][1]
@@ -325,9 +385,15 @@ def test_v1_runner_raises_when_scheduled_from_position_minus_one(target):
     # mask an IndexError where nothing was scheduled from a negative position
     fuzz.RUNNER = "real"
     try:
-        replay(cfg, {"prompt_len": [5, 4], "resumable": [True, True]}, steps, target,
-               ignore=fuzz.ignore_known(["runner-negative-position"]))
+        replay(
+            cfg,
+            {"prompt_len": [5, 4], "resumable": [True, True]},
+            steps,
+            target,
+            ignore=fuzz.ignore_known(["runner-negative-position"]),
+        )
     finally:
         fuzz.RUNNER = "model"
     assert not fuzz.KNOWN["runner-negative-position"].matches(
-        ("error",), None, error, {("queue_len",): 1, ("q_scheduled", 0, 0): 1, ("num_computed_tokens", 0): 1})
+        ("error",), None, error, {("queue_len",): 1, ("q_scheduled", 0, 0): 1, ("num_computed_tokens", 0): 1}
+    )

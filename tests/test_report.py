@@ -38,8 +38,9 @@ def prove_dir(tmp_path_factory) -> Path:
     if (built / "summary.json").is_file():
         return built
     out = tmp_path_factory.mktemp("prove") / "prove"
-    done = subprocess.run([sys.executable, "-m", "model.prove", *SMALL, "--out", str(out)], cwd=ROOT,
-                          capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, "-m", "model.prove", *SMALL, "--out", str(out)], cwd=ROOT, capture_output=True, text=True
+    )
     assert done.returncode in (0, 1), done.stderr[-2000:]
     return out
 

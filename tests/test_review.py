@@ -15,8 +15,10 @@ from report import review
 
 
 def obs(reaction="holds", violations=None, fired=None, error=None, diverged=None):
-    return {"reaction": reaction, "observed": {"violations": violations or {}, "fired": fired, "error": error,
-                                               "diverged": diverged}}
+    return {
+        "reaction": reaction,
+        "observed": {"violations": violations or {}, "fired": fired, "error": error, "diverged": diverged},
+    }
 
 
 def arm(module, prop, o, clamp=False, kind="violation"):
@@ -28,16 +30,24 @@ SILENT = obs("silent", {"counter-nonnegative": 7})
 
 
 def test_fixed_still_broken_changed_reaction_and_newly_broken():
-    base = {"cases": [arm("m/a.py", "counter-nonnegative", CRASH),
-                      arm("m/b.py", "counter-nonnegative", CRASH),
-                      arm("m/c.py", "no-token-while-prefilling", obs()),
-                      arm("m/h.py", None, obs(), kind="witness")],
-            "fuzz": [{"id": "t1", **obs()}, {"id": "t2", **SILENT}]}
-    head = {"cases": [arm("m/a.py", "counter-nonnegative", obs(diverged={"step": 7, "event": "deliver", "keys": {}})),
-                      arm("m/b.py", "counter-nonnegative", SILENT),
-                      arm("m/c.py", "no-token-while-prefilling", obs("silent", {"computed-nonnegative": 5})),
-                      arm("m/h.py", None, obs(error="step 2 deliver: RuntimeError: boom"), kind="witness")],
-            "fuzz": [{"id": "t1", **SILENT}, {"id": "t2", **obs()}]}
+    base = {
+        "cases": [
+            arm("m/a.py", "counter-nonnegative", CRASH),
+            arm("m/b.py", "counter-nonnegative", CRASH),
+            arm("m/c.py", "no-token-while-prefilling", obs()),
+            arm("m/h.py", None, obs(), kind="witness"),
+        ],
+        "fuzz": [{"id": "t1", **obs()}, {"id": "t2", **SILENT}],
+    }
+    head = {
+        "cases": [
+            arm("m/a.py", "counter-nonnegative", obs(diverged={"step": 7, "event": "deliver", "keys": {}})),
+            arm("m/b.py", "counter-nonnegative", SILENT),
+            arm("m/c.py", "no-token-while-prefilling", obs("silent", {"computed-nonnegative": 5})),
+            arm("m/h.py", None, obs(error="step 2 deliver: RuntimeError: boom"), kind="witness"),
+        ],
+        "fuzz": [{"id": "t1", **SILENT}, {"id": "t2", **obs()}],
+    }
     cmp = review.compare(base, head)
     assert [i["case"] for i in cmp["fixed"]] == ["a"]
     assert [i["case"] for i in cmp["still"]] == ["b"] and [i["case"] for i in cmp["reaction"]] == ["b"]
@@ -87,15 +97,17 @@ def test_the_observer_sees_what_vllm_does():
     profile = vllm_env.tree().profile
     module = next(m for m in case_modules() if m.path.endswith("vllm_0_32_0/test_v2_kvfail__counter_nonnegative.py"))
     case = module.case
-    label, (overrides, expect) = next((lb, a) for lb, a in case.arms.items()
-                                      if a[0]["profile"] == profile and not a[0]["clamp"])
+    label, (overrides, expect) = next(
+        (lb, a) for lb, a in case.arms.items() if a[0]["profile"] == profile and not a[0]["clamp"]
+    )
     seen = observe(case.config_for(overrides), dict(case.init), case.steps, VllmTarget(clamp=False))
     assert seen.reaction == expect.reaction  # crash on 0.32.0, silent on 0.33.0
     assert seen.diverged is None  # the tree follows the model of its release
     if expect.fired:
         assert seen.fired[:2] == list(expect.fired)
     assert ("no-token-while-prefilling" in seen.violations) == any(
-        p == "no-token-while-prefilling" for p, _ in expect.others)
+        p == "no-token-while-prefilling" for p, _ in expect.others
+    )
 
 
 def test_a_review_plays_the_release_and_its_clamp_not_our_guard_arm():

