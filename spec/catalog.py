@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from spec import scheduler as sch
+from spec import deliver, engine, front_end, schedule
 from spec.config import Config
 from spec.events import Event
 
@@ -11,8 +11,8 @@ INIT = Event(
     None,
     "all requests are added, in id order, before the first step",
     "[cite:add-request-streaming-update add-request-new]",
-    sch.init_args,
-    lambda s, a, nxt, cfg, ops: sch.init(a, nxt, cfg, ops),
+    engine.init_args,
+    lambda s, a, nxt, cfg, ops: engine.init(a, nxt, cfg, ops),
 )
 
 EVENTS: tuple[Event, ...] = (
@@ -23,8 +23,8 @@ EVENTS: tuple[Event, ...] = (
         "[cite:schedule-begins schedule-ends-with-update], "
         "[cite:async-update-after-schedule reserve-placeholders spec-token-placeholders next-decode-eligible], "
         "[cite:engine-schedules engine-executes batch-queue-append engine-defers-delivery]",
-        sch.schedule_args,
-        sch.schedule,
+        schedule.schedule_args,
+        schedule.schedule,
     ),
     Event(
         "deliver",
@@ -32,8 +32,8 @@ EVENTS: tuple[Event, ...] = (
         "the oldest step's output is applied",
         "[cite:update-from-output], [cite:async-update-request-with-output delivery-decrement-0.32], "
         "[cite:batch-queue-pop aborts-before-delivery engine-delivers]",
-        sch.deliver_args,
-        sch.deliver,
+        deliver.deliver_args,
+        deliver.deliver,
     ),
     Event(
         "preempt",
@@ -41,16 +41,16 @@ EVENTS: tuple[Event, ...] = (
         "the last running request is preempted",
         "[cite:alloc-failure-preempts], "
         "[cite:preempt-request preempt-resets-request preempt-zeroes-placeholders preempt-prepends]",
-        sch.preempt_args,
-        sch.preempt,
+        front_end.preempt_args,
+        front_end.preempt,
     ),
     Event(
         "reset_prefix_cache",
         "reset",
         "every running request is preempted, drop-stale",
         "[cite:reset-prefix-cache reset-preempts-drop-stale reset-clears-prev-scheduled]",
-        sch.reset_args,
-        sch.reset_prefix_cache,
+        front_end.reset_args,
+        front_end.reset_prefix_cache,
     ),
     Event(
         "stream_update",
@@ -59,10 +59,17 @@ EVENTS: tuple[Event, ...] = (
         "[cite:add-request-streaming-update], "
         "[cite:update-request-as-session session-keep-computed session-appends-update] "
         "[cite:session-prompt-len session-to-waiting]",
-        sch.stream_update_args,
-        sch.stream_update,
+        front_end.stream_update_args,
+        front_end.stream_update,
     ),
-    Event("abort", "abort", "the front end aborts a request", "[cite:finish-requests]", sch.abort_args, sch.abort),
+    Event(
+        "abort",
+        "abort",
+        "the front end aborts a request",
+        "[cite:finish-requests]",
+        front_end.abort_args,
+        front_end.abort,
+    ),
 )
 
 BY_NAME = {e.name: e for e in (INIT,) + EVENTS}

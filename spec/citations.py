@@ -46,6 +46,7 @@ RECORD_FIELDS = {
     "Event": ("spec.events", "source"),
     "Property": ("spec.properties", "cite"),
     "Assert": ("spec.properties", "cite"),
+    "Runner": ("spec.runner_variants", "cite"),
 }
 
 # how close a block must be to count as the cited text "changed" rather than "vanished"
@@ -69,17 +70,28 @@ class Citation:
     texts: dict[str, str] = dataclasses.field(default_factory=dict)  # per-release text
     gone: str = ""  # the first release without the cited mechanism
 
-    def base_for(self, release: str | None) -> str | None:
+    def base_for(self, release: str | None, oldest: str | None = None) -> str | None:
         """The release whose text and line a tree of `release` is compared with, or None
         when the citation does not apply to it: the release itself when listed; for a
-        release not listed, the newest listed one before it (None once it is gone, or
-        before the citation's first release); release None is "after every release"."""
+        release not listed, the newest listed one before it (None once it is gone);
+        release None is "after every release". A tree older than `oldest`, the oldest
+        release any citation records, is compared with the citation's oldest lines when
+        it records that release (the mechanism was there when recording began); a
+        citation first recorded later was introduced then, and does not apply."""
         if release in self.lines:
             return release
         if self.gone and (release is None or release_key(release) >= release_key(self.gone)):
             return None
         older = [r for r in self.lines if release is None or release_key(r) < release_key(release)]
-        return max(older, key=release_key) if older else None
+        if older:
+            return max(older, key=release_key)
+        if oldest is not None and oldest in self.lines and release_key(release) < release_key(oldest):
+            return oldest
+        return None
+
+    def introduced(self) -> str:
+        """The first release this citation records."""
+        return min(self.lines, key=release_key)
 
     def file_in(self, release: str) -> str:
         return self.files.get(release, self.file)
@@ -319,7 +331,8 @@ def anchor(
     Citation.base_for); release None means a tree after every recorded release."""
     cits = load() if cits is None else cits
     root = Path(tree_root) / "vllm"
-    todo = [(c, base) for c in cits.values() if (base := c.base_for(release))]
+    oldest = releases(cits)[0] if cits else None
+    todo = [(c, base) for c in cits.values() if (base := c.base_for(release, oldest))]
     files: dict[str, list[str] | None] = {}
 
     def lines_of(file: str) -> list[str] | None:

@@ -9,24 +9,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Mapping
 
+from spec.errors import SpecError
+
 # Profiles (vLLM releases and historical behaviours) are data: spec/profiles.py.
 from spec.profiles import PROFILES, Profile
-
-
-class SpecError(ValueError):
-    """A configuration or matrix entry is malformed. The message says what and how to fix it."""
-
-
-RUNNERS = {
-    "v1": "GPUModelRunner (V1): discards while cr + n < CachedRequestState.num_tokens (live)",
-    "v2": "V2 runner as in 0.32.0: discards while seq_len < prefill_len (snapshot taken at add)",
-    "v2-live": "V2 with the fix: discards while seq_len < total_len (live length of the slot)",
-    "v2-rollback": "V2 with the recompute fix (fixes/v2-recompute-rollback): the scheduler ships its "
-    "prefill-chunk decision with each request and the runner discards exactly those steps; when the "
-    "scheduler's computed count of a cached request went backwards, the slot's GPU count is rolled back to it",
-    "v2-rollback-live": "the recompute fix without its first half (negative control): the slot's count is "
-    "rolled back, but the runner still decides on its own, with the live total_len",
-}
+from spec.runner_variants import RUNNERS, Runner
 
 GUARDS = {
     "none": "vLLM's own accounting",
@@ -110,8 +97,17 @@ class Config:
         return self.pp + 1
 
     @property
+    def run(self) -> Runner:
+        """The runner variant's record (spec/runner_variants.py: its rule, what it fixes)."""
+        return RUNNERS[self.runner]
+
+    @property
     def is_v2(self) -> bool:
-        return self.runner in ("v2", "v2-live", "v2-rollback", "v2-rollback-live")
+        return self.run.family == "v2"
+
+    @property
+    def is_v1(self) -> bool:
+        return self.run.family == "v1"
 
     @property
     def drops(self) -> bool:
@@ -152,7 +148,7 @@ class Config:
 
     def record(self) -> dict:
         """The fields that define its semantics, JSON-friendly (traces' #meta and
-        generated cases carry it; Config(**record) rebuilds it)."""
+        generated cases carry it; Config.from_record rebuilds it)."""
         return {
             "name": self.name,
             "runner": self.runner,
@@ -171,6 +167,30 @@ class Config:
             "long_prefill_threshold": self.long_prefill_threshold,
             "block_size": self.block_size,
         }
+
+    @staticmethod
+    def from_record(record: Mapping) -> "Config":
+        """The configuration a record (`record()`, a trace's #meta, a case) describes,
+        validated; lists where sets and tuples are meant are taken as those."""
+        if not isinstance(record, Mapping):
+            raise SpecError(f"a configuration record must be an object of fields, got {record!r:.60}")
+        fields = dict(record)
+        known = set(Config.__dataclass_fields__)
+        unknown = sorted(set(fields) - known)
+        if unknown:
+            raise SpecError(
+                f"configuration record has unknown field(s) {', '.join(unknown)}; the fields are: "
+                f"{', '.join(sorted(known - {'expect'}))}"
+            )
+        for key in ("events", "faults"):
+            value = fields.get(key)
+            fields[key] = frozenset() if value is None else value
+        if isinstance(fields.get("prompt_lens"), list):
+            fields["prompt_lens"] = tuple(fields["prompt_lens"])
+        try:
+            return Config(**fields).validate()
+        except TypeError as exc:  # a missing name
+            raise SpecError(f"configuration record is incomplete ({exc})") from None
 
     def validate(self) -> "Config":
         if not isinstance(self.name, str) or not self.name:
@@ -255,7 +275,7 @@ class Config:
                 f"{where}: fault stale-slot-read needs a V2 runner (v2 or v2-live): "
                 "the V1 runner keeps no slot state for its discard decision"
             )
-        if self.runner == "v1" and self.pp != 1:
+        if self.is_v1 and self.pp != 1:
             raise SpecError(
                 f"{where}: the V1 runner supports async scheduling only with pp=1 "
                 "([cite:v1-pp-async-unsupported]); set pp=1 or use a V2 runner"

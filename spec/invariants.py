@@ -16,8 +16,9 @@ from dataclasses import dataclass
 from typing import Callable
 
 from spec.config import Config
+from spec.engine import pending_rejections, spec_k
 from spec.ops import Ops
-from spec.scheduler import pending_rejections, spec_k
+from spec.properties import placeholder_accounting
 from spec.state import View
 from spec.vocabulary import Status
 
@@ -239,18 +240,6 @@ def session_prompt(s: View, cfg: Config, ops: Ops):
 # ------------------------------------------------------------ reservations
 
 
-def accounting_exact(s: View, cfg: Config, ops: Ops):
-    """Placeholders are exactly the reservations of current-epoch steps in flight
-    (contract notes §5.3, I)."""
-    conds = []
-    for r in _reqs(cfg):
-        owed = _sum_in_flight(
-            s, cfg, ops, r, lambda i, r=r: s.q_reserved[i, r], lambda i, r=r: s.q_epoch[i, r] == s.epoch[r]
-        )
-        conds.append(ops.implies(s.status[r] != Status.FINISHED, s.num_output_placeholders[r] == owed))
-    return ops.all(*conds)
-
-
 def accounting_at_least(s: View, cfg: Config, ops: Ops):
     """With KV-load failures a skipped step leaks its reservation: P >= owed."""
     conds = []
@@ -425,13 +414,14 @@ LEMMAS: tuple[Lemma, ...] = (
         implied_by=("counter-nonnegative", "placeholder-accounting", "accounting-exact", "accounting-at-least"),
     ),
     Lemma("session-prompt", session_prompt.__doc__, _sessions_consistent, session_prompt),
+    # the property placeholder-accounting itself, as a lemma where it is not proved alongside
     Lemma(
         "accounting-exact",
-        accounting_exact.__doc__,
+        placeholder_accounting.__doc__,
         _no("kvfail", "stale-slot-read", "over-delivery"),
-        accounting_exact,
+        placeholder_accounting,
         implied_by=("placeholder-accounting",),
-    ),  # the property itself, as a lemma
+    ),
     # needs a runner that agrees with the scheduler: V1, or V2 without KV-load failures,
     # and sessions that resume from their whole history
     # and a runner that commits no more than it sampled: over-committed tokens lengthen
@@ -442,7 +432,7 @@ LEMMAS: tuple[Lemma, ...] = (
         _all_of(
             _no("stale-slot-read", "over-delivery"),
             _sessions_consistent,
-            lambda cfg: cfg.runner in ("v1", "v2-rollback") or not cfg.has("kvfail"),
+            lambda cfg: cfg.run.follows_scheduler or not cfg.has("kvfail"),
         ),
         in_flight_agreement,
     ),
@@ -455,7 +445,7 @@ LEMMAS: tuple[Lemma, ...] = (
             _all_of(
                 _no("stale-slot-read", "over-delivery"),
                 _sessions_consistent,
-                lambda cfg: cfg.runner in ("v1", "v2-rollback") or not cfg.has("kvfail"),
+                lambda cfg: cfg.run.follows_scheduler or not cfg.has("kvfail"),
             ),
             lambda cfg: cfg.guard == "step-reservation",
         ),
@@ -466,14 +456,14 @@ LEMMAS: tuple[Lemma, ...] = (
     Lemma(
         "v1-aligned",
         v1_aligned.__doc__,
-        _all_of(lambda cfg: cfg.runner == "v1", _sessions_consistent, _no("over-delivery")),
+        _all_of(lambda cfg: cfg.is_v1, _sessions_consistent, _no("over-delivery")),
         v1_aligned,
     ),
     # a KV-load failure rolls c back under a request that stays in the batch (the finding)
     Lemma(
         "v1-inputs-known",
         v1_inputs_known.__doc__,
-        _all_of(lambda cfg: cfg.runner == "v1", _sessions_consistent, _no("over-delivery", "kvfail")),
+        _all_of(lambda cfg: cfg.is_v1, _sessions_consistent, _no("over-delivery", "kvfail")),
         v1_inputs_known,
     ),
     Lemma(

@@ -26,7 +26,8 @@ every extra idle request multiplies the search for nothing.
 
 from __future__ import annotations
 
-from spec.config import Config, SpecError
+from spec.config import Config
+from spec.errors import SpecError
 from spec.profiles import RELEASES
 
 ALL = frozenset({"preempt", "preempt-drop", "reset", "stream", "abort"})
@@ -47,7 +48,7 @@ SAFETY = (
 SAFETY_033 = SAFETY + ("session-keep-covers-computed",)
 # a proof for every size: one focal request against an abstract rest, any K
 ANY_SIZE = {"requests": 1, "rest": True, "spec_tokens": None}
-# what the real runners showed (issue 12): each runner's inputs, stated per runner
+# what the real runners showed: each runner's inputs, stated per runner
 V1_INPUTS = ("no-placeholder-input",)
 V2_POSITIONS = ("positions-agree",)
 

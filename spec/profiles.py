@@ -1,7 +1,7 @@
 """vLLM releases and historical behaviours, as data: one record per profile.
 
 A profile names the vLLM code a configuration models. Each mechanism that differs
-between profiles is a field here, and the contract's code (spec/scheduler.py) reads
+between profiles is a field here, and the contract's code (spec/schedule.py, deliver.py, ...) reads
 the field; it never tests a profile's name. A release profile models a tagged vLLM
 release; a historical profile is a release with exactly one mechanism swapped back to
 an older form, so its counterexamples isolate the trigger that change fixed (their

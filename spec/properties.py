@@ -128,7 +128,7 @@ _ALL = (
         "the V1 runner never feeds a placeholder token id (-1) at a position whose token the "
         "scheduler scheduled as known (every position but the drafts)",
         "v1-async-placeholder-outputs v1-cached-outputs-extend v1-prev-sampled-input",
-        applies=lambda cfg: cfg.runner == "v1",
+        applies=lambda cfg: cfg.is_v1,
     ),
     Property(
         "placeholder-accounting",

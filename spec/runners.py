@@ -4,7 +4,9 @@ The worker executes steps strictly in schedule order, and nothing else moves run
 state in between ([cite:step-with-batch-queue]), so the runner's decision for a step is taken in the
 `schedule` event, from the SchedulerOutput the scheduler just built.
 
-Three variants:
+The variants are records (spec/runner_variants.py), each with its rule over the rows
+built here: v1 and v2 as in vLLM, v2-live, and the recompute fix (v2-rollback) with its
+negative control.
   v1       GPUModelRunner. Discards while cr + n < Nr, where cr is the scheduler's
            num_computed_tokens before the step and Nr = CachedRequestState.num_tokens,
            a live count the runner re-aligns to the scheduler's T + P every step
@@ -74,7 +76,8 @@ def v1_decide(s: View, nxt: Next, cfg: Config, ops: Ops, shipped: list[Shipped])
                 ops.min(nr + prev_draft, aligned),
             ),
         )
-        discard = sh.c0 + sh.n < num_tokens_now  # [cite:v1-optimistic-seq-lens], [cite:v1-discard-mask]
+        # the runner's rule, c + n < Nr ([cite:v1-optimistic-seq-lens], [cite:v1-discard-mask])
+        discard = cfg.run.rule.discards({"computed": sh.c0, "query_len": sh.n, "num_tokens": num_tokens_now}, ops)
         # input ids: the runner holds ids of r below the length it wrote when r entered the
         # batch (below), and -1 placeholders above, one per token sampled since
         # ([cite:v1-async-placeholder-outputs v1-cached-outputs-extend]);
@@ -208,33 +211,30 @@ def v2_decide(
     for r in reqs:
         sh = shipped[r]
         computed = nxt.v2_num_computed[r]
-        if cfg.runner in ("v2-rollback", "v2-rollback-live"):
+        if cfg.run.rolls_back:
             # the recompute fix: a cached request whose scheduler count went backwards
             # (a KV-load failure's recompute) has its slot's GPU count rolled back to it
             cached = ops.all(sh.on, ops.not_(sh.as_new), ops.not_(sh.as_resumed))
             computed = ops.ite(ops.all(cached, sh.c0 < computed), sh.c0, computed)
         total = nxt.v2_total_len[r]
-        seq_len = computed + sh.n
-        threshold = nxt.v2_prefill_len[r] if cfg.runner == "v2" else total
-        discard = seq_len < threshold
-        if cfg.runner == "v2-rollback":
-            # ... and the runner discards exactly the steps the scheduler sent as prefill
-            # chunks (SchedulerOutput carries is_prefill_chunk): one predicate, decided once
-            discard = sh.chunk
+        row = {
+            "left": observed_left[r],
+            "scheduled": sh.on,
+            "slot": nxt.v2_slot[r],
+            "num_computed": computed,
+            "query_len": sh.n,
+            "num_draft": sh.ks,
+            "prefill_len": nxt.v2_prefill_len[r],
+            "total_len": total,
+            # the scheduler's prefill-chunk decision, which the recompute fix ships to the runner
+            "chunk": sh.chunk,
+        }
+        # the runner variant's rule: g + n < prefill_len (the kernel, 0.32.0 and 0.33.0),
+        # g + n < total_len (the live-length fix), or the scheduler's chunk flag (the fix)
+        discard = cfg.run.rule.discards(row, ops)
+        row["discard"] = discard
         discards.append(discard)
-        rows.append(
-            {
-                "left": observed_left[r],
-                "scheduled": sh.on,
-                "slot": nxt.v2_slot[r],
-                "num_computed": computed,
-                "query_len": sh.n,
-                "num_draft": sh.ks,
-                "prefill_len": nxt.v2_prefill_len[r],
-                "total_len": total,
-                "discard": discard,
-            }
-        )
+        rows.append(row)
         accepted = a.accepted[r] if cfg.drafts else 0
         sampled = ops.ite(discard, 0, 1 + accepted)
         rejected = ops.ite(discard, 0, sh.ks - accepted)

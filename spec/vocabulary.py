@@ -245,7 +245,7 @@ DECLS: tuple[VarDecl, ...] = (
         ("req",),
         "Nr = CachedRequestState.num_tokens",
         "[cite:v1-cached-num-tokens]",
-        when=lambda c: c.runner == "v1",
+        when=lambda c: c.is_v1,
     ),
     VarDecl(
         "v1_in_batch",
@@ -253,7 +253,7 @@ DECLS: tuple[VarDecl, ...] = (
         ("req",),
         "in the persistent batch",
         "[cite:v1-unscheduled-leave-batch]",
-        when=lambda c: c.runner == "v1",
+        when=lambda c: c.is_v1,
     ),
     VarDecl(
         "v1_prev_draft_len",
@@ -261,7 +261,7 @@ DECLS: tuple[VarDecl, ...] = (
         ("req",),
         "prev_num_draft_len",
         "[cite:v1-prev-draft-len], [cite:v1-prev-draft-len-set]",
-        when=lambda c: c.runner == "v1",
+        when=lambda c: c.is_v1,
     ),
     VarDecl(
         "v1_prev_sampled",
@@ -269,7 +269,7 @@ DECLS: tuple[VarDecl, ...] = (
         ("req",),
         "sampled in the runner's last step: the runner feeds that step's token from the device",
         "[cite:v1-prev-sampled-input]",
-        when=lambda c: c.runner == "v1",
+        when=lambda c: c.is_v1,
     ),
     VarDecl(
         "v1_entered_at",
@@ -278,7 +278,7 @@ DECLS: tuple[VarDecl, ...] = (
         "ids the runner wrote for the request when it last entered the persistent batch (T, or T + P rebuilt): -1 "
         "placeholders from there",
         "[cite:v1-async-placeholder-outputs v1-cached-outputs-extend]",
-        when=lambda c: c.runner == "v1",
+        when=lambda c: c.is_v1,
     ),
     # ---- V2 runner ------------------------------------------------------------------------
     VarDecl(
@@ -372,6 +372,30 @@ DECLS: tuple[VarDecl, ...] = (
     ),
     VarDecl("chunked", bool, ("req",), "had at least one non-final prefill chunk", "ghost", ghost=True),
     VarDecl("completed", bool, ("req",), "finished by a stop token after decoding", "ghost", ghost=True),
+)
+
+# The short label of each variable shown in step tables (generated modules, report pages),
+# in the order they are shown; per request unless the variable is a scalar.
+SHORT_LABELS: tuple[tuple[str, str], ...] = (
+    ("status", "status"),
+    ("num_prompt_tokens", "L"),
+    ("num_tokens", "T"),
+    ("num_computed_tokens", "c"),
+    ("num_output_placeholders", "P"),
+    ("num_in_flight_tokens", "F"),
+    ("num_stale_output_tokens", "S"),
+    ("drop_stale_output", "D"),
+    ("is_prefill_chunk", "X"),
+    ("num_spec_tokens", "drafts"),
+    ("pending_update", "update"),
+    ("v1_num_tokens", "Nr"),
+    ("v2_slot", "slot"),
+    ("v2_num_computed", "g"),
+    ("v2_prefill_len", "pl"),
+    ("v2_total_len", "tl"),
+    ("discard_latest_async_tokens", "discard"),
+    ("async_tokens_to_discard", "to_discard"),
+    ("clamp_dropped", "dropped"),
 )
 
 

@@ -1,0 +1,225 @@
+"""The deliver event: update_from_output for the oldest step in flight."""
+
+from __future__ import annotations
+
+from spec.clamp import clamp_delivery
+from spec.config import Config
+from spec.engine import SAMPLED_PER_STEP, has_requests, merge_checks, rest_args, session_kept
+from spec.events import Arg, Effect
+from spec.ops import Ops
+from spec.state import Next, View
+from spec.vocabulary import Status
+
+
+def deliver_args(cfg: Config) -> tuple[Arg, ...]:
+    args = [Arg("stop", int, "0, or j: the j-th appended token is a stop token", over=("req",), lo=0)]
+    if cfg.has("kvfail"):
+        args.append(
+            Arg(
+                "kv_fail_req",
+                int,
+                "request whose loaded KV block failed (-1: none)",
+                lo=-1,
+                hi=cfg.requests - 1,
+                default=-1,
+            )
+        )
+        args.append(Arg("kv_fail_block", int, "index of its first invalid block", lo=0))
+    args += rest_args(cfg, "rest_busy")
+    return tuple(args)
+
+
+def deliver(s: View, a: View, nxt: Next, cfg: Config, ops: Ops) -> Effect:
+    """update_from_output for the oldest step ([cite:update-from-output], "
+    "[cite:async-update-request-with-output delivery-decrement-0.32])."""
+    reqs = range(cfg.requests)
+    full = s.queue_len == cfg.queue_depth
+    busy = has_requests(s, cfg, ops, a.rest_busy if cfg.rest else False)
+    guard = [s.queue_len > 0, ops.any(full, ops.not_(busy))]  # [cite:engine-defers-delivery batch-queue-pop]
+    checks: list = []
+    asserts: list = []
+    prof = cfg.prof
+    session_stops = []
+
+    for r in reqs:
+        n, ks = s.q_scheduled[0, r], s.q_spec[0, r]
+        reserved, sampled = s.q_reserved[0, r], s.q_sampled[0, r]
+        in_step = n != 0
+        status = s.status[r]
+        c = s.num_computed_tokens[r]
+        P = s.num_output_placeholders[r]
+        L, T = s.num_prompt_tokens[r], s.num_tokens[r]
+
+        failed = False
+        if cfg.has("kvfail"):
+            # A sync load's invalid blocks, reported with the step that carried the
+            # load (its admission), roll c back to the first invalid block
+            # ([cite:kv-load-failure-detected], [cite:kv-failure-computed-before-step kv-failure-truncates-computed]);
+            # P and T are not touched. A connector
+            # loads whole blocks of the prompt, so the failed block lies within it.
+            failed = a.kv_fail_req == r
+            cut = a.kv_fail_block * cfg.block_size
+            guard.append(
+                ops.implies(
+                    failed,
+                    ops.all(status == Status.RUNNING, s.q_admitted[0, r], cut < c - n, cut + cfg.block_size <= L),
+                )
+            )
+            c = ops.ite(failed, cut, c)
+
+        # in-flight and stale drain, before any skip ([cite:stale-drain]); a finished
+        # request is gone from Scheduler.requests ([cite:free-blocks-deletes-request]), so nothing drains
+        asserts.append(("delivery-tokens-positive", ops.implies(in_step, n > 0)))  # [cite:delivery-tokens-positive]
+        known = status != Status.FINISHED
+        nxt.num_in_flight_tokens[r] = s.num_in_flight_tokens[r] - ops.ite(known, n, 0)
+        stale = ops.all(in_step, known, s.num_stale_output_tokens[r] > 0)
+        S = ops.ite(stale, s.num_stale_output_tokens[r] - n, s.num_stale_output_tokens[r])
+        asserts.append(("stale-count-nonnegative", ops.implies(stale, S >= 0)))
+
+        proceed = ops.all(
+            in_step,
+            ops.not_(failed),  # [cite:skip-failed-kv-load]
+            status != Status.FINISHED,  # [cite:skip-finished]
+            ops.not_(ops.all(stale, s.drop_stale_output[r])),  # [cite:skip-drop-stale]
+        )
+        live = ops.not_(stale)
+
+        if cfg.drops:  # what the runner returned beyond this step's reservation
+            beyond = ops.ite(ops.all(proceed, live), ops.max(sampled - reserved, 0), 0)
+            nxt.unreserved[r] = s.unreserved[r] + beyond
+        if cfg.guard == "step-reservation":
+            # fixes/step-reservation-guard: keep at most what the scheduler reserved for
+            # this step (0 for a prefill chunk), before rejections and the decrement
+            truncating = ops.all(proceed, live, sampled > reserved)
+            nxt.guard_dropped[r] = s.guard_dropped[r] + ops.ite(truncating, sampled - reserved, 0)
+            sampled = ops.ite(truncating, reserved, sampled)
+
+        # spec-decode rejection ([cite:spec-reject-decrement])
+        rejecting = ops.all(proceed, ks > 0, sampled > 0, live)
+        if prof.reset == "discard-counter":
+            rejecting = ops.all(rejecting, s.async_tokens_to_discard[r] == 0)
+        rejected = ks - ops.max(sampled - SAMPLED_PER_STEP, 0)
+        c = ops.ite(ops.all(rejecting, c > 0), c - rejected, c)
+        P = ops.ite(ops.all(rejecting, P > 0), P - rejected, P)
+
+        # _update_request_with_output, only for non-empty output ([cite:update-only-nonempty-output])
+        calling = ops.all(proceed, sampled > 0)
+        tokens = sampled
+        if cfg.clamp:
+            tokens, dropped = clamp_delivery(ops, ops.all(calling, live), sampled, P)
+            nxt.clamp_dropped[r] = s.clamp_dropped[r] + ops.ite(calling, dropped, 0)
+        appending = calling
+        if prof.reset == "discard-flag":
+            discard_frame = ops.all(calling, s.discard_latest_async_tokens[r])
+            nxt.discard_latest_async_tokens[r] = ops.ite(discard_frame, False, s.discard_latest_async_tokens[r])
+            appending = ops.all(appending, ops.not_(discard_frame))
+        if prof.reset == "discard-counter":
+            discard_frame = ops.all(calling, s.async_tokens_to_discard[r] > 0)
+            nxt.async_tokens_to_discard[r] = s.async_tokens_to_discard[r] - ops.ite(discard_frame, 1, 0)
+            appending = ops.all(appending, ops.not_(discard_frame))
+
+        # append one by one, stop check after each ([cite:append-with-stop-check])
+        stop_at = a.stop[r]
+        guard.append(stop_at <= ops.ite(appending, tokens, 0))
+        appended = ops.ite(appending, ops.ite(stop_at > 0, stop_at, tokens), 0)
+        T = T + appended
+        stopping = ops.all(appending, stop_at > 0)
+        live_append = ops.all(appending, live)
+        if prof.delivery_decrement == "after-trim":
+            # [cite:delivery-decrement-0.32]: a live delivery consumes the placeholders of the tokens it
+            # kept after the stop trim, then the assert
+            P = ops.ite(live_append, P - appended, P)
+            asserts.append(("placeholders-nonnegative", ops.implies(live_append, P >= 0)))
+        else:
+            # 0.33.0: at a live stop the trimmed tokens roll num_computed_tokens back;
+            # then, only when P > 0, every returned token is resolved, then the assert
+            if prof.stop_trim_rolls_back_computed:
+                c = ops.ite(ops.all(live_append, stopping), c - (tokens - appended), c)
+            decrementing = ops.all(live_append, P > 0)
+            P = ops.ite(decrementing, P - tokens, P)
+            asserts.append(("placeholders-nonnegative", ops.implies(decrementing, P >= 0)))
+        checks.append(("no-token-while-prefilling", ops.implies(ops.all(live_append, appended > 0), reserved > 0)))
+
+        # _handle_stopped_request
+        # ([cite:handle-stopped-request resumable-stop-rollback stop-applies-queued-update stopped-session-requeued])
+        new_status = status
+        spec_drafts = s.num_spec_tokens[r]
+        epoch = s.epoch[r]
+        drop = s.drop_stale_output[r]
+        completed = s.completed[r]
+        if cfg.has("stream"):
+            session = s.resumable[r]
+            if not prof.stale_stop_of_preempted_session:
+                # 0.32.0: a stale frame stopping a preempted session re-queues a request
+                # that is still queued ([cite:stopped-by-status] with [cite:stopped-session-requeued]); outside the
+                # model
+                guard.append(ops.implies(ops.all(stopping, session), live))
+            session_stop = ops.all(stopping, session)
+            if prof.stop_rolls_back:
+                frontier = c - P
+                asserts.append(("safe-frontier-nonnegative", ops.implies(session_stop, frontier >= 0)))
+                c = ops.ite(session_stop, frontier, c)
+                drop = ops.ite(session_stop, True, drop)
+                S = ops.ite(session_stop, nxt.num_in_flight_tokens[r], S)
+                P = ops.ite(session_stop, 0, P)
+                epoch = epoch + ops.ite(session_stop, 1, 0)
+            spec_drafts = ops.ite(session_stop, 0, spec_drafts)
+            # the queued update is applied now ([cite:stop-applies-queued-update],
+            # [cite:update-request-as-session session-keep-computed session-appends-update]
+            # [cite:session-prompt-len session-to-waiting])
+            applying = ops.all(session_stop, s.pending_update[r])
+            kept, keep_ok = session_kept(prof, T, c, ops)
+            asserts.append(("session-keep-covers-computed", ops.implies(applying, keep_ok)))
+            u = s.pending_update_len[r]
+            new_L = ops.ite(applying, ops.max(L, kept) + u, L)
+            T = ops.ite(applying, kept + u, T)
+            L = new_L
+            nxt.pending_update[r] = ops.ite(applying, False, s.pending_update[r])
+            nxt.pending_update_len[r] = ops.ite(applying, 0, s.pending_update_len[r])
+            new_status = ops.ite(
+                session_stop,
+                ops.ite(applying, Status.WAITING, Status.WAITING_FOR_STREAMING_REQ),
+                new_status,
+            )
+            session_stops.append(session_stop)
+            finishing = ops.all(stopping, ops.not_(session))
+        else:
+            finishing = stopping
+        new_status = ops.ite(finishing, Status.FINISHED, new_status)
+        completed = ops.any(completed, ops.all(finishing, T - L >= 2))
+        nxt.finished_unshipped[r] = ops.any(
+            s.finished_unshipped[r], finishing
+        )  # _free_request ([cite:free-request-records-finished])
+
+        nxt.num_computed_tokens[r] = c
+        nxt.num_output_placeholders[r] = P
+        nxt.num_tokens[r] = T
+        nxt.num_prompt_tokens[r] = L
+        nxt.num_stale_output_tokens[r] = S
+        nxt.drop_stale_output[r] = drop
+        nxt.num_spec_tokens[r] = spec_drafts
+        nxt.epoch[r] = epoch
+        nxt.status[r] = new_status
+        nxt.completed[r] = completed
+
+    # sessions re-enter the waiting queues in processing order ([cite:stopped-session-requeued])
+    if cfg.has("stream"):
+        for r in reqs:
+            ahead = ops.count(ops.all(session_stops[q], s.q_order[0, q] < s.q_order[0, r]) for q in reqs if q != r)
+            nxt.waiting_rank[r] = ops.ite(session_stops[r], s.waiting_back + ahead, s.waiting_rank[r])
+        nxt.waiting_back = s.waiting_back + ops.count(session_stops)
+
+    _pop_head(s, nxt, cfg, ops)
+    return Effect(guard=ops.all(*guard), checks=merge_checks(ops, checks), asserts=merge_checks(ops, asserts))
+
+
+def _pop_head(s: View, nxt: Next, cfg: Config, ops: Ops) -> None:
+    """batch_queue.pop() of the oldest step ([cite:batch-queue-pop]); unused positions read 0."""
+    last = cfg.queue_depth - 1
+    for r in range(cfg.requests):
+        for name in ("q_scheduled", "q_spec", "q_reserved", "q_sampled", "q_order", "q_epoch", "q_admitted"):
+            arr_now, arr_next = getattr(s, name), getattr(nxt, name)
+            for i in range(last):
+                arr_next[i, r] = arr_now[i + 1, r]
+            arr_next[last, r] = False if name == "q_admitted" else 0
+    nxt.queue_len = s.queue_len - 1

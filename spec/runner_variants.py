@@ -1,0 +1,132 @@
+"""The model runners the contract knows, as data: one record per variant, each owning its discard rule.
+
+A runner decides on its own whether a scheduled request is still prefilling, and then
+discards its sample. That decision is a `Rule` over the runner's row for the request
+(spec/runners.py builds the rows: Z3 terms in a proof, ints in a replay), and the same
+`Rule.discards` both decides (the contract calls it) and explains (`Rule.text`
+evaluates it on a replayed row's numbers): the rule a generated module or a report page
+prints can never differ from the one the model applies. The contract reads a record's
+fields and never compares a runner's name.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import reduce
+from typing import Any, Mapping
+
+from spec.ops import INT_OPS, Ops
+
+
+@dataclass(frozen=True)
+class Rule:
+    """Discard while the sum of the `left` fields is below the `right` field (strictly), or,
+    with no `left`, exactly when the `right` field (a flag the scheduler ships) is true."""
+
+    left: tuple[str, ...]
+    right: str
+    names: Mapping[str, str] = field(default_factory=dict)  # how the text names each field
+
+    def discards(self, row: Mapping[str, Any], ops: Ops = INT_OPS) -> Any:
+        if not self.left:
+            return row[self.right]
+        # left-to-right `a + b`, no leading 0: the very terms the contract always built
+        return reduce(lambda a, b: a + b, (row[f] for f in self.left)) < row[self.right]
+
+    def text(self, row: Mapping[str, Any]) -> str:
+        """The rule evaluated on a row's numbers, e.g. `g + n = 2 + 14 = 16 < prefill_len = 16? no -> samples`."""
+        decision = bool(self.discards(row, INT_OPS))
+        name = self.names.get(self.right, self.right)
+        if not self.left:
+            what = f"{name} (= {bool(row[self.right])})"
+        else:
+            terms = " + ".join(self.names.get(f, f) for f in self.left)
+            values = " + ".join(str(row[f]) for f in self.left)
+            total = sum(row[f] for f in self.left)
+            what = f"{terms} = {values} = {total} < {name} = {row[self.right]}"
+        return f"{what}? {'yes' if decision else 'no'} -> {'discards' if decision else 'samples'}"
+
+
+@dataclass(frozen=True)
+class Runner:
+    name: str
+    doc: str
+    family: str  # "v1" (GPUModelRunner, per-request CachedRequestState) or "v2" (state slots, the Triton kernel)
+    rule: Rule
+    # the recompute fix: a cached request whose scheduler count went backwards has its
+    # slot's GPU count rolled back to it (fixes/v2-recompute-rollback)
+    rolls_back: bool = False
+    # the runner samples exactly what the scheduler reserved for, whatever the faults of
+    # the slot state: its decision is the scheduler's (an in-flight-agreement lemma holds
+    # under KV-load failures)
+    follows_scheduler: bool = False
+    kernel: str | None = None  # the discard kernel variant that implements the rule (kernels/discard.py)
+    in_vllm: bool = True  # vLLM's own code has it (the real-runner target can run it; v2-live with one patch)
+    title: str = ""  # a diagram's participant
+    phrase: str = ""  # in a sentence: "the V2 runner with the live-length fix"
+    cite: str = ""  # the vLLM lines of its decision (spec/citations.toml ids)
+
+
+V1_RULE = Rule(("computed", "query_len"), "num_tokens", {"computed": "c", "query_len": "n", "num_tokens": "Nr"})
+SNAPSHOT_RULE = Rule(("num_computed", "query_len"), "prefill_len", {"num_computed": "g", "query_len": "n"})
+LIVE_RULE = Rule(("num_computed", "query_len"), "total_len", {"num_computed": "g", "query_len": "n"})
+CHUNK_RULE = Rule((), "chunk", {"chunk": "the scheduler's is_prefill_chunk"})
+
+V1 = Runner(
+    "v1",
+    "GPUModelRunner (V1): discards while cr + n < CachedRequestState.num_tokens (live)",
+    "v1",
+    V1_RULE,
+    follows_scheduler=True,
+    title="Runner (V1)",
+    phrase="the V1 runner",
+    cite="v1-discard-mask",
+)
+V2 = Runner(
+    "v2",
+    "V2 runner as in 0.32.0: discards while seq_len < prefill_len (snapshot taken at add)",
+    "v2",
+    SNAPSHOT_RULE,
+    kernel="snapshot",
+    title="Runner (V2, prefill_len)",
+    phrase="the V2 runner",
+    cite="v2-discard-kernel v2-add-writes-slot",
+)
+V2_LIVE = Runner(
+    "v2-live",
+    "V2 with the fix: discards while seq_len < total_len (live length of the slot)",
+    "v2",
+    LIVE_RULE,
+    kernel="live",
+    title="Runner (V2, total_len)",
+    phrase="the V2 runner with the live-length fix",
+    cite="v2-discard-kernel v2-add-writes-slot",
+)
+V2_ROLLBACK = Runner(
+    "v2-rollback",
+    "V2 with the recompute fix (fixes/v2-recompute-rollback): the scheduler ships its prefill-chunk decision with "
+    "each request and the runner discards exactly those steps; when the scheduler's computed count of a cached "
+    "request went backwards, the slot's GPU count is rolled back to it",
+    "v2",
+    CHUNK_RULE,
+    rolls_back=True,
+    follows_scheduler=True,
+    in_vllm=False,
+    title="Runner (V2, the scheduler's chunk flag)",
+    phrase="the V2 runner with the recompute fix",
+    cite="v2-discard-kernel v2-add-writes-slot",
+)
+V2_ROLLBACK_LIVE = Runner(
+    "v2-rollback-live",
+    "the recompute fix without its first half (negative control): the slot's count is rolled back, but the runner "
+    "still decides on its own, with the live total_len",
+    "v2",
+    LIVE_RULE,
+    rolls_back=True,
+    in_vllm=False,
+    title="Runner (V2, rolled back, total_len)",
+    phrase="the V2 runner with only half the recompute fix (the slot rolled back)",
+    cite="v2-discard-kernel v2-add-writes-slot",
+)
+
+RUNNERS: dict[str, Runner] = {r.name: r for r in (V1, V2, V2_LIVE, V2_ROLLBACK, V2_ROLLBACK_LIVE)}

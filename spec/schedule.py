@@ -1,0 +1,292 @@
+"""The schedule event: Scheduler.schedule() and _update_after_schedule, then the runner executes the step."""
+
+from __future__ import annotations
+
+from spec.config import Config
+from spec.engine import SAMPLED_PER_STEP, has_requests, merge_checks, pending_rejections, rest_args, spec_k
+from spec.events import Arg, Effect
+from spec.ops import Ops
+from spec.runners import Shipped, v1_decide, v2_decide
+from spec.state import Next, View
+from spec.vocabulary import Status
+
+
+def schedule_args(cfg: Config) -> tuple[Arg, ...]:
+    args = [Arg("budget", int, "token budget of the step (max_num_scheduled_tokens)", lo=1, hi=cfg.max_budget)]
+    if cfg.drafts:
+        args.append(Arg("accepted", int, "drafts the runner accepts", over=("req",), lo=0, hi=cfg.spec_tokens))
+    if "stale-slot-read" in cfg.faults:
+        args.append(Arg("stale_read", bool, "fault: the add_request writes to the slot are lost", over=("req",)))
+    if "over-delivery" in cfg.faults:
+        args.append(Arg("extra", int, "fault: tokens committed beyond 1 + accepted", over=("req",), lo=0))
+    args += rest_args(
+        cfg, "rest_busy", "rest_before", "rest_unfinished", "rest_prefill", "rest_running", "rest_stopped"
+    )
+    if "stale-slot-read" in cfg.faults:
+        args += rest_args(cfg, "rest_left_prefill_len", "rest_left_num_computed", "rest_left_total_len")
+    return tuple(args)
+
+
+def schedule(s: View, a: View, nxt: Next, cfg: Config, ops: Ops) -> Effect:
+    """Scheduler.schedule() ([cite:schedule-begins schedule-ends-with-update]) with
+    AsyncScheduler._update_after_schedule
+    ([cite:async-update-after-schedule reserve-placeholders spec-token-placeholders next-decode-eligible]), then
+    the runner's execute_model for that output."""
+    reqs = range(cfg.requests)
+    K = spec_k(s, cfg)
+    status = [s.status[r] for r in reqs]
+    guard = [s.queue_len < cfg.queue_depth, has_requests(s, cfg, ops, a.rest_busy if cfg.rest else False)]
+    checks: list = []
+    asserts: list = []
+    observed: dict = {}
+
+    stagger = cfg.is_v2 and cfg.pp > 1
+    if stagger:
+        nxt.current_step = s.current_step + 1  # [cite:schedule-begins]
+
+    # long_prefill_token_threshold applies only with more than one request in the
+    # running or waiting queues ([cite:long-prefill-threshold-eligible], [cite:request-counts])
+    eligible = ops.count(st != Status.FINISHED for st in status) + (a.rest_unfinished if cfg.rest else 0)
+    thr = cfg.long_prefill_threshold
+
+    def cap_long_prefill(x):
+        if thr == 0:
+            return x
+        return ops.ite(
+            ops.all(eligible > 1, thr < x), thr, x
+        )  # [cite:running-num-new-tokens], [cite:admission-padding]
+
+    remaining = a.budget
+    prefill_scheduled = False
+    running_scheduled = False
+    if cfg.rest:  # the others' share of the step, before the focal request's turn
+        guard.append(a.rest_before <= a.budget)
+        remaining = a.budget - a.rest_before
+        prefill_scheduled, running_scheduled = a.rest_prefill, a.rest_running
+    take = [False] * len(reqs)
+    n = [0] * len(reqs)
+    ks = [0] * len(reqs)
+    order = [0] * len(reqs)
+    scheduled_count = 0
+    # what the others had done when each request's turn came: the abstraction's picks
+    # that reproduce this step for that request (tests/test_abstraction.py)
+    remaining_at = [a.budget] * len(reqs)
+    stopped_at = [False] * len(reqs)
+
+    # ---- RUNNING requests, in Scheduler.running order ([cite:running-loop])
+    running = [st == Status.RUNNING for st in status]
+    run_pos = [
+        ops.count(ops.all(running[q], s.running_rank[q] < s.running_rank[r]) for q in reqs if q != r) for r in reqs
+    ]
+    for p in range(cfg.requests):
+        for r in reqs:
+            remaining_at[r] = ops.ite(ops.all(running[r], run_pos[r] == p), remaining, remaining_at[r])
+            here = ops.all(running[r], run_pos[r] == p, remaining > 0)
+            if stagger:
+                here = ops.all(
+                    here, ops.not_(nxt.current_step < s.next_decode_eligible_step[r])
+                )  # [cite:decode-eligible-skip]
+            T, c, P, k0 = s.num_tokens[r], s.num_computed_tokens[r], s.num_output_placeholders[r], s.num_spec_tokens[r]
+            want = cap_long_prefill(T + k0 + P - c)  # [cite:running-num-new-tokens]
+            count = ops.min(want, remaining)  # [cite:running-budget-cap]
+            chosen = ops.all(here, count != 0)  # zero -> continue ([cite:running-zero-skip])
+            asserts.append(("running-tokens-positive", ops.implies(chosen, count > 0)))
+            spec_room = count + c - T - P  # [cite:spec-tokens-fit]
+            spec = ops.ite(ops.all(k0 > 0, spec_room > 0), ops.min(k0, spec_room), 0)
+            take[r] = ops.any(take[r], chosen)
+            n[r] = ops.ite(chosen, count, n[r])
+            ks[r] = ops.ite(chosen, spec, ks[r])
+            order[r] = ops.ite(chosen, scheduled_count, order[r])
+            scheduled_count = scheduled_count + ops.ite(chosen, 1, 0)
+            remaining = remaining - ops.ite(chosen, count, 0)
+            prefill_scheduled = ops.any(
+                prefill_scheduled, ops.all(chosen, s.is_prefill_chunk[r])
+            )  # [cite:prefill-scheduled-flag]
+            running_scheduled = ops.any(running_scheduled, chosen)
+
+    # ---- WAITING requests ([cite:waiting-loop]): kv_holding_waiting (c > 0) before waiting,
+    #      FCFS within each; blocked sessions and deliverable stale output are skipped
+    queued = [
+        ops.any(st == Status.WAITING, st == Status.PREEMPTED, st == Status.WAITING_FOR_STREAMING_REQ) for st in status
+    ]
+    blocked = [
+        ops.any(
+            status[r]
+            == Status.WAITING_FOR_STREAMING_REQ,  # [cite:blocked-waiting-check], [cite:streaming-waits-for-input]
+            ops.all(
+                s.num_stale_output_tokens[r] > 0, ops.not_(s.drop_stale_output[r])
+            ),  # [cite:stale-output-blocks-resume]
+        )
+        for r in reqs
+    ]
+    admissible = [ops.all(queued[r], ops.not_(blocked[r])) for r in reqs]
+    holding = [s.num_computed_tokens[r] > 0 for r in reqs]  # [cite:enqueue-waiting-kv-holding]
+
+    def waits_before(q, r):
+        same_queue = holding[q] == holding[r]
+        return ops.any(
+            ops.all(holding[q], ops.not_(holding[r])),
+            ops.all(same_queue, s.waiting_rank[q] < s.waiting_rank[r]),
+        )
+
+    wait_pos = [ops.count(ops.all(admissible[q], waits_before(q, r)) for q in reqs if q != r) for r in reqs]
+    flags_after_running = (prefill_scheduled, running_scheduled)
+    stopped = a.rest_stopped if cfg.rest else False
+    admitted = [False] * len(reqs)
+    admit_pos = [0] * len(reqs)
+    admitted_count = 0
+    for p in range(cfg.requests):
+        for r in reqs:
+            turn = ops.all(admissible[r], wait_pos[r] == p)
+            remaining_at[r] = ops.ite(turn, remaining, remaining_at[r])
+            stopped_at[r] = ops.ite(turn, stopped, stopped_at[r])
+            here = ops.all(admissible[r], wait_pos[r] == p, remaining > 0, ops.not_(stopped))
+            computed = s.num_computed_tokens[
+                r
+            ]  # c == 0: no prefix-cache hit; else kept ([cite:admission-prefix-lookup admission-keeps-computed])
+            want = s.num_tokens[r] - computed  # [cite:admission-num-new-tokens]
+            pad = False
+            if cfg.drafts:
+                pad = ops.all(
+                    K > 0,
+                    want == 1,
+                    ops.not_(prefill_scheduled),
+                    ops.any(running_scheduled, computed > 0),
+                )  # [cite:admission-padding]
+                no_room = ops.all(here, pad, 1 + K > remaining)  # [cite:admission-padding]: break
+                stopped = ops.any(stopped, no_room)
+                here = ops.all(here, ops.not_(no_room))
+                want = ops.ite(pad, 1 + K, want)
+            count = ops.min(cap_long_prefill(want), remaining)  # [cite:admission-padding admission-budget-cap]
+            asserts.append(
+                ("admission-tokens-positive", ops.implies(here, count > 0))
+            )  # [cite:admission-tokens-positive]
+            if cfg.drafts:
+                # the threshold may cut a padded admission below 1 + K ([cite:padding-assert])
+                asserts.append(("padding-intact", ops.implies(ops.all(here, pad), count == 1 + K)))
+            take[r] = ops.any(take[r], here)
+            admitted[r] = ops.any(admitted[r], here)
+            admit_pos[r] = ops.ite(here, admitted_count, admit_pos[r])
+            n[r] = ops.ite(here, count, n[r])
+            ks[r] = ops.ite(ops.all(here, pad), K, ks[r])  # [cite:padding-assert padded-draft-placeholders]
+            order[r] = ops.ite(here, scheduled_count, order[r])
+            scheduled_count = scheduled_count + ops.ite(here, 1, 0)
+            admitted_count = admitted_count + ops.ite(here, 1, 0)
+            remaining = remaining - ops.ite(here, count, 0)
+
+    # admission bookkeeping
+    # ([cite:running-append admitted-new-or-resumed admission-records-tokens admission-sets-running]): status RUNNING,
+    # appended to running
+    rank_base = s.next_running_rank
+    for r in reqs:
+        nxt.status[r] = ops.ite(admitted[r], Status.RUNNING, status[r])
+        nxt.running_rank[r] = ops.ite(admitted[r], rank_base + admit_pos[r], s.running_rank[r])
+    nxt.next_running_rank = rank_base + admitted_count
+    for r in reqs:
+        nxt.finished_unshipped[r] = (
+            False  # shipped in this output, then cleared ([cite:output-finished-req-ids], [cite:finished-ids-cleared])
+        )
+
+    # ---- _update_after_schedule
+    # ([cite:update-after-schedule advance-computed-and-in-flight is-prefill-chunk finished-ids-cleared],
+    # [cite:async-update-after-schedule reserve-placeholders spec-token-placeholders next-decode-eligible])
+    shipped = []
+    reserved = [0] * len(reqs)
+    for r in reqs:
+        c0, P0, T = s.num_computed_tokens[r], s.num_output_placeholders[r], s.num_tokens[r]
+        c1 = c0 + n[r]
+        chunk = c1 < T + P0  # [cite:is-prefill-chunk]
+        reserved[r] = ops.ite(
+            ops.all(take[r], ops.not_(chunk)), SAMPLED_PER_STEP + ks[r], 0
+        )  # [cite:reserve-placeholders]
+        nxt.num_computed_tokens[r] = ops.ite(take[r], c1, c0)  # [cite:advance-computed-and-in-flight]
+        nxt.num_in_flight_tokens[r] = s.num_in_flight_tokens[r] + n[r]  # [cite:advance-computed-and-in-flight]
+        nxt.is_prefill_chunk[r] = ops.ite(take[r], chunk, s.is_prefill_chunk[r])
+        nxt.chunked[r] = ops.any(s.chunked[r], ops.all(take[r], chunk))
+        nxt.num_output_placeholders[r] = P0 + reserved[r]
+        # drafts cleared when scheduled ([cite:drafts-cleared-when-scheduled]); placeholders for the next step
+        # when sampled ([cite:spec-token-placeholders])
+        nxt.num_spec_tokens[r] = ops.ite(take[r], ops.ite(chunk, 0, K), s.num_spec_tokens[r])
+        if stagger:
+            nxt.next_decode_eligible_step[r] = ops.ite(
+                ops.all(take[r], ops.not_(chunk)), nxt.current_step + cfg.pp, s.next_decode_eligible_step[r]
+            )  # [cite:next-decode-eligible] (decode_stagger = pp_size)
+        shipped.append(
+            Shipped(
+                on=take[r],
+                n=n[r],
+                ks=ks[r],
+                c0=c0,
+                prompt_len=s.num_prompt_tokens[r],
+                num_tokens=T,
+                placeholders=P0,
+                as_new=ops.all(admitted[r], status[r] == Status.WAITING),
+                as_resumed=ops.all(admitted[r], status[r] == Status.PREEMPTED),
+                admit_pos=admit_pos[r],
+                chunk=chunk,
+            )
+        )
+
+    # ---- the runner executes the step ([cite:engine-executes])
+    if cfg.is_v1:
+        discards, observed["v1_rows"] = v1_decide(s, nxt, cfg, ops, shipped)
+    else:
+        discards, observed["v2_rows"] = v2_decide(s, a, nxt, cfg, ops, shipped, status)
+    if cfg.is_v2:
+        for r in reqs:
+            checks.append(
+                (
+                    "positions-agree",
+                    ops.implies(
+                        take[r],
+                        observed["v2_rows"][r]["num_computed"]
+                        == s.num_computed_tokens[r] - pending_rejections(s, cfg, ops, r),
+                    ),
+                )
+            )
+    else:
+        for r in reqs:
+            checks.append(("no-placeholder-input", ops.not_(observed["v1_rows"][r]["placeholder_input"])))
+    observed["discard"] = discards
+    observed["reserved"] = reserved
+    observed["rest"] = [
+        {
+            "rest_before": a.budget - remaining_at[r],
+            "rest_unfinished": eligible - ops.ite(status[r] != Status.FINISHED, 1, 0),
+            "rest_prefill": flags_after_running[0],
+            "rest_running": flags_after_running[1],
+            "rest_stopped": stopped_at[r],
+            "rest_busy": has_requests(s, cfg, ops, only=[q for q in reqs if q != r]),
+        }
+        for r in reqs
+    ]
+
+    for r in reqs:
+        sampling = ops.all(take[r], ops.not_(discards[r]))
+        accepted = a.accepted[r] if cfg.drafts else 0
+        extra = a.extra[r] if "over-delivery" in cfg.faults else 0
+        sampled = ops.ite(sampling, SAMPLED_PER_STEP + accepted + extra, 0)
+        # picks that do not apply are pinned to 0, so every trace has one spelling
+        if cfg.drafts:
+            guard.append(accepted <= ops.ite(sampling, ks[r], 0))
+        if "over-delivery" in cfg.faults:
+            guard.append(ops.implies(ops.not_(sampling), extra == 0))
+        if "stale-slot-read" in cfg.faults:
+            guard.append(
+                ops.implies(ops.not_(ops.any(shipped[r].as_new, shipped[r].as_resumed)), ops.not_(a.stale_read[r]))
+            )
+        chunk = nxt.is_prefill_chunk[r]
+        checks.append(("predicates-agree", ops.implies(take[r], discards[r] == chunk)))
+        for i in range(cfg.queue_depth):
+            at = s.queue_len == i
+            nxt.q_scheduled[i, r] = ops.ite(at, n[r], s.q_scheduled[i, r])
+            nxt.q_spec[i, r] = ops.ite(at, ks[r], s.q_spec[i, r])
+            nxt.q_reserved[i, r] = ops.ite(at, reserved[r], s.q_reserved[i, r])
+            nxt.q_sampled[i, r] = ops.ite(at, sampled, s.q_sampled[i, r])
+            nxt.q_order[i, r] = ops.ite(at, order[r], s.q_order[i, r])
+            nxt.q_epoch[i, r] = ops.ite(at, ops.ite(take[r], s.epoch[r], 0), s.q_epoch[i, r])
+            nxt.q_admitted[i, r] = ops.ite(at, admitted[r], s.q_admitted[i, r])
+    nxt.queue_len = s.queue_len + 1  # appendleft ([cite:batch-queue-append])
+    return Effect(
+        guard=ops.all(*guard), checks=merge_checks(ops, checks), asserts=merge_checks(ops, asserts), observed=observed
+    )
