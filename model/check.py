@@ -11,7 +11,7 @@ over-constrained model cannot prove anything.
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 
 import z3
 
@@ -20,12 +20,15 @@ from model.encoding import Encoding
 from model.induction import KInduction
 from model.interpreter import Interpreter
 from model.itf import to_itf
+from model.results import VerdictRow
 from model.trace import Trace, confirm
 from model.witness import admitted_by_encoding, policy_run
 from spec.config import Config
 from spec.invariants import lemmas_for
 from spec.ops import Ops
 from spec.state import View
+from spec.verdicts import BOUNDED, PROVED, UNKNOWN, VIOLATED, Kind, Verdict
+from spec.verdicts import frontier as frontier_verdict
 
 MAX_DEPTH = 12
 TIMEOUT_S = 60.0  # per solver query; `make prove --timeout SECONDS` changes it
@@ -52,38 +55,12 @@ def healthy(bmc: Bmc, bound: int | None = 3):
     return restrict
 
 
-@dataclass
-class Row:
-    config: str
-    runner: str
-    clamp: bool
-    events: list
-    faults: list
-    profile: str
-    property: str
-    verdict: str
-    expected: str
-    depth: int | None
-    seconds: float
-    trace: str | None = None
-    first_seconds: float | None = None  # the shortest counterexample alone, before classes
-    classes: list = field(default_factory=list)
-    mechanisms: list = field(default_factory=list)
-    reaction: str = ""  # violated: what vLLM does at the violating step ("crash: <assert>" / "silent")
-    scope: dict = field(default_factory=dict)  # the parameter space the verdict covers
-    note: str = ""
-
-    @property
-    def ok(self) -> bool:
-        return self.verdict == self.expected
-
-
 K_FRONTIER_MAX = 8  # a frontier search proves K <= 0, 1, ... up to this bound
 
 
-def _row(cfg: Config, prop: str, **kw) -> Row:
+def _row(cfg: Config, prop: str, **kw) -> VerdictRow:
     kw.setdefault("scope", scope_of(cfg))
-    return Row(
+    return VerdictRow(
         config=cfg.name,
         runner=cfg.runner,
         clamp=cfg.clamp,
@@ -120,7 +97,7 @@ def scope_of(cfg: Config, trace: Trace | None = None, spec_tokens=None) -> dict:
 
 @dataclass
 class ConfigReport:
-    rows: list[Row]
+    rows: list[VerdictRow]
     documents: dict  # relative path -> ITF document
     witness: dict
 
@@ -131,7 +108,7 @@ def check_config(cfg: Config, max_depth: int = MAX_DEPTH, timeout_s: float = TIM
     enc = Encoding(cfg)
     timeout_ms = max(int(timeout_s * 1000), 1)
     interp = Interpreter(cfg)
-    rows: list[Row] = []
+    rows: list[VerdictRow] = []
     documents: dict = {}
 
     def keep(trace: Trace, name: str, description: str, of: Config | None = None) -> str:
@@ -141,7 +118,7 @@ def check_config(cfg: Config, max_depth: int = MAX_DEPTH, timeout_s: float = TIM
         documents[path] = to_itf(trace, of.record(), description)
         return path
 
-    def refute(prop: str, note: str = "") -> Row:
+    def refute(prop: str, note: str = "") -> VerdictRow:
         # a solver of its own: a trace depends on its configuration and property only,
         # not on which other queries ran before it (Z3's models follow its history).
         # An abstract rest proves, it does not refute: its counterexamples are searched
@@ -159,7 +136,7 @@ def check_config(cfg: Config, max_depth: int = MAX_DEPTH, timeout_s: float = TIM
                 return _row(
                     cfg,
                     prop,
-                    verdict="unknown",
+                    verdict=UNKNOWN,
                     depth=None,
                     seconds=time.perf_counter() - started,
                     note=(note + "; then " if note else "") + str(exc),
@@ -177,7 +154,7 @@ def check_config(cfg: Config, max_depth: int = MAX_DEPTH, timeout_s: float = TIM
             return _row(
                 cfg,
                 prop,
-                verdict="bounded",
+                verdict=BOUNDED,
                 depth=max_depth,
                 seconds=seconds,
                 note=(note + "; " if note else "") + f"no counterexample within {max_depth} steps{sizes}",
@@ -194,37 +171,34 @@ def check_config(cfg: Config, max_depth: int = MAX_DEPTH, timeout_s: float = TIM
         return _row(
             cfg,
             prop,
-            verdict="violated",
+            verdict=VIOLATED,
             depth=first.depth,
             seconds=seconds,
             trace=paths[0],
             first_seconds=first_seconds,
             classes=paths[1:],
             mechanisms=first.mechanisms,
-            reaction=first.reaction,
+            fired=first.fired_at_end,
             scope=scope_of(where, first),
             note=note,
         )
 
-    def frontier(prop: str) -> Row:
+    def frontier(prop: str) -> VerdictRow:
         """The smallest K with a counterexample: prove the property for K <= 0, 1, ...
         (k-induction, each bound on its own), and at the first bound whose proof fails
         search a shortest counterexample with K pinned to it."""
         started = time.perf_counter()
+
+        def undecided(note: str):
+            return _row(cfg, prop, verdict=UNKNOWN, depth=None, seconds=time.perf_counter() - started, note=note)
+
         for k in range(K_FRONTIER_MAX + 1):
             bounded = cfg.with_(spec_tokens_max=k)
             lemmas = [(lemma.name, lemma.holds) for lemma in lemmas_for(bounded, [prop])]
             try:
                 result = KInduction(Encoding(bounded), timeout_ms).prove([prop], lemmas)
             except SolverUnknown as exc:
-                return _row(
-                    cfg,
-                    prop,
-                    verdict="unknown",
-                    depth=None,
-                    seconds=time.perf_counter() - started,
-                    note=f"frontier proof for K <= {k}: {exc}",
-                )
+                return undecided(f"frontier proof for K <= {k}: {exc}")
             if result.status == "proved":
                 continue
             trace = None
@@ -232,14 +206,7 @@ def check_config(cfg: Config, max_depth: int = MAX_DEPTH, timeout_s: float = TIM
                 try:
                     trace = Bmc(Encoding(pinned), timeout_ms).shortest(Goal.violation(prop), max_depth)
                 except SolverUnknown as exc:
-                    return _row(
-                        cfg,
-                        prop,
-                        verdict="unknown",
-                        depth=None,
-                        seconds=time.perf_counter() - started,
-                        note=f"frontier search at K = {k}: {exc}",
-                    )
+                    return undecided(f"frontier search at K = {k}: {exc}")
                 if trace is not None:
                     break
             seconds = time.perf_counter() - started
@@ -248,7 +215,7 @@ def check_config(cfg: Config, max_depth: int = MAX_DEPTH, timeout_s: float = TIM
                 return _row(
                     cfg,
                     prop,
-                    verdict="bounded",
+                    verdict=BOUNDED,
                     depth=max_depth,
                     seconds=seconds,
                     scope=scope_of(cfg, spec_tokens=below),
@@ -261,12 +228,12 @@ def check_config(cfg: Config, max_depth: int = MAX_DEPTH, timeout_s: float = TIM
             return _row(
                 cfg,
                 prop,
-                verdict=f"frontier:K={k}",
+                verdict=frontier_verdict(k),
                 depth=trace.depth,
                 seconds=seconds,
                 trace=path,
                 mechanisms=trace.mechanisms,
-                reaction=trace.reaction,
+                fired=trace.fired_at_end,
                 scope={
                     **scope_of(cfg, spec_tokens=below),
                     "violated_at": {"spec_tokens": k, "requests": pinned.requests},
@@ -277,15 +244,16 @@ def check_config(cfg: Config, max_depth: int = MAX_DEPTH, timeout_s: float = TIM
         return _row(
             cfg,
             prop,
-            verdict="proved",
+            verdict=PROVED,
             depth=None,
             seconds=time.perf_counter() - started,
             scope=scope_of(cfg, spec_tokens=list(range(K_FRONTIER_MAX + 1))),
             note=f"no proof for every K; proved for each K <= {K_FRONTIER_MAX} on its own",
         )
 
-    proved = [p for p, e in cfg.expect.items() if e == "proved"]
-    violated = [p for p, e in cfg.expect.items() if e in ("violated", "bounded")]  # both: search
+    expected = {p: Verdict.parse(e, expectation=True) for p, e in cfg.expect.items()}
+    proved = [p for p, e in expected.items() if e.kind is Kind.PROVED]
+    violated = [p for p, e in expected.items() if e.searches]
     if proved:
         lemmas = [(lemma.name, lemma.holds) for lemma in lemmas_for(cfg, proved)]
         started = time.perf_counter()
@@ -301,7 +269,7 @@ def check_config(cfg: Config, max_depth: int = MAX_DEPTH, timeout_s: float = TIM
                     _row(
                         cfg,
                         prop,
-                        verdict="proved",
+                        verdict=PROVED,
                         depth=result.k,
                         seconds=seconds,
                         note=f"k-induction, k={result.k}, with {len(lemmas)} lemmas",
@@ -313,7 +281,7 @@ def check_config(cfg: Config, max_depth: int = MAX_DEPTH, timeout_s: float = TIM
                 rows.append(refute(prop, note=why))
     for prop in violated:
         rows.append(refute(prop))
-    for prop in [p for p, e in cfg.expect.items() if e.startswith("frontier:")]:
+    for prop in [p for p, e in expected.items() if e.kind is Kind.FRONTIER]:
         rows.append(frontier(prop))
 
     started = time.perf_counter()
@@ -358,10 +326,5 @@ def check_config(cfg: Config, max_depth: int = MAX_DEPTH, timeout_s: float = TIM
     return ConfigReport(rows=rows, documents=documents, witness=witness_info)
 
 
-def row_dict(row: Row) -> dict:
-    out = asdict(row)
-    out["seconds"] = round(row.seconds, 4)
-    if row.first_seconds is not None:
-        out["first_seconds"] = round(row.first_seconds, 4)
-    out["match"] = row.ok
-    return out
+def row_dict(row: VerdictRow) -> dict:
+    return row.to_json()

@@ -32,9 +32,12 @@ from model.encoding import Encoding
 from model.induction import KInduction
 from model.interpreter import Interpreter
 from model.trace import Trace, confirm
+from model.z3ops import Z3Ops
 from spec.config import Config
 from spec.invariants import lemmas_for
+from spec.ops import INT_OPS
 from spec.properties import PROPERTIES
+from spec.verdicts import Fired
 from spec.vocabulary import Status
 
 MAX_DEPTH = 12
@@ -102,13 +105,13 @@ def accepted_names() -> str:
 @dataclass
 class Answer:
     config: str
-    verdict: str  # "reached" | "unreachable" | "unknown"
+    verdict: str  # "reached" | "unreachable" | "unknown" | "could not run" (how: the cause)
     seconds: float
     how: str  # one phrase: what decided it
     depth: int | None = None
     trace: Trace | None = None
     request: int | None = None  # the request whose counters match
-    reaction: str = ""  # reached: "crash: <assert>" or "silent" at the last step
+    fired: Fired | None = None  # reached: what vLLM does at the last step (an assert fires, or nothing)
     mechanisms: list = field(default_factory=list)
     instance: Config | None = None  # reached: the configuration the trace runs on (concrete)
 
@@ -135,40 +138,33 @@ class CounterGoal(Goal):
         return z3.Or(*[self.for_request(enc, depth, r) for r in range(self.requests)])
 
     def for_request(self, enc: Encoding, depth: int, r: int):
-        s = enc.step(depth).state
-        conds = []
-        for name, value in self.values.items():
-            counter = COUNTERS[name]
-            if name == "output":
-                conds.append(s[("num_tokens", r)] - s[("num_prompt_tokens", r)] == value)
-            elif name == "new_tokens":
-                before = enc.step(depth - 1).state
-                conds += [
-                    enc.action_is(depth - 1, "deliver"),
-                    before[("q_scheduled", 0, r)] != 0,
-                    before[("q_sampled", 0, r)] == value,
-                ]
-            elif counter.kind == "bool":
-                conds.append(s[(counter.var, r)] == z3.BoolVal(bool(value)))
-            else:
-                conds.append(s[(counter.var, r)] == value)
-        return z3.And(*conds)
+        before = enc.step(depth - 1).state if "new_tokens" in self.values else None
+        delivers = enc.action_is(depth - 1, "deliver") if before is not None else False
+        return z3.And(*counter_conditions(self.values, before, enc.step(depth).state, delivers, r, Z3Ops()))
 
     def holds_concretely(self, before: Mapping, after: Mapping, event: str | None, r: int) -> bool:
         """The same goal on interpreter states (the replayed trace's last step)."""
-        for name, value in self.values.items():
-            counter = COUNTERS[name]
-            if name == "output":
-                got = after[("num_tokens", r)] - after[("num_prompt_tokens", r)]
-            elif name == "new_tokens":
-                if event != "deliver" or before is None or not before[("q_scheduled", 0, r)]:
-                    return False
-                got = before[("q_sampled", 0, r)]
-            else:
-                got = after[(counter.var, r)]
-            if (bool(got) != bool(value)) if counter.kind == "bool" else (got != value):
-                return False
-        return True
+        if "new_tokens" in self.values and before is None:
+            return False
+        return INT_OPS.all(*counter_conditions(self.values, before, after, event == "deliver", r, INT_OPS))
+
+
+def counter_conditions(values: Mapping[str, Any], before, after: Mapping, delivers, r: int, ops) -> list:
+    """What it takes for request r to show these counters after a step, written once for
+    the solver (Z3 terms of the step's states) and for a replayed trace (ints): `before`
+    and `after` are the states around the last step, `delivers` whether it is a deliver."""
+    conds = []
+    for name, value in values.items():
+        counter = COUNTERS[name]
+        if name == "output":
+            conds.append(after[("num_tokens", r)] - after[("num_prompt_tokens", r)] == value)
+        elif name == "new_tokens":  # the step delivers tokens for r: how many the runner returned
+            conds += [delivers, before[("q_scheduled", 0, r)] != 0, before[("q_sampled", 0, r)] == value]
+        elif counter.kind == "bool":
+            conds.append(after[(counter.var, r)] == bool(value))
+        else:
+            conds.append(after[(counter.var, r)] == value)
+    return conds
 
 
 class _Search(Bmc):
@@ -284,7 +280,7 @@ def explain_config(
         depth=trace.depth,
         trace=trace,
         request=matching[0],
-        reaction=trace.reaction,
+        fired=trace.fired_at_end,
         mechanisms=list(trace.mechanisms),
         instance=where,
     )

@@ -10,7 +10,8 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from spec.catalog import BY_NAME, INIT, events_for
-from spec.config import Config, SpecError
+from spec.config import Config
+from spec.errors import SpecError
 from spec.events import Event, apply
 from spec.ops import INT_OPS
 from spec.vocabulary import decls_for, keys_of

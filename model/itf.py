@@ -21,7 +21,7 @@ from typing import Any
 
 from model.interpreter import flat, nested
 from model.trace import Step, Trace
-from spec.config import SpecError
+from spec.errors import SpecError
 
 SAFE = 2**53 - 1
 FORMAT_URL = "https://apalache-mc.org/docs/adr/015adr-trace.html"
@@ -95,6 +95,11 @@ def _where(path: Path, i: int) -> str:
     return f"{path}: state {i}"
 
 
+# the longest trace read: generated tests replay every step, and the longest the prover or
+# the fuzzer writes is a few dozen steps
+MAX_STATES = 10_000
+
+
 def read(path: Path | str) -> tuple[dict, Trace]:
     """Parse an ITF trace: returns its #meta and a Trace of init picks and steps, with
     the states it records (`Trace.recorded`) so a replay can be compared with them.
@@ -114,6 +119,10 @@ def read(path: Path | str) -> tuple[dict, Trace]:
         doc = json.loads(text)
     except json.JSONDecodeError as exc:
         raise SpecError(f"{path}: not valid JSON ({exc})") from None
+    except RecursionError:
+        raise SpecError(
+            f"{path}: nested too deeply to be an ITF trace (its values are at most a few levels deep)"
+        ) from None
     if not isinstance(doc, dict):
         raise SpecError(
             f"{path}: the top level of an ITF trace must be an object with a 'states' list, "
@@ -122,6 +131,11 @@ def read(path: Path | str) -> tuple[dict, Trace]:
     states = doc.get("states")
     if not isinstance(states, list) or not states:
         raise SpecError(f"{path}: an ITF trace needs a non-empty 'states' list")
+    if len(states) > MAX_STATES:
+        raise SpecError(
+            f"{path}: {len(states):,} states; a trace replayed as a test has at most {MAX_STATES:,} "
+            "(shrink it, e.g. with `vllm-contract fuzz`'s shrinker, or cut it at the step that matters)"
+        )
     meta = doc.get("#meta", {})
     if not isinstance(meta, dict):
         raise SpecError(f"{path}: '#meta' must be an object, not a {type(meta).__name__}")

@@ -13,7 +13,7 @@ the BMC; and `Race`, the BMC's `extra` hook, which gives the walks as much time 
 BMC has had before each depth, so the first counterexample is never much more than
 twice as late as the faster of the two would give it alone (up to a cap).
 
-Walks use the fuzzer's argument sampler (targets.fuzz.propose, random_init), with one
+Walks use the fuzzer's argument sampler (model.sampler.propose, random_init), with one
 difference that keeps the distribution and saves most of the cost: instead of trying
 every event in every state and then choosing among the enabled ones by weight, events
 are drawn by weight without replacement until one is enabled (the same law, one or two
@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from model.interpreter import Disabled, Interpreter, StepResult, args_for, flat
+from model.sampler import WEIGHTS, Limits, propose, random_init
 from model.trace import Step, Trace, confirm
 from spec.catalog import INIT
 from spec.config import Config
@@ -97,8 +98,6 @@ def _generic(it: Interpreter, cfg: Config, s, name: str, rng: random.Random, tri
 
 def _init(cfg: Config, rng: random.Random, lim) -> dict:
     """The fuzzer's init picks, plus any init argument it does not know (domain draw)."""
-    from targets.fuzz import random_init
-
     named = random_init(cfg, rng, lim)
     known = {k[0] for k in flat(named)}
     for arg, key in INIT.arg_keys(cfg):
@@ -121,8 +120,6 @@ def stepping(
     """One walk from a random initial state, stopped at the first violation, as a
     generator: it yields after every step (so a caller can pause it between steps and
     resume it later without changing what it draws) and returns its Walk."""
-    from targets.fuzz import WEIGHTS, Limits, propose
-
     lim = lim or Limits()
     init = _init(cfg, rng, lim)
     s = it.initial(**init)
@@ -227,7 +224,7 @@ def walks(
     cfg: Config, prop: str, seconds: float, seed: int = 0, length: int = LENGTH, max_walks: int | None = None, lim=None
 ):
     """Random walks until one violates `prop` or the budget runs out. Returns
-    (Walk or None, walks tried, steps taken). `lim`: the sizes (targets.fuzz.Limits; the
+    (Walk or None, walks tried, steps taken). `lim`: the sizes (model.sampler.Limits; the
     fuzzer's by default: small prompts and budgets alone never reach a KV-load failure,
     which needs a whole block of prompt, and win little elsewhere, measured)."""
     walker = Walker(cfg, prop, seed, length, lim)

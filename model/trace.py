@@ -11,7 +11,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from model.interpreter import Interpreter, State, args_for, flat, nested
+from model.interpreter import Interpreter, State, flat, nested
+from model.run import Run
+from spec.verdicts import Fired
 
 
 class ReplayMismatch(AssertionError):
@@ -47,10 +49,10 @@ class Trace:
         return len(self.steps)
 
     @property
-    def reaction(self) -> str:
-        """What vLLM does at the trace's last step: "crash: <assert>" or "silent"."""
+    def fired_at_end(self) -> Fired:
+        """What vLLM does at the trace's last step: an assert fires (crash), or nothing (silent)."""
         last = self.fired[-1] if self.fired else []
-        return f"crash: {last[0]}" if last else "silent"
+        return Fired(last[0] if last else None)
 
 
 def replay(
@@ -58,17 +60,14 @@ def replay(
 ) -> tuple[list[State], list[dict], list[dict]]:
     """Run a trace on the reference interpreter; returns states, checks and observations
     (and appends each step's fired asserts to `fired` when given)."""
-    state = interp.initial(**nested(init))
-    states, checks, observed = [state], [], []
-    for step in steps:
-        args = args_for(interp.event(step.event), interp.cfg, nested(step.args))
-        result = interp.step(state, step.event, args)
-        state = result.state
-        states.append(state)
-        checks.append(result.checks)
-        observed.append(result.observed)
+    run = Run(interp, init, steps)
+    states, checks, observed = [run.initial], [], []
+    for played in run:
+        states.append(played.state)
+        checks.append(played.result.checks)
+        observed.append(played.result.observed)
         if fired is not None:
-            fired.append(result.fired)
+            fired.append(played.fired)
     return states, checks, observed
 
 
