@@ -1,13 +1,8 @@
-"""`make generate` / `make check-generated`: counterexamples and witnesses as pytest suites.
+"""Counterexamples and witnesses as pytest suites (`vllm-contract generate`, `check-generated`).
 
-    python -m codegen.generate [--from build/prove] [--trace FILE.itf.json [--config NAME]] [--check]
-
-Reads the ITF traces `make prove` wrote and writes one module per counterexample class
-and per witness under generated_tests/cases/<profile>/. Generation happens in a staging
-folder that is swapped in whole, so a crash, Ctrl-C or SIGTERM never leaves a
-half-written suite (staging folders of a killed run are removed at the next start).
---check writes nothing: it regenerates in a temporary folder and fails, with a summary
-of the differences, when the committed suites are stale.
+Reads the ITF traces the prover wrote and plans one module per counterexample class and
+per witness under generated_tests/cases/<profile>/; `write_all` writes them into a
+folder (the command swaps it in whole), `check` compares them with the committed ones.
 
 A partial run (`make prove CONFIGS=v1`) replaces only the cases of the configurations
 it ran, as listed in its summary.json; the committed cases of every other configuration
@@ -18,7 +13,7 @@ generator refuses, with one line, instead of guessing.
 User traces. A trace of your own (written by hand, by Quint or Apalache with --mbt, or
 edited from a counterexample) becomes a case with
 
-    python -m codegen.generate --trace my-case.itf.json [--config NAME]
+    vllm-contract generate --trace my-case.itf.json [--config NAME]
 
 It must be ITF JSON (https://apalache-mc.org/docs/adr/015adr-trace.html) using the
 spec's action and variable names: every state has `mbt::actionTaken` ("init" first,
@@ -45,17 +40,16 @@ from __future__ import annotations
 import ast
 import difflib
 import json
-import os
 import re
-import shutil
-import sys
 import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from codegen.cases import USER_PREFIX, CaseError, CaseSource, build, user_case_name
 from codegen.render import environment, render
-from spec.config import SpecError
+from model.results import load_summary
+from spec.errors import SpecError
 
 ROOT = Path(__file__).resolve().parent.parent
 CASES = ROOT / "generated_tests" / "cases"
@@ -86,24 +80,27 @@ def _shown(path: Path) -> str:
 
 
 def read_summary(prove_dir: Path) -> dict:
-    """The prover's summary.json, which must say which configurations were run."""
-    path = prove_dir / "summary.json"
-    if not path.is_file():
-        raise SpecError(
-            f"{path} is missing: cannot tell which configurations the traces under "
-            f"{prove_dir} are from; run `make prove` first"
-        )
-    try:
-        summary = json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
-        raise SpecError(f"{path}: not readable JSON ({exc}); run `make prove` again") from None
-    if not isinstance(summary, dict):
-        summary = {}
-    configs, complete = summary.get("configs"), summary.get("complete")
-    if not isinstance(configs, list) or not isinstance(complete, bool):
-        raise SpecError(
-            f"{path} does not list the configurations it ran (written by an older model.prove): run `make prove` again"
-        )
+    """The prover's summary.json (model.results.load_summary: present, listing its
+    configurations, from the sources here now), with every trace it names readable: a
+    partial result never becomes a generation that deletes committed cases."""
+    summary = load_summary(prove_dir)
+    wanted = []
+    for row in summary["rows"]:
+        wanted += [rel for rel in [row.trace, *row.classes] if rel]
+    for witness in (summary.get("witnesses") or {}).values():
+        if isinstance(witness, dict) and witness.get("trace"):
+            wanted.append(witness["trace"])
+    for rel in wanted:
+        path = prove_dir / rel
+        try:
+            with path.open("rb") as handle:
+                handle.read(1)
+        except OSError as exc:
+            why = "is missing" if isinstance(exc, FileNotFoundError) else f"cannot be read ({exc.strerror})"
+            raise CaseError(
+                f"{prove_dir}/summary.json names {rel}, which {why}: the result is partial; "
+                "run `make prove` again (nothing was generated or deleted)"
+            ) from None
     return summary
 
 
@@ -127,7 +124,12 @@ def collect(prove_dir: Path, extra: list[str], config: str | None, user_dir: Pat
 
 
 def plan(
-    prove_dir: Path, extra: list[Path], config: str | None, user_dir: Path | None = None, committed: Path | None = None
+    prove_dir: Path,
+    extra: list[Path],
+    config: str | None,
+    user_dir: Path | None = None,
+    committed: Path | None = None,
+    progress=None,
 ) -> Plan:
     """The cases to write and, with `committed`, the committed files a partial run keeps."""
     user_dir = USER_TRACES if user_dir is None else user_dir
@@ -139,9 +141,17 @@ def plan(
         run = None if summary["complete"] else names
         # any layout (traces/<config>/ or traces/<profile>/<config>/): each trace names its
         # configuration in #meta, and that must be one the summary lists
-        for path in sorted((prove_dir / "traces").rglob("*.itf.json")):
+        paths = sorted((prove_dir / "traces").rglob("*.itf.json"))
+        last = time.monotonic()
+        for i, path in enumerate(paths):
+            if progress is not None and time.monotonic() - last >= 2:
+                progress(f"generate: {i}/{len(paths)} trace(s) replayed and predicted on every arm")
+                last = time.monotonic()
             match = re.search(r"\.(\d+)\.itf\.json$", path.name)
-            src = build(path, None, int(match.group(1)) if match else 0)
+            try:
+                src = build(path, None, int(match.group(1)) if match else 0)
+            except SpecError as exc:  # the prover's own trace: a damaged or partial result
+                raise CaseError(f"{exc}; the prover's result is damaged: run `make prove` again") from None
             if src.cfg.name not in names:
                 raise CaseError(
                     f"{path} is a trace of {src.cfg.name!r}, which {prove_dir}/summary.json "
@@ -362,92 +372,3 @@ def adopt(
             dest.write_text(text)
             print(f"copied the trace to {_shown(dest)} (commit it with its case)")
     return [dest for dest, _ in planned]
-
-
-_STAGING = re.compile(r"\.cases-(staging|old)-(?:(\d+)-)?[a-z0-9_]+|\.cases-old")
-
-
-def clean_stale(cases: Path | None = None) -> None:
-    """Staging folders a killed run left beside the suites: removed when their process
-    is gone; an old suite set aside mid-swap goes back if the suites are missing."""
-    from model.prove import _pid_alive
-
-    cases = CASES if cases is None else cases
-    parent = cases.parent
-    if not parent.is_dir():
-        return
-    for entry in sorted(parent.iterdir()):
-        match = _STAGING.fullmatch(entry.name)
-        if not match or entry.is_symlink() or not entry.is_dir():
-            continue
-        pid = match.group(2)
-        if pid is not None and _pid_alive(int(pid)):
-            continue
-        try:
-            if (match.group(1) == "old" or entry.name == ".cases-old") and not cases.exists():
-                os.rename(entry, cases)
-            else:
-                shutil.rmtree(entry)
-        except OSError:
-            continue
-
-
-def main(argv: list[str] | None = None) -> int:
-    from model.prove import Terminated, UsageError, _Parser, import_matrix, interrupts, swap_in
-
-    parser = _Parser(prog="python -m codegen.generate", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--from", dest="prove_dir", default="build/prove")
-    parser.add_argument(
-        "--trace",
-        action="append",
-        default=[],
-        help="a user ITF trace to turn into a case (copied into generated_tests/traces/)",
-    )
-    parser.add_argument("--config", help="configuration of the --trace files (default: their #meta)")
-    parser.add_argument("--check", action="store_true", help="fail if generated_tests/cases is stale")
-    staging, created, done = None, [], False
-    try:
-        with interrupts():
-            try:
-                args = parser.parse_args(argv)
-                if args.config and not args.trace:
-                    raise UsageError("--config names the configuration of --trace files; give --trace FILE too")
-                if args.check and args.trace:
-                    raise UsageError(
-                        "--check compares the committed suites: add the trace first "
-                        "(python -m codegen.generate --trace FILE), then run --check"
-                    )
-                import_matrix()
-                clean_stale()
-                extra = adopt([Path(p) for p in args.trace], args.config, created=created) if args.trace else []
-                work = plan(Path(args.prove_dir), extra, args.config, committed=CASES)
-            except SpecError as exc:
-                print(f"error: {exc}", file=sys.stderr)
-                return 2
-            if args.check:
-                return check(work.sources, CASES, work.configs)
-            CASES.parent.mkdir(parents=True, exist_ok=True)
-            staging = Path(tempfile.mkdtemp(prefix=f".cases-staging-{os.getpid()}-", dir=CASES.parent))
-            write_all(work.sources, staging, work.kept, work.kept_rows)
-            swap_in(staging, CASES, f".cases-old-{os.getpid()}-")
-            done = True
-    except Terminated:
-        print("terminated (SIGTERM): generated_tests/cases left as it was", file=sys.stderr)
-        return 143
-    except KeyboardInterrupt:
-        print("interrupted: generated_tests/cases left as it was", file=sys.stderr)
-        return 130
-    finally:
-        if staging is not None and staging.exists():
-            shutil.rmtree(staging, ignore_errors=True)
-        if not done:  # a trace copied for a run that did not happen is not left behind
-            for path in created:
-                path.unlink(missing_ok=True)
-    kept = sum(1 for rel in work.kept if rel.endswith(".py"))
-    note = "" if work.configs is None else f"; kept {kept} module(s) of configurations this run did not cover"
-    print(f"wrote {len(work.sources)} case(s) to {_shown(CASES)}{note}")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

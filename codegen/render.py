@@ -6,10 +6,13 @@ from pathlib import Path
 
 import jinja2
 
+from codegen.case import TARGETS, Expect
 from codegen.cases import LEGEND, CaseSource, describe_expect
 from spec.citations import in_words
 from spec.properties import PROPERTIES
-from targets.harness import Expect
+
+# the targets a module's replay line names: every one but those that also need vLLM's runner
+REPLAY_TARGETS = ",".join(t.name for t in TARGETS if not t.runner)
 
 TEMPLATES = Path(__file__).parent / "templates"
 
@@ -64,6 +67,7 @@ def render(src: CaseSource, env: jinja2.Environment | None = None) -> str:
         prop=PROPERTIES.get(src.case.property) if src.case.property else None,
         where=cited(src.case.property, src.cfg.prof.release) if src.case.property else "",
         note=in_words(src.cfg.note, src.cfg.prof.release),
+        replay_targets=REPLAY_TARGETS,
     )
     # no trailing spaces: the table's empty columns would leave some
     return "\n".join(line.rstrip() for line in text.splitlines()) + "\n"

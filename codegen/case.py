@@ -1,0 +1,157 @@
+"""The case format: a trace as data, the arms it is checked on, and what the model predicts on each.
+
+A case is a trace (init picks and steps) plus, per *arm* (every vLLM release profile as
+it is, with the seed's clamp and with the step-reservation guard; a historical profile
+also as itself), the model's prediction: its `Expect` -- how many steps run (a fatal
+assert ends the engine; a step the profile does not allow ends the replay), which vLLM
+assert fires and where, where the case's property and every other property are first
+violated, how many tokens a guard drops. Generated modules hold this data and one call;
+targets/harness.py plays it on a target.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from model.interpreter import nested
+from model.run import Played, Run
+from spec.config import Config
+from spec.profiles import PROFILES, RELEASES
+from spec.properties import PROPERTIES, properties_for
+from spec.verdicts import Reaction
+
+
+@dataclass(frozen=True)
+class Expect:
+    """What one arm of a case does, as the model predicts it (or as a target was seen to)."""
+
+    runs: int  # steps that run (the replay stops at a fatal assert or a disabled step)
+    fired: tuple | None = None  # (assert, step) of the vLLM assert that fires, if any; steps count from 1
+    violations: tuple = ()  # steps at which the case's property fails
+    others: tuple = ()  # (property, first step) of every other property this arm violates
+    dropped: int = 0  # tokens the clamp dropped
+    completed: bool = False  # some request finished on a stop token after decoding
+
+    @property
+    def reaction(self) -> Reaction:
+        """What vLLM does about the case: an assert fires (crash), a property is violated
+        and nothing fires (silent), or nothing is violated (holds)."""
+        if self.fired:
+            return Reaction.CRASH
+        return Reaction.SILENT if self.violations or self.others else Reaction.HOLDS
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    config: Mapping[str, Any]
+    init: Mapping[str, Any]
+    steps: tuple  # ((event, {arg: value}), ...)
+    kind: str  # "violation" | "witness"
+    property: str | None
+    arms: Mapping[str, tuple]  # label -> (overrides, Expect)
+    path: str = ""  # the generated module, for replay commands
+
+    def config_for(self, overrides: Mapping[str, Any]) -> Config:
+        return Config.from_record({**self.config, **overrides})
+
+
+@dataclass(frozen=True)
+class TargetName:
+    """A target a case can be played on (`--target=NAME`); targets/registry.py builds it."""
+
+    name: str
+    mark: str  # the pytest marker its tests carry
+    vllm: bool = False  # drives a vLLM tree (the tree is loaded and preflighted first)
+    runner: bool = False  # drives vLLM's own model runner too (built and checked first)
+    doc: str = ""
+
+
+TARGETS: tuple[TargetName, ...] = (
+    TargetName("reference", "reference", doc="the spec's own interpreter"),
+    TargetName("vllm", "vllm", vllm=True, doc="vLLM's AsyncScheduler, the model deciding what the runner returns"),
+    TargetName("vllm-clamp", "vllm", vllm=True, doc="the same with the seed's clamp as a scheduler_cls"),
+    TargetName("vllm-guard", "vllm", vllm=True, doc="the same with the step-reservation guard (the +guard arms)"),
+    TargetName("runner", "vllm", vllm=True, runner=True, doc="vLLM's scheduler with vLLM's own V1/V2 model runner"),
+    TargetName("runner-clamp", "vllm", vllm=True, runner=True, doc="the same with the seed's clamp"),
+    TargetName("kernel", "kernel", doc="the V2 discard decision as Triton kernels"),
+)
+TARGET_NAMES = tuple(t.name for t in TARGETS)
+
+
+def arm_label(profile: str, clamp: bool, guard: str = "none") -> str:
+    return profile + ("+clamp" if clamp else "") + ("+guard" if guard != "none" else "")
+
+
+def arms_for(profile: str, clamp: bool, guard: str = "none") -> dict[str, dict]:
+    """The arms a case is checked on: every release as it is, with the seed's clamp and
+    with the step-reservation guard; a historical profile also on itself, as found."""
+    arms = {}
+    if PROFILES[profile].historical:
+        arms[arm_label(profile, clamp, guard)] = {"profile": profile, "clamp": clamp, "guard": guard}
+    for release in RELEASES:
+        for on, fix in ((False, "none"), (True, "none"), (False, "step-reservation")):
+            arms[arm_label(release.name, on, fix)] = {"profile": release.name, "clamp": on, "guard": fix}
+    return arms
+
+
+def watched(cfg: Config, case_property: str | None) -> list[str]:
+    """The properties an arm reports. That a guard dropped a token is its job under a
+    fault (the arm says how many it dropped); it is a finding only where a case is about
+    it (on a healthy path: never-drops)."""
+    return [p for p in properties_for(cfg) if p != "never-drops" or p == case_property]
+
+
+class Tally:
+    """What an arm does, step by step: the steps run, where each watched property is
+    first violated (and every step the case's own property is), the assert that fired."""
+
+    def __init__(self, cfg: Config, case_property: str | None):
+        self.cfg = cfg
+        self.case_property = case_property
+        self.watched = watched(cfg, case_property)
+        self.runs = 0
+        self.violations: list[int] = []
+        self.first: dict[str, int] = {}
+        self.fired: tuple | None = None
+        self.state: Mapping | None = None
+
+    def add(self, played: Played, interp) -> None:
+        self.runs = played.number
+        self.state = played.state
+        state_props = None
+        for prop in self.watched:
+            if PROPERTIES[prop].kind == "transition":
+                broken = played.result.checks.get(prop, True) is False
+            else:
+                if state_props is None:
+                    state_props = interp.state_properties(played.state)
+                broken = not state_props[prop]
+            if broken:
+                if prop == self.case_property:
+                    self.violations.append(played.number)
+                self.first.setdefault(prop, played.number)
+        if played.fired:
+            self.fired = (played.fired[0], played.number)
+
+    def expect(self, final_state: Mapping) -> Expect:
+        view = nested(final_state)
+        others = tuple((p, step) for p, step in self.first.items() if p != self.case_property)
+        return Expect(
+            runs=self.runs,
+            fired=self.fired,
+            violations=tuple(self.violations),
+            others=others,
+            dropped=sum(view.get("clamp_dropped", [0])) + sum(view.get("guard_dropped", [0])),
+            completed=any(view["completed"]),
+        )
+
+
+def predict(case_property: str | None, cfg: Config, init: Mapping, steps) -> Expect:
+    """Run the steps on the reference interpreter and summarise what happens."""
+    run = Run(cfg, init, steps, until_disabled=True)
+    tally = Tally(cfg, case_property)
+    for played in run:
+        tally.add(played, run.interp)
+    return tally.expect(run.state)
