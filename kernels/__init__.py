@@ -11,17 +11,15 @@ Import order matters: TRITON_INTERPRET is read when @triton.jit decorates, so ru
 is imported here before anything that defines a kernel.
 """
 
-from kernels import runtime  # noqa: F401  (must precede every kernel module)
-from kernels.discard import (  # noqa: E402
+from kernels import runtime  # must precede every kernel module
+from kernels.discard import (
     LAUNCHERS,
-    VARIANT_OF_RUNNER,
     get_num_sampled_and_rejected_live,
     get_num_sampled_and_rejected_snapshot,
 )
 
 __all__ = [
     "LAUNCHERS",
-    "VARIANT_OF_RUNNER",
     "get_num_sampled_and_rejected_live",
     "get_num_sampled_and_rejected_snapshot",
     "runtime",

@@ -21,11 +21,12 @@ rows with vector loads, and num_sampled is only rewritten where it changes.
 
 from __future__ import annotations
 
+from kernels import runtime  # settles TRITON_INTERPRET before @triton.jit
+
+# isort: split
 import torch
 import triton
 import triton.language as tl
-
-from kernels import runtime  # noqa: F401  (settles TRITON_INTERPRET before @triton.jit)
 
 BLOCK_ROWS = 1024  # rows per program: 8 per thread at 4 warps, coalesced loads, few programs
 NUM_WARPS = 4
@@ -170,10 +171,9 @@ def get_num_sampled_and_rejected_live(
     return _launch(num_sampled, seq_lens, cu_num_logits, idx_mapping, total_len, block_rows)
 
 
-# variant name -> launcher, and which variant each V2 runner of spec/config.py uses
+# variant name -> launcher (which variant a V2 runner uses: its record in spec/runner_variants.py)
 LAUNCHERS = {
     "snapshot": get_num_sampled_and_rejected_snapshot,
     "live": get_num_sampled_and_rejected_live,
 }
 THRESHOLD = {"snapshot": "prefill_len", "live": "total_len"}  # what each launcher passes
-VARIANT_OF_RUNNER = {"v2": "snapshot", "v2-live": "live"}

@@ -28,10 +28,12 @@ HAS_CUDA: bool = torch.cuda.is_available()
 # whether triton.language was imported before the flag was settled (see above)
 TRITON_LANGUAGE_IMPORTED_EARLY: bool = "triton.language" in sys.modules
 
+_USER_FLAG: str | None = os.environ.get(_ENV)
+
 if _ENV not in os.environ and not HAS_CUDA:
     os.environ[_ENV] = "1"
 
-import triton  # noqa: E402  (after the flag is settled)
+import triton  # noqa: E402 - after the flag is settled
 
 # What Triton itself will do, read back rather than assumed (the user may have set the
 # flag, or triton.knobs, to something else).
@@ -54,6 +56,12 @@ def check_runnable() -> None:
             "has no CUDA device, so Triton cannot launch anything. Unset it (kernels/ then "
             f"picks the interpreter) or set {_ENV}=1 before importing kernels."
         )
+
+
+def chosen_by_user() -> str:
+    """`TRITON_INTERPRET=<v>` when the user's environment set it (a replay line must carry
+    it), else "" (this module picks the same mode again on the same machine)."""
+    return f"{_ENV}={_USER_FLAG}" if _USER_FLAG is not None else ""
 
 
 def describe() -> str:

@@ -15,10 +15,11 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
+from kernels import runtime  # noqa: F401 - settles TRITON_INTERPRET first
+
+# isort: split
 import triton
 import triton.language as tl
-
-from kernels import runtime  # noqa: F401  (settles TRITON_INTERPRET first)
 
 KERNEL_FILE = "v1/worker/gpu/input_batch.py"
 _PRIVATE_NAME = "kernels._vllm_input_batch"

@@ -26,8 +26,11 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+from model.run import Played
 from spec.config import Config
-from targets.protocol import Outcome, Target, TargetUnavailable
+from spec.errors import TargetUnavailable
+from spec.runner_variants import RUNNERS
+from targets.protocol import Outcome, Target
 
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
 POISONS = (INT32_MIN, INT32_MAX)  # fills for slots no scheduled row holds
@@ -39,11 +42,10 @@ class KernelTarget(Target):
 
     def accepts(self, cfg: Config) -> str | None:
         """Runner decisions do not depend on the clamp: check them once, clamp off."""
-        from kernels.discard import VARIANT_OF_RUNNER
-
-        if cfg.runner not in VARIANT_OF_RUNNER:
+        if cfg.run.kernel is None:
+            kernels = [r.name for r in RUNNERS.values() if r.kernel]
             return (
-                f"the kernel target runs the V2 discard kernels ({', '.join(VARIANT_OF_RUNNER)}); "
+                f"the kernel target runs the V2 discard kernels ({', '.join(kernels)}); "
                 f"this case uses runner {cfg.runner}"
             )
         if cfg.clamp or cfg.guard != "none":
@@ -51,6 +53,10 @@ class KernelTarget(Target):
         return None
 
     def __init__(self) -> None:
+        from kernels import runtime
+
+        # the flag that chose Triton's interpreter or the compiled kernels, when the user set it
+        self.replay_env = runtime.chosen_by_user()
         self.cfg: Config | None = None
         self.mismatches: list[str] = []  # every mismatch so far, "step k: ..."
         self._steps = 0
@@ -63,33 +69,30 @@ class KernelTarget(Target):
                 f"runner {cfg.runner!r}. Use runner 'v2' or 'v2-live'."
             )
         try:
-            import kernels  # noqa: F401  (picks native Triton or the interpreter)
+            import kernels  # noqa: F401 - picks native Triton or the interpreter
             from kernels import runtime
 
             runtime.check_runnable()
         except Exception as exc:  # ImportError, KernelsUnavailable
             raise TargetUnavailable(f"the Triton kernels cannot run here: {exc}") from exc
-        from model.interpreter import Interpreter, nested
-
         self.cfg = cfg
-        self.model = Interpreter(cfg)
-        self.state = self.model.initial(**nested(init))
         self.mismatches = []
         self._steps = 0
 
-    def step(self, event: str, args: Mapping[tuple, Any]) -> Outcome:
+    def step(self, event: str, args: Mapping[tuple, Any], model: Played) -> Outcome:
+        """The kernels on the rows the model's schedule step hands the runner (its slots,
+        counts and lengths), against the decision the model took for them."""
         if self.cfg is None:
             raise RuntimeError("KernelTarget.step before reset: call reset(cfg, init) first")
-        result = self.model.step(self.state, event, args)
-        self.state = result.state
         self._steps += 1
         if event != "schedule":
             return Outcome()
-        rows = scheduled_rows(result.observed, args, self.cfg)
+        rows = scheduled_rows(model.result.observed, args, self.cfg)
         observed = evaluate(rows, self.cfg)
         found = [f"step {self._steps}: {m}" for m in observed["mismatches"]]
         self.mismatches += found
-        return Outcome(detail="; ".join(found) or _summary(observed), observed=observed)
+        facts = {k: v for k, v in observed.items() if k != "mismatches"}
+        return Outcome(detail="; ".join(found) or _summary(observed), mismatches=observed["mismatches"], facts=facts)
 
     def project(self) -> dict[tuple, Any]:
         return {}
@@ -125,10 +128,8 @@ def evaluate(rows: list[dict], cfg: Config) -> dict[str, Any]:
         observed["mismatches"] = problems
         return observed
 
-    from kernels.discard import VARIANT_OF_RUNNER
-
     runs = {variant: _run_variant(variant, rows, cfg) for variant in ("snapshot", "live")}
-    mine = VARIANT_OF_RUNNER[cfg.runner]
+    mine = cfg.run.kernel
     for b, row in enumerate(rows):
         req = row["req"]
         scheduler_discards = row["reserved"] == 0

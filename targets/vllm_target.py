@@ -11,8 +11,8 @@ narrowest hook that reproduces what vLLM itself does:
                           sched:611-614), call schedule(), keep the SchedulerOutput in
                           our own FIFO (EngineCore's batch_queue, core:753). What the
                           runner returns for that step is the model's decision: the
-                          target runs the reference interpreter alongside and takes
-                          q_sampled of the new step.
+                          harness hands the model's play of the step in (q_sampled
+                          of the new step).
   deliver(stop, kv_fail)  pop the oldest SchedulerOutput, build a ModelRunnerOutput
                           (one row per scheduled id, q_sampled tokens each, the stop
                           token placed so that the stop-th appended token is STOP_ID),
@@ -34,8 +34,7 @@ Outcome(fired=<assert>) and the case ends (the scheduler is half-updated). The a
 is recognised by its statement (the source line of the innermost vLLM frame, matched
 against spec/properties.py ASSERTS), wherever the line moved between releases.
 
-`replay(cfg, init, steps, target)` steps the reference interpreter and a target
-together and compares projections after every step.
+targets.harness plays the model beside the target and hands each step's decision in.
 """
 
 from __future__ import annotations
@@ -47,12 +46,14 @@ import traceback
 from collections import deque
 from typing import Any, Mapping
 
-from model.interpreter import Interpreter, StepResult, args_for, nested
+from model.interpreter import StepResult, nested
+from model.run import Played, is_named
 from spec.config import Config
 from spec.properties import BY_STATEMENT, statement_key
 from spec.vocabulary import Status
 from targets import vllm_env as env
-from targets.harness import is_named
+from targets import vllm_factory as factory
+from targets.orders import request_id
 from targets.protocol import Outcome
 
 _SCHED_DIR = "/vllm/v1/core/sched/"
@@ -116,11 +117,56 @@ def status_of(status) -> int:
 
 
 def _rid(r: int) -> str:
-    return env.request_id(r)
+    return request_id(r)
 
 
 def _index(req_id: str) -> int:
     return int(req_id[1:])
+
+
+# what this target reads of vLLM's scheduler and of a Request, and why: a tree that lacks
+# one cannot be driven (vllm_env.preflight names each before any case runs)
+READS = {
+    "Scheduler": {
+        "schedule": "to schedule a step",
+        "update_from_output": "to deliver a step's output",
+        "add_request": "to add a request and a streaming update",
+        "finish_requests": "to abort a request",
+        "reset_prefix_cache": "for reset_prefix_cache",
+        "_preempt_request": "to preempt the victim as schedule() does on an allocation failure",
+        "has_requests": "to compare what the engine loop decides with",
+        "running": "to compare the running queue's order",
+        "waiting": "to compare the waiting queue's order",
+        "kv_holding_waiting": "to compare the waiting queue's order (the requests holding KV blocks wait there)",
+        "kv_cache_manager": "to name the blocks a KV-load failure reports",
+        "max_num_scheduled_tokens": "to set a step's token budget",
+    },
+    "Request": {
+        "status": "the request's status",
+        "num_prompt_tokens": "L, the prompt length",
+        "num_tokens": "T, the tokens so far",
+        "num_computed_tokens": "c, the computed tokens",
+        "num_output_placeholders": "P, the placeholders reserved",
+        "num_in_flight_tokens": "F, the tokens in flight",
+        "num_stale_output_tokens": "S, the stale output",
+        "drop_stale_output": "D, whether stale output is dropped",
+        "is_prefill_chunk": "X, whether the last step was a prefill chunk",
+        "spec_token_ids": "the draft tokens",
+        "streaming_queue": "a streaming session's queued update",
+        "resumable": "whether the request is a streaming session",
+    },
+}
+
+
+def missing_reads(scheduler, request, cfg: Config) -> list[str]:
+    """One phrase per attribute this target reads that the tree's objects lack."""
+    out = []
+    for kind, obj in (("Scheduler", scheduler), ("Request", request)):
+        for name, why in READS[kind].items():
+            if not hasattr(obj, name):
+                reads = "reads " + why if kind == "Scheduler" else "compares after every step: " + why
+                out.append(f"this tree has no {kind}.{name}, which the target {reads}")
+    return out
 
 
 class VllmTarget:
@@ -139,6 +185,7 @@ class VllmTarget:
         self.cfg: Config | None = None
         self.tree = env.tree()
         self.replay_option = env.replay_option()
+        self.replay_env = env.replay_env()
         if clamp is True:
             self.name = "vllm-clamp"
         if guard:
@@ -168,31 +215,30 @@ class VllmTarget:
     def reset(self, cfg: Config, init: Mapping) -> None:
         self.cfg = cfg.validate()
         self.clamp = cfg.clamp if self.clamp_option is None else self.clamp_option
-        self.it = Interpreter(cfg)
         named = nested(init) if not is_named(init) else dict(init)
         self.prompt_len = list(named["prompt_len"])
         self.resumable = list(named.get("resumable", [False] * cfg.requests))
-        self.model_state = self.it.initial(**named)
-        self.sched = env.new_scheduler(cfg, clamp=self.clamp)
+        self.model_state = None  # the model's state after the last step (handed in by step)
+        self.sched = factory.new_scheduler(cfg, clamp=self.clamp)
         self.requests = []
         for r in range(cfg.requests):
-            req = env.make_request(r, self.prompt_len[r], cfg.block_size, bool(self.resumable[r]))
+            req = factory.make_request(r, self.prompt_len[r], cfg.block_size, bool(self.resumable[r]))
             self.sched.add_request(req)  # sched:2616-2647, in id order
             self.requests.append(req)
         self.fifo: deque = deque()  # (SchedulerOutput, {req index: tokens to return})
         self.ended: str | None = None
 
     # ------------------------------------------------------------------- step
-    def step(self, event: str, args: Mapping) -> Outcome:
+    def step(self, event: str, args: Mapping, model: Played) -> Outcome:
+        """One event through vLLM's own code; what the runner returns for a scheduled step
+        is the model's decision (`model`, the model's play of the same step)."""
         if self.ended is not None:
             raise CaseEnded(f"the case ended at an earlier step ({self.ended})")
-        cfg = self.cfg
-        if is_named(args):
-            args = args_for(self.it.event(event), cfg, args)
-        result = self.it.step(self.model_state, event, args)
+        args = model.args
+        result = model.result
         handler = getattr(self, "_" + event)
         try:
-            observed = handler(args, result)
+            facts = handler(args, result)
         except AssertionError as exc:
             site = assert_site(exc)
             name = assert_name(site)
@@ -206,9 +252,10 @@ class VllmTarget:
                 # an assert the contract does not name: report it as an error
                 return Outcome(
                     detail=f"unknown AssertionError at {where}: {exc}",
-                    observed={"error": f"AssertionError at {where}", "assert_site": site},
+                    error=f"AssertionError at {where}",
+                    assert_site=site,
                 )
-            return Outcome(fired=name, detail=f"vLLM's assert fired at {where}", observed={"assert_site": site})
+            return Outcome(fired=name, detail=f"vLLM's assert fired at {where}", assert_site=site)
         except RuntimeError as exc:
             if isinstance(exc, CaseEnded):
                 raise
@@ -219,15 +266,15 @@ class VllmTarget:
             if event != "reset_prefix_cache":
                 self.ended = f"{event}: {type(exc).__name__}"
             self.model_state = result.state
-            return Outcome(
-                detail=f"vLLM raised {type(exc).__name__}: {exc}", observed={"error": f"{type(exc).__name__}: {exc}"}
-            )
+            return Outcome(detail=f"vLLM raised {type(exc).__name__}: {exc}", error=f"{type(exc).__name__}: {exc}")
         self.model_state = result.state
-        return Outcome(observed=observed)
+        error = facts.pop("error", None)
+        mismatches = facts.pop("mismatches", [])
+        return Outcome(error=error, mismatches=mismatches, facts=facts)
 
     def _schedule(self, args, result: StepResult) -> dict:
         cfg = self.cfg
-        env.set_budget(self.sched, args[("budget",)])
+        factory.set_budget(self.sched, args[("budget",)])
         out = self.sched.schedule()
         pos = result.state[("queue_len",)] - 1
         returns = {r: result.state[("q_sampled", pos, r)] for r in range(cfg.requests)}
@@ -239,23 +286,26 @@ class VllmTarget:
         }
 
     def _deliver(self, args, result: StepResult) -> dict:
-        V = env.load()
-        cfg = self.cfg
         out, returns = self.fifo.popleft()
+        return self._update_from_output(out, {r: [factory.SAMPLED_ID] * n for r, n in returns.items()}, args)
+
+    def _update_from_output(self, out, tokens_of: dict, args) -> dict:
+        """Hand the scheduler a step's output: each scheduled request's tokens (the last one
+        made a stop token where the step stops it) and, for a KV-load failure, the failed block."""
+        V = env.load()
         req_ids = list(out.num_scheduled_tokens)
         sampled = []
         for req_id in req_ids:
             r = _index(req_id)
-            count = returns.get(r, 0)
-            tokens = [env.SAMPLED_ID] * count
+            tokens = list(tokens_of.get(r, []))
             stop = args[("stop", r)]
             if stop:
-                if stop > count:
-                    raise ValueError(f"deliver: stop={stop} for {req_id} but the runner returns {count} tokens")
-                tokens[stop - 1] = env.STOP_ID
+                if stop > len(tokens):
+                    raise ValueError(f"deliver: stop={stop} for {req_id} but the runner returns {len(tokens)} tokens")
+                tokens[stop - 1] = factory.STOP_ID
             sampled.append(tokens)
         kv_output = None
-        if cfg.has("kvfail") and args[("kv_fail_req",)] >= 0:
+        if self.cfg.has("kvfail") and args[("kv_fail_req",)] >= 0:
             r = args[("kv_fail_req",)]
             (block_ids,) = self.sched.kv_cache_manager.get_block_ids(_rid(r))
             index = args[("kv_fail_block",)]
@@ -290,7 +340,7 @@ class VllmTarget:
 
     def _stream_update(self, args, result: StepResult) -> dict:
         r = args[("req",)]
-        update = env.make_request(r, args[("new_tokens",)], self.cfg.block_size, resumable=True)
+        update = factory.make_request(r, args[("new_tokens",)], self.cfg.block_size, resumable=True)
         self.sched.add_request(update)
         return {}
 

