@@ -70,7 +70,14 @@ const rendered = pages.map((file) => {
 });
 const total = rendered.reduce((n, p) => n + p.diagrams.length, 0);
 
-const browser = await puppeteer.launch({
+// SIGTERM (a CI timeout, or the kernel when the Python parent dies): close the browser first
+let browser = null;
+for (const sig of ['SIGTERM', 'SIGINT']) {
+  process.on(sig, async () => {
+    try { if (browser) await browser.close(); } finally { process.exit(143); }
+  });
+}
+browser = await puppeteer.launch({
   executablePath: chromium,
   headless: true,
   args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage'],

@@ -1,7 +1,5 @@
 """Render a report folder in a real Markdown + Mermaid renderer (report/check.mjs).
 
-    python -m report.check REPORT_DIR [--html OUT_DIR]
-
 The renderer is Mermaid (the version GitHub-style viewers run) in headless Chromium,
 driven by puppeteer-core, and marked for the Markdown; `make report-deps` installs them
 (npm ci from package-lock.json, Debian's chromium). A diagram that does not parse or
@@ -10,11 +8,12 @@ lay out is an error naming the page and the diagram.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
+import signal
 import subprocess
-import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -46,16 +45,40 @@ def render_all(folder: Path, html: Path | None = None, timeout_s: float = 300) -
     command = ["node", str(SCRIPT), str(folder), "--chromium", CHROMIUM]
     if html is not None:
         command += ["--html", str(html)]
+    # Node and the Chromium it starts run in a process group of their own, ended with us:
+    # on every exit path here (an interrupt, SIGTERM, a timeout) the whole group is
+    # killed, and if this process is killed outright Node gets SIGTERM from the kernel and
+    # closes its browser (check.mjs)
+    process = subprocess.Popen(
+        command,
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=None,
+        text=True,
+        start_new_session=True,
+        preexec_fn=_die_with_parent,
+    )
     try:
-        done = subprocess.run(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=None, text=True, timeout=timeout_s)
+        stdout, _ = process.communicate(timeout=timeout_s)
     except subprocess.TimeoutExpired:
         raise RenderError(f"the Mermaid renderer ran past {timeout_s:g} s on {folder}") from None
-    if done.returncode not in (0, 1):
-        raise RenderError(f"the Mermaid renderer failed (exit {done.returncode}) on {folder}; its message is above")
+    finally:
+        if process.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+    if process.returncode not in (0, 1):
+        raise RenderError(f"the Mermaid renderer failed (exit {process.returncode}) on {folder}; its message is above")
     try:
-        return json.loads(done.stdout.strip().splitlines()[-1])
+        return json.loads(stdout.strip().splitlines()[-1])
     except (ValueError, IndexError):
-        raise RenderError(f"the Mermaid renderer printed no result: {done.stdout[-300:]!r}") from None
+        raise RenderError(f"the Mermaid renderer printed no result: {stdout[-300:]!r}") from None
+
+
+def _die_with_parent() -> None:
+    from model.workers import die_with_parent
+
+    die_with_parent(signal.SIGTERM)
 
 
 def render_text(diagrams: list[str], workdir: Path) -> dict:
@@ -63,28 +86,3 @@ def render_text(diagrams: list[str], workdir: Path) -> dict:
     for i, text in enumerate(diagrams):
         (workdir / f"d{i:03d}.md").write_text(f"```mermaid\n{text}```\n")
     return render_all(workdir)
-
-
-def main(argv: list[str] | None = None) -> int:
-    import argparse
-
-    ap = argparse.ArgumentParser(prog="python -m report.check", description=__doc__.split("\n\n")[0])
-    ap.add_argument("folder", type=Path)
-    ap.add_argument("--html", type=Path)
-    args = ap.parse_args(argv)
-    try:
-        result = render_all(args.folder, args.html)
-    except RenderError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    for e in result["errors"]:
-        print(f"error: {args.folder}/{e['page']}, diagram {e['diagram']}: {e['message'].splitlines()[0]}")
-    print(
-        f"{result['diagrams']} diagram(s) on {result['pages']} page(s): {len(result['errors'])} failed "
-        f"(Mermaid {result['mermaid']}, {result['chromium']}, {result['seconds']:.1f} s)"
-    )
-    return 1 if result["errors"] else 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

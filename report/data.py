@@ -11,16 +11,18 @@ property, init picks, steps), not by name.
 from __future__ import annotations
 
 import importlib.util
-import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from model.interpreter import Disabled, Interpreter, args_for, nested
 from model.itf import read
+from model.results import VerdictRow
 from model.trace import Trace, replay
-from spec.config import Config, SpecError
+from spec.config import Config
+from spec.errors import SpecError
 from spec.matrix import MATRIX
+from spec.verdicts import Fired, Kind
 
 ROOT = Path(__file__).resolve().parent.parent
 CASES = ROOT / "generated_tests" / "cases"
@@ -30,27 +32,13 @@ class ReportError(SpecError):
     """The inputs of a report are missing or malformed; one line saying which and what to run."""
 
 
-def load_summary(prove_dir: Path) -> dict:
-    path = Path(prove_dir) / "summary.json"
-    if not path.is_file():
-        raise ReportError(f"{path} not found: run `make prove` first (it writes the verdicts the report shows)")
-    try:
-        summary = json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
-        raise ReportError(f"{path}: not readable JSON ({exc}); run `make prove` again") from None
-    if not isinstance(summary, dict) or not isinstance(summary.get("results"), list):
-        raise ReportError(f"{path} has no 'results' list: written by another tool? run `make prove` again")
-    return summary
-
-
-def config_of(row: dict) -> Config:
-    """The configuration a summary row is about: the matrix entry of that name (its
-    note and expectations), else rebuilt from the row's fields."""
+def config_of(row: VerdictRow) -> Config:
+    """The configuration a summary row is about: the matrix entry of that name."""
     for cfg in MATRIX:
-        if cfg.name == row["config"]:
+        if cfg.name == row.config:
             return cfg.validate()
     raise ReportError(
-        f"summary row for {row['config']!r}: no such configuration in spec/matrix.py; run `make prove` again"
+        f"summary row for {row.config!r}: no such configuration in spec/matrix.py; run `make prove` again"
     )
 
 
@@ -78,7 +66,7 @@ def generated_modules(cases_dir: Path = CASES) -> dict[tuple, Module]:
         module = importlib.util.module_from_spec(spec)
         try:
             spec.loader.exec_module(module)
-        except Exception as exc:  # noqa: BLE001 - a broken module is named, not raised through
+        except Exception as exc:  # a broken module is named, not raised through
             raise ReportError(f"{path}: does not import ({type(exc).__name__}: {exc}); run `make generate`") from None
         case = getattr(module, "CASE", None)
         if case is None:
@@ -93,7 +81,7 @@ def generated_modules(cases_dir: Path = CASES) -> dict[tuple, Module]:
 class Counterexample:
     """One counterexample the prover found (a report page)."""
 
-    row: dict  # its summary row
+    row: VerdictRow  # its summary row
     cfg: Config
     trace: Trace  # replayed: states, checks, fired, observed
     trace_path: str  # relative to the prove folder
@@ -104,7 +92,7 @@ class Counterexample:
 
     @property
     def prop(self) -> str:
-        return self.row["property"]
+        return self.row.property
 
     @property
     def release(self) -> str:
@@ -117,9 +105,8 @@ class Counterexample:
         return f"pages/{self.cfg.name}/{self.prop}{suffix}.md"
 
     @property
-    def reaction(self) -> str:
-        last = self.trace.fired[-1] if self.trace.fired else []
-        return f"crash: {last[0]}" if last else "silent"
+    def fired(self) -> Fired:
+        return self.trace.fired_at_end
 
     def replay_command(self) -> str:
         """One line that reruns it on the release it was found on (the clamp arm where the
@@ -155,10 +142,10 @@ def counterexamples(
     its generated module when there is one."""
     modules = generated_modules() if modules is None else modules
     out = []
-    rows = [r for r in summary["results"] if r.get("verdict") == "violated" and r.get("trace")]
+    rows = [r for r in summary["rows"] if r.verdict.kind is Kind.VIOLATED and r.trace]
     for n, row in enumerate(rows):
         cfg = config_of(row)
-        for index, rel in enumerate([row["trace"], *row.get("classes", [])]):
+        for index, rel in enumerate([row.trace, *row.classes]):
             path = Path(prove_dir) / rel
             if not path.is_file():
                 raise ReportError(f"{path} (named in summary.json) is missing: run `make prove` again")
@@ -166,8 +153,8 @@ def counterexamples(
             it = Interpreter(cfg)
             steps = tuple((s.event, nested(args_for(it.event(s.event), cfg, s.named_args()))) for s in trace.steps)
             init = nested(trace.init)
-            module = modules.get(case_key(cfg.scenario, row["property"], init, steps))
+            module = modules.get(case_key(cfg.scenario, row.property, init, steps))
             out.append(Counterexample(row, cfg, trace, rel, index, module, steps, init))
         if progress:
-            progress(n + 1, len(rows), row["config"])
+            progress(n + 1, len(rows), row.config)
     return out

@@ -1,43 +1,23 @@
-"""`make explain COUNTERS="..."`: which mechanisms can produce the counters an operator saw.
+"""Which mechanisms can produce the counters an operator saw: parsing them, running the matrix, the answer's text.
 
-    python -m report.explain COUNTERS [--configs NAME ...] [--jobs N] [--max-depth D] [--timeout S]
-                             [--from build/prove] [--report build/report] [--out build/explain]
-
-COUNTERS is one request's counters at the crash, in any of three forms:
-  the seed's log line   placeholders=-1 new_tokens=1 computed=8448 num_tokens=9119 prompt=9118
-                        output=1 prefill_chunk=True
-  a JSON object         {"placeholders": -1, "computed": 8448, "prefill_chunk": true}
-  a Request's repr      Request(request_id='r0', num_output_placeholders=-1, status=RequestStatus.RUNNING, ...)
-                        or vars(request): attributes the model does not have are listed and ignored
-(or @FILE holding one of them). For every configuration of spec/matrix.py (runner,
-events, faults, profile, clamp) it answers with a shortest trace that reaches a state
-with exactly those values, a proof that no trace can, or "unknown" (never a no); then
-ranks the mechanisms that reach them, with their generated tests and report pages.
-Each reaching trace is written as ITF under --out (a trace whose last step violates a
-property can become a regression test: `python -m codegen.generate --trace FILE`).
-
-Exit 0 when some configuration reaches the counters, 1 when none does, 2 on bad input
-(one line naming the field and the accepted names), 130 when interrupted.
+`vllm-contract explain` (vllm_contract/commands/explain.py) is the command; the solving
+for one configuration is model/explain.py.
 """
 
 from __future__ import annotations
 
-import argparse
 import ast
 import json
-import multiprocessing
-import os
 import re
-import sys
 import time
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 
-from model.explain import ALIASES, BUDGET_S, COUNTERS, MAX_DEPTH, TIMEOUT_S, Answer, accepted_names, explain_config
-from spec.config import SpecError
+from model.explain import ALIASES, BUDGET_S, COUNTERS, Answer, accepted_names, explain_config
+from spec.config import FAULTS
+from spec.errors import BadInput, SpecError
 from spec.vocabulary import Status
 
-FAULTS = ("stale-slot-read", "over-delivery")
+COULD_NOT_RUN = "could not run"
 
 
 class InputError(SpecError):
@@ -174,7 +154,14 @@ def parse(text: str) -> tuple[dict, list[str], str]:
 
 
 def _worker(cfg, values, max_depth, timeout_s, budget_s) -> Answer:
-    return explain_config(cfg, values, max_depth, timeout_s, budget_s)
+    """One configuration's answer; one that raises is could-not-run with its cause (the
+    other configurations still answer)."""
+    started = time.perf_counter()
+    try:
+        return explain_config(cfg, values, max_depth, timeout_s, budget_s)
+    except Exception as exc:  # reported as this configuration's outcome
+        cause = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else 'no message'}"
+        return Answer(cfg.name, COULD_NOT_RUN, time.perf_counter() - started, cause)
 
 
 def run(
@@ -182,31 +169,27 @@ def run(
 ) -> list[Answer]:
     """explain_config for every configuration, each in a fresh process (Z3's answers
     follow its history), heaviest first; a line per configuration as it finishes."""
-    context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(["model.explain"])
-    answers: dict[str, Answer] = {}
-    order = sorted(
-        configs, key=lambda c: c.requests**2 * (2 + len(c.events) + len(c.faults)) * c.queue_depth, reverse=True
+    from model.prove import cost
+    from model.workers import run_isolated
+
+    order = sorted(configs, key=cost, reverse=True)
+    done = [0]
+
+    def show(i: int, a: Answer) -> None:
+        done[0] += 1
+        what = {
+            "reached": f"reached in {a.depth} step(s), {a.fired}",
+            "unreachable": "proved unreachable",
+            "unknown": "unknown",
+            COULD_NOT_RUN: f"COULD NOT RUN ({a.how})",
+        }[a.verdict]
+        log(f"[{done[0]:>2}/{len(configs)}] {a.config:<34} {what:<52} {a.seconds:5.1f} s")
+
+    answers = run_isolated(
+        _worker, [(cfg, values, max_depth, timeout_s, budget_s) for cfg in order], jobs, ["model.explain"], show
     )
-    pool = ProcessPoolExecutor(max_workers=max(jobs, 1), mp_context=context, max_tasks_per_child=1)
-    try:
-        futures = {pool.submit(_worker, cfg, values, max_depth, timeout_s, budget_s): cfg for cfg in order}
-        for n, future in enumerate(as_completed(futures), 1):
-            a = future.result()
-            answers[a.config] = a
-            what = {
-                "reached": f"reached in {a.depth} step(s), {a.reaction}",
-                "unreachable": "proved unreachable",
-                "unknown": "unknown",
-            }[a.verdict]
-            log(f"[{n:>2}/{len(configs)}] {a.config:<34} {what:<52} {a.seconds:5.1f} s")
-    except BaseException:
-        for process in list((getattr(pool, "_processes", None) or {}).values()):
-            process.terminate()
-        pool.shutdown(wait=True, cancel_futures=True)
-        raise
-    pool.shutdown(wait=True)
-    return [answers[c.name] for c in configs]
+    by_name = {a.config: a for a in answers}
+    return [by_name[c.name] for c in configs]
 
 
 # ------------------------------------------------------------------ ranking and links
@@ -245,10 +228,11 @@ def links(prove_dir: Path, report_dir: Path) -> tuple[dict, str]:
     """config -> [(property, mechanisms, test module, page)] from the prover's results;
     and a note when they cannot be read."""
     try:
-        from report.data import counterexamples, load_summary
+        from model.results import load_summary
+        from report.data import counterexamples
 
         cxs = counterexamples(load_summary(prove_dir), prove_dir)
-    except SpecError as exc:
+    except BadInput as exc:
         return {}, f"no links to tests and pages: {exc}"
     out: dict = {}
     for c in cxs:
@@ -278,11 +262,12 @@ def steps_text(a: Answer, cfg) -> list[str]:
     return lines
 
 
-def write_traces(answers: list[Answer], cfgs: dict, out: Path) -> dict[str, str]:
-    """Each reaching trace as ITF (config -> path), for those whose last step violates a
-    property: such a trace is a counterexample codegen can turn into a test."""
+def traces_to_write(answers: list[Answer], cfgs: dict) -> dict[str, dict]:
+    """Each reaching trace as an ITF document (file name -> document), for those whose
+    last step violates a property: such a trace is a counterexample codegen can turn into
+    a test."""
     from model.interpreter import Interpreter
-    from model.itf import to_itf, write
+    from model.itf import to_itf
     from spec.properties import ASSERTS, PROPERTIES
 
     written = {}
@@ -299,9 +284,8 @@ def write_traces(answers: list[Answer], cfgs: dict, out: Path) -> dict[str, str]
         if not broken:
             continue
         trace.kind, trace.goal = "violation", broken[0]
-        path = out / f"{a.config}.itf.json"
-        write(path, to_itf(trace, cfg.record(), f"explain: reaches the operator's counters and violates {broken[0]}"))
-        written[a.config] = str(path)
+        description = f"explain: reaches the operator's counters and violates {broken[0]}"
+        written[f"{a.config}.itf.json"] = to_itf(trace, cfg.record(), description)
     return written
 
 
@@ -312,6 +296,7 @@ def render(
     reached = sorted([a for a in answers if a.verdict == "reached"], key=lambda a: (a.depth, a.config))
     proved = [a for a in answers if a.verdict == "unreachable"]
     unknown = [a for a in answers if a.verdict == "unknown"]
+    failed = [a for a in answers if a.verdict == COULD_NOT_RUN]
     out += [
         "",
         f"REACHED by {len(reached)} configuration(s), shortest first "
@@ -323,7 +308,7 @@ def render(
         out.append(
             f"  {a.config}: {a.depth} step(s), r{a.request}, via {via}; vLLM "
             f"{cfg.prof.release if not cfg.prof.historical else cfg.profile}: "
-            f"{'CRASH (' + a.reaction.split(': ', 1)[1] + ')' if a.reaction.startswith('crash') else 'silent'}"
+            f"{'CRASH (' + a.fired.assert_name + ')' if a.fired.assert_name else 'silent'}"
         )
         out += steps_text(a, cfg)
         if a.config in written:
@@ -334,6 +319,13 @@ def render(
     out += ["", f"UNKNOWN in {len(unknown)} configuration(s) (not a no):"]
     for a in unknown:
         out.append(f"  {a.config}: {a.how}")
+    if failed:
+        out += ["", f"COULD NOT RUN in {len(failed)} configuration(s) (no answer, not a no):"]
+        causes: dict[str, list[str]] = {}
+        for a in failed:
+            causes.setdefault(a.how, []).append(a.config)
+        for cause, names in causes.items():
+            out.append(f"  {cause} ({len(names)}: {', '.join(names)})")
     out += [
         "",
         "MECHANISMS, most plausible first (a current release before a historical profile, vLLM's own "
@@ -356,80 +348,26 @@ def render(
     out += [
         "",
         f"{len(answers)} configuration(s) in {seconds:.1f} s on {jobs} worker(s): {len(reached)} reach the "
-        f"counters, {len(proved)} proved unreachable, {len(unknown)} unknown",
+        f"counters, {len(proved)} proved unreachable, {len(unknown)} unknown"
+        + (f", {len(failed)} could not run" if failed else ""),
     ]
     return "\n".join(out)
 
 
-def main(argv: list[str] | None = None) -> int:
-    class Parser(argparse.ArgumentParser):
-        def error(self, message):
-            raise InputError(f"{message} (see --help)")
-
-    ap = Parser(prog="python -m report.explain", description=__doc__.split("\n\n")[0])
-    ap.add_argument("counters", help="the log line, a JSON object, a Request repr, or @FILE")
-    ap.add_argument("--configs", nargs="*", default=None, help="configurations or scenarios (default: the matrix)")
-    ap.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1))
-    ap.add_argument("--max-depth", type=int, default=MAX_DEPTH)
-    ap.add_argument("--timeout", type=float, default=TIMEOUT_S, help="seconds per solver query")
-    ap.add_argument(
-        "--budget",
-        type=float,
-        default=BUDGET_S,
-        help=f"seconds per configuration before the search stops deepening (default {BUDGET_S:g})",
-    )
-    ap.add_argument("--from", dest="prove_dir", type=Path, default=Path("build/prove"))
-    ap.add_argument("--report", type=Path, default=Path("build/report"))
-    ap.add_argument("--out", type=Path, default=Path("build/explain"))
-    try:
-        args = ap.parse_args(argv)
-        text = args.counters
-        if text.startswith("@"):
-            try:
-                text = Path(text[1:]).read_text()
-            except OSError as exc:
-                raise InputError(f"{text[1:]}: cannot be read ({exc.strerror})") from None
-        values, ignored, form = parse(text)
-        if args.jobs < 1 or args.max_depth < 1 or args.timeout <= 0 or args.budget <= 0:
-            raise InputError("--jobs and --max-depth must be >= 1, --timeout and --budget > 0")
-        from model.prove import import_matrix
-
-        configs = import_matrix().by_name(args.configs or [])
-    except SpecError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    cfgs = {c.name: c for c in configs}
-    print(f"explain: one request's counters ({form}), as the spec names them")
-    for name, value in values.items():
-        shown = Status.NAMES[value] if COUNTERS[name].kind == "status" else value
-        print(f"  {name:<14} = {str(shown):<8} {COUNTERS[name].meaning}")
-    if ignored:
-        print(f"  ignored (not in the model): {', '.join(ignored)}")
-    print(
-        f"checking {len(configs)} configuration(s) on {args.jobs} worker(s), up to {args.max_depth} steps or "
-        f"{args.budget:g} s each; a line per configuration as it finishes",
-        flush=True,
-    )
-    started = time.perf_counter()
-    try:
-        answers = run(
-            configs,
-            values,
-            args.jobs,
-            args.max_depth,
-            args.timeout,
-            args.budget,
-            log=lambda line: print(line, flush=True),
-        )
-    except KeyboardInterrupt:
-        print("interrupted: stopped", file=sys.stderr)
-        return 130
-    seconds = time.perf_counter() - started
-    link_map, note = links(args.prove_dir, args.report)
-    written = write_traces(answers, cfgs, args.out)
-    print(render(values, answers, cfgs, link_map, note, written, seconds, args.jobs))
-    return 0 if any(a.verdict == "reached" for a in answers) else 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+def answers_json(values: dict, answers: list[Answer]) -> dict:
+    """The answer as data (answers.json): the counters, and per configuration its verdict."""
+    return {
+        "counters": values,
+        "answers": [
+            {
+                "config": a.config,
+                "verdict": a.verdict,
+                "how": a.how,
+                "depth": a.depth,
+                "request": a.request,
+                "reaction": str(a.fired) if a.fired is not None else "",
+                "mechanisms": a.mechanisms,
+            }
+            for a in answers
+        ],
+    }

@@ -17,13 +17,6 @@ from report.story import changes, delivered_step, picks, scheduled
 from spec.config import Config
 from spec.properties import ASSERTS
 
-RUNNER_TITLE = {
-    "v1": "Runner (V1)",
-    "v2": "Runner (V2, prefill_len)",
-    "v2-live": "Runner (V2, total_len)",
-    "v2-rollback": "Runner (V2, the scheduler's chunk flag)",
-    "v2-rollback-live": "Runner (V2, rolled back, total_len)",
-}
 BAD = "rect rgba(220, 50, 50, 0.12)"
 FAULT = "rect rgba(240, 170, 40, 0.15)"
 
@@ -46,7 +39,7 @@ def diagram(cfg: Config, trace, prop: str, violated_at: dict[int, list[str]]) ->
         "sequenceDiagram",
         "    participant E as EngineCore",
         "    participant S as Scheduler",
-        f"    participant R as {esc(RUNNER_TITLE[cfg.runner])}",
+        f"    participant R as {esc(cfg.run.title)}",
         "    participant Q as in-flight queue",
     ]
     init = nested(trace.init)

@@ -26,17 +26,17 @@ given fuzz traces on one tree, in this process (one vLLM tree per process).
 
 from __future__ import annotations
 
-import argparse
-import json
-import sys
+import re
 import time
-import traceback
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from model.interpreter import Disabled, Interpreter, args_for, nested
+from model.interpreter import Disabled, nested
+from model.run import Run
 from spec.config import Config
+from spec.errors import TargetUnavailable
 from spec.properties import ASSERTS
+from spec.verdicts import Reaction
 from spec.vocabulary import Status
 
 OBSERVED_PROPERTIES = (
@@ -52,18 +52,33 @@ OBSERVED_PROPERTIES = (
 class Observation:
     runs: int = 0
     fired: list | None = None  # [assert name, step, "file:line"]
-    error: str | None = None
+    error: str | None = None  # vLLM raised something the contract does not name (a reaction of its own)
+    could_not_run: str | None = None  # the cause, when the tree could not run the trace at all
     diverged: dict | None = None  # {"step", "event", "keys": {key: [model, target]}}
     violations: dict = field(default_factory=dict)  # property -> first step
     completed: bool = False  # some request finished on a stop token after decoding (model's view)
+    model_fired: list | None = None  # [assert name, step] where the model says vLLM's assert fires
 
     @property
     def reaction(self) -> str:
+        if self.could_not_run:
+            return Reaction.COULD_NOT_RUN.value
         if self.fired:
-            return "crash"
+            return Reaction.CRASH.value
         if self.error:
             return "error"
-        return "silent" if self.violations else "holds"
+        return (Reaction.SILENT if self.violations else Reaction.HOLDS).value
+
+
+def cause(exc: BaseException) -> str:
+    """One line for why a tree could not run a trace: the exception's type and its first
+    line (a pydantic ValidationError's message starts with the count, then the field)."""
+    text = " ".join(str(exc).split())
+    # pydantic: "1 validation error for VllmConfig Value error, <what> [type=..., input_value=...]"
+    text = re.sub(r"^\d+ validation errors? for (\w+) Value error, (.*?) \[type=.*$", r"\1: \2", text)
+    if len(text) > 240:
+        text = text[:237] + "..."
+    return f"{type(exc).__name__}: {text}"
 
 
 def _key(k: tuple) -> str:
@@ -75,42 +90,52 @@ def observe(cfg: Config, init: dict, steps, target) -> Observation:
     from targets.harness import compare
 
     obs = Observation()
-    it = Interpreter(cfg)
-    state = it.initial(**init)
+    run = Run(cfg, init, steps, until_disabled=True)
     try:
-        target.reset(cfg, init)
-    except Exception as exc:  # noqa: BLE001 - a tree that cannot even start a case says so
-        obs.error = f"reset: {type(exc).__name__}: {exc}"
+        target.reset(cfg, run.init)
+    except Exception as exc:  # a tree that cannot even start a case says so
+        obs.could_not_run = cause(exc)
         return obs
     reserved: list[dict[int, int]] = []  # per in-flight step, oldest first: the target's reservations
     mine = target.project()
-    for index, (event, named) in enumerate(steps):
-        n = index + 1
-        args = args_for(it.event(event), cfg, named) if named and isinstance(next(iter(named)), str) else dict(named)
-        if not it.enabled(state, event, args):
-            break
-        result = it.step(state, event, args)
-        state = result.state
+    state = run.initial
+    for played in run:
+        n, event, args, state = played.number, played.event, played.args, played.state
         before = mine
         try:
-            outcome = target.step(event, args)
-        except Exception as exc:  # noqa: BLE001
+            outcome = target.step(event, args, played)
+        except TargetUnavailable as exc:  # the target cannot play this step (a pick real code cannot make)
+            obs.could_not_run = f"step {n} {event}: {cause(exc)}"
+            obs.runs = n
+            break
+        except Exception as exc:  # what vLLM raised is what it does: recorded, never raised through
             obs.error = f"step {n} {event}: {type(exc).__name__}: {exc}"
             obs.runs = n
             break
         obs.runs = n
+        if played.fired and obs.model_fired is None:
+            obs.model_fired = [played.fired[0], n]
+        if outcome.fired not in (played.fired or [None]) and obs.diverged is None:
+            # the tree and the model disagree on vLLM's assert at this step: the first
+            # difference, seen on the tree itself (an assert removed reads here)
+            obs.diverged = {
+                "step": n,
+                "event": event,
+                "count": 1,
+                "keys": {"fired": [played.fired[0] if played.fired else None, outcome.fired]},
+            }
         if outcome.fired:
-            site = (outcome.observed or {}).get("assert_site")
+            site = outcome.assert_site
             where = f"{site[0]}:{site[1]}" if site else "?"
             obs.fired = [outcome.fired, n, where]
             try:  # the state the assert saw (vLLM updated it up to the assert)
                 _target_properties(cfg, event, before, target.project(), state, reserved, obs, n)
-            except Exception:  # noqa: BLE001 - a half-updated scheduler may not project
+            except Exception:  # a half-updated scheduler may not project
                 pass
             obs.violations.setdefault(ASSERTS[outcome.fired].property, n)
             break
-        if (outcome.observed or {}).get("error"):
-            error = outcome.observed["error"]
+        if outcome.error:
+            error = outcome.error
             if "Failed to reset KV cache" in str(error):  # a known, survivable reset failure (targets/fuzz.py)
                 pass
             else:
@@ -182,10 +207,20 @@ def _target_properties(cfg, event, before, after, model_state, reserved, obs, n)
 # ------------------------------------------------------------------ one tree, many traces
 
 
-def case_modules() -> list:
+def case_modules(pattern: str = "*") -> list:
+    """The generated case modules whose path under generated_tests/cases matches `pattern`."""
+    from fnmatch import fnmatch
+
     from report.data import generated_modules
 
-    return sorted(generated_modules().values(), key=lambda m: m.path)
+    return sorted(
+        (
+            m
+            for m in generated_modules().values()
+            if fnmatch(str(m.path), pattern) or fnmatch(Path(m.path).name, pattern)
+        ),
+        key=lambda m: m.path,
+    )
 
 
 def reviewed_arms(case, profile: str) -> list:
@@ -199,18 +234,18 @@ def reviewed_arms(case, profile: str) -> list:
     ]
 
 
-def run_tree(spec: str, traces: list[dict], log=print) -> dict:
+def run_tree(spec: str, traces: list[dict], log=print, cases_pattern: str = "*") -> dict:
     """Every generated case (the tree's profile, clamp off and on) and every trace."""
     from targets import vllm_env
     from targets.vllm_target import VllmTarget
 
     vllm_env.select(spec)
-    described = vllm_env.preflight()
+    described = vllm_env.preflight(every_shape=False)  # a shape the tree cannot build: could-not-run arms
     tree = vllm_env.tree()
     log(f"observe: {described}")
     targets = {False: VllmTarget(clamp=False), True: VllmTarget(clamp=True)}
     cases = []
-    modules = case_modules()
+    modules = case_modules(cases_pattern)
     started, last = time.monotonic(), time.monotonic()
     for i, module in enumerate(modules):
         case = module.case
@@ -235,14 +270,7 @@ def run_tree(spec: str, traces: list[dict], log=print) -> dict:
             last = time.monotonic()
     fuzz = []
     for i, trace in enumerate(traces):
-        cfg = Config(
-            **{
-                **trace["config"],
-                "events": frozenset(trace["config"]["events"]),
-                "faults": frozenset(trace["config"]["faults"]),
-                "profile": tree.profile,
-            }
-        ).validate()
+        cfg = Config.from_record({**trace["config"], "profile": tree.profile})
         steps = [(e, {tuple(k): v for k, v in a}) for e, a in trace["steps"]]
         try:
             obs = observe(cfg, trace["init"], steps, targets[bool(cfg.clamp)])
@@ -276,30 +304,3 @@ def _expect(expect) -> dict:
         "violations": list(expect.violations),
         "others": [list(o) for o in expect.others],
     }
-
-
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m report.observe", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--vllm", required=True)
-    ap.add_argument("--out", required=True, type=Path)
-    ap.add_argument("--traces", type=Path)
-    args = ap.parse_args(argv)
-    from targets.protocol import TargetUnavailable
-
-    traces = json.loads(args.traces.read_text()) if args.traces else []
-    try:
-        result = run_tree(args.vllm, traces, log=lambda m: print(m, file=sys.stderr, flush=True))
-    except TargetUnavailable as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 4
-    except Exception:  # noqa: BLE001 - the parent shows the traceback's last lines
-        traceback.print_exc()
-        return 3
-    tmp = args.out.with_suffix(".partial")
-    tmp.write_text(json.dumps(result, indent=1) + "\n")
-    tmp.replace(args.out)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

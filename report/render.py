@@ -1,48 +1,25 @@
-"""`make report`: the prover's results as a report a reviewer reads in a minute.
+"""The prover's results as a report a reviewer reads in a minute (`vllm-contract report`).
 
-    python -m report.render [--from build/prove] [--out build/report] [--link-base URL] [--no-check]
-
-Writes, under --out:
-  index.md       the summary: the verdict table (configuration, property, verdict, scope,
-                 vLLM's reaction: crash / silent / holds) and the counterexamples with
-                 links to their pages; it fits one GitHub PR comment (65,536 characters)
-  pages/CONFIG/PROPERTY.md
-                 one page per counterexample: what goes wrong in one sentence, a Mermaid
-                 sequenceDiagram of the interleaving, the variables that change, the vLLM
-                 lines (links to the release's tagged source), the one-line reproduction
-  html/          every page rendered (Markdown + Mermaid as SVG) by report/check.mjs
-  check.json     what the renderer said: pages, diagrams, errors, versions
-
---link-base URL makes the summary's links absolute (URL/pages/...), for a PR comment
-whose pages live elsewhere (a CI artifact, a branch). The folder is written beside
---out and swapped in whole; an --out holding files this tool did not write is refused.
-Exit 0 when written and every diagram renders; 1 when a diagram does not render (the
-report is still written, check.json names the diagram); 2 on bad input.
+Writes index.md (the summary: the verdict table and the counterexamples with links to
+their pages; it fits one GitHub PR comment, 65,536 characters) and pages/CONFIG/PROPERTY.md
+(one page per counterexample: what goes wrong in one sentence, a Mermaid sequenceDiagram of
+the interleaving, the variables that change, the vLLM lines linked at the release's tagged
+source, the one-line reproduction).
 """
 
 from __future__ import annotations
 
-import argparse
-import json
-import os
-import shutil
-import sys
-import tempfile
-import time
 from pathlib import Path
 
-from report.data import Counterexample, ReportError, config_of, counterexamples, load_summary
+from model.results import VerdictRow
+from report.data import Counterexample, ReportError, config_of
 from report.mermaid import diagram
 from report.story import LEGEND, change_table, sentence, violations_by_step, vllm_lines
 from spec.citations import in_words
 from spec.properties import ASSERTS, PROPERTIES
+from spec.verdicts import Kind
 
 COMMENT_LIMIT = 65_536  # GitHub's limit for one comment body
-MARKER = ".report"  # lists what this tool wrote: only such a folder is replaced
-
-
-def progress(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
 
 
 def cell(text) -> str:
@@ -58,37 +35,36 @@ def md_table(rows: list[list[str]]) -> list[str]:
 # ------------------------------------------------------------------ verdicts
 
 
-def reaction(row: dict) -> str:
+def reaction(row: VerdictRow) -> str:
     """vLLM's reaction as the summary shows it: crash (with the assert), silent, holds."""
-    verdict = row.get("verdict")
-    if verdict == "proved":
+    kind = row.verdict.kind
+    if kind is Kind.PROVED:
         return "holds"
-    if verdict == "bounded":
+    if kind is Kind.BOUNDED:
         return "holds as far as searched"
-    if verdict == "violated":
-        how = row.get("reaction") or ""
-        if how.startswith("crash"):
-            name = how.split(": ", 1)[-1]
+    if kind is Kind.VIOLATED:
+        name = row.fired.assert_name if row.fired else None
+        if name:
             statement = ASSERTS[name].statement if name in ASSERTS else None
             return f"**crash** (`{statement}`)" if statement else f"**crash** ({name})"
         return "**silent**"
-    return f"**{verdict}**"
+    return f"**{row.verdict}**"
 
 
-def scope(row: dict) -> str:
+def scope(row: VerdictRow) -> str:
     """What the verdict covers: its depth (all depths for a proof, the length of the
     counterexample, the search bound) and the sizes it holds for: the row's own `scope`
     when the prover writes one, else the configuration's."""
-    depth, verdict = row.get("depth"), row.get("verdict")
-    if verdict == "proved":
+    depth, kind = row.depth, row.verdict.kind
+    if kind is Kind.PROVED:
         what = f"all depths (k={depth})"
-    elif verdict == "violated":
+    elif kind is Kind.VIOLATED:
         what = f"at {depth} steps"
-    elif verdict == "bounded":
+    elif kind is Kind.BOUNDED:
         what = f"none within {depth} steps"
     else:
-        what = (row.get("note") or "")[:60]
-    given = row.get("scope")
+        what = (row.note or "")[:60]
+    given = row.scope
     if isinstance(given, dict):
         size = ", ".join(
             f"{k} {'/'.join(map(str, v)) if isinstance(v, (list, tuple)) else v}" for k, v in given.items()
@@ -111,12 +87,19 @@ def link(base: str, rel: str) -> str:
 
 
 def summary_md(summary: dict, cxs: list[Counterexample], base: str, compact: bool = False) -> str:
-    rows = summary["results"]
-    by_trace = {(c.row["config"], c.prop): c for c in cxs if c.index == 0}
-    counts = {v: sum(r.get("verdict") == v for r in rows) for v in ("proved", "violated", "bounded", "unknown")}
-    crash = sum(1 for r in rows if r.get("verdict") == "violated" and (r.get("reaction") or "").startswith("crash"))
-    off = [r for r in rows if r.get("verdict") != r.get("expected")]
-    configs = list(dict.fromkeys(r["config"] for r in rows))
+    rows: list[VerdictRow] = summary["rows"]
+    by_trace = {(c.row.config, c.prop): c for c in cxs if c.index == 0}
+    counts = {k.value: sum(r.verdict.kind is k for r in rows) for k in Kind}
+    crash = sum(1 for r in rows if r.verdict.kind is Kind.VIOLATED and r.fired and r.fired.assert_name)
+    undecided = [r for r in rows if r.verdict.kind is Kind.UNKNOWN]
+    off = [r for r in rows if not r.ok and r.verdict.kind is not Kind.UNKNOWN]
+    configs = list(dict.fromkeys(r.config for r in rows))
+    if undecided:
+        verdict_word = f"**{len(undecided)} could not be decided** (unknown: a solver limit, not a result)" + (
+            f", **{len(off)} not as expected**" if off else ""
+        )
+    else:
+        verdict_word = "all as expected" if not off else f"**{len(off)} not as expected**"
     lines = [
         "## vLLM async-scheduler contract: what the prover found",
         "",
@@ -124,17 +107,24 @@ def summary_md(summary: dict, cxs: list[Counterexample], base: str, compact: boo
         + (" (a partial run)" if not summary.get("complete", True) else "")
         + f": **{counts['violated']} violated** ({crash} crash, {counts['violated'] - crash} silent), "
         f"{counts['proved']} proved, {counts['bounded']} bounded"
-        + (f", **{counts['unknown']} unknown**" if counts["unknown"] else "")
-        + f"; {'all as expected' if not off else f'**{len(off)} not as expected**'}. "
+        + (f", {counts['frontier']} frontier(s)" if counts["frontier"] else "")
+        + f"; {verdict_word}. "
         "Reaction: **crash** = a vLLM assert kills the engine at that step; **silent** = the property "
         "is violated and nothing fires; holds = proved for every depth.",
         "",
     ]
+    if undecided:
+        lines += ["### Could not be decided", ""]
+        lines += md_table(
+            [["configuration", "property", "expected", "note"]]
+            + [[f"`{r.config}`", r.property, r.expected, (r.note or "")[:120]] for r in undecided]
+        )
+        lines.append("")
     if off:
         lines += ["### Not as expected", ""]
         lines += md_table(
             [["configuration", "property", "expected", "got", "note"]]
-            + [[f"`{r['config']}`", r["property"], r["expected"], r["verdict"], r.get("note", "")[:120]] for r in off]
+            + [[f"`{r.config}`", r.property, r.expected, str(r.verdict), (r.note or "")[:120]] for r in off]
         )
         lines.append("")
     lines += ["### Counterexamples", ""]
@@ -142,7 +132,7 @@ def summary_md(summary: dict, cxs: list[Counterexample], base: str, compact: boo
     for c in cxs:
         if c.index:
             continue
-        via = ", ".join(c.row.get("mechanisms") or []) or "core path"
+        via = ", ".join(c.row.mechanisms or []) or "core path"
         page = f"[page]({link(base, c.page)})"
         table.append([f"`{c.cfg.name}`", c.prop, reaction(c.row), str(len(c.trace.steps)), via, page])
     lines += md_table(table) if len(table) > 1 else ["none"]
@@ -151,19 +141,17 @@ def summary_md(summary: dict, cxs: list[Counterexample], base: str, compact: boo
     if compact:  # proved rows folded per configuration
         table = [["configuration", "property", "verdict", "scope", "vLLM reaction"]]
         for name in configs:
-            mine = [r for r in rows if r["config"] == name]
-            held = [r for r in mine if r.get("verdict") == "proved"]
+            mine = [r for r in rows if r.config == name]
+            held = [r for r in mine if r.verdict.kind is Kind.PROVED]
             if held:
                 table.append([f"`{name}`", f"{len(held)} properties", "proved", scope(held[0]), "holds"])
             for r in mine:
-                if r.get("verdict") != "proved":
-                    table.append(
-                        [f"`{name}`", r["property"], r["verdict"], scope(r), _reaction_cell(r, by_trace, base)]
-                    )
+                if r.verdict.kind is not Kind.PROVED:
+                    table.append([f"`{name}`", r.property, str(r.verdict), scope(r), _reaction_cell(r, by_trace, base)])
     else:
         table = [["configuration", "property", "verdict", "scope", "vLLM reaction"]]
         for r in rows:
-            table.append([f"`{r['config']}`", r["property"], r["verdict"], scope(r), _reaction_cell(r, by_trace, base)])
+            table.append([f"`{r.config}`", r.property, str(r.verdict), scope(r), _reaction_cell(r, by_trace, base)])
     lines += md_table(table)
     lines += [
         "",
@@ -175,9 +163,9 @@ def summary_md(summary: dict, cxs: list[Counterexample], base: str, compact: boo
     return "\n".join(lines)
 
 
-def _reaction_cell(row: dict, by_trace: dict, base: str) -> str:
+def _reaction_cell(row: VerdictRow, by_trace: dict, base: str) -> str:
     text = reaction(row)
-    c = by_trace.get((row["config"], row["property"]))
+    c = by_trace.get((row.config, row.property))
     return f"{text} ([page]({link(base, c.page)}))" if c else text
 
 
@@ -261,28 +249,8 @@ def page_md(c: Counterexample, prove_dir: Path) -> str:
 # ------------------------------------------------------------------ writing
 
 
-def foreign(out: Path) -> str | None:
-    """A file in `out` this tool did not write (None: all ours, or no folder)."""
-    if not out.exists():
-        return None
-    if not out.is_dir():
-        return str(out)
-    entries = [p for p in out.rglob("*") if p.is_file()]
-    if not entries:
-        return None
-    try:
-        listed = set(json.loads((out / MARKER).read_text())["files"])
-    except (OSError, ValueError, KeyError, TypeError):
-        return str(entries[0].relative_to(out))
-    for p in entries:
-        rel = p.relative_to(out).as_posix()
-        if rel != MARKER and rel not in listed and not rel.startswith("html/"):
-            return rel
-    return None
-
-
-def write_report(summary: dict, cxs: list[Counterexample], prove_dir: Path, folder: Path, base: str) -> dict:
-    """Write index.md and the pages into `folder` (a staging folder); returns sizes."""
+def write_report(summary: dict, cxs: list[Counterexample], prove_dir: Path, folder, base: str) -> dict:
+    """Write index.md and the pages into `folder` (an OutFolder being written); returns sizes."""
     pages = {}
     for c in cxs:
         pages[c.page] = page_md(c, prove_dir)
@@ -294,91 +262,6 @@ def write_report(summary: dict, cxs: list[Counterexample], prove_dir: Path, fold
             f"the summary is {len(text)} characters even with proved rows folded, over GitHub's "
             f"{COMMENT_LIMIT} for one comment"
         )
-    files = {"index.md": text, **pages}
-    for rel, body in files.items():
-        path = folder / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(body, encoding="utf-8")
-    (folder / MARKER).write_text(
-        json.dumps(
-            {"note": "written by python -m report.render", "files": sorted(list(files) + ["check.json"])}, indent=1
-        )
-        + "\n"
-    )
+    for rel, body in {"index.md": text, **pages}.items():
+        folder.write_text(rel, body)
     return {"index_chars": len(text), "pages": len(pages)}
-
-
-def swap(staging: Path, out: Path) -> None:
-    old = None
-    if out.exists():
-        old = Path(tempfile.mkdtemp(prefix=f"{out.name}.old-", dir=out.parent))
-        os.rename(out, old / "x")
-    os.rename(staging, out)
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
-
-
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m report.render", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--from", dest="prove_dir", default="build/prove", type=Path)
-    ap.add_argument("--out", default="build/report", type=Path)
-    ap.add_argument(
-        "--link-base",
-        default=os.environ.get("REPORT_LINK_BASE", ""),
-        help="prefix for the summary's page links (default: relative)",
-    )
-    ap.add_argument("--no-check", action="store_true", help="write the Markdown only; do not render it")
-    args = ap.parse_args(argv)
-    started = time.perf_counter()
-    staging = None
-    try:
-        where = foreign(args.out)
-        if where is not None:
-            raise ReportError(
-                f"--out {args.out}: holds {where}, which report.render did not write; name a new folder or one it wrote"
-            )
-        summary = load_summary(args.prove_dir)
-        progress(f"report: replaying the counterexamples of {args.prove_dir}/summary.json")
-        cxs = counterexamples(summary, args.prove_dir)
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix=f"{args.out.name}.{os.getpid()}.", dir=args.out.parent))
-        sizes = write_report(summary, cxs, args.prove_dir, staging, args.link_base)
-        progress(
-            f"report: index.md {sizes['index_chars']} characters (limit {COMMENT_LIMIT}), {sizes['pages']} page(s)"
-        )
-        status = 0
-        if not args.no_check:
-            from report.check import RenderError, render_all
-
-            try:
-                result = render_all(staging, staging / "html")
-            except RenderError as exc:
-                raise ReportError(str(exc)) from None
-            (staging / "check.json").write_text(json.dumps(result, indent=1) + "\n")
-            progress(
-                f"report: rendered {result['diagrams']} diagram(s) on {result['pages']} page(s) with Mermaid "
-                f"{result['mermaid']} in {result['chromium']} ({result['seconds']:.1f} s)"
-            )
-            for e in result["errors"]:
-                print(
-                    f"error: {args.out}/{e['page']}, diagram {e['diagram']}: {e['message'].splitlines()[0]}",
-                    file=sys.stderr,
-                )
-            status = 1 if result["errors"] else 0
-        swap(staging, args.out)
-        staging = None
-        print(f"wrote {args.out}/index.md and {sizes['pages']} page(s) in {time.perf_counter() - started:.1f} s")
-        return status
-    except ReportError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("interrupted: nothing written", file=sys.stderr)
-        return 130
-    finally:
-        if staging is not None:
-            shutil.rmtree(staging, ignore_errors=True)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

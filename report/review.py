@@ -24,17 +24,16 @@ path or a fuzz trace that holds on base violates or raises on head); 2: bad inpu
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import random
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 from spec import citations as C
+from spec.errors import CouldNotRun, TreeError
 from spec.properties import ASSERTS
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -50,7 +49,8 @@ def log(message: str) -> None:
 
 def fuzz_traces(profile: str, per_preset: int, seed: int, length: int = 30) -> list[dict]:
     """Random traces from the model under `profile`, one list for both trees."""
-    from targets.fuzz import PRESETS, random_trace
+    from model.sampler import random_trace
+    from targets.fuzz_presets import PRESETS
 
     out = []
     for name, preset in PRESETS.items():
@@ -73,20 +73,23 @@ def fuzz_traces(profile: str, per_preset: int, seed: int, length: int = 30) -> l
 # ------------------------------------------------------------------ observing both trees
 
 
-def observe_both(base: str, head: str, traces_file: Path, out: Path) -> tuple[dict, dict]:
+def observe_both(base: str, head: str, traces_file: Path, out: Path, cases: str = "*") -> tuple[dict, dict]:
     """report.observe on each tree, in two processes at once; their progress is shown."""
     procs = {}
     for side, spec in (("base", base), ("head", head)):
         cmd = [
             sys.executable,
             "-m",
-            "report.observe",
+            "vllm_contract",
+            "observe",
             "--vllm",
             spec,
             "--out",
             str(out / f"{side}.json"),
             "--traces",
             str(traces_file),
+            "--cases",
+            cases,
         ]
         env = dict(os.environ)
         env.pop("VLLM", None)
@@ -105,24 +108,37 @@ def observe_both(base: str, head: str, traces_file: Path, out: Path) -> tuple[di
     threads = [threading.Thread(target=pump, args=(s,), daemon=True) for s in procs]
     for t in threads:
         t.start()
-    codes = {side: p.wait() for side, p in procs.items()}
+    try:
+        codes = {side: p.wait() for side, p in procs.items()}
+    finally:  # interrupted, or one side failed: no observer runs on (they also die with this process)
+        for p in procs.values():
+            if p.poll() is None:
+                p.terminate()
+        for p in procs.values():
+            try:
+                p.wait(5)
+            except subprocess.TimeoutExpired:
+                p.kill()
     for t in threads:
         t.join()
     for side, code in codes.items():
         if code == 4:
-            line = next((ln for ln in tails[side] if ln.startswith("error:")), f"the {side} tree does not load")
-            raise TreeFailure(f"{side} ({base if side == 'base' else head}): {line.removeprefix('error: ')}")
+            at = next((i for i, ln in enumerate(tails[side]) if ln.startswith("error:")), None)
+            said = tails[side][at:] if at is not None else [f"the {side} tree does not load"]
+            said[0] = said[0].removeprefix("error: ")
+            where = f"{side} ({base if side == 'base' else head})"
+            raise TreeFailure("\n".join(f"{where}: {line}" for line in said if line.strip()))
         if code != 0:
             raise ObserverCrash(f"the {side} observer failed (exit {code}): " + " | ".join(tails[side][-4:]))
     return (json.loads((out / "base.json").read_text()), json.loads((out / "head.json").read_text()))
 
 
-class TreeFailure(RuntimeError):
-    pass
+class TreeFailure(TreeError):
+    """A tree does not load in its observer."""
 
 
-class ObserverCrash(RuntimeError):
-    pass
+class ObserverCrash(CouldNotRun):
+    """An observer ended without a result."""
 
 
 # ------------------------------------------------------------------ comparing
@@ -130,7 +146,7 @@ class ObserverCrash(RuntimeError):
 
 def violated(entry: dict) -> set[str]:
     """What the tree violates on an observation: its properties, plus "raises" for an
-    error other than an assert."""
+    error other than an assert (vLLM raised something the contract does not name)."""
     obs = entry["observed"]
     out = set(obs.get("violations") or {})
     if obs.get("error"):
@@ -138,8 +154,14 @@ def violated(entry: dict) -> set[str]:
     return out
 
 
+def could_not_run(entry: dict) -> str | None:
+    return entry["observed"].get("could_not_run")
+
+
 def describe(entry: dict) -> str:
     obs = entry["observed"]
+    if obs.get("could_not_run"):
+        return f"could not run: {obs['could_not_run'][:160]}"
     if obs.get("fired"):
         name, step, where = obs["fired"]
         statement = ASSERTS[name].statement if name in ASSERTS else name
@@ -152,21 +174,50 @@ def describe(entry: dict) -> str:
 
 
 def differs(entry: dict) -> str:
-    d = entry["observed"].get("diverged")
+    """Where the tree's own observation first left the model of its profile."""
+    obs = entry["observed"]
+    if obs.get("could_not_run"):
+        return "not run"
+    d = obs.get("diverged")
     if not d:
         return "same as the model"
-    keys = ", ".join(f"{k} {a}/{b}" for k, (a, b) in list(d["keys"].items())[:3])
-    return f"step {d['step']} {d['event']}: {keys} (model/tree)"
+    said = []
+    for k, (model, tree) in list(d["keys"].items())[:3]:
+        if k == "fired":
+            said.append(f"the model fires {model or 'nothing'}, the tree {tree or 'nothing'}")
+        else:
+            said.append(f"{k} {model} in the model, {tree} in the tree")
+    return f"step {d['step']} {d['event']}: " + "; ".join(said)
+
+
+def unguarded(b: dict, h: dict) -> list[str]:
+    """The asserts base fired that head no longer fires while head's own state violates the
+    property the assert guards: the engine no longer stops on wrong output."""
+    fired = b["observed"].get("fired")
+    if not fired or h["observed"].get("fired"):
+        return []
+    name = fired[0]
+    guarded = ASSERTS[name].property if name in ASSERTS else None
+    if guarded and guarded in (h["observed"].get("violations") or {}):
+        return [name]
+    return []
+
+
+def _empty() -> dict:
+    return {"fixed": [], "still": [], "new": [], "reaction": [], "unguarded": [], "could_not_run": [], "both_hold": 0}
 
 
 def compare(base: dict, head: dict) -> dict:
     """Pair the observations of the same case arm (module, clamp) and fuzz trace.
 
-    A case arm is fixed when base violates the case's property and head does not; still
-    broken when both do (its reaction changed when one crashes and the other is silent);
-    newly broken when head violates any property (or raises) that base does not. A
-    healthy path or a fuzz trace has no property of its own: any violation counts."""
-    result = {"fixed": [], "still": [], "new": [], "reaction": [], "both_hold": 0, "unpaired": 0}
+    An arm either tree could not run is counted as could-not-run, with its cause, and
+    nothing else. Otherwise: fixed when base violates the case's property and head does
+    not; still broken when both do; newly broken when head violates a property (or
+    raises) that base does not. A reaction that changed from crash to silent while the
+    property stays violated is breaking (the engine no longer stops on wrong output), and
+    so is an assert of base that head no longer fires while head violates what it
+    guards. A healthy path or a fuzz trace has no property of its own: any violation counts."""
+    result = {**_empty(), "unpaired": 0}
     index = {(c["module"], c["clamp"]): c for c in base["cases"]}
     for h in head["cases"]:
         b = index.get((h["module"], h["clamp"]))
@@ -187,16 +238,7 @@ def compare(base: dict, head: dict) -> dict:
             "base_differs": differs(b),
         }
         _classify(result, item, b, h, h["property"])
-    fuzz = {
-        "traces": 0,
-        "fixed": [],
-        "new": [],
-        "still": [],
-        "reaction": [],
-        "both_hold": 0,
-        "base_diverged": 0,
-        "head_diverged": 0,
-    }
+    fuzz = {**_empty(), "traces": 0, "base_diverged": 0, "head_diverged": 0}
     findex = {f["id"]: f for f in base["fuzz"]}
     for h in head["fuzz"]:
         b = findex.get(h["id"])
@@ -217,10 +259,15 @@ def compare(base: dict, head: dict) -> dict:
         }
         _classify(fuzz, item, b, h, None)
     result["fuzz"] = fuzz
+    result["could_not_run_causes"] = causes(result["could_not_run"] + fuzz["could_not_run"])
     return result
 
 
 def _classify(result: dict, item: dict, b: dict, h: dict, prop: str | None) -> None:
+    missing = [(side, could_not_run(o)) for side, o in (("base", b), ("head", h)) if could_not_run(o)]
+    if missing:
+        result["could_not_run"].append({**item, "sides": [side for side, _ in missing], "cause": missing[0][1]})
+        return
     bv, hv = violated(b), violated(h)
     b_has = (prop in bv) if prop else bool(bv)
     h_has = (prop in hv) if prop else bool(hv)
@@ -231,10 +278,57 @@ def _classify(result: dict, item: dict, b: dict, h: dict, prop: str | None) -> N
         result["still"].append(item)
         if b["reaction"] != h["reaction"] and {b["reaction"], h["reaction"]} <= {"crash", "silent"}:
             result["reaction"].append(item)
+    lost = unguarded(b, h)
+    if lost:
+        result["unguarded"].append({**item, "asserts": lost})
     if fresh:
         result["new"].append({**item, "newly": fresh})
-    if not b_has and not h_has and not fresh:
+    if not b_has and not h_has and not fresh and not lost:
         result["both_hold"] += 1
+
+
+def causes(items: list[dict]) -> list[dict]:
+    """The could-not-run causes, each once, with how many arms or traces it stopped."""
+    counts: dict[str, list] = {}
+    for it in items:
+        counts.setdefault(it["cause"], []).append(it)
+    return [
+        {"cause": cause, "count": len(its), "sides": sorted({s for it in its for s in it["sides"]})}
+        for cause, its in sorted(counts.items(), key=lambda kv: (-len(kv[1]), kv[0]))
+    ]
+
+
+def breaking(cmp: dict) -> list[dict]:
+    """What head breaks that base did not: newly violated (or raising), crash -> silent,
+    an assert that no longer guards its state; each arm or trace once."""
+    out, seen = [], set()
+    for part in (cmp, cmp["fuzz"]):
+        crash_to_silent = [i for i in part["reaction"] if i["base_reaction"] == "crash"]
+        for it in part["new"] + crash_to_silent + part["unguarded"]:
+            key = (it.get("module") or it.get("trace"), it["clamp"])
+            if key not in seen:
+                seen.add(key)
+                out.append(it)
+    return out
+
+
+def outcome(cmp: dict) -> tuple[int, str]:
+    """The exit status and the summary's first line."""
+    from spec.errors import ExitStatus
+
+    broken = breaking(cmp)
+    missing = len(cmp["could_not_run"]) + len(cmp["fuzz"]["could_not_run"])
+    incomplete = (
+        f"; {missing} arm(s) or trace(s) could not run (counted apart, never as fixed or broken)" if missing else ""
+    )
+    if broken:
+        return ExitStatus.FINDING, f"**Head breaks {len(broken)} thing(s) base did not**{incomplete}."
+    if missing:
+        return ExitStatus.COULD_NOT_RUN, (
+            f"**Incomplete: {missing} arm(s) or trace(s) could not run**; "
+            "of the rest, head breaks nothing base did not."
+        )
+    return ExitStatus.OK, "**Head breaks nothing base did not.**"
 
 
 # ------------------------------------------------------------------ citations
@@ -306,21 +400,22 @@ def summary_md(
     base: dict, head: dict, cmp: dict, cites: dict, seconds: float, fuzz_n: int, limit_rows: int = 60
 ) -> str:
     bt, ht = base["tree"], head["tree"]
-    broken = len(cmp["new"]) + len(cmp["fuzz"]["new"])
+    _, first = outcome(cmp)
+    f = cmp["fuzz"]
+    crash_to_silent = [i for i in cmp["reaction"] if i["base_reaction"] == "crash"]
+    fuzz_crash_to_silent = [i for i in f["reaction"] if i["base_reaction"] == "crash"]
     lines = [
+        first,
+        "",
         f"## vLLM review: {bt['title']} → {ht['title']}",
         "",
         f"base: {bt['described']}  ",
         f"head: {ht['described']}",
         "",
-        (
-            "**Head breaks nothing base did not.**"
-            if not broken
-            else f"**Head breaks {broken} thing(s) base did not** (see *Newly broken*)."
-        ),
-        "",
         "| | generated cases (arms) | fuzz traces |",
         "|---|---|---|",
+        f"| **could not run** on base or head (its cause below; never counted as fixed or broken) | "
+        f"{len(cmp['could_not_run'])} | {len(f['could_not_run'])} |",
         f"| fixed (base violates the case's property, head does not) | {len(cmp['fixed'])} | "
         f"{len(cmp['fuzz']['fixed'])} |",
         f"| still broken | {len(cmp['still'])} | {len(cmp['fuzz']['still'])} |",
@@ -328,14 +423,25 @@ def summary_md(
         f"{len(cmp['fuzz']['reaction'])} |",
         f"| newly broken (head violates a property, or raises, where base does not) | {len(cmp['new'])} | "
         f"{len(cmp['fuzz']['new'])} |",
+        f"| breaking: crash on base, silent on head (the engine no longer stops on wrong output) | "
+        f"{len(crash_to_silent)} | {len(fuzz_crash_to_silent)} |",
+        f"| breaking: an assert base fires no longer guards head's state | {len(cmp['unguarded'])} | "
+        f"{len(f['unguarded'])} |",
         f"| holds on both | {cmp['both_hold']} | {cmp['fuzz']['both_hold']} |",
         "",
         "A case arm is a generated case under the tree's profile with the clamp off or on. What is "
         "compared is what vLLM does (the assert that fires, the properties its own state violates), "
         "not the model's prediction; *where head differs from the model* is the first step at which "
-        "head's state leaves the model of its profile.",
+        "head's own observation (its state, or the assert it fires) leaves the model of its profile.",
         "",
     ]
+    if cmp["could_not_run_causes"]:
+        lines += ["### Could not run", ""]
+        lines += table(
+            [["cause", "arms or traces it stopped", "on"]]
+            + [[c["cause"], str(c["count"]), " and ".join(c["sides"])] for c in cmp["could_not_run_causes"]]
+        )
+        lines.append("")
 
     def section(title: str, items: list[dict], note: str = "") -> None:
         lines.extend([f"### {title} ({len(items)})", ""])
@@ -361,9 +467,23 @@ def summary_md(
             lines.append(f"\n... and {len(items) - limit_rows} more (summary.json)")
         lines.append("")
 
+    section(
+        "Breaking: crash → silent",
+        crash_to_silent,
+        "Violated on both, but base's assert stopped the engine and head goes on with the wrong state.",
+    )
+    section(
+        "Breaking: an assert no longer guards",
+        cmp["unguarded"],
+        "Base fires the assert; head does not, and head's own state violates what the assert guards.",
+    )
     section("Newly broken", cmp["new"])
     section("Fixed", cmp["fixed"], "The case's own property holds on head; what head still violates is listed.")
-    section("Changed reaction", cmp["reaction"], "Violated on both, but vLLM reacts differently.")
+    section(
+        "Changed reaction (silent → crash)",
+        [i for i in cmp["reaction"] if i["base_reaction"] == "silent"],
+        "Violated on both; head's assert now stops the engine.",
+    )
     section("Still broken", [i for i in cmp["still"] if i not in cmp["reaction"]])
     f = cmp["fuzz"]
     lines += [
@@ -372,7 +492,12 @@ def summary_md(
         f"Traces where the tree's state left its model: base {f['base_diverged']}, head {f['head_diverged']}.",
         "",
     ]
-    for title, items in (("newly broken", f["new"]), ("fixed", f["fixed"]), ("changed reaction", f["reaction"])):
+    for title, items in (
+        ("breaking (crash -> silent, an assert no longer guarding)", fuzz_crash_to_silent + f["unguarded"]),
+        ("newly broken", f["new"]),
+        ("fixed", f["fixed"]),
+        ("changed reaction", f["reaction"]),
+    ):
         if items:
             rows = [["trace", "base", "head", "where head differs from the model"]]
             rows += [
@@ -404,65 +529,9 @@ def summary_md(
     for key, label in (("only_base", "Only in base"), ("only_head", "Only in head")):
         if cites[key]:
             lines += [f"{label}: " + ", ".join(f"`{c['id']}`" for c in cites[key]) + ".", ""]
-    lines += [f"_`make review` in {seconds:.0f} s. Exit status: 0 head breaks nothing base did not, 1 it does._", ""]
+    lines += [
+        f"_`make review` in {seconds:.0f} s. Exit status: 0 head breaks nothing base did not, 1 it does, "
+        "3 it breaks nothing but some arms could not run._",
+        "",
+    ]
     return "\n".join(lines)
-
-
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m report.review", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--base", required=True, help="0.32.0, 0.33.0 or the path of a vLLM tree")
-    ap.add_argument("--head", required=True, help="0.32.0, 0.33.0 or the path of a vLLM tree")
-    ap.add_argument("--fuzz", type=int, default=3, help="random traces per fuzz preset (0: none)")
-    ap.add_argument("--seed", type=int, default=7)
-    ap.add_argument("--out", type=Path, default=Path("build/review"))
-    args = ap.parse_args(argv)
-    from targets.vllm_tree import TreeError, resolve
-
-    started = time.monotonic()
-    try:
-        if args.fuzz < 0:
-            raise TreeError(f"--fuzz must be a whole number >= 0, got {args.fuzz}")
-        trees = {side: resolve(getattr(args, side)) for side in ("base", "head")}
-    except TreeError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    args.out.mkdir(parents=True, exist_ok=True)
-    log(
-        f"review: base {trees['base'].title} (profile {trees['base'].profile}), "
-        f"head {trees['head'].title} (profile {trees['head'].profile})"
-    )
-    traces = fuzz_traces(trees["head"].profile, args.fuzz, args.seed) if args.fuzz else []
-    traces_file = args.out / "fuzz-traces.json"
-    traces_file.write_text(json.dumps(traces) + "\n")
-    log(f"review: {len(traces)} fuzz trace(s) drawn; observing both trees (two processes, one tree each)")
-    try:
-        base, head = observe_both(args.base, args.head, traces_file, args.out)
-    except TreeFailure as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 4
-    except ObserverCrash as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 3
-    log("review: re-anchoring the citations in both trees")
-    cites = compare_cites(
-        cite_view(Path(base["tree"]["root"]), release_of(base["tree"])),
-        cite_view(Path(head["tree"]["root"]), release_of(head["tree"])),
-    )
-    cmp = compare(base, head)
-    seconds = time.monotonic() - started
-    text = summary_md(base, head, cmp, cites, seconds, args.fuzz)
-    rows = 60
-    while len(text) > COMMENT_LIMIT and rows > 5:
-        rows //= 2
-        text = summary_md(base, head, cmp, cites, seconds, args.fuzz, rows)
-    (args.out / "summary.md").write_text(text)
-    (args.out / "summary.json").write_text(
-        json.dumps({"base": base["tree"], "head": head["tree"], "compare": cmp, "citations": cites}, indent=1) + "\n"
-    )
-    print(text)
-    log(f"review: wrote {args.out}/summary.md ({len(text)} characters) and summary.json in {seconds:.0f} s")
-    return 1 if cmp["new"] or cmp["fuzz"]["new"] else 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -15,31 +15,9 @@ from spec.catalog import BY_NAME
 from spec.citations import field_ids
 from spec.config import Config
 from spec.properties import ASSERTS, PROPERTIES
-from spec.vocabulary import Status
+from spec.vocabulary import SHORT_LABELS, Status
 
-# (variable, short label) shown in tables and notes, per request
-SHOWN = (
-    ("status", "status"),
-    ("num_prompt_tokens", "L"),
-    ("num_tokens", "T"),
-    ("num_computed_tokens", "c"),
-    ("num_output_placeholders", "P"),
-    ("num_in_flight_tokens", "F"),
-    ("num_stale_output_tokens", "S"),
-    ("drop_stale_output", "D"),
-    ("is_prefill_chunk", "X"),
-    ("num_spec_tokens", "drafts"),
-    ("pending_update", "update"),
-    ("v1_num_tokens", "Nr"),
-    ("v2_slot", "slot"),
-    ("v2_num_computed", "g"),
-    ("v2_prefill_len", "pl"),
-    ("v2_total_len", "tl"),
-    ("discard_latest_async_tokens", "discard"),
-    ("async_tokens_to_discard", "to_discard"),
-    ("clamp_dropped", "dropped"),
-)
-LABEL = dict(SHOWN)
+LABEL = dict(SHORT_LABELS)
 LEGEND = (
     "L prompt tokens, T num_tokens, c num_computed_tokens, P num_output_placeholders, "
     "F in flight, S stale, D drop_stale_output, X is_prefill_chunk, drafts len(spec_token_ids), "
@@ -47,27 +25,12 @@ LEGEND = (
     "prefill_len / total_len, in flight: steps scheduled and not yet delivered"
 )
 
-RUNNER = {
-    "v1": "the V1 runner",
-    "v2": "the V2 runner",
-    "v2-live": "the V2 runner with the live-length fix",
-    "v2-rollback": "the V2 runner with the recompute fix",
-    "v2-rollback-live": "the V2 runner with only half the recompute fix (the slot rolled back)",
-}
-
 # vLLM lines behind each optional mechanism a trace can use (spec/citations.toml ids)
 MECHANISM_CITES = {
     "kv-load-failure": "kv-load-failure-detected kv-failure-truncates-computed skip-failed-kv-load",
     "stale-slot-read": "v2-add-writes-slot v2-remove-frees-slot",
     "over-delivery": "v1-cached-outputs-extend",
     "session-stop": "handle-stopped-request resumable-stop-rollback",
-}
-RUNNER_CITES = {
-    "v1": "v1-discard-mask",
-    "v2": "v2-discard-kernel v2-add-writes-slot",
-    "v2-live": "v2-discard-kernel v2-add-writes-slot",
-    "v2-rollback": "v2-discard-kernel v2-add-writes-slot",
-    "v2-rollback-live": "v2-discard-kernel v2-add-writes-slot",
 }
 
 
@@ -123,20 +86,9 @@ def scheduled(cfg: Config, trace, t: int) -> list[Scheduled]:
 
 
 def _rule(cfg: Config, obs: dict, r: int) -> str:
-    if cfg.runner == "v1":
-        row = (obs.get("v1_rows") or [None] * cfg.requests)[r]
-        if not row:
-            return ""
-        lhs = row["computed"] + row["query_len"]
-        op = "<" if lhs < row["num_tokens"] else ">="
-        return f"c+n = {row['computed']}+{row['query_len']} = {lhs} {op} Nr = {row['num_tokens']}"
-    row = (obs.get("v2_rows") or [None] * cfg.requests)[r]
-    if not row:
-        return ""
-    name = "prefill_len" if cfg.runner == "v2" else "total_len"
-    lhs = row["num_computed"] + row["query_len"]
-    op = "<" if lhs < row[name] else ">="
-    return f"g+n = {row['num_computed']}+{row['query_len']} = {lhs} {op} {name} = {row[name]}"
+    """The runner variant's rule on request r's row, evaluated (spec/runner_variants.py)."""
+    row = (obs.get("v1_rows" if cfg.is_v1 else "v2_rows") or [None] * cfg.requests)[r]
+    return cfg.run.rule.text(row) if row else ""
 
 
 def delivered_step(trace, t: int) -> int | None:
@@ -155,7 +107,7 @@ def delivered_step(trace, t: int) -> int | None:
 def changes(cfg: Config, before: dict, after: dict, r: int) -> list[str]:
     """`c 2→0`-style changes of request r's shown variables."""
     out = []
-    for var, label in SHOWN:
+    for var, label in SHORT_LABELS:
         key = (var, r)
         if key in before and before[key] != after[key]:
             out.append(f"{label} {fmt(var, before[key])}→{fmt(var, after[key])}")
@@ -305,7 +257,7 @@ def reaction_in_words(cfg: Config, trace) -> str:
 def sentence(cfg: Config, trace, prop: str) -> str:
     """One sentence: what goes wrong, in the order it happens."""
     who = (
-        f"With {RUNNER[cfg.runner]}"
+        f"With {cfg.run.phrase}"
         + (" and the clamp" if cfg.clamp else "")
         + (" and the step-reservation guard" if cfg.guard != "none" else "")
     )
@@ -328,7 +280,7 @@ def changing_columns(cfg: Config, trace) -> list[tuple]:
     """The (variable, request) pairs that change somewhere in the trace, plus the queue length."""
     cols = []
     for r in range(cfg.requests):
-        for var, _ in SHOWN:
+        for var, _ in SHORT_LABELS:
             key = (var, r)
             if key in trace.states[0] and any(s[key] != trace.states[0][key] for s in trace.states[1:]):
                 cols.append(key)
@@ -411,7 +363,7 @@ def vllm_lines(cfg: Config, trace, prop: str) -> list[Line]:
     add(PROPERTIES[prop].cite, f"the property ({prop})")
     for fired in trace.fired[-1] if trace.fired else []:
         add(ASSERTS[fired].cite, "the assert that fires")
-    add(RUNNER_CITES[cfg.runner], "the runner's discard rule")
+    add(cfg.run.cite, "the runner's discard rule")
     for mechanism in trace.mechanisms or []:
         if mechanism in MECHANISM_CITES:
             add(MECHANISM_CITES[mechanism], mechanism)

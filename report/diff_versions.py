@@ -1,8 +1,6 @@
-"""`make diff-versions A=0.32.0 B=0.33.0`: what changed between two vLLM releases.
+"""What changed between two vLLM releases, from the prover's verdicts (`vllm-contract diff-versions A B`).
 
-    python -m model.diff_versions A B [--from build/prove]
-
-Reads the verdicts `make prove` wrote (summary.json) and prints, per scenario and
+Reads the verdicts the prover wrote (summary.json) and prints, per scenario and
 property, the verdict and vLLM's reaction on each release side by side: "crash"
 (an assert kills the engine at the violating step), "silent" (violated, nothing
 fires), "holds" (proved), or "none found" (no counterexample within the search depth,
@@ -12,57 +10,49 @@ generated test that shows it. Exit 0 when the table could be built, 2 on bad inp
 
 from __future__ import annotations
 
-import argparse
-import json
-import re
-import sys
 from pathlib import Path
 
+from codegen.cases import module_path
+from model.results import VerdictRow
 from spec.profiles import RELEASES
+from spec.verdicts import Fired, Kind, Reaction
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def reaction(row: dict) -> str:
-    verdict = row["verdict"]
-    if verdict == "proved":
+def reaction(row: VerdictRow) -> str:
+    kind = row.verdict.kind
+    if kind is Kind.PROVED:
         return "holds (proved)"
-    if verdict == "bounded":
-        return f"none found (<= {row['depth']} steps)"
-    if verdict == "violated":
-        how = row.get("reaction") or "?"
-        if how.startswith("crash"):
-            return f"CRASH at {row['depth']} ({how.split(': ', 1)[-1]})"
-        return f"SILENT at {row['depth']}"
-    return verdict.upper()
+    if kind is Kind.BOUNDED:
+        return f"none found (<= {row.depth} steps)"
+    if kind is Kind.VIOLATED:
+        fired = row.fired or Fired()
+        if fired.assert_name:
+            return f"{Reaction.CRASH.label} at {row.depth} ({fired.assert_name})"
+        return f"{Reaction.SILENT.label} at {row.depth}"
+    return str(row.verdict).upper()
 
 
-def _slug(text: str) -> str:
-    return re.sub(r"[^a-z0-9]+", "_", text.lower()).strip("_")
-
-
-def case_module(row: dict) -> str | None:
+def case_module(row: VerdictRow) -> str | None:
     """The generated module of a row's counterexample (a trace found on several releases
     is generated once, under the oldest: look there too)."""
-    if row["verdict"] != "violated":
+    if row.verdict.kind is not Kind.VIOLATED:
         return None
-    scenario = row["config"].split("@", 1)[0]
-    name = f"test_{_slug(scenario)}__{_slug(row['property'])}.py"
-    for profile in [row["profile"]] + [p.name for p in RELEASES]:
-        path = ROOT / "generated_tests" / "cases" / _slug(profile) / name
-        if path.exists():
-            return str(path.relative_to(ROOT))
+    for profile in [row.profile] + [p.name for p in RELEASES]:
+        rel = module_path(profile, row.scenario, "violation", row.property, 0)
+        if (ROOT / rel).exists():
+            return rel
     return None
 
 
 def table(summary: dict, a: str, b: str) -> tuple[list[tuple], list[tuple]]:
     """(changed rows, unchanged rows): (scenario, property, A, B, test)."""
     rows: dict[tuple, dict] = {}
-    for row in summary["results"]:
-        if "@" not in row["config"]:
+    for row in summary["rows"]:
+        if row.release is None:
             continue  # historical profiles belong to no release
-        scenario, release = row["config"].split("@", 1)
-        rows.setdefault((scenario, row["property"]), {})[release] = row
+        rows.setdefault((row.scenario, row.property), {})[row.release] = row
     changed, same = [], []
     for (scenario, prop), by_release in rows.items():
         if a not in by_release and b not in by_release:
@@ -116,38 +106,3 @@ def render(changed: list[tuple], same: list[tuple], a: str, b: str) -> str:
         "no proof claimed.",
     ]
     return "\n".join(line.rstrip() for line in lines)
-
-
-def main(argv: list[str] | None = None) -> int:
-    releases = [p.release for p in RELEASES]
-    parser = argparse.ArgumentParser(prog="make diff-versions", description=__doc__.split("\n\n")[0])
-    parser.add_argument("a", nargs="?", default=releases[0])
-    parser.add_argument("b", nargs="?", default=releases[-1])
-    parser.add_argument("--from", dest="prove_dir", default="build/prove")
-    args = parser.parse_args(argv)
-    for release in (args.a, args.b):
-        if release not in releases:
-            print(f"error: no release profile for vLLM {release}; known: {', '.join(releases)}", file=sys.stderr)
-            return 2
-    path = Path(args.prove_dir) / "summary.json"
-    if not path.is_file():
-        print(
-            f"error: {path} not found: run `make prove` first (it writes the verdicts compared here)", file=sys.stderr
-        )
-        return 2
-    summary = json.loads(path.read_text())
-    changed, same = table(summary, args.a, args.b)
-    if not changed and not same:
-        print(f"error: {path} holds no configuration of {args.a} or {args.b}: run `make prove`", file=sys.stderr)
-        return 2
-    print(render(changed, same, args.a, args.b))
-    if not summary.get("complete", True):
-        print(
-            f"\nnote: {path} is from a partial run ({', '.join(summary.get('configs', []))}); "
-            "`make prove` checks the whole matrix"
-        )
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
