@@ -1,7 +1,7 @@
 """Per generated V2 case: where the snapshot kernel disagrees with the scheduler's
 reservation, does the live kernel agree?
 
-    .venv/bin/python bench/kernel_agreement.py
+    vllm-contract bench kernel-agreement
 
 Replays every generated case whose runner is V2 (as found, clamp off) on the kernel
 target and lists, per case, the steps at which each kernel variant's decision differs
@@ -15,14 +15,14 @@ import importlib.util
 import sys
 from pathlib import Path
 
+from rich.console import Console
+from rich.table import Table
+
+from model.interpreter import flat
+from model.run import Run
+from targets.kernel import KernelTarget
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from rich.console import Console  # noqa: E402
-from rich.table import Table  # noqa: E402
-
-from model.interpreter import args_for, flat  # noqa: E402
-from targets.kernel import KernelTarget  # noqa: E402
 
 
 def cases():
@@ -37,40 +37,19 @@ def disagreements(case):
     overrides = {"clamp": False}
     cfg = case.config_for(overrides)
     target = KernelTarget()
-    target.reset(cfg, flat(case.init))
+    run = Run(cfg, case.init, case.steps, until_disabled=True)  # ends where an assert fires: the engine is dead
+    target.reset(cfg, flat(run.init))
     snapshot, live = [], []
-    from model.interpreter import Interpreter
-
-    it = Interpreter(cfg)
-    state = it.initial(**case.init)
-    for index, (event, named) in enumerate(case.steps):
-        args = args_for(it.event(event), cfg, named)
-        if not it.enabled(state, event, args):
-            break
-        result = it.step(state, event, args)
-        state = result.state
-        outcome = target.step(event, args)
-        if outcome.observed.get("snapshot_disagrees"):
-            snapshot.append(index + 1)
-        if outcome.observed.get("live_disagrees"):
-            live.append(index + 1)
-        if any(not ok for ok in result.checks.values()) and any(
-            name
-            in (
-                "counter-nonnegative",
-                "safe-frontier-nonnegative",
-                "stale-count-nonnegative",
-                "scheduled-tokens-positive",
-                "padding-intact",
-            )
-            and not ok
-            for name, ok in result.checks.items()
-        ):
-            break  # the engine is dead
+    for played in run:
+        outcome = target.step(played.event, played.args, played)
+        if outcome.facts.get("snapshot_disagrees"):
+            snapshot.append(played.number)
+        if outcome.facts.get("live_disagrees"):
+            live.append(played.number)
     return snapshot, live
 
 
-def main() -> int:
+def main(argv=None) -> int:
     console = Console(width=140, highlight=False)
     table = Table(title="V2 cases: steps where each kernel disagrees with the scheduler's reservation")
     for col in ("case", "snapshot disagrees at", "live disagrees at", "verdict"):

@@ -23,14 +23,20 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+# Runs as a plain script on a GPU machine where this project is not installed: the
+# repository is put on the path by hand, and kernels is imported before torch and
+# triton (it settles TRITON_INTERPRET before any @triton.jit).
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import torch  # noqa: E402
-import triton  # noqa: E402
-from rich.console import Console  # noqa: E402
-from rich.table import Table  # noqa: E402
+import kernels  # noqa: F401 - see above
 
-from kernels import discard, reference, runtime  # noqa: E402
+# isort: split
+import torch
+import triton
+from rich.console import Console
+from rich.table import Table
+
+from kernels import discard, reference, runtime
 
 GPU_SIZES = (1_000, 10_000, 100_000, 1_000_000)
 INTERPRETER_SIZES = (1, 1_000, 5_000)

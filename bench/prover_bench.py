@@ -1,10 +1,10 @@
 """The prover's and the suites' costs, measured, with ratios side by side in one run.
 
-    .venv/bin/python bench/prover_bench.py [--quick] [--cell-timeout 20]
+    vllm-contract bench prover [--quick] [--cell-timeout 20]
 
 1. `make prove` (the whole default matrix, two workers): wall time, and per result the
    time of each shortest counterexample and each unbounded proof, against the targets
-   recalibrated for this model (issue 13: 15 s, 0.5 s, 0.5 s).
+   recalibrated for this model (15 s, 0.5 s, 0.5 s).
 2. Solve time against depth (4..20) and requests (1..3): BMC exhausting a proved
    property, and k-induction proving it, on the core contract (V1, no optional events).
 3. Integer sizes: a 9118-token prompt with an 8192-token budget against 3 and 2, for a
@@ -25,18 +25,17 @@ import tempfile
 import time
 from pathlib import Path
 
+import z3
+from rich.console import Console
+from rich.table import Table
+
+from model.bmc import Bmc, Goal, SolverUnknown
+from model.encoding import Encoding
+from model.induction import KInduction
+from spec.config import Config
+from spec.invariants import lemmas_for
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-import z3  # noqa: E402
-from rich.console import Console  # noqa: E402
-from rich.table import Table  # noqa: E402
-
-from model.bmc import Bmc, Goal, SolverUnknown  # noqa: E402
-from model.encoding import Encoding  # noqa: E402
-from model.induction import KInduction  # noqa: E402
-from spec.config import Config  # noqa: E402
-from spec.invariants import lemmas_for  # noqa: E402
 
 console = Console(width=120, highlight=False)
 PY = sys.executable
@@ -202,11 +201,11 @@ def suites_table() -> None:
     console.print(table)
 
 
-def main() -> int:
+def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="depths 4..12 and requests 1..2 only")
     parser.add_argument("--cell-timeout", type=float, default=20.0, help="seconds per BMC cell")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     console.print(f"z3 {z3.get_version_string()}, {os.cpu_count()} cores")
     matrix()
     depths = [4, 8, 12] if args.quick else [4, 8, 12, 16, 20]

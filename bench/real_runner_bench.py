@@ -6,7 +6,7 @@ release. Prints a table (import and first build, the whole suite, per case, per 
 V1 against V2) against the 3-minute target on this machine kind, and the same numbers
 as one line per measure for bench/results/.
 
-    .venv/bin/python bench/real_runner_bench.py [--vllm 0.32.0|0.33.0] [--out FILE]
+    vllm-contract bench real-runner [--vllm 0.32.0|0.33.0] [--out FILE]
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
 
 TARGET_SECONDS = 180.0  # all generated cases on the real-runner targets, 2 cores
 
@@ -41,8 +40,8 @@ def main(argv=None) -> int:
     from targets import vllm_env
 
     vllm_env.select(ns.vllm)
+    from spec.errors import TargetUnavailable
     from targets.harness import replay_case
-    from targets.protocol import TargetUnavailable
     from targets.real_runner import RealRunnerTarget, preflight
 
     load = time.perf_counter()

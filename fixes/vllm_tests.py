@@ -27,8 +27,6 @@ error that the release does not have, and none at all in test_async_scheduler.py
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import shutil
 import subprocess
@@ -39,7 +37,7 @@ import xml.etree.ElementTree as ET
 from collections import Counter
 from pathlib import Path
 
-from fixes.trees import FIXES, RELEASES, REPO, TREES_DIR, FixError, build, tree_name
+from fixes.trees import REPO, TREES_DIR, FixError
 
 SDIST_DIR = TREES_DIR / "sdist"
 BUILD_DEPS = SDIST_DIR / "build-deps"
@@ -98,7 +96,17 @@ def fetch_sdist(release: str) -> Path:
     env = {**os.environ, "PYTHONPATH": str(BUILD_DEPS), "VLLM_TARGET_DEVICE": "empty"}
     subprocess.run(
         PIP
-        + ["download", "--no-deps", "--no-build-isolation", "--require-hashes", "-d", str(download), "-r", str(pins)],
+        + [
+            "download",
+            "--no-deps",
+            "--no-binary=:all:",  # the source distribution (the pin's hash is the sdist's)
+            "--no-build-isolation",
+            "--require-hashes",
+            "-d",
+            str(download),
+            "-r",
+            str(pins),
+        ],
         check=True,
         env=env,
     )
@@ -242,81 +250,3 @@ def line(label: str, run: dict) -> str:
 # more with Triton visible (interpreted), so that vLLM picks its model runner as on a GPU:
 # V2 unless a feature needs V1 (fixes/vllm-tests/conftest.py).
 PASSES = (("", {}, None), ("-triton", {"FIX_ENABLE_TRITON": "1", "TRITON_INTERPRET": "1"}, SUITES))
-
-
-def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="python -m fixes.vllm_tests", description=__doc__.split("\n\n")[0])
-    parser.add_argument("fix", choices=FIXES)
-    parser.add_argument("release", choices=RELEASES)
-    parser.add_argument("--variant", default=None, help="the fix minus its key line instead of the fix")
-    parser.add_argument("-k", dest="select", default=None, help="pytest -k expression (default: everything)")
-    parser.add_argument("--cpu-only", action="store_true", help="skip the pass with Triton visible")
-    args = parser.parse_args(argv)
-    try:
-        patched_root = build(args.fix, args.release, args.variant)
-        tests = unpack_tests(args.release)
-    except (FixError, subprocess.CalledProcessError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    out = REPO / "build" / "fixes" / tree_name(args.release, args.fix, args.variant)
-    runs, problems, differs = {}, [], []
-    print(f"vLLM {args.release}'s own tests, {tree_name(args.release, args.fix, args.variant)} vs the release:")
-    for suffix, env, suites in PASSES if not args.cpu_only else PASSES[:1]:
-        suites = suites or SUITES_OF[args.fix]
-        here = {}
-        for label, tree in (("unpatched", args.release), ("patched", str(patched_root))):
-            try:
-                here[label] = run_suites(
-                    tests, tree, args.release, out / f"vllm-tests-{label}{suffix}.xml", suites, args.select, env
-                )
-            except FixError as exc:
-                print(f"error: {exc}", file=sys.stderr)
-                return 2
-        print(f"  {', '.join(suites)}" + (f"  [{' '.join(f'{k}={v}' for k, v in env.items())}]" if env else ""))
-        for label, run in here.items():
-            print("    " + line(label, run))
-            runs[label + suffix] = run
-        for reason, n in sorted(here["patched"]["skip_reasons"].items(), key=lambda x: -x[1]):
-            same = here["unpatched"]["skip_reasons"].get(reason) == n
-            print(f"    skipped{' on both' if same else ' (patched)'}: {n}  {reason}")
-        unpatched_failed = sorted(n for n, o in here["unpatched"]["outcomes"].items() if o in ("failed", "error"))
-        for name in unpatched_failed:
-            print(f"    fails on the release too: {name}")
-        for d in compare(here["unpatched"], here["patched"]):
-            print("    differs: " + d)
-            differs.append(d + suffix)
-        problems += [
-            n + suffix
-            for n, o in here["patched"]["outcomes"].items()
-            if o in ("failed", "error")
-            and (here["unpatched"]["outcomes"].get(n) not in ("failed", "error") or "test_async_scheduler" in n)
-        ]
-        for label, run in here.items():
-            if run["exit"] not in (0, 1):
-                print(f"    {label}: pytest exited {run['exit']}:\n{run['tail']}")
-                problems.append(f"{label}{suffix}: pytest exit {run['exit']}")
-    ok = not problems
-    (out / "vllm-tests.json").write_text(
-        json.dumps(
-            {
-                "fix": args.fix,
-                "release": args.release,
-                "variant": args.variant,
-                "ok": ok,
-                "differs": differs,
-                "problems": problems,
-                "runs": {
-                    k: {x: v[x] for x in ("tree", "exit", "seconds", "counts", "skip_reasons", "env", "suites")}
-                    for k, v in runs.items()
-                },
-            },
-            indent=2,
-        )
-        + "\n"
-    )
-    print("OK" if ok else "FAILED: " + ", ".join(problems))
-    return 0 if ok else 1
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))

@@ -19,7 +19,7 @@ vllm-<release>.patch beside this file does, and nothing else:
 
 Observability as in the patch: one warning per process, a debug line per occurrence,
 plus `scheduler.guard_dropped` (request id -> tokens dropped) for tests. The model's
-definition is spec/scheduler.py (`cfg.guard == "step-reservation"`), proved in the
+definition is spec/deliver.py (`cfg.guard == "step-reservation"`), proved in the
 matrix's guard-* configurations; targets/guard_scheduler.py re-exports this class for
 the vllm-guard target.
 """

@@ -47,7 +47,7 @@ def _enable_triton() -> None:
     vLLM target arranges it (targets/vllm_env.py), so that it picks its model runner as
     on a GPU: V2 unless a feature needs V1. On a CPU vllm.triton_utils switches Triton
     off, and vLLM takes the V1 runner."""
-    import triton  # noqa: F401  (after TRITON_INTERPRET, which the caller sets)
+    import triton  # noqa: F401 - after TRITON_INTERPRET, which the caller sets
     import vllm.triton_utils as triton_utils
     from vllm.triton_utils import importing
 
@@ -84,7 +84,7 @@ def _cannot_run_here(exc: BaseException) -> str | None:
 def _skip_offline(outcome):
     try:
         return (yield)
-    except Exception as exc:  # noqa: BLE001 - re-raised unless it says what is missing here
+    except Exception as exc:  # re-raised unless it says what is missing here
         reason = _cannot_run_here(exc)
         if reason is None:
             raise

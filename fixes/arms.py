@@ -1,7 +1,7 @@
 """The generated cases against a vLLM tree that carries a fix natively (fixes/<fix>/).
 
-    python -m targets.fix_target guard    --vllm=TREE [--expect fixed|control|minus] [--cases GLOB,...] [--json FILE]
-    python -m targets.fix_target rollback --vllm=TREE [--expect fixed|control|minus] [--cases GLOB,...] [--json FILE]
+    vllm-contract fix-arm guard    --vllm=TREE [--expect fixed|control|minus] [--cases GLOB,...] [--json FILE]
+    vllm-contract fix-arm rollback --vllm=TREE [--expect fixed|control|minus] [--cases GLOB,...] [--json FILE]
 
 TREE is a release (0.32.0, 0.33.0) or the root of a patched tree (fixes/trees.py), with
 VLLM_PROFILE=<release> for the latter. One tree per process (targets/vllm_tree.py).
@@ -26,15 +26,9 @@ target cannot run (no arm ran).
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
-import fnmatch
 import importlib.util
-import json
 import logging
-import os
-import sys
-import time
 from collections import defaultdict
 from pathlib import Path
 
@@ -86,21 +80,10 @@ class ArmResult:
 def model_run(case, cfg) -> list[dict]:
     """The reference interpreter's state after each step of the case under cfg (the
     run ends where a step is disabled or an assert fires, as in the harness)."""
-    from model.interpreter import Disabled, Interpreter, args_for
+    from model.run import Run
 
-    it = Interpreter(cfg)
-    state = it.initial(**case.init)
-    states = [dict(state)]
-    for event, named in case.steps:
-        try:
-            result = it.step(state, event, args_for(it.event(event), cfg, named))
-        except Disabled:
-            break
-        state = result.state
-        states.append(dict(state))
-        if result.fired:
-            break
-    return states
+    run = Run(cfg, case.init, case.steps, until_disabled=True)
+    return [dict(run.initial)] + [dict(played.state) for played in run]
 
 
 def fix_acts(case, fixed: dict, baseline: dict) -> bool:
@@ -129,7 +112,8 @@ def _violated(case, expect) -> tuple:
 
 def _replay(case, label: str, overrides: dict, target) -> tuple[bool, str, object]:
     """Replay one arm against the model's prediction made now; (holds, why not, prediction)."""
-    from targets.harness import Divergence, predict, replay_case
+    from codegen.case import predict
+    from targets.harness import Divergence, replay_case
 
     cfg = case.config_for(overrides)
     fresh = predict(case.property, cfg, case.init, case.steps)
@@ -176,7 +160,7 @@ def watch_drops(target) -> None:
 
 def native_guard_target():
     """The vLLM target on the loaded tree's plain AsyncScheduler, playing the +guard arms."""
-    from targets import vllm_env as env
+    from targets import vllm_factory as factory
     from targets.vllm_target import VllmTarget
 
     class NativeGuardTarget(VllmTarget):
@@ -188,23 +172,23 @@ def native_guard_target():
             self.name = "vllm-native-guard"
 
         def reset(self, cfg, init) -> None:
-            real = env.new_scheduler
+            real = factory.new_scheduler
 
             def plain(c, clamp=False, guard=None):
                 return real(c, clamp=clamp, guard=False)
 
-            env.new_scheduler = plain  # VllmTarget.reset builds the scheduler through it
+            factory.new_scheduler = plain  # VllmTarget.reset builds the scheduler through it
             try:
                 super().reset(cfg, init)
             finally:
-                env.new_scheduler = real
+                factory.new_scheduler = real
             watch_drops(self)
 
     return NativeGuardTarget()
 
 
 def check_guard(cases, target, profile: str) -> list[ArmResult]:
-    from targets.harness import predict
+    from codegen.case import predict
 
     results = []
     for case in cases:
@@ -237,15 +221,20 @@ def runner_target():
     """vLLM's scheduler with vLLM's own V2 model runner (targets/real_runner.py), which
     here also plays `v2-rollback`: the loaded tree's runner is taken to carry
     fixes/v2-recompute-rollback (on a tree without it, the control arms fail)."""
-    from targets.protocol import TargetUnavailable
+    from spec.errors import TargetUnavailable
 
     try:
         from targets.real_runner import RealRunnerTarget
+        from targets.vllm_target import VllmTarget
     except ImportError as exc:
         raise TargetUnavailable(f"targets.real_runner is not available ({exc})") from exc
 
     class NativeRollbackRunner(RealRunnerTarget):
-        RUNNERS = (*getattr(RealRunnerTarget, "RUNNERS", ("v1", "v2", "v2-live")), "v2-rollback")
+        def accepts(self, cfg):
+            """The patched tree implements the whole recompute fix (v2-rollback) natively."""
+            if cfg.run.rolls_back and cfg.run.follows_scheduler:
+                return VllmTarget.accepts(self, cfg)
+            return super().accepts(cfg)
 
         def __init__(self):
             super().__init__()
@@ -255,8 +244,8 @@ def runner_target():
 
 
 def check_rollback(cases, target, profile: str) -> list[ArmResult]:
-    from targets.harness import predict
-    from targets.protocol import TargetUnavailable
+    from codegen.case import predict
+    from spec.errors import TargetUnavailable
 
     results = []
     for case in cases:
@@ -339,81 +328,3 @@ def summary(results: list[ArmResult], check: str) -> dict:
         "claims_violated_before": sum(bool(claimed(r.before)) for r in ran),
         "claims_violated_after": sum(bool(claimed(r.violated)) for r in ran),
     }
-
-
-def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="python -m targets.fix_target", description=__doc__.split("\n\n")[0])
-    parser.add_argument("check", choices=("guard", "rollback"))
-    parser.add_argument("--vllm", required=True, help="0.32.0, 0.33.0 or a patched tree (with VLLM_PROFILE)")
-    parser.add_argument("--expect", choices=("fixed", "control", "minus"), default="fixed")
-    parser.add_argument("--json", type=Path, default=None, help="write the per-arm results here")
-    parser.add_argument(
-        "--cases", default=None, help="only the cases whose name matches one of these comma-separated globs"
-    )
-    parser.add_argument("-v", "--verbose", action="store_true", help="a line per arm")
-    args = parser.parse_args(argv)
-
-    from targets import vllm_env as env
-    from targets.protocol import TargetUnavailable
-
-    started = time.monotonic()
-    try:
-        tree = env.select(args.vllm)
-        env.load()
-        target = native_guard_target() if args.check == "guard" else runner_target()
-    except TargetUnavailable as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 4
-    globs = args.cases.split(",") if args.cases else ["*"]
-    cases = [c for c in load_cases() if any(fnmatch.fnmatchcase(c.name, g) for g in globs)]
-    check = check_guard if args.check == "guard" else check_rollback
-    results = check(cases, target, tree.profile)
-    skipped = [r.detail for r in results if r.detail.startswith("skipped:")]
-    if results and len(skipped) == len(results):
-        print(f"error: {tree.title}: the target runs none of the {len(results)} arm(s): {skipped[0]}", file=sys.stderr)
-        return 4
-    ok, why = verdict(results, args.expect)
-    counts = summary(results, args.check)
-    seconds = round(time.monotonic() - started, 1)
-    if args.verbose:
-        for r in results:
-            print(r.row())
-    after = [r for r in results if set(r.violated) & set(CLAIMS[args.check])]
-    for r in after:  # outside the fix's proved scope, or a fix that does not hold in the model
-        print(
-            f"  the model: {r.case} [{r.arm}] still violates "
-            f"{', '.join(p for p in r.violated if p in CLAIMS[args.check])} with the fix"
-        )
-    print(
-        f"{args.check} on {tree.title} (profile {tree.profile}), expect {args.expect}: "
-        + ", ".join(f"{k} {v}" for k, v in counts.items())
-        + f"; {seconds} s"
-    )
-    for line in why:
-        print("  unexpected: " + line)
-    print("OK" if ok else "NOT AS EXPECTED")
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(
-            json.dumps(
-                {
-                    "check": args.check,
-                    "tree": str(tree.root),
-                    "label": tree.label,
-                    "profile": tree.profile,
-                    "expect": args.expect,
-                    "ok": ok,
-                    "seconds": seconds,
-                    "summary": counts,
-                    "results": [dataclasses.asdict(r) for r in results],
-                },
-                indent=2,
-            )
-            + "\n"
-        )
-    return 0 if ok else 1
-
-
-if __name__ == "__main__":
-    os.environ.setdefault("VLLM_CACHE_ROOT", str(REPO / ".vllm_cache"))
-    sys.exit(main(sys.argv[1:]))

@@ -9,7 +9,7 @@ step, and checks candidate conditions, stated over the spec's variables, against
 observation: each condition is printed with how often it held and the first trace where
 it did not.
 
-    .venv/bin/python -m targets.real_runner_measure [--vllm 0.32.0|0.33.0] [--cases N] [--config NAME ...]
+    vllm-contract bench runner-measure [--vllm 0.32.0|0.33.0] [--cases N] [--config NAME ...]
 
 Quantities (per request r, state s before the step, spec names):
   c0 = s.num_computed_tokens[r], n = q_scheduled, ks = q_spec of the new step,
@@ -33,7 +33,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from model.interpreter import Interpreter, args_for, flat, nested
+from model.interpreter import flat, nested
+from model.run import Run
 from spec.config import Config
 from spec.vocabulary import Status
 
@@ -85,9 +86,8 @@ def observe(cfg: Config, init: dict, steps: list, target, where: str) -> list[Ob
     real runner's contract."""
     from targets.real_runner import beyond_runner_contract
 
-    it = Interpreter(cfg)
-    state = it.initial(**init)
-    target.reset(cfg, flat(init))
+    run = Run(cfg, init, steps, until_disabled=True)
+    target.reset(cfg, flat(run.init))
     flights: list[dict] = []  # per in-flight step: {r: (epoch, ks, accepted, sampled)}
     last: dict[int, tuple] = {}
     kv_since: set[int] = set()
@@ -95,20 +95,18 @@ def observe(cfg: Config, init: dict, steps: list, target, where: str) -> list[Ob
     entered_at: dict[int, int] = {}
     out: list[Obs] = []
     done: list = []
-    for index, (event, named) in enumerate(steps):
-        args = args_for(it.event(event), cfg, named) if all(isinstance(k, str) for k in named) else dict(named)
-        if not it.enabled(state, event, args):
-            break
-        result = it.step(state, event, args)
-        outcome = target.step(event, args)
+    state = run.initial
+    for played in run:
+        index, event, args, result = played.number - 1, played.event, played.args, played.result
+        outcome = target.step(event, args, played)
         done.append((event, nested(args)))
-        if outcome.fired or "error" in outcome.observed:
+        if outcome.fired or outcome.error is not None:
             break
         if event == "schedule":
             pos = result.state[("queue_len",)] - 1
             step, now = {}, {}
             rows = result.observed.get("v2_rows") or result.observed.get("v1_rows")
-            for req_id, seen in outcome.observed.get("runner", {}).items():
+            for req_id, seen in outcome.facts.get("runner", {}).items():
                 r = int(req_id[1:])
                 admitted = result.state[("q_admitted", pos, r)]
                 if admitted:
@@ -116,11 +114,11 @@ def observe(cfg: Config, init: dict, steps: list, target, where: str) -> list[Ob
                     stale_since.discard(r)
                     if args.get(("stale_read", r), False):
                         stale_since.add(r)
-                if admitted or (cfg.runner == "v1" and not state[("v1_in_batch", r)]):
+                if admitted or (cfg.is_v1 and not state[("v1_in_batch", r)]):
                     # a new (or updated) request's prompt; a cached one is rebuilt to T + P
                     new = admitted and state[("status", r)] == Status.WAITING
                     entered_at[r] = state[("num_tokens", r)] + (0 if new else state[("num_output_placeholders", r)])
-                    if cfg.runner == "v1":
+                    if cfg.is_v1:
                         kv_since.discard(r)
                 extra = args.get(("extra", r), 0)
                 sampled = result.state[("q_sampled", pos, r)]
@@ -213,16 +211,22 @@ def _same(fed, predicted) -> bool:
 
 
 def _model_positions_agree(o: Obs) -> bool:
+    from spec.engine import pending_rejections
     from spec.ops import INT_OPS
-    from spec.scheduler import pending_rejections
     from spec.state import View
 
     pend = pending_rejections(View(o.cfg, o.before), o.cfg, INT_OPS, o.r)
     return o.row["num_computed"] == o.before[("num_computed_tokens", o.r)] - pend
 
 
-V1 = lambda o: o.cfg.runner == "v1"  # noqa: E731
-V2 = lambda o: o.cfg.is_v2  # noqa: E731
+def V1(o) -> bool:
+    return o.cfg.is_v1
+
+
+def V2(o) -> bool:
+    return o.cfg.is_v2
+
+
 SAMPLED = 11  # the stub forward pass's token (real_runner.SAMPLED_ID)
 
 CONDITIONS: tuple[Condition, ...] = (
@@ -303,7 +307,7 @@ CONDITIONS: tuple[Condition, ...] = (
     Condition(
         "spec-positions-agree",
         "V2: the model's positions-agree (slot count = c - pending rejections, "
-        "spec/scheduler.py) holds exactly when the real runner started at c0 - pend",
+        "spec/engine.py) holds exactly when the real runner started at c0 - pend",
         V2,
         lambda o: _model_positions_agree(o) == (o.start == o.c0 - o.pend),
     ),
@@ -342,27 +346,30 @@ def generated_traces():
             cfg = case.config_for(overrides)
             if cfg.profile != profile or cfg.clamp or getattr(cfg, "guard", "none") != "none":
                 continue
-            if cfg.runner not in ("v1", "v2", "v2-live"):
+            if not cfg.run.in_vllm:
                 continue
             yield f"{path.relative_to(REPO)} [{label}]", cfg, dict(case.init), list(case.steps)
 
 
 def fuzz_traces(names, cases: int, seed: int = 0, length: int = 40):
-    from targets import fuzz, vllm_env
+    from model.sampler import random_trace
+    from targets import vllm_env
+    from targets.fuzz import draw_for
+    from targets.fuzz_presets import PRESETS
 
-    fuzz.RUNNER = "real"
     profile = vllm_env.tree().profile
+    draw = draw_for("real")
     for name in names:
-        cfg = fuzz.PRESETS[name].with_(profile=profile)
+        cfg = PRESETS[name].with_(profile=profile)
         for case in range(cases):
             case_seed = seed * 100003 + case
-            init, steps, _ = fuzz.random_trace(cfg, random.Random(case_seed), length)
+            init, steps, _ = random_trace(cfg, random.Random(case_seed), length, draw=draw)
             yield f"{name} seed {case_seed}", cfg, init, [(e, nested(a)) for e, a in steps]
 
 
 def measure(traces, target, conds=None) -> dict[str, Any]:
     """Check every condition on every observation; returns counts and first failures."""
-    from targets.protocol import TargetUnavailable
+    from spec.errors import TargetUnavailable
 
     conds = conds or conditions()
     held, failed, first = Counter(), Counter(), {}
@@ -373,7 +380,7 @@ def measure(traces, target, conds=None) -> dict[str, Any]:
         except TargetUnavailable:
             continue
         for o in found:
-            total[cfg.runner if cfg.runner != "v2-live" else "v2"] += 1
+            total[cfg.run.family] += 1
             for c in conds:
                 if not c.applies(o):
                     continue
@@ -426,10 +433,11 @@ def _brief(seen: dict) -> str:
 
 
 def main(argv=None) -> int:
-    from targets import fuzz, vllm_env
+    from targets import vllm_env
+    from targets.fuzz_presets import PRESETS
 
     ap = argparse.ArgumentParser(
-        prog="python -m targets.real_runner_measure",
+        prog="vllm-contract bench runner-measure",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -446,7 +454,7 @@ def main(argv=None) -> int:
     print("== generated cases (clamp-off arm of the loaded release)")
     print(report(measure(generated_traces(), target)))
     if ns.cases:
-        names = ns.config or list(fuzz.PRESETS)
+        names = ns.config or list(PRESETS)
         print(f"== fuzz traces: {ns.cases} per preset over {len(names)} presets, seed {ns.seed}")
         print(report(measure(fuzz_traces(names, ns.cases, ns.seed), target)))
     return 0
