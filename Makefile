@@ -3,6 +3,7 @@
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
+VC := $(VENV)/bin/vllm-contract
 PIP := $(PY) -m pip install --quiet --disable-pip-version-check
 STAMP_BASE := $(VENV)/.installed-base
 FULL := $(VENV)/.installed-full
@@ -16,13 +17,16 @@ VLLM ?=
 VLLM_SUITES := generated_tests tests/test_vllm_target.py tests/test_clamp_scheduler.py tests/test_differential.py tests/test_real_runner.py
 VLLM_TREES := .vllm_trees
 
-.PHONY: venv prove generate check-generated test test-fast fuzz bench clean distclean vllm-trees vllm-0.33.0 diff-versions cite-check report report-deps review explain
+.PHONY: venv prove generate check-generated test test-fast lint fuzz bench clean distclean vllm-trees vllm-0.33.0 diff-versions cite-check report report-deps review explain
 
 venv: $(FULL)
 
-$(STAMP_BASE): requirements/base.txt
+# the project itself, installed editable with its pinned dependencies: the vllm-contract
+# command and the pytest plugin (setuptools pinned first: the build runs in the venv)
+$(STAMP_BASE): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PIP) -r requirements/base.txt
+	$(PIP) setuptools==78.1.1
+	$(PIP) --no-build-isolation -e '.[test,lint]'
 	@touch $@
 
 # kernels (torch CPU build from this machine's disk, triton) and vLLM's scheduler
@@ -40,22 +44,28 @@ vllm-trees: vllm-0.33.0
 vllm-0.33.0: $(VLLM_TREES)/0.33.0/SOURCE
 
 $(VLLM_TREES)/%/SOURCE: requirements/vllm-tree-%.txt | $(STAMP_BASE)
-	$(PY) -m targets.vllm_tree fetch $*
+	$(VC) fetch-vllm $*
 
 prove: $(STAMP_BASE)
-	$(PY) -m model.prove $(CONFIGS)
+	$(VC) prove $(CONFIGS)
 
 generate: $(STAMP_BASE)
-	$(PY) -m model.prove
-	$(PY) -m codegen.generate
+	$(VC) prove
+	$(VC) generate
 
 check-generated: $(STAMP_BASE)
-	$(PY) -m model.prove
-	$(PY) -m codegen.generate --check
+	$(VC) prove
+	$(VC) check-generated
 
-# the README's test command: the prover's verdicts, fresh generated suites, then the
+# ruff (lint and format) and the import layers of pyproject.toml
+lint: $(STAMP_BASE)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/lint-imports --no-cache
+
+# the README's test command: lint, the prover's verdicts, fresh generated suites, then the
 # unit tests and every generated case on the reference, vLLM (every arm), real-runner and kernel targets
-test: $(FULL) vllm-trees check-generated report
+test: $(FULL) vllm-trees lint check-generated report
 ifeq ($(VLLM),)
 	$(PY) -m pytest --vllm=0.32.0 --junitxml=build/junit-0.32.0.xml
 	$(PY) -m pytest --vllm=0.33.0 $(VLLM_SUITES) --target=vllm,vllm-clamp,vllm-guard,runner,runner-clamp --junitxml=build/junit-0.33.0.xml
@@ -63,24 +73,26 @@ else
 	$(PY) -m pytest --vllm="$(VLLM)" --junitxml=build/junit.xml
 endif
 
-test-fast: $(STAMP_BASE)
-	$(PY) -m pytest tests/test_interpreter.py tests/test_encoding.py generated_tests --target=reference
+# what needs neither vLLM nor the kernels nor a solver search longer than a few seconds
+# (selected by markers; the modules still import, so the full venv is installed)
+test-fast: $(FULL)
+	$(PY) -m pytest -m "not vllm and not kernel and not slow" --target=reference
 
 # 350 traces per preset x 30 presets = 10,500 traces (about 20 minutes here);
 # VLLM=0.33.0 fuzzes that release against its own profile
 fuzz: $(FULL) vllm-trees
-	$(PY) -m targets.fuzz --cases $(or $(CASES),350) --length 40 --known all --engine --seed $(or $(SEED),11) --vllm=$(or $(VLLM),0.32.0) $(if $(RUNNER),--runner $(RUNNER))
+	$(VC) fuzz --cases $(or $(CASES),350) --length 40 --known all --engine --seed $(or $(SEED),11) --vllm=$(or $(VLLM),0.32.0) $(if $(RUNNER),--runner $(RUNNER))
 
 # what changed between two releases: verdict and vLLM's reaction per scenario and property
 # (from build/prove/summary.json; runs the prover first when there is none)
 diff-versions: $(STAMP_BASE)
-	@test -f build/prove/summary.json || $(PY) -m model.prove
-	$(PY) -m model.diff_versions $(or $(A),0.32.0) $(or $(B),0.33.0)
+	@test -f build/prove/summary.json || $(VC) prove
+	$(VC) diff-versions $(or $(A),0.32.0) $(or $(B),0.33.0)
 
 # re-anchor every citation of spec/citations.toml in a vLLM tree: what moved, changed,
 # vanished (the first thing to run on a new release: VLLM=/path/to/tree [RELEASE=X.Y.Z])
 cite-check: $(STAMP_BASE) vllm-trees
-	$(PY) -m spec.cite_check --vllm $(or $(VLLM),$(VLLM_TREES)/0.33.0) $(if $(RELEASE),--release $(RELEASE))
+	$(VC) cite-check --vllm $(or $(VLLM),$(VLLM_TREES)/0.33.0) $(if $(RELEASE),--release $(RELEASE))
 
 # the report's real Markdown + Mermaid renderer (report/check.mjs): the Node packages
 # pinned in package-lock.json, and Debian's chromium (apt, as root: CI's machines are)
@@ -98,24 +110,24 @@ $(CHROMIUM):
 # build/report/: index.md (the summary, one PR comment) and a page per counterexample,
 # every diagram rendered (from build/prove; runs the prover first when there is none)
 report: $(STAMP_BASE) report-deps
-	@test -f build/prove/summary.json || $(PY) -m model.prove
-	$(PY) -m report.render
+	@test -f build/prove/summary.json || $(VC) prove
+	$(VC) report
 
 # what a vLLM change fixes and breaks: BASE (default 0.33.0) against HEAD, each a release
 # or the path of a tree; FUZZ=N random traces per fuzz preset (default 3); exit 1 when
 # head breaks something base did not
 review: $(FULL) vllm-trees
 	@test -n "$(HEAD)" || { echo "error: make review needs HEAD=<vLLM tree or release> (BASE defaults to 0.33.0)" >&2; exit 2; }
-	$(PY) -m report.review --base "$(or $(BASE),0.33.0)" --head "$(HEAD)" $(if $(FUZZ),--fuzz $(FUZZ))
+	$(VC) review --base "$(or $(BASE),0.33.0)" --head "$(HEAD)" $(if $(FUZZ),--fuzz $(FUZZ))
 
 # which configurations reach an operator's counters (a log line, a JSON object or a
 # Request repr): COUNTERS="placeholders=-1 new_tokens=1 computed=8448 ..."
 explain: $(STAMP_BASE)
 	@test -n "$$COUNTERS" || { echo 'error: make explain needs COUNTERS="placeholders=-1 computed=8448 ..."' >&2; exit 2; }
-	$(PY) -m report.explain "$$COUNTERS"
+	$(VC) explain "$$COUNTERS"
 
 bench: $(FULL)
-	$(PY) bench/prover_bench.py
+	$(VC) bench prover
 
 clean:
 	rm -rf build .pytest_cache
@@ -124,7 +136,7 @@ clean:
 distclean: clean
 	rm -rf $(VLLM_TREES) .vllm_cache
 
-# ---- fixes/ (issue 14): the patches vLLM can take, checked on vLLM's real code --------------
+# ---- fixes/: the patches vLLM can take, checked on vLLM's real code ---------------------------
 # FIX=step-reservation-guard|v2-recompute-rollback, RELEASE=0.32.0|0.33.0; FIX_CASES=GLOB,...
 # narrows fix-check to some generated cases. Patched trees go to .vllm_trees/<release>+<fix>/,
 # results to build/fixes/<release>+<fix>/.
@@ -137,20 +149,20 @@ FIX_RELEASES := 0.32.0 0.33.0
 
 # every fix patched into a copy of every release's pure-Python tree (2 s each)
 fix-trees: $(FULL) vllm-trees
-	@for r in $(FIX_RELEASES); do for f in $(FIX_NAMES); do $(PY) -m fixes.trees build $$f $$r || exit 1; done; done
+	@for r in $(FIX_RELEASES); do for f in $(FIX_NAMES); do $(VC) fix-trees $$f $$r || exit 1; done; done
 
 # the generated cases on vLLM's real code: the patched tree must hold every arm, the
 # release must fail exactly where the fix acts, the fix minus its key line somewhere there
 fix-check: $(FULL) vllm-trees
-	$(PY) -m fixes.check $(FIX) $(RELEASE) $(if $(FIX_CASES),--cases "$(FIX_CASES)")
+	$(VC) fix-check $(FIX) $(RELEASE) $(if $(FIX_CASES),--cases "$(FIX_CASES)")
 
 # vLLM's own scheduler tests (tests/v1/core/test_async_scheduler.py, test_scheduler.py from
 # the release's hash-pinned sdist) on the release and on the patched tree
 vllm-tests: $(FULL) vllm-trees
-	$(PY) -m fixes.vllm_tests $(FIX) $(RELEASE)
+	$(VC) vllm-tests $(FIX) $(RELEASE)
 
 # both of the above for every fix and release (about 20 minutes on 2 cores)
 fixes-all: $(FULL) vllm-trees
 	@status=0; for r in $(FIX_RELEASES); do for f in $(FIX_NAMES); do \
-		$(PY) -m fixes.check $$f $$r || status=1; $(PY) -m fixes.vllm_tests $$f $$r || status=1; \
+		$(VC) fix-check $$f $$r || status=1; $(VC) vllm-tests $$f $$r || status=1; \
 	done; done; exit $$status

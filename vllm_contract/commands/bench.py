@@ -1,0 +1,46 @@
+"""Benchmarks, with ratios side by side in one run; results are committed under bench/results/.
+
+  prover            the prover's and the suites' costs against their targets (default)
+  peers             the BMC against a random walk, Hypothesis and BFS on every violated case
+  scaling           counterexample searches on bigger instances (requests, pp, K)
+  real-runner       every generated case on vLLM's scheduler with vLLM's own model runner
+  kernel-agreement  per V2 case: does the live kernel agree where the snapshot kernel does not?
+  kernels-gpu       the discard kernels on a GPU (correctness only under the interpreter)
+  runner-measure    conditions about the real runner's positions and input ids, checked
+
+Arguments after the benchmark's name are its own (`vllm-contract bench peers --help`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+
+from spec.errors import ExitStatus
+
+NAME = "bench"
+HELP = "run a benchmark (prover, peers, scaling, real-runner, kernel-agreement, kernels-gpu, runner-measure)"
+STATUSES = {
+    ExitStatus.OK: "measured",
+    ExitStatus.FINDING: "measured, and a target or a check was missed (the benchmark says which)",
+    ExitStatus.BAD_INPUT: "bad input",
+}
+BENCHES = {
+    "prover": "bench.prover_bench",
+    "peers": "bench.peers",
+    "scaling": "bench.scaling",
+    "real-runner": "bench.real_runner_bench",
+    "kernel-agreement": "bench.kernel_agreement",
+    "kernels-gpu": "bench.kernels_gpu",
+    "runner-measure": "bench.runner_measure",
+}
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("which", nargs="?", default="prover", choices=BENCHES, help="the benchmark (default: prover)")
+    parser.add_argument("args", nargs=argparse.REMAINDER, help="the benchmark's own arguments")
+
+
+def run(args) -> int:
+    module = importlib.import_module(BENCHES[args.which])
+    return int(module.main(args.args) or 0)

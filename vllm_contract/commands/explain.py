@@ -1,0 +1,131 @@
+"""Which mechanisms can produce the counters an operator saw: a shortest trace, a proof that none can, or unknown.
+
+COUNTERS is one request's counters at the crash, in any of three forms:
+  the seed's log line   placeholders=-1 new_tokens=1 computed=8448 num_tokens=9119 prompt=9118
+                        output=1 prefill_chunk=True
+  a JSON object         {"placeholders": -1, "computed": 8448, "prefill_chunk": true}
+  a Request's repr      Request(request_id='r0', num_output_placeholders=-1, status=RequestStatus.RUNNING, ...)
+                        or vars(request): attributes the model does not have are listed and ignored
+(or @FILE holding one of them). For every configuration of spec/matrix.py it answers with
+a shortest trace that reaches a state with exactly those values, a proof that no trace
+can, or "unknown" (never a no); then ranks the mechanisms that reach them, with their
+generated tests and report pages. Each reaching trace that violates a property is
+written as ITF under --out (`vllm-contract generate --trace FILE` makes it a test); the
+answer is printed before anything is written, so a write that fails loses nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from concurrent.futures.process import BrokenProcessPool
+from pathlib import Path
+
+from spec.errors import ContractError, ExitStatus
+from vllm_contract.outfolder import OutFolder, interrupts, stopped
+from vllm_contract.parsing import seconds, whole
+
+NAME = "explain"
+HELP = "which configurations reach an operator's counters (a log line, JSON or a Request repr)"
+STATUSES = {
+    ExitStatus.OK: "some configuration reaches the counters",
+    ExitStatus.FINDING: "no configuration reaches them (each is proved unreachable or unknown)",
+    ExitStatus.BAD_INPUT: "bad input (a malformed counter: one line naming the field and the accepted names)",
+    ExitStatus.COULD_NOT_RUN: "some configuration could not run (its cause is printed), or the reaching traces "
+    "could not be written (the answer was printed)",
+    ExitStatus.INTERRUPTED: "interrupted",
+    ExitStatus.TERMINATED: "terminated",
+}
+
+
+def add_arguments(parser) -> None:
+    from model.explain import BUDGET_S, MAX_DEPTH, TIMEOUT_S
+
+    parser.add_argument("counters", help="the log line, a JSON object, a Request repr, or @FILE")
+    parser.add_argument("--configs", nargs="*", default=None, help="configurations or scenarios (default: the matrix)")
+    parser.add_argument("--jobs", type=whole(), default=min(2, os.cpu_count() or 1))
+    parser.add_argument("--max-depth", type=whole(), default=MAX_DEPTH)
+    parser.add_argument("--timeout", type=seconds, default=TIMEOUT_S, help="seconds per solver query")
+    parser.add_argument(
+        "--budget",
+        type=seconds,
+        default=BUDGET_S,
+        help=f"seconds per configuration before the search stops deepening (default {BUDGET_S:g})",
+    )
+    parser.add_argument("--from", dest="prove_dir", type=Path, default=Path("build/prove"))
+    parser.add_argument("--report", type=Path, default=Path("build/report"))
+    parser.add_argument("--out", type=Path, default=Path("build/explain"))
+
+
+def run(args) -> int:
+    from model.explain import COUNTERS
+    from model.itf import write
+    from model.prove import import_matrix
+    from report import explain
+    from spec.vocabulary import Status
+
+    text = args.counters
+    if text.startswith("@"):
+        try:
+            text = Path(text[1:]).read_text()
+        except OSError as exc:
+            raise explain.InputError(f"{text[1:]}: cannot be read ({exc.strerror})") from None
+    values, ignored, form = explain.parse(text)
+    configs = import_matrix().by_name(args.configs or [])
+    folder = OutFolder(args.out, "vllm-contract explain", keep_previous=True)
+    folder.check()  # an --out that is not ours is refused before the solving
+    cfgs = {c.name: c for c in configs}
+    print(f"explain: one request's counters ({form}), as the spec names them")
+    for name, value in values.items():
+        shown = Status.NAMES[value] if COUNTERS[name].kind == "status" else value
+        print(f"  {name:<14} = {str(shown):<8} {COUNTERS[name].meaning}")
+    if ignored:
+        print(f"  ignored (not in the model): {', '.join(ignored)}")
+    print(
+        f"checking {len(configs)} configuration(s) on {args.jobs} worker(s), up to {args.max_depth} steps or "
+        f"{args.budget:g} s each; a line per configuration as it finishes",
+        flush=True,
+    )
+    started = time.perf_counter()
+    try:
+        with interrupts():
+            answers = explain.run(
+                configs,
+                values,
+                args.jobs,
+                args.max_depth,
+                args.timeout,
+                args.budget,
+                log=lambda line: print(line, flush=True),
+            )
+    except KeyboardInterrupt as exc:
+        return stopped(exc, "stopped, nothing written")
+    except BrokenProcessPool as exc:
+        print(f"error: a solver worker died ({exc}); no answer: rerun with fewer --jobs", file=sys.stderr)
+        return ExitStatus.COULD_NOT_RUN
+    elapsed = time.perf_counter() - started
+    link_map, note = explain.links(args.prove_dir, args.report)
+    documents = explain.traces_to_write(answers, cfgs)
+    where = {name.removesuffix(".itf.json"): str(args.out / name) for name in documents}
+    print(explain.render(values, answers, cfgs, link_map, note, where, elapsed, args.jobs))
+    status = ExitStatus.OK if any(a.verdict == "reached" for a in answers) else ExitStatus.FINDING
+    if any(a.verdict == explain.COULD_NOT_RUN for a in answers):
+        status = ExitStatus.COULD_NOT_RUN
+    try:
+        with interrupts():
+            staging = folder.begin()
+            for name, doc in documents.items():
+                folder.adopt(name)
+                write(staging / name, doc)
+            folder.adopt("answers.json")
+            (staging / "answers.json").write_text(json.dumps(explain.answers_json(values, answers), indent=1) + "\n")
+            folder.commit()
+    except (KeyboardInterrupt, ContractError, OSError) as exc:
+        why = "interrupted" if isinstance(exc, KeyboardInterrupt) else str(exc)
+        print(f"error: the traces could not be written ({why}); {folder.failed_note()}", file=sys.stderr)
+        return ExitStatus.COULD_NOT_RUN
+    finally:
+        folder.abort()
+    return status

@@ -1,0 +1,108 @@
+"""The generated cases against one vLLM tree that carries a fix natively: one run of fix-check.
+
+The child process of `vllm-contract fix-check` (one vLLM tree per process); see fixes/arms.py.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import fnmatch
+import json
+import sys
+import time
+from pathlib import Path
+
+from spec.errors import ExitStatus, TargetUnavailable
+
+NAME = "fix-arm"
+HELP = "(internal) one run of fix-check on one tree"
+STATUSES = {
+    ExitStatus.OK: "the expectation is met",
+    ExitStatus.FINDING: "it is not",
+    ExitStatus.TREE: "the tree or the target cannot run (no arm ran)",
+}
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("check", choices=("guard", "rollback"))
+    parser.add_argument("--vllm", required=True, help="0.32.0, 0.33.0 or a patched tree (with VLLM_PROFILE)")
+    parser.add_argument("--expect", choices=("fixed", "control", "minus"), default="fixed")
+    parser.add_argument("--json", type=Path, default=None, help="write the per-arm results here")
+    parser.add_argument(
+        "--cases", default=None, help="only the cases whose name matches one of these comma-separated globs"
+    )
+    parser.add_argument("-v", "--verbose", action="store_true", help="a line per arm")
+
+
+def run(args) -> int:
+    from fixes.arms import (
+        CLAIMS,
+        check_guard,
+        check_rollback,
+        load_cases,
+        native_guard_target,
+        runner_target,
+        summary,
+        verdict,
+    )
+    from model.workers import die_with_parent
+    from targets import vllm_env as env
+
+    die_with_parent()  # a fix-check that is stopped takes its runs with it
+
+    started = time.monotonic()
+    try:
+        tree = env.select(args.vllm)
+        env.load()
+        target = native_guard_target() if args.check == "guard" else runner_target()
+    except TargetUnavailable as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return ExitStatus.TREE
+    globs = args.cases.split(",") if args.cases else ["*"]
+    cases = [c for c in load_cases() if any(fnmatch.fnmatchcase(c.name, g) for g in globs)]
+    check = check_guard if args.check == "guard" else check_rollback
+    results = check(cases, target, tree.profile)
+    skipped = [r.detail for r in results if r.detail.startswith("skipped:")]
+    if results and len(skipped) == len(results):
+        print(f"error: {tree.title}: the target runs none of the {len(results)} arm(s): {skipped[0]}", file=sys.stderr)
+        return ExitStatus.TREE
+    ok, why = verdict(results, args.expect)
+    counts = summary(results, args.check)
+    seconds = round(time.monotonic() - started, 1)
+    if args.verbose:
+        for r in results:
+            print(r.row())
+    after = [r for r in results if set(r.violated) & set(CLAIMS[args.check])]
+    for r in after:  # outside the fix's proved scope, or a fix that does not hold in the model
+        print(
+            f"  the model: {r.case} [{r.arm}] still violates "
+            f"{', '.join(p for p in r.violated if p in CLAIMS[args.check])} with the fix"
+        )
+    print(
+        f"{args.check} on {tree.title} (profile {tree.profile}), expect {args.expect}: "
+        + ", ".join(f"{k} {v}" for k, v in counts.items())
+        + f"; {seconds} s"
+    )
+    for line in why:
+        print("  unexpected: " + line)
+    print("OK" if ok else "NOT AS EXPECTED")
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(
+            json.dumps(
+                {
+                    "check": args.check,
+                    "tree": str(tree.root),
+                    "label": tree.label,
+                    "profile": tree.profile,
+                    "expect": args.expect,
+                    "ok": ok,
+                    "seconds": seconds,
+                    "summary": counts,
+                    "results": [dataclasses.asdict(r) for r in results],
+                },
+                indent=2,
+            )
+            + "\n"
+        )
+    return ExitStatus.OK if ok else ExitStatus.FINDING
