@@ -24,15 +24,15 @@ import z3
 
 from model.encoding import _as_bool
 from model.interpreter import Interpreter, args_for
+from model.sampler import Limits, random_trace
 from model.z3ops import Z3_OPS
-from spec import scheduler as sch
+from spec import engine, schedule
 from spec.catalog import BY_NAME
 from spec.config import Config
 from spec.events import Arg, apply
 from spec.ops import INT_OPS
 from spec.state import View
 from spec.vocabulary import decls_for, keys_of
-from targets.fuzz import Limits, random_trace
 
 # what the abstraction does not keep: orders, ranks and slot numbers only decide what
 # the others do to the focal request, which is a pick there
@@ -108,7 +108,7 @@ def witness_args(cfg: Config, event: str, args: dict, state, observed: dict, r: 
             for field in ("prefill_len", "num_computed", "total_len"):
                 out[("rest_left_" + field,)] = observed["v2_rows"][r]["left"][field]
     elif event == "deliver":
-        out[("rest_busy",)] = sch.has_requests(View(cfg, state), cfg, ops, only=others)
+        out[("rest_busy",)] = engine.has_requests(View(cfg, state), cfg, ops, only=others)
     return out
 
 
@@ -247,14 +247,14 @@ def test_every_concrete_step_is_an_abstract_step_in_z3(cfg, requests):
 def forgetful(monkeypatch):
     """An abstraction that forgets that other requests can take budget before the focal
     one: its pick is pinned to 0."""
-    original = sch.rest_args
+    original = schedule.rest_args
 
     def rest_args(cfg, *names):
         return [
             Arg(a.name, a.sort, a.doc, a.over, a.lo, 0) if a.name == "rest_before" else a for a in original(cfg, *names)
         ]
 
-    monkeypatch.setattr(sch, "rest_args", rest_args)
+    monkeypatch.setattr(schedule, "rest_args", rest_args)
 
 
 def test_a_forgetful_abstraction_fails_both_checks(forgetful):

@@ -1,4 +1,4 @@
-"""Bad input, interrupts and typos (issue 11): nothing lost, nothing silent, one line.
+"""Bad input, interrupts and typos: nothing lost, nothing silent, one line.
 
 Each test pins one behaviour that was wrong before: an output folder deleted without
 looking, a partial run deleting committed cases, staging folders left behind, an
@@ -28,8 +28,13 @@ from model.bmc import Bmc, SolverInterrupted, SolverTimeout, SolverUnknown, clas
 from model.encoding import Encoding
 from model.induction import KInduction
 from model.itf import read
-from spec.config import Config, SpecError
+from spec.config import Config
+from spec.errors import SpecError
 from spec.invariants import LEMMAS
+from vllm_contract import outfolder
+from vllm_contract.cli import main as cli
+from vllm_contract.commands.generate import cases_folder
+from vllm_contract.commands.prove import out_folder
 
 ROOT = Path(__file__).resolve().parent.parent
 PY = sys.executable
@@ -51,7 +56,7 @@ def dead_pid() -> int:
 def result(tmp_path_factory) -> Path:
     """A real (partial) prover result: summary.json, marker and traces of SMALL."""
     out = tmp_path_factory.mktemp("proved") / "prove"
-    assert prove.main([SMALL, "--out", str(out), "--jobs", "1"]) == 0
+    assert cli(["prove", SMALL, "--out", str(out), "--jobs", "1"]) == 0
     return out
 
 
@@ -62,7 +67,7 @@ def no_solving(monkeypatch):
     def refuse(*args, **kw):
         raise AssertionError("the matrix ran before the input was checked")
 
-    monkeypatch.setattr(prove, "_run", refuse)
+    monkeypatch.setattr(prove, "run_matrix", refuse)
 
 
 # ------------------------------------------------------------------ prove --out
@@ -72,7 +77,7 @@ def test_out_with_a_users_file_is_refused_and_kept(tmp_path, capsys, no_solving)
     out = tmp_path / "mine"
     out.mkdir()
     (out / "notes.txt").write_text("keep me")
-    assert prove.main([SMALL, "--out", str(out)]) == 2
+    assert cli(["prove", SMALL, "--out", str(out)]) == 2
     err = capsys.readouterr().err
     assert one_line(err) and "notes.txt" in err and "did not write" in err
     assert (out / "notes.txt").read_text() == "keep me"
@@ -82,7 +87,7 @@ def test_out_dot_is_refused(tmp_path, monkeypatch, capsys, no_solving):
     (tmp_path / "precious.txt").write_text("x")
     monkeypatch.chdir(tmp_path)
     for out in (".", "", str(tmp_path.parent)):
-        assert prove.main([SMALL, "--out", out]) == 2
+        assert cli(["prove", SMALL, "--out", out]) == 2
         assert one_line(capsys.readouterr().err)
     assert (tmp_path / "precious.txt").exists()
 
@@ -90,16 +95,16 @@ def test_out_dot_is_refused(tmp_path, monkeypatch, capsys, no_solving):
 def test_out_naming_a_file_is_one_line(tmp_path, capsys, no_solving):
     target = tmp_path / "results.txt"
     target.write_text("data")
-    assert prove.main([SMALL, "--out", str(target)]) == 2
+    assert cli(["prove", SMALL, "--out", str(target)]) == 2
     err = capsys.readouterr().err
     assert one_line(err) and "is a file" in err
     assert target.read_text() == "data"
-    assert prove.main([SMALL, "--out", str(target / "sub")]) == 2  # a file where a folder is needed
+    assert cli(["prove", SMALL, "--out", str(target / "sub")]) == 2  # a file where a folder is needed
     assert one_line(capsys.readouterr().err)
 
 
 def test_unwritable_out_is_found_before_solving(tmp_path, capsys, no_solving):
-    assert prove.main([SMALL, "--out", "/proc/no-such-place/prove"]) == 2
+    assert cli(["prove", SMALL, "--out", "/proc/no-such-place/prove"]) == 2
     err = capsys.readouterr().err
     assert one_line(err) and "choose another --out" in err
 
@@ -107,11 +112,11 @@ def test_unwritable_out_is_found_before_solving(tmp_path, capsys, no_solving):
 def test_a_previous_result_is_replaced_old_and_marked_ones(result, tmp_path):
     out = tmp_path / "prove"
     shutil.copytree(result, out)
-    assert (out / prove.MARKER).is_file()
-    assert prove.foreign_entry(out) is None
-    (out / prove.MARKER).unlink()  # as written before the marker existed: summary.json + traces/
-    assert prove.main([SMALL, "--out", str(out), "--jobs", "1"]) == 0
-    assert (out / prove.MARKER).is_file()
+    assert (out / outfolder.MARKER).is_file()
+    assert out_folder(out).foreign_entry(out) is None
+    (out / outfolder.MARKER).unlink()  # as written before the marker existed: summary.json + traces/
+    assert cli(["prove", SMALL, "--out", str(out), "--jobs", "1"]) == 0
+    assert (out / outfolder.MARKER).is_file()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["prove"]  # no staging left
 
 
@@ -127,8 +132,8 @@ def test_swap_leaves_new_results_whole_with_or_without_exchange(tmp_path, monkey
             folder.mkdir(exist_ok=True)
             (folder / "summary.json").write_text(text)
         if not exchange:
-            monkeypatch.setattr(prove, "_exchange", lambda a, b: False)
-        prove.swap_in(staging, target, f"out.{os.getpid()}.old-")
+            monkeypatch.setattr(outfolder, "_exchange", lambda a, b: False)
+        outfolder.swap_in(staging, target, f"out.{os.getpid()}.old-")
         assert (target / "summary.json").read_text() == "new"
         assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
 
@@ -138,13 +143,14 @@ def test_stale_staging_of_a_dead_run_is_cleaned_a_live_ones_kept(tmp_path):
     dead, alive = dead_pid(), os.getppid()
     for name in (f"prove.{dead}.abcd1234", f"prove.{alive}.efgh5678", f"prove.{dead}.ijkl9012"):
         (tmp_path / name).mkdir()
-        prove.write_marker(tmp_path / name, ["summary.json"])
+        marker = {"note": "ours", "files": ["summary.json"]}
+        (tmp_path / name / outfolder.MARKER).write_text(json.dumps(marker))
         (tmp_path / name / "summary.json").write_text("{}")
     (tmp_path / f"prove.{dead}.ijkl9012" / "mine.txt").write_text("not ours: kept")
     # killed between the two renames of the fallback swap: the old results go back
     (tmp_path / f"prove.{dead}.old-mnop3456").mkdir()
     (tmp_path / f"prove.{dead}.old-mnop3456" / "summary.json").write_text("old")
-    prove.clean_stale(out)
+    out_folder(out).clean_stale()
     left = sorted(p.name for p in tmp_path.iterdir())
     assert left == ["prove", f"prove.{alive}.efgh5678", f"prove.{dead}.ijkl9012"]
     assert (out / "summary.json").read_text() == "old"
@@ -177,7 +183,7 @@ def _interrupt(result: Path, tmp_path: Path, sig: int, worker: bool) -> tuple[in
     shutil.copytree(result, out)
     before = (out / "summary.json").read_bytes()
     proc = subprocess.Popen(
-        [PY, "-m", "model.prove", "--out", str(out), "--jobs", "1"],
+        [PY, "-m", "vllm_contract", "prove", "--out", str(out), "--jobs", "1"],
         cwd=ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -281,8 +287,8 @@ def test_a_timeout_says_which_query_the_limit_and_how_to_raise_it():
     assert "0.001 s" in text and "--timeout" in text and "canceled" not in text
 
 
-def test_prove_timeout_option_reports_timeouts_as_failures(tmp_path, capsys):
-    assert prove.main([SMALL, "--out", str(tmp_path / "p"), "--jobs", "1", "--timeout", "0.001"]) == 1
+def test_prove_timeout_option_reports_timeouts_as_could_not_run(tmp_path, capsys):
+    assert cli(["prove", SMALL, "--out", str(tmp_path / "p"), "--jobs", "1", "--timeout", "0.001"]) == 3
     out = capsys.readouterr().out
     assert "solver timeout" in out and "--timeout" in out and "canceled" not in out
 
@@ -304,14 +310,14 @@ def test_prove_timeout_option_reports_timeouts_as_failures(tmp_path, capsys):
     ],
 )
 def test_prove_nonsense_arguments_are_one_line(args, capsys, no_solving, tmp_path):
-    assert prove.main([SMALL, "--out", str(tmp_path / "p"), *args]) == 2
+    assert cli(["prove", SMALL, "--out", str(tmp_path / "p"), *args]) == 2
     assert one_line(capsys.readouterr().err)
     assert not (tmp_path / "p").exists()
 
 
 def test_a_configuration_named_twice_runs_once(tmp_path, capsys):
     out = tmp_path / "p"
-    assert prove.main([SMALL, SMALL, "--out", str(out), "--jobs", "1"]) == 0
+    assert cli(["prove", SMALL, SMALL, "--out", str(out), "--jobs", "1"]) == 0
     err = capsys.readouterr().err
     assert f"{SMALL} named more than once" in err
     summary = json.loads((out / "summary.json").read_text())
@@ -338,7 +344,7 @@ def test_a_matrix_entry_of_the_wrong_type_is_one_line(field, value, says, monkey
     monkeypatch.setattr(spec.matrix, "MATRIX", (bad,) + spec.matrix.MATRIX[1:])
     with pytest.raises(SpecError, match=says):
         bad.validate()
-    assert prove.main([bad.name, "--out", str(tmp_path / "p")]) == 2
+    assert cli(["prove", bad.name, "--out", str(tmp_path / "p")]) == 2
     err = capsys.readouterr().err
     assert one_line(err) and says in err
 
@@ -364,7 +370,7 @@ def test_an_unknown_keyword_in_the_matrix_is_one_line(tmp_path, monkeypatch, cap
     (fake / "matrix.py").write_text("from spec.config import Config\n\nMATRIX = (Config(name='x', colour=1),)\n")
     monkeypatch.setattr(spec, "__path__", [str(fake)] + list(spec.__path__))
     monkeypatch.delitem(sys.modules, "spec.matrix", raising=False)
-    assert prove.main(["--out", str(tmp_path / "p")]) == 2
+    assert cli(["prove", "--out", str(tmp_path / "p")]) == 2
     err = capsys.readouterr().err
     assert one_line(err) and "spec/matrix.py line 3" in err and "colour" in err and "the fields are" in err
 
@@ -381,9 +387,7 @@ def test_an_unknown_keyword_in_the_matrix_is_one_line(tmp_path, monkeypatch, cap
     ],
 )
 def test_fuzz_nonsense_is_one_line(args, says, capsys):
-    from targets import fuzz
-
-    assert fuzz.main(args) == 2
+    assert cli(["fuzz", *args]) == 2
     err = capsys.readouterr().err
     assert one_line(err) and says in err
 
@@ -411,6 +415,19 @@ def _doc(result: Path, name: str = "placeholder-accounting") -> dict:
         (b"\xff\xfe{}", "not UTF-8"),
         (b"{not json", "not valid JSON"),
         (json.dumps({"#meta": "x", "states": [{}]}).encode(), "'#meta' must be an object"),
+        (b"[" * 100_000 + b"]" * 100_000, "nested too deeply"),
+        (json.dumps({"#meta": {"kind": "witness"}, "states": [{}] * 1_000_001}).encode(), "1,000,001 states"),
+        (b'{"#meta": {"kind": "witness"}, "states": [{"num_output_placeholders": [', "not valid JSON"),
+    ],
+    ids=[
+        "a list",
+        "a state list",
+        "not UTF-8",
+        "not JSON",
+        "meta a string",
+        "too deep",
+        "a million steps",
+        "truncated",
     ],
 )
 def test_malformed_itf_is_one_line(content, says, tmp_path, monkeypatch, capsys):
@@ -420,7 +437,7 @@ def test_malformed_itf_is_one_line(content, says, tmp_path, monkeypatch, capsys)
     bad.write_bytes(content)
     with pytest.raises(SpecError, match=says):
         read(bad)
-    assert generate.main(["--trace", str(bad), "--from", str(tmp_path / "none")]) == 2
+    assert cli(["generate", "--trace", str(bad), "--from", str(tmp_path / "none")]) == 2
     assert one_line(capsys.readouterr().err)
     assert not (tmp_path / "traces").exists() and not (tmp_path / "cases").exists()
 
@@ -486,7 +503,7 @@ def _snapshot(folder: Path) -> dict:
 
 def test_a_partial_run_keeps_the_cases_of_configurations_it_did_not_run(result, committed, capsys):
     before = _snapshot(committed)
-    assert generate.main(["--from", str(result)]) == 0
+    assert cli(["generate", "--from", str(result)]) == 0
     after = _snapshot(committed)
     assert set(after) >= set(before), f"deleted: {sorted(set(before) - set(after))}"
     mine = generate.module_config
@@ -494,8 +511,8 @@ def test_a_partial_run_keeps_the_cases_of_configurations_it_did_not_run(result, 
         if rel.endswith(".py") and mine(text.decode()) != SMALL:
             assert after[rel] == text, f"{rel} of a configuration not run was changed"
     assert "kept" in capsys.readouterr().out
-    assert generate.main(["--from", str(result), "--check"]) == 0
-    assert not [p for p in committed.parent.iterdir() if p.name.startswith(".cases-")]
+    assert cli(["check-generated", "--from", str(result)]) == 0
+    assert not [p for p in committed.parent.iterdir() if p.name.startswith(".cases.")]
 
 
 def test_generate_refuses_results_that_do_not_say_what_was_run(result, tmp_path, committed, capsys):
@@ -505,29 +522,86 @@ def test_generate_refuses_results_that_do_not_say_what_was_run(result, tmp_path,
     del summary["configs"], summary["complete"]
     (old / "summary.json").write_text(json.dumps(summary))
     before = _snapshot(committed)
-    assert generate.main(["--from", str(old)]) == 2
+    assert cli(["generate", "--from", str(old)]) == 2
     assert one_line(capsys.readouterr().err)
     (old / "summary.json").unlink()
-    assert generate.main(["--from", str(old)]) == 2
+    assert cli(["generate", "--from", str(old)]) == 2
     assert one_line(capsys.readouterr().err)
     assert _snapshot(committed) == before
 
 
+@pytest.mark.parametrize("damage", ["missing", "unreadable", "empty traces folder"])
+def test_generate_from_a_summary_whose_trace_is_gone_deletes_nothing(damage, result, tmp_path, committed, capsys):
+    """A summary that names a trace it does not have is a partial result: refused, every
+    committed module kept (it would have deleted the configuration's cases)."""
+    old = tmp_path / "old"
+    shutil.copytree(result, old)
+    trace = _trace(old)
+    if damage == "missing":
+        trace.unlink()
+    elif damage == "unreadable":
+        trace.write_text('{"states": [')
+    else:
+        shutil.rmtree(old / "traces")
+        (old / "traces").mkdir()
+    before = _snapshot(committed)
+    assert cli(["generate", "--from", str(old)]) == 2
+    err = capsys.readouterr().err
+    assert one_line(err) and "make prove" in err
+    assert _snapshot(committed) == before
+
+
+def _fresh_summary(result: Path, tmp_path: Path, change) -> Path:
+    """A copy of the result whose summary.json was changed by `change` (keeping its key)."""
+    copy = tmp_path / "changed"
+    shutil.copytree(result, copy)
+    data = json.loads((copy / "summary.json").read_text())
+    raw = change(data)  # the changed data, or raw text to write instead
+    (copy / "summary.json").write_text(raw if isinstance(raw, str) else json.dumps(data))
+    return copy
+
+
+SUMMARY_DAMAGE = {
+    "truncated": (lambda d: json.dumps(d)[:300], "not readable JSON"),
+    "nested too deeply": (lambda d: "[" * 100_000 + "]" * 100_000, "not readable JSON"),
+    "a list": (lambda d: "[1, 2]", "not a prover summary (a list)"),
+    "no configurations": (lambda d: d.pop("configs"), "does not list the configurations"),
+    "no results": (lambda d: d.update(results=[]), "lists no results"),
+    "results an object": (lambda d: d.update(results={"a": 1}), "has no list of results"),
+    "a row not an object": (lambda d: d.update(results=[3]), "a result is not an object"),
+    "a row without its keys": (lambda d: d.update(results=[{"config": SMALL}]), "lacks expected, property, verdict"),
+    "a verdict of the wrong type": (lambda d: d["results"][0].update(verdict=7), "a verdict is"),
+    "a depth of the wrong type": (lambda d: d["results"][0].update(depth="x"), "depth is 'x', not int or null"),
+    "events not a list": (lambda d: d["results"][0].update(events=3), "events is 3, not list"),
+    "witnesses a list": (lambda d: d.update(witnesses=[1]), "'witnesses' is not an object"),
+    "another prover's sources": (lambda d: d["key"].update(sources="0" * 16), "other spec or model sources"),
+}
+
+
+@pytest.mark.parametrize("damage", SUMMARY_DAMAGE)
+@pytest.mark.parametrize("command", ["report", "generate", "diff-versions"])
+def test_a_damaged_summary_is_one_line_for_every_reader(command, damage, result, tmp_path, committed, capsys):
+    change, says = SUMMARY_DAMAGE[damage]
+    copy = _fresh_summary(result, tmp_path, change)
+    before = _snapshot(committed)
+    extra = {"report": ["--out", str(tmp_path / "report"), "--no-check"], "generate": [], "diff-versions": []}
+    assert cli([command, "--from", str(copy), *extra[command]]) == 2
+    err = capsys.readouterr().err
+    assert one_line(err) and says in err, err
+    assert _snapshot(committed) == before
+    assert not (tmp_path / "report").exists()
+
+
 def test_stale_codegen_staging_is_cleaned(committed):
     parent, dead = committed.parent, dead_pid()
-    for name in (
-        f".cases-staging-{dead}-abcd1234",
-        ".cases-staging-efgh5678",
-        ".cases-old",
-        f".cases-staging-{os.getppid()}-live1234",
-    ):
+    for name in (f".cases.{dead}.abcd1234", f".cases.{os.getppid()}.live1234"):
         (parent / name).mkdir()
-    generate.clean_stale()
-    assert sorted(p.name for p in parent.iterdir()) == [f".cases-staging-{os.getppid()}-live1234", "cases"]
-    shutil.rmtree(parent / f".cases-staging-{os.getppid()}-live1234")
+    cases_folder().clean_stale()
+    assert sorted(p.name for p in parent.iterdir()) == [f".cases.{os.getppid()}.live1234", "cases"]
+    shutil.rmtree(parent / f".cases.{os.getppid()}.live1234")
     # killed mid-swap: the suites set aside go back
-    os.rename(committed, parent / f".cases-old-{dead}-ijkl9012")
-    generate.clean_stale()
+    os.rename(committed, parent / f".cases.{dead}.old-ijkl9012")
+    cases_folder().clean_stale()
     assert sorted(p.name for p in parent.iterdir()) == ["cases"]
 
 
@@ -541,7 +615,7 @@ def test_sigterm_while_generating_leaves_the_suites_and_no_staging(result, commi
         raise AssertionError("SIGTERM did not stop the run")
 
     monkeypatch.setattr(generate, "write_all", killed_midway)
-    assert generate.main(["--from", str(result)]) == 143
+    assert cli(["generate", "--from", str(result)]) == 143
     assert _snapshot(committed) == before
     assert sorted(p.name for p in committed.parent.iterdir()) == ["cases"]
 
@@ -551,7 +625,7 @@ def test_a_user_trace_lives_beside_the_generated_cases(result, committed, tmp_pa
     user-trace folder, kept by a whole-matrix generate and not "extra" for --check."""
     mine = tmp_path / "my-repro.itf.json"
     shutil.copy(_trace(result), mine)
-    assert generate.main(["--from", str(result), "--trace", str(mine)]) == 0
+    assert cli(["generate", "--from", str(result), "--trace", str(mine)]) == 0
     [module] = committed.rglob("test_user__my_repro.py")
     assert (generate.USER_TRACES / "my-repro.itf.json").is_file()
     same_config = [p for p in committed.rglob("test_*.py") if generate.module_config(p.read_text()) == SMALL]
@@ -562,10 +636,10 @@ def test_a_user_trace_lives_beside_the_generated_cases(result, committed, tmp_pa
     summary = json.loads((full / "summary.json").read_text())
     summary["complete"] = True
     (full / "summary.json").write_text(json.dumps(summary))
-    assert generate.main(["--from", str(full)]) == 0
+    assert cli(["generate", "--from", str(full)]) == 0
     assert module.is_file()
     capsys.readouterr()
-    assert generate.main(["--from", str(full), "--check"]) == 0
+    assert cli(["check-generated", "--from", str(full)]) == 0
     assert "fresh" in capsys.readouterr().out
 
 
@@ -574,8 +648,8 @@ def test_a_quint_trace_with_config_is_adopted_with_its_config(result, committed,
     doc["#meta"] = {"violated": "placeholder-accounting"}
     quint = tmp_path / "quint.itf.json"
     quint.write_text(json.dumps(doc))
-    assert generate.main(["--from", str(result), "--trace", str(quint)]) == 2  # no config: one line
-    assert generate.main(["--from", str(result), "--trace", str(quint), "--config", SMALL]) == 0
+    assert cli(["generate", "--from", str(result), "--trace", str(quint)]) == 2  # no config: one line
+    assert cli(["generate", "--from", str(result), "--trace", str(quint), "--config", SMALL]) == 0
     copy = json.loads((generate.USER_TRACES / "quint.itf.json").read_text())
     assert copy["#meta"]["config"]["name"] == SMALL
-    assert generate.main(["--from", str(result), "--check"]) == 0  # regenerates alone
+    assert cli(["check-generated", "--from", str(result)]) == 0  # regenerates alone

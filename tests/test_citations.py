@@ -14,6 +14,8 @@ import pytest
 
 from spec import citations as C
 from spec import cite_check
+from vllm_contract.cli import main as cli
+from vllm_contract.commands import cite_check as cite_check_command
 
 ROOT = Path(__file__).resolve().parents[1]
 CITS = C.load()
@@ -64,7 +66,9 @@ def test_every_entry_covers_every_release_it_spans():
             if C.release_key(r) < C.release_key(first):
                 continue
             gone = c.gone and C.release_key(r) >= C.release_key(c.gone)
-            assert r in c.lines or gone, f"{c.id}: no line for {r} and not gone (run spec.cite_check --release {r})"
+            assert r in c.lines or gone, (
+                f"{c.id}: no line for {r} and not gone (run vllm-contract cite-check --write --release {r})"
+            )
 
 
 def test_required_ids():
@@ -97,14 +101,15 @@ def test_required_ids():
 # ---- every release's tree ---------------------------------------------------------------------
 
 
+@pytest.mark.vllm
 @pytest.mark.parametrize("release", C.releases(CITS))
 def test_citations_hold_in_release(release):
     tree, why = release_tree(release)
     if tree is None:
-        pytest.skip(why)
+        pytest.fail(why)
     said = C.tree_version(tree)
     assert said in (None, release), f"{tree} says it is vLLM {said}, not {release}"
-    problems = sorted(C.check(tree, release, CITS), key=lambda p: cite_check.ORDER[p.status])
+    problems = sorted(C.check(tree, release, CITS), key=lambda p: cite_check_command.ORDER[p.status])
     assert not problems, f"{len(problems)} citation(s) do not hold in vLLM {release} at {tree}:\n" + "\n".join(
         p.describe() + "".join(f"\n    {d}" for d in p.diff) for p in problems
     )
@@ -157,7 +162,7 @@ def tree32(tmp_path):
     """A scratch tree holding a copy of 0.32.0's scheduler.py; returns (root, path, lines)."""
     tree, why = release_tree("0.32.0")
     if tree is None:
-        pytest.skip(why)
+        pytest.fail(why)
     rel = CITS["is-prefill-chunk"].file
     dst = tmp_path / "vllm" / rel
     dst.parent.mkdir(parents=True)
@@ -169,6 +174,7 @@ def _in_file(file: str) -> dict[str, C.Citation]:
     return {cid: c for cid, c in CITS.items() if c.file_in("0.32.0") == file and "0.32.0" in c.lines}
 
 
+@pytest.mark.vllm
 def test_moved_line_is_caught(tree32):
     root, path, lines = tree32
     line = CITS["is-prefill-chunk"].lines["0.32.0"]
@@ -185,6 +191,7 @@ def test_moved_line_is_caught(tree32):
             assert found[c.id].found == c.lines["0.32.0"] + 1, found[c.id].describe()
 
 
+@pytest.mark.vllm
 def test_moved_duplicate_text_goes_to_the_right_place(tree32):
     """A text found twice goes where its neighbours moved, not to the copy nearest its
     old line: after 1000 lines inserted on top, the other copy is nearer the old line."""
@@ -200,6 +207,7 @@ def test_moved_duplicate_text_goes_to_the_right_place(tree32):
     assert found[c.id].found == line + 1000, found[c.id].describe()
 
 
+@pytest.mark.vllm
 def test_changed_text_is_caught(tree32):
     root, path, lines = tree32
     c = CITS["is-prefill-chunk"]
@@ -212,6 +220,7 @@ def test_changed_text_is_caught(tree32):
     assert any(d.startswith("-") and "<" in d for d in f.diff) and any(d.startswith("+") and "<=" in d for d in f.diff)
 
 
+@pytest.mark.vllm
 def test_vanished_text_is_caught(tree32):
     root, path, lines = tree32
     c = CITS["spec-reject-decrement"]
@@ -228,6 +237,7 @@ def test_vanished_file_is_caught(tmp_path):
     assert (f.status, f.detail) == ("vanished", "file not in the tree")
 
 
+@pytest.mark.vllm
 def test_new_release_is_reanchored_from_the_previous_one(tree32):
     """A release no entry lists is compared with each entry's newest earlier release."""
     root, path, lines = tree32
@@ -243,6 +253,7 @@ def test_new_release_is_reanchored_from_the_previous_one(tree32):
 # ---- the command -----------------------------------------------------------------------------------
 
 
+@pytest.mark.vllm
 def test_cli_reports_and_writes(tree32, tmp_path, capsys):
     root, path, lines = tree32
     toml = tmp_path / "citations.toml"
@@ -251,21 +262,21 @@ def test_cli_reports_and_writes(tree32, tmp_path, capsys):
     line = CITS["is-prefill-chunk"].lines["0.32.0"]
     path.write_text("\n".join(lines[: line - 1] + [""] + lines[line - 1 :]))
 
-    rc = cite_check.main(["--vllm", str(root), "--release", "0.32.0", "--toml", str(toml)])
+    rc = cli(["cite-check", "--vllm", str(root), "--release", "0.32.0", "--toml", str(toml)])
     out = capsys.readouterr().out
     assert rc == 1
     assert re.search(rf"moved\s+is-prefill-chunk\s+scheduler.py:{line} -> {line + 1}", out), out
     assert re.search(r"vanished\s+v2-discard-kernel", out), out
-    assert "3 checked" in out and "1 not in this release" in out, out
+    assert "3 checked" in out and "1 not compared: 1 introduced in 0.33.0" in out, out
 
     before = toml.read_text().split("\n")
-    rc = cite_check.main(["--vllm", str(root), "--release", "0.32.0", "--toml", str(toml), "--write"])
+    rc = cli(["cite-check", "--vllm", str(root), "--release", "0.32.0", "--toml", str(toml), "--write"])
     after = toml.read_text().split("\n")
     changed = [(a, b) for a, b in zip(before, after) if a != b]
     assert len(before) == len(after) and changed == [(f'"0.32.0" = {line}', f'"0.32.0" = {line + 1}')]
 
     # a release not recorded yet gets its lines inserted in order, the rest byte for byte
-    rc = cite_check.main(["--vllm", str(root), "--release", "0.32.5", "--toml", str(toml), "--write"])
+    rc = cli(["cite-check", "--vllm", str(root), "--release", "0.32.5", "--toml", str(toml), "--write"])
     text = toml.read_text()
     assert re.search(r'"0.32.0" = \d+\n"0.32.5" = \d+\n"0.33.0" = \d+', text), text
     assert (
@@ -286,8 +297,8 @@ def _subset_toml(text: str, keep: set[str]) -> str:
 
 
 def test_cli_refuses_a_folder_without_vllm(tmp_path, capsys):
-    assert cite_check.main(["--vllm", str(tmp_path)]) == 2
-    assert "holds no vllm/" in capsys.readouterr().out
+    assert cli(["cite-check", "--vllm", str(tmp_path)]) == 2
+    assert "holds no vllm/" in capsys.readouterr().err
 
 
 # ---- references from code --------------------------------------------------------------------------

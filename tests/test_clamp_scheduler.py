@@ -15,16 +15,13 @@ import logging
 import pytest
 
 from spec.config import Config
-from targets import vllm_env
-
-_OK, _WHY = vllm_env.available()
-if not _OK:
-    pytest.skip(f"vLLM target not available: {_WHY}", allow_module_level=True)
-
-from targets import clamp_scheduler
+from targets import clamp_scheduler, vllm_env, vllm_factory
 from targets.clamp_scheduler import ClampAsyncScheduler
 from targets.harness import replay
 from targets.vllm_target import VllmTarget, assert_site
+
+# a vLLM tree the run cannot load stops it (the plugin's preflight), never a skip
+pytestmark = pytest.mark.vllm
 
 V = vllm_env.load()
 PROFILE = vllm_env.tree().profile
@@ -33,14 +30,14 @@ CFG = Config("clamp-unit", runner="v1", requests=1, profile=PROFILE)
 
 
 def fresh(clamp: bool, prompt_len: int):
-    sched = vllm_env.new_scheduler(CFG, clamp=clamp)
-    req = vllm_env.make_request(0, prompt_len, CFG.block_size)
+    sched = vllm_factory.new_scheduler(CFG, clamp=clamp)
+    req = vllm_factory.make_request(0, prompt_len, CFG.block_size)
     sched.add_request(req)
     return sched, req
 
 
 def schedule(sched, budget: int):
-    vllm_env.set_budget(sched, budget)
+    vllm_factory.set_budget(sched, budget)
     return sched.schedule()
 
 
@@ -58,10 +55,10 @@ def deliver(sched, out, tokens: list[int]):
 
 
 def test_loads_by_qualified_name_through_scheduler_cls():
-    config = vllm_env.vllm_config(vllm_env.Shape.of(CFG, clamp=True))
-    assert config.scheduler_config.scheduler_cls == vllm_env.CLAMP_SCHEDULER_CLS
+    config = vllm_factory.vllm_config(vllm_factory.Shape.of(CFG, clamp=True))
+    assert config.scheduler_config.scheduler_cls == vllm_factory.CLAMP_SCHEDULER_CLS
     assert config.scheduler_config.get_scheduler_cls() is ClampAsyncScheduler
-    assert isinstance(vllm_env.new_scheduler(CFG, clamp=True), ClampAsyncScheduler)
+    assert isinstance(vllm_factory.new_scheduler(CFG, clamp=True), ClampAsyncScheduler)
 
 
 def test_loads_as_a_class_through_scheduler_cls():
@@ -77,7 +74,7 @@ def test_loads_as_a_class_through_scheduler_cls():
 
 
 def test_plain_arm_is_vllms_async_scheduler():
-    sched = vllm_env.new_scheduler(CFG, clamp=False)
+    sched = vllm_factory.new_scheduler(CFG, clamp=False)
     assert type(sched) is V.AsyncScheduler
 
 
@@ -92,11 +89,11 @@ def test_prefill_chunk_over_delivery_without_clamp():
     assert req.is_prefill_chunk and req.num_output_placeholders == 0
     if RELEASE == "0.32.0":
         with pytest.raises(AssertionError) as info:
-            deliver(sched, out, [vllm_env.SAMPLED_ID])
+            deliver(sched, out, [vllm_factory.SAMPLED_ID])
         assert assert_site(info.value)[:2] == ("async_scheduler.py", 71)
         assert req.num_output_placeholders == -1
     else:
-        deliver(sched, out, [vllm_env.SAMPLED_ID])
+        deliver(sched, out, [vllm_factory.SAMPLED_ID])
         assert req.num_output_placeholders == 0 and req.num_output_tokens == 1
 
 
@@ -104,7 +101,7 @@ def test_prefill_chunk_over_delivery_is_dropped_with_clamp():
     sched, req = fresh(clamp=True, prompt_len=100)
     out = schedule(sched, 64)
     assert req.is_prefill_chunk and req.num_output_placeholders == 0
-    deliver(sched, out, [vllm_env.SAMPLED_ID])  # no AssertionError
+    deliver(sched, out, [vllm_factory.SAMPLED_ID])  # no AssertionError
     assert req.num_output_placeholders == 0
     assert req.num_tokens == 100 and req.num_output_tokens == 0  # not appended
     assert sched.clamp_dropped["r0"] == 1
@@ -112,7 +109,7 @@ def test_prefill_chunk_over_delivery_is_dropped_with_clamp():
     out = schedule(sched, 64)
     assert out.num_scheduled_tokens == {"r0": 36}
     assert req.num_output_placeholders == 1
-    deliver(sched, out, [vllm_env.SAMPLED_ID])
+    deliver(sched, out, [vllm_factory.SAMPLED_ID])
     assert req.num_output_tokens == 1 and req.num_output_placeholders == 0
     assert sched.clamp_dropped["r0"] == 1
 
@@ -122,11 +119,11 @@ def test_healthy_decode_delivery_consumes_placeholder_never_dropped():
     first = schedule(sched, 64)  # whole prompt: reserves 1
     second = schedule(sched, 64)  # decode, before the first output is back
     assert req.num_output_placeholders == 2
-    deliver(sched, first, [vllm_env.SAMPLED_ID])
+    deliver(sched, first, [vllm_factory.SAMPLED_ID])
     assert req.num_output_placeholders == 1 and req.num_output_tokens == 1
     for _ in range(5):
         nxt = schedule(sched, 64)
-        deliver(sched, second, [vllm_env.SAMPLED_ID])
+        deliver(sched, second, [vllm_factory.SAMPLED_ID])
         second = nxt
     assert req.num_output_tokens == 6
     assert req.num_output_placeholders == 1
@@ -141,7 +138,7 @@ def test_stale_delivery_is_not_clamped():
     sched.running.remove(req)
     sched._preempt_request(req, 0.0, drop_stale_output=False)
     assert req.num_output_placeholders == 0 and req.num_stale_output_tokens == 5
-    deliver(sched, first, [vllm_env.SAMPLED_ID])
+    deliver(sched, first, [vllm_factory.SAMPLED_ID])
     assert req.num_output_tokens == 1
     assert sched.clamp_dropped.get("r0", 0) == 0
 
@@ -166,7 +163,7 @@ def test_warns_once_per_process_and_logs_each_drop(monkeypatch):
         for _ in range(2):
             sched, req = fresh(clamp=True, prompt_len=100)
             out = schedule(sched, 64)
-            deliver(sched, out, [vllm_env.SAMPLED_ID, vllm_env.SAMPLED_ID])
+            deliver(sched, out, [vllm_factory.SAMPLED_ID, vllm_factory.SAMPLED_ID])
     finally:
         logger.removeHandler(handler)
         logger.setLevel(old_level)
@@ -220,4 +217,4 @@ def test_clamp_does_not_cover_an_over_delivery_within_the_total_reservation():
     result = replay(cfg, {"prompt_len": [3, 1]}, steps, VllmTarget())
     # 0.32.0 asserts; 0.33.0 skips the decrement once P <= 0 and leaves P at -1
     assert result.fired == {"0.32.0": "placeholders-nonnegative", "0.33.0": None}[RELEASE]
-    assert result.outcomes[2].observed["sampled"]["r1"] == [vllm_env.SAMPLED_ID] * 3
+    assert result.outcomes[2].facts["sampled"]["r1"] == [vllm_factory.SAMPLED_ID] * 3

@@ -9,7 +9,7 @@ from codegen.cases import CaseError, build
 from codegen.render import render
 from model.check import check_config
 from model.itf import write
-from model.prove import isolated_pool
+from model.workers import isolated_pool
 from spec.matrix import by_name
 from targets.harness import Divergence, replay_case
 from targets.reference import ReferenceTarget
@@ -50,7 +50,7 @@ def test_check_catches_a_hand_edit(kvfail_trace, tmp_path):
 
 def test_check_catches_a_spec_change(kvfail_trace, monkeypatch):
     before = render(build(kvfail_trace))
-    import spec.scheduler
+    import spec.deliver
 
     # a weaker clamp: it keeps one token more than was reserved
     def leaky(ops, applies, delivered, reserved):
@@ -58,7 +58,7 @@ def test_check_catches_a_spec_change(kvfail_trace, monkeypatch):
         kept = ops.ite(over, ops.max(reserved + 1, 0), delivered)
         return kept, delivered - kept
 
-    monkeypatch.setattr(spec.scheduler, "clamp_delivery", leaky)
+    monkeypatch.setattr(spec.deliver, "clamp_delivery", leaky)
     assert render(build(kvfail_trace)) != before
 
 

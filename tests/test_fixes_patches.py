@@ -8,11 +8,12 @@
   tree's plain AsyncScheduler; the unpatched release fails exactly the arms where the
   guard drops a token; the patch minus its cut fails some of those and nothing else.
 * The V2 recompute fix: the same three on vLLM's own V2 model runner (the real-runner
-  target), with the V2 cases' runner swapped for `v2-rollback`; skipped, with the
-  reason, where that target cannot run a patched tree.
+  target), with the V2 cases' runner swapped for `v2-rollback`.
+* A check that cannot run (no release tree, no GNU patch, a tree the target cannot
+  drive) fails with its cause and what to do; none is skipped.
 * The scheduler_cls class is the one definition the vllm-guard target loads.
 
-Each check on real code runs targets/fix_target.py in its own process (one vLLM tree per
+Each check on real code runs fixes/arms.py in its own process (one vLLM tree per
 process), on the cases the fix acts on and a few it must leave alone.
 """
 
@@ -81,12 +82,15 @@ ROLLBACK_CASES = ",".join(
     ("v2_kvfail__*", "v2_stale_slot__*", "v2_rollback_live__*", "v2__healthy_path", "v2_pp2__healthy_path")
 )
 
+# vLLM trees patched and driven in child processes (minutes)
+pytestmark = [pytest.mark.vllm, pytest.mark.slow]
+
 
 def _release_tree(release: str) -> Path:
     try:
         return trees.release_root(release)
     except trees.FixError as exc:
-        pytest.skip(str(exc))
+        pytest.fail(str(exc))
 
 
 @pytest.fixture(scope="module")
@@ -155,7 +159,7 @@ def test_the_two_fixes_apply_together_in_either_order(tmp_path, release, first):
 def test_the_patch_applies_with_patch_too(tmp_path, fix, release):
     """`patch -p1`, for a tree that is not handled with git."""
     if shutil.which("patch") is None:
-        pytest.skip("GNU patch is not installed")
+        pytest.fail("GNU patch is not installed: install it (Debian: apt-get install patch)")
     original = _release_tree(release)
     for name in TOUCHES[fix]:
         target = tmp_path / name
@@ -204,14 +208,14 @@ def test_the_vllm_guard_target_loads_the_one_class():
     assert Path(sys.modules[guard_scheduler.GuardAsyncScheduler.__module__].__file__) == guard_scheduler.SOURCE
 
 
-def _check_or_skip(fix: str, release: str, cases: str) -> dict:
+def _check(fix: str, release: str, cases: str) -> dict:
     _release_tree(release)
     report = check(fix, release, cases)
     cannot = {k: r for k, r in report["details"].items() if r["exit"] == 4}
     if cannot:
         name, r = next(iter(cannot.items()))
-        pytest.skip(
-            f"{fix} cannot run on vLLM's real code here ({name}): " + (r["output"].strip().splitlines() or ["?"])[-1]
+        pytest.fail(
+            f"{fix} could not run on vLLM's real code here ({name}): " + (r["output"].strip().splitlines() or ["?"])[-1]
         )
     return report
 
@@ -222,7 +226,7 @@ def _explain(report: dict) -> str:
 
 @pytest.mark.parametrize("release", trees.RELEASES)
 def test_the_guard_holds_on_the_patched_scheduler_and_fails_without_it(release):
-    report = _check_or_skip("step-reservation-guard", release, GUARD_CASES)
+    report = _check("step-reservation-guard", release, GUARD_CASES)
     assert report["ok"], _explain(report)
     runs = report["runs"]
     patched, unpatched, minus = (
@@ -238,12 +242,8 @@ def test_the_guard_holds_on_the_patched_scheduler_and_fails_without_it(release):
 
 @pytest.mark.parametrize("release", trees.RELEASES)
 def test_the_v2_recompute_fix_holds_on_the_patched_runner_and_fails_without_it(release):
-    """Needs vLLM's own V2 model runner on a patched tree (targets/real_runner.py)."""
-    try:
-        import targets.real_runner  # noqa: F401
-    except ImportError as exc:
-        pytest.skip(f"the real-runner target (targets/real_runner.py) is not available: {exc}")
-    report = _check_or_skip("v2-recompute-rollback", release, ROLLBACK_CASES)
+    """vLLM's own V2 model runner on the patched tree (the real-runner target)."""
+    report = _check("v2-recompute-rollback", release, ROLLBACK_CASES)
     assert report["ok"], _explain(report)
     runs = report["runs"]
     patched, unpatched = runs["patched"]["summary"], runs["unpatched"]["summary"]

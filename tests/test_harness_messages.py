@@ -44,8 +44,8 @@ class AssertRemoved(OnlyArm):
         super().__init__()
         self.name = "assert-removed"
 
-    def step(self, event, args):
-        outcome = super().step(event, args)
+    def step(self, event, args, model=None):
+        outcome = super().step(event, args, model)
         return Outcome(fired=None, detail=outcome.detail)
 
 
@@ -57,8 +57,8 @@ class BugFixed(OnlyArm):
         super().__init__()
         self.name = "bug-fixed"
 
-    def step(self, event, args):
-        outcome = super().step(event, args)
+    def step(self, event, args, model=None):
+        outcome = super().step(event, args, model)
         if outcome.fired:
             key = ("num_output_placeholders", 0)
             self.state = dict(self.state)
@@ -91,6 +91,8 @@ def test_the_replay_line_names_the_tree_that_failed():
     assert f"replay: {line}" in str(info.value)
 
 
+@pytest.mark.vllm
+@pytest.mark.slow
 def test_show_vllm_traceback_prints_vllms_own_traceback():
     """SHOW_VLLM_TRACEBACK=1 prints vLLM's traceback when its assert fires, even in a
     replay that passes because the case expects that assert."""

@@ -3,7 +3,8 @@
 import pytest
 
 from model.interpreter import Disabled, Interpreter, args_for, nested
-from spec.config import Config, SpecError
+from spec.config import Config
+from spec.errors import SpecError
 from spec.vocabulary import Status
 
 

@@ -7,8 +7,11 @@ from pathlib import Path
 
 import pytest
 
-import kernels  # noqa: F401  (settles TRITON_INTERPRET first)
+import kernels  # noqa: F401 - settles TRITON_INTERPRET first
 from kernels import reference, runtime
+
+# the Triton kernels (interpreted on CPU): left out of make test-fast
+pytestmark = pytest.mark.kernel
 
 SCRIPT = Path(__file__).resolve().parent.parent / "bench" / "kernels_gpu.py"
 

@@ -11,8 +11,11 @@ from pathlib import Path
 import pytest
 import z3
 
-import kernels  # noqa: F401  (settles TRITON_INTERPRET first)
+import kernels  # noqa: F401 - settles TRITON_INTERPRET first
 from kernels import proof
+
+# the Triton kernels (interpreted on CPU): left out of make test-fast
+pytestmark = pytest.mark.kernel
 
 INT32_MIN, INT32_MAX = proof.INT32_MIN, proof.INT32_MAX
 ROOT = Path(__file__).resolve().parent.parent

@@ -6,13 +6,17 @@ import random
 
 import pytest
 
-import kernels  # noqa: F401  (settles TRITON_INTERPRET first)
+import kernels  # noqa: F401 - settles TRITON_INTERPRET first
 from kernels import discard
-from model.interpreter import Interpreter, args_for, flat
+from model.interpreter import Interpreter, flat
+from model.run import Played, Run
 from spec.config import Config
+from spec.errors import TargetUnavailable
 from targets import kernel as kernel_target
 from targets.kernel import KernelTarget
-from targets.protocol import TargetUnavailable
+
+# the Triton kernels (interpreted on CPU): left out of make test-fast
+pytestmark = pytest.mark.kernel
 
 
 def random_args(event, cfg: Config, rng: random.Random) -> dict[tuple, object]:
@@ -37,7 +41,7 @@ def walk(cfg: Config, seed: int, steps: int = 14):
     state = model.initial(prompt_len=prompt)
     target = KernelTarget()
     target.reset(cfg, flat({"prompt_len": prompt}))
-    for _ in range(steps):
+    for number in range(1, steps + 1):
         options = []
         for name, event in model.events.items():
             tries = [random_args(event, cfg, rng) for _ in range(6)]
@@ -49,7 +53,7 @@ def walk(cfg: Config, seed: int, steps: int = 14):
             return
         name, args = rng.choice(options)
         result = model.step(state, name, args)
-        yield name, result, target.step(name, args)
+        yield name, result, target.step(name, args, Played(number, name, args, state, result))
         if result.fired:
             return  # a fatal assert ends the trace
         state = result.state
@@ -79,18 +83,18 @@ CONFIGS = [
 def test_kernel_agrees_with_model_on_random_traces(cfg):
     """No mismatch, and the configured kernel disagrees with the reservation exactly
     where the model's own predicates-agree check fails."""
-    mine = discard.VARIANT_OF_RUNNER[cfg.runner]
+    mine = cfg.run.kernel
     schedules = 0
     for seed in range(3):
         for name, result, outcome in walk(cfg, seed):
-            assert not outcome.observed.get("mismatches"), outcome.detail
+            assert not outcome.mismatches, outcome.detail
             assert outcome.fired is None
             if name != "schedule":
                 continue
             schedules += 1
-            disagrees = bool(outcome.observed[f"{mine}_disagrees"])
-            assert disagrees == (not result.checks["predicates-agree"]), outcome.observed
-            rows = outcome.observed["kernel_rows"]
+            disagrees = bool(outcome.facts[f"{mine}_disagrees"])
+            assert disagrees == (not result.checks["predicates-agree"]), outcome.facts
+            rows = outcome.facts["kernel_rows"]
             assert [r["model_discard"] for r in rows] == [r[f"{mine}_discard"] for r in rows]
     assert schedules >= 6
 
@@ -101,11 +105,12 @@ def test_stale_slot_read_makes_both_kernels_sample_a_chunk():
     cfg = CONFIGS[1]
     target = KernelTarget()
     target.reset(cfg, flat({"prompt_len": [4, 4]}))
-    args = args_for(Interpreter(cfg).event("schedule"), cfg, {"budget": 1, "stale_read": [True, False]})
-    outcome = target.step("schedule", args)
-    assert outcome.observed["mismatches"] == []
-    assert outcome.observed["snapshot_disagrees"] == [0] and outcome.observed["live_disagrees"] == [0]
-    (row,) = outcome.observed["kernel_rows"]
+    run = Run(cfg, {"prompt_len": [4, 4]}, [("schedule", {"budget": 1, "stale_read": [True, False]})])
+    (played,) = run
+    outcome = target.step("schedule", played.args, played)
+    assert outcome.mismatches == []
+    assert outcome.facts["snapshot_disagrees"] == [0] and outcome.facts["live_disagrees"] == [0]
+    (row,) = outcome.facts["kernel_rows"]
     assert (row["seq_len"], row["prefill_len"], row["total_len"], row["reserved"]) == (1, 0, 0, 0)
     assert "snapshot disagrees with the reservation for req(s) [0]" in outcome.detail
     assert target.project() == {}
@@ -158,7 +163,7 @@ def test_catches_a_kernel_that_decides_wrongly(monkeypatch):
         return discard.get_num_sampled_and_rejected_snapshot(num_sampled, seq_lens - 1, cu, idx, per_slot, **kw)
 
     monkeypatch.setitem(discard.LAUNCHERS, "snapshot", off_by_one)
-    found = [o.detail for seed in range(3) for _, _, o in walk(cfg, seed) if o.observed.get("mismatches")]
+    found = [o.detail for seed in range(3) for _, _, o in walk(cfg, seed) if o.mismatches]
     assert found and "snapshot kernel discards but the model samples" in found[0]
 
 
@@ -169,7 +174,7 @@ def test_catches_a_kernel_that_reads_the_wrong_slot(monkeypatch):
         return discard.get_num_sampled_and_rejected_snapshot(num_sampled, seq_lens, cu, idx * 0, per_slot, **kw)
 
     monkeypatch.setitem(discard.LAUNCHERS, "snapshot", slot_zero)
-    found = [m for seed in range(3) for _, _, o in walk(cfg, seed) for m in o.observed.get("mismatches", [])]
+    found = [m for seed in range(3) for _, _, o in walk(cfg, seed) for m in o.mismatches]
     assert any("reads a slot no scheduled request holds" in m for m in found), found
 
 

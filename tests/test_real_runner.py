@@ -14,26 +14,25 @@ import random
 
 import pytest
 
+from bench.runner_measure import conditions, observe
+from model.interpreter import Interpreter, args_for, nested
+from model.run import Run
+from model.sampler import random_trace
 from spec.config import Config
-from targets import vllm_env
+from targets import real_runner as rr
+from targets import vllm_env, vllm_factory
+from targets.fuzz import draw_for
+from targets.fuzz_presets import KNOWN, PRESETS, ignore_known
+from targets.harness import Divergence, replay
+from targets.vllm_target import VllmTarget
 
-_OK, _WHY = vllm_env.available()
-if not _OK:
-    pytest.skip(f"vLLM target not available: {_WHY}", allow_module_level=True)
-
-from model.interpreter import Interpreter, args_for, nested  # noqa: E402
-from targets import fuzz  # noqa: E402
-from targets import real_runner as rr  # noqa: E402
-from targets.harness import Divergence, replay  # noqa: E402
-from targets.real_runner_measure import conditions, observe  # noqa: E402
-from targets.vllm_target import VllmTarget  # noqa: E402
+# a vLLM tree the run cannot load stops it (the plugin's preflight), never a skip
+pytestmark = pytest.mark.vllm
 
 PROFILE = vllm_env.tree().profile
 RELEASE = PROFILE.removeprefix("vllm-")
 F = frozenset
 S, D = "schedule", "deliver"
-
-pytestmark = pytest.mark.vllm
 
 
 def C(name, **kw):
@@ -237,22 +236,15 @@ def test_unrealisable_accept_of_a_padded_draft_is_refused(target):
 
 
 def test_the_fuzzer_never_accepts_drafts_the_runner_makes_placeholders():
-    fuzz.RUNNER = "real"
-    try:
-        for name in ("v1-spec", "v2-spec", "v1-pad-thr"):
-            cfg = fuzz.PRESETS[name].with_(profile=PROFILE)
-            for seed in range(20):
-                it = Interpreter(cfg)
-                init, steps, _ = fuzz.random_trace(cfg, random.Random(seed), 30)
-                state = it.initial(**init)
-                for event, args in steps:
-                    result = it.step(state, event, args)
-                    if event == S:
-                        for r, placeholder in enumerate(rr.drafts_are_placeholders(cfg, state, result)):
-                            assert not (placeholder and args.get(("accepted", r), 0))
-                    state = result.state
-    finally:
-        fuzz.RUNNER = "model"
+    draw = draw_for("real")
+    for name in ("v1-spec", "v2-spec", "v1-pad-thr"):
+        cfg = PRESETS[name].with_(profile=PROFILE)
+        for seed in range(20):
+            init, steps, _ = random_trace(cfg, random.Random(seed), 30, draw=draw)
+            for played in Run(cfg, init, steps):
+                if played.event == S:
+                    for r, placeholder in enumerate(rr.drafts_are_placeholders(cfg, played.before, played.result)):
+                        assert not (placeholder and played.args.get(("accepted", r), 0))
 
 
 # ------------------------------------------------------------------ the preemption record
@@ -298,7 +290,7 @@ STREAM_KVFAIL = [
     (D, {"stop": [2, 1], "kv_fail_req": -1}),
     (S, {"budget": 1, "accepted": [0, 0]}),
 ]
-V2_ALL = fuzz.PRESETS["v2-all"]
+V2_ALL = PRESETS["v2-all"]
 
 
 @pytest.mark.skipif(RELEASE != "0.32.0", reason="L > T needs 0.32.0's session update")
@@ -322,25 +314,21 @@ def test_prompt_beyond_tokens_kills_the_v2_worker(target):
 def test_the_runner_has_its_own_config(target):
     cfg = C("own", runner="v1", requests=1, spec_tokens=1)
     target.reset(cfg, {"prompt_len": [4]})
-    vllm_env.set_budget(target.sched, 3)
-    assert target.runner.max_num_tokens == vllm_env.MAX_MODEL_LEN
+    vllm_factory.set_budget(target.sched, 3)
+    assert target.runner.max_num_tokens == vllm_factory.MAX_MODEL_LEN
     assert target.runner_config is not target.sched.vllm_config
     assert target.sched.scheduler_config.async_scheduling and target.runner.use_async_scheduling
 
 
 def test_measured_conditions_hold_on_random_traces(target):
-    """The conditions targets/real_runner_measure.py states (positions, input ids), on a
+    """The conditions bench/runner_measure.py states (positions, input ids), on a
     few traces per preset; `positions-agree` is the one that fails (the finding). The
     spec's own runner properties are among them (spec-positions-agree,
     spec-no-placeholder-input): the model predicts them step by step as measured."""
     results = {}
     for name in ("v1-kvfail", "v2-kvfail", "v1-spec", "v2-spec", "v2-stale-slot"):
-        cfg = fuzz.PRESETS[name].with_(profile=PROFILE)
-        fuzz.RUNNER = "real"
-        try:
-            traces = [fuzz.random_trace(cfg, random.Random(seed), 30) for seed in range(6)]
-        finally:
-            fuzz.RUNNER = "model"
+        cfg = PRESETS[name].with_(profile=PROFILE)
+        traces = [random_trace(cfg, random.Random(seed), 30, draw=draw_for("real")) for seed in range(6)]
         for init, steps, _ in traces:
             for o in observe(cfg, init, [(e, nested(a)) for e, a in steps], target, name):
                 for c in conditions():
@@ -383,17 +371,13 @@ def test_v1_runner_raises_when_scheduled_from_position_minus_one(target):
     assert "IndexError" in error and "gpu_model_runner.py" in error and caught.value.step == len(steps) - 1
     # the exclusion masks exactly this: the same trace replays with it, and it does not
     # mask an IndexError where nothing was scheduled from a negative position
-    fuzz.RUNNER = "real"
-    try:
-        replay(
-            cfg,
-            {"prompt_len": [5, 4], "resumable": [True, True]},
-            steps,
-            target,
-            ignore=fuzz.ignore_known(["runner-negative-position"]),
-        )
-    finally:
-        fuzz.RUNNER = "model"
-    assert not fuzz.KNOWN["runner-negative-position"].matches(
-        ("error",), None, error, {("queue_len",): 1, ("q_scheduled", 0, 0): 1, ("num_computed_tokens", 0): 1}
+    replay(
+        cfg,
+        {"prompt_len": [5, 4], "resumable": [True, True]},
+        steps,
+        target,
+        ignore=ignore_known(["runner-negative-position"], runner="real"),
+    )
+    assert not KNOWN["runner-negative-position"].matches(
+        ("error",), None, error, {("queue_len",): 1, ("q_scheduled", 0, 0): 1, ("num_computed_tokens", 0): 1}, "real"
     )

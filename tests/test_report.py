@@ -20,9 +20,10 @@ import pytest
 from report import render
 from report.check import missing, render_text
 from report.mermaid import esc
+from vllm_contract.cli import main as cli
 
 ROOT = Path(__file__).resolve().parent.parent
-SMALL = ["v2-kvfail@0.32.0", "kvfail-stream@0.33.0", "h4-stream"]
+SMALL = ["v2-kvfail@0.32.0", "kvfail-stream@0.33.0", "h4-stream", "v1@0.32.0"]  # v1: proved rows to fold
 
 
 def need_renderer() -> None:
@@ -34,12 +35,20 @@ def need_renderer() -> None:
 @pytest.fixture(scope="module")
 def prove_dir(tmp_path_factory) -> Path:
     """The prover's results: build/prove when present, else a small run of our own."""
+    from model.results import StaleSummary, load_summary
+
     built = ROOT / "build" / "prove"
-    if (built / "summary.json").is_file():
+    try:
+        load_summary(built)  # fresh: computed from the sources here now
         return built
+    except StaleSummary:
+        pass
     out = tmp_path_factory.mktemp("prove") / "prove"
     done = subprocess.run(
-        [sys.executable, "-m", "model.prove", *SMALL, "--out", str(out)], cwd=ROOT, capture_output=True, text=True
+        [sys.executable, "-m", "vllm_contract", "prove", *SMALL, "--out", str(out)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
     )
     assert done.returncode in (0, 1), done.stderr[-2000:]
     return out
@@ -49,12 +58,13 @@ def prove_dir(tmp_path_factory) -> Path:
 def report_dir(prove_dir, tmp_path_factory) -> Path:
     need_renderer()
     out = tmp_path_factory.mktemp("report") / "report"
-    code = render.main(["--from", str(prove_dir), "--out", str(out)])
+    code = cli(["report", "--from", str(prove_dir), "--out", str(out)])
     check = json.loads((out / "check.json").read_text()) if (out / "check.json").is_file() else {}
-    assert code == 0, f"report.render exited {code}; renderer errors: {check.get('errors')}"
+    assert code == 0, f"vllm-contract report exited {code}; renderer errors: {check.get('errors')}"
     return out
 
 
+@pytest.mark.slow
 def test_every_diagram_renders(report_dir, prove_dir):
     check = json.loads((report_dir / "check.json").read_text())
     summary = json.loads((prove_dir / "summary.json").read_text())
@@ -64,6 +74,7 @@ def test_every_diagram_renders(report_dir, prove_dir):
     assert (report_dir / "html" / "index.html").is_file()
 
 
+@pytest.mark.slow
 def test_summary_fits_one_comment_and_links_every_page(report_dir, prove_dir):
     index = (report_dir / "index.md").read_text()
     assert len(index) <= render.COMMENT_LIMIT
@@ -76,6 +87,7 @@ def test_summary_fits_one_comment_and_links_every_page(report_dir, prove_dir):
     assert set(links) <= set(pages)
 
 
+@pytest.mark.slow
 def test_a_page_says_what_goes_wrong(report_dir):
     page = (report_dir / "pages" / "v2-kvfail@0.32.0" / "counter-nonnegative.md").read_text()
     assert "**What goes wrong.**" in page and "KV-load failure" in page
@@ -89,6 +101,7 @@ def test_a_page_says_what_goes_wrong(report_dir):
     assert "--target=vllm --vllm=0.32.0" in page
 
 
+@pytest.mark.slow
 def test_a_diagram_that_does_not_parse_fails(tmp_path):
     need_renderer()
     good = "sequenceDiagram\n    A->>B: " + esc("c 0→1; P < 0 # fine") + "\n"
@@ -106,7 +119,8 @@ def test_escaping_keeps_mermaid_statements_whole():
 
 
 def test_the_summary_folds_proved_rows_when_it_would_not_fit(prove_dir, monkeypatch):
-    from report.data import counterexamples, load_summary
+    from model.results import load_summary
+    from report.data import counterexamples
 
     summary = load_summary(prove_dir)
     cxs = counterexamples(summary, prove_dir)
@@ -120,12 +134,31 @@ def test_out_holding_foreign_files_is_refused(tmp_path, prove_dir, capsys):
     out = tmp_path / "report"
     out.mkdir()
     (out / "notes.txt").write_text("mine")
-    assert render.main(["--from", str(prove_dir), "--out", str(out), "--no-check"]) == 2
+    assert cli(["report", "--from", str(prove_dir), "--out", str(out), "--no-check"]) == 2
     assert "notes.txt" in capsys.readouterr().err
     assert (out / "notes.txt").read_text() == "mine"
 
 
 def test_missing_results_are_one_line(tmp_path, capsys):
-    assert render.main(["--from", str(tmp_path / "nothing"), "--out", str(tmp_path / "r"), "--no-check"]) == 2
+    assert cli(["report", "--from", str(tmp_path / "nothing"), "--out", str(tmp_path / "r"), "--no-check"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "make prove" in err
+
+
+def test_an_unknown_verdict_is_could_not_run_never_as_expected(tmp_path, prove_dir, capsys):
+    """A row the solver could not decide is shown apart and exits 3, even where the
+    matrix expected nothing in particular of it."""
+    import shutil
+
+    copy = tmp_path / "prove"
+    shutil.copytree(prove_dir, copy)
+    data = json.loads((copy / "summary.json").read_text())
+    row = next(r for r in data["results"] if r["verdict"] == "proved")
+    row["verdict"], row["note"] = "unknown", "timeout: the induction step at k=3 ran past 1 s"
+    (copy / "summary.json").write_text(json.dumps(data, indent=1) + "\n")
+    out = tmp_path / "report"
+    assert cli(["report", "--from", str(copy), "--out", str(out), "--no-check"]) == 3
+    assert "could not be decided" in capsys.readouterr().err
+    index = (out / "index.md").read_text()
+    assert "all as expected" not in index
+    assert "**1 could not be decided**" in index and "### Could not be decided" in index

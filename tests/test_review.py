@@ -7,17 +7,27 @@ subprocesses do, and must see the assert the model predicts, where it predicts i
 
 from __future__ import annotations
 
+import json
+import re
 from pathlib import Path
 
 import pytest
 
 from report import review
+from spec.errors import ExitStatus
+from vllm_contract.cli import main as cli
 
 
-def obs(reaction="holds", violations=None, fired=None, error=None, diverged=None):
+def obs(reaction="holds", violations=None, fired=None, error=None, diverged=None, could_not_run=None):
     return {
         "reaction": reaction,
-        "observed": {"violations": violations or {}, "fired": fired, "error": error, "diverged": diverged},
+        "observed": {
+            "violations": violations or {},
+            "fired": fired,
+            "error": error,
+            "diverged": diverged,
+            "could_not_run": could_not_run,
+        },
     }
 
 
@@ -27,6 +37,10 @@ def arm(module, prop, o, clamp=False, kind="violation"):
 
 CRASH = obs("crash", {"counter-nonnegative": 7}, ["placeholders-nonnegative", 7, "async_scheduler.py:71"])
 SILENT = obs("silent", {"counter-nonnegative": 7})
+V2_DRAFTS = "ValidationError: 1 validation error for VllmConfig Model Runner V2 does not yet support: ngram_gpu"
+NOT_RUN = obs("could not run", could_not_run=V2_DRAFTS)
+TREE = {"title": "vLLM X", "described": "vLLM X", "label": "x", "kind": "release", "version": "x"}
+NO_CITES = {"moved": [], "changed": [], "only_base": [], "only_head": []}
 
 
 def test_fixed_still_broken_changed_reaction_and_newly_broken():
@@ -54,17 +68,57 @@ def test_fixed_still_broken_changed_reaction_and_newly_broken():
     assert {i["case"]: i["newly"] for i in cmp["new"]} == {"c": ["computed-nonnegative"], "h": ["raises"]}
     assert [i["trace"] for i in cmp["fuzz"]["new"]] == ["t1"] and [i["trace"] for i in cmp["fuzz"]["fixed"]] == ["t2"]
     assert "step 7 deliver" in cmp["fixed"][0]["head_differs"]
+    # crash on base, silent on head, the property still violated: breaking, as is an
+    # assert that no longer guards its state (b's counter goes negative with nothing firing)
+    assert {i["case"] for i in review.breaking(cmp)} == {"b", "c", "h", "t1"}
+    assert [i["case"] for i in cmp["unguarded"]] == ["b"] and cmp["unguarded"][0]["asserts"] == [
+        "placeholders-nonnegative"
+    ]
 
 
-def test_the_summary_fits_one_comment_and_says_the_verdict():
-    tree = {"title": "vLLM X", "described": "vLLM X", "label": "x", "kind": "release", "version": "x"}
-    base = {"tree": tree, "cases": [arm("m/a.py", "counter-nonnegative", CRASH)], "fuzz": []}
-    head = {"tree": tree, "cases": [arm("m/a.py", "counter-nonnegative", SILENT)], "fuzz": []}
+def test_crash_to_silent_is_breaking_and_said_first():
+    base = {"tree": TREE, "cases": [arm("m/a.py", "counter-nonnegative", CRASH)], "fuzz": []}
+    head = {"tree": TREE, "cases": [arm("m/a.py", "counter-nonnegative", SILENT)], "fuzz": []}
     cmp = review.compare(base, head)
-    cites = {"moved": [], "changed": [], "only_base": [], "only_head": []}
-    text = review.summary_md(base, head, cmp, cites, 1.0, 0)
-    assert "**Head breaks nothing base did not.**" in text and "### Changed reaction (1)" in text
-    assert len(text) < review.COMMENT_LIMIT
+    text = review.summary_md(base, head, cmp, NO_CITES, 1.0, 0)
+    assert text.splitlines()[0] == "**Head breaks 1 thing(s) base did not**."
+    assert "### Breaking: crash → silent (1)" in text and len(text) < review.COMMENT_LIMIT
+    assert review.outcome(cmp)[0] == ExitStatus.FINDING
+
+
+def test_arms_that_could_not_run_are_counted_apart_never_fixed():
+    """A head tree that cannot build the V2 configurations with draft tokens: those arms
+    are could-not-run, once per cause, never fixed or broken; the review is incomplete."""
+    base = {
+        "tree": TREE,
+        "cases": [arm(f"m/{n}.py", "counter-nonnegative", CRASH) for n in "abc"]
+        + [arm("m/d.py", "counter-nonnegative", SILENT)],
+        "fuzz": [{"id": "t1", **SILENT}],
+    }
+    head = {
+        "tree": TREE,
+        "cases": [arm(f"m/{n}.py", "counter-nonnegative", NOT_RUN) for n in "abc"]
+        + [arm("m/d.py", "counter-nonnegative", SILENT)],
+        "fuzz": [{"id": "t1", **NOT_RUN}],
+    }
+    cmp = review.compare(base, head)
+    assert not cmp["fixed"] and not cmp["new"] and not review.breaking(cmp)
+    assert [i["case"] for i in cmp["could_not_run"]] == ["a", "b", "c"] and len(cmp["fuzz"]["could_not_run"]) == 1
+    assert cmp["could_not_run_causes"] == [{"cause": V2_DRAFTS, "count": 4, "sides": ["head"]}]
+    status, first = review.outcome(cmp)
+    assert status == ExitStatus.COULD_NOT_RUN and first.startswith("**Incomplete: 4 arm(s) or trace(s) could not run")
+    text = review.summary_md(base, head, cmp, NO_CITES, 1.0, 0)
+    assert text.splitlines()[0] == first and "### Could not run" in text and "| 4 | head |" in text
+    assert "### Fixed (0)" in text
+    # the other direction: base could not run them, head can; still not fixed nor broken
+    back = review.compare(head, base)
+    assert not back["fixed"] and not back["new"] and len(back["could_not_run"]) == 3
+
+
+def test_nothing_broken_is_said_first():
+    base = {"tree": TREE, "cases": [arm("m/a.py", "counter-nonnegative", CRASH)], "fuzz": []}
+    cmp = review.compare(base, base)
+    assert review.outcome(cmp) == (ExitStatus.OK, "**Head breaks nothing base did not.**")
 
 
 def test_citations_between_the_two_releases():
@@ -83,7 +137,7 @@ def test_citations_between_the_two_releases():
 
 
 def test_a_bad_tree_is_one_line(capsys):
-    assert review.main(["--base", "0.33.0", "--head", "/nonexistent/vllm"]) == 2
+    assert cli(["review", "--base", "0.33.0", "--head", "/nonexistent/vllm"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "/nonexistent/vllm" in err
 
@@ -119,3 +173,84 @@ def test_a_review_plays_the_release_and_its_clamp_not_our_guard_arm():
     arms = dict(reviewed_arms(module.CASE, "vllm-0.33.0"))
     assert sorted(arms) == ["vllm-0.33.0", "vllm-0.33.0+clamp"]
     assert "vllm-0.33.0+guard" in module.CASE.arms
+
+
+# ------------------------------------------------------------------ whole reviews of edited trees
+
+
+def edited_tree(root: Path, rel: str, line: str, replacement: str) -> Path:
+    """A copy of vLLM 0.33.0's package with one line of `rel` replaced (a checkout)."""
+    import shutil
+
+    release = Path(__file__).resolve().parent.parent / ".vllm_trees" / "0.33.0"
+    if not (release / "vllm" / "__init__.py").is_file():
+        pytest.fail("vLLM 0.33.0 is not fetched: run `make vllm-0.33.0`")
+    shutil.copytree(release / "vllm", root / "vllm", ignore=shutil.ignore_patterns("__pycache__"))
+    text = (root / rel).read_text()
+    assert text.count(line) == 1, f"{rel} changed; pick another line"
+    (root / rel).write_text(text.replace(line, replacement))
+    return root
+
+
+def review_run(head: Path, out: Path, cases: str, capsys, fuzz: int = 0) -> tuple[int, str]:
+    code = cli(
+        ["review", "--base", "0.33.0", "--head", str(head), "--fuzz", str(fuzz), "--cases", cases, "--out", str(out)]
+    )
+    return code, capsys.readouterr().err
+
+
+@pytest.mark.vllm
+@pytest.mark.slow
+def test_a_head_that_cannot_build_some_arms_counts_them_only_as_could_not_run(tmp_path, capsys):
+    """Model Runner V2 refusing the draft method the cases use (as 0.31.0 did): those arms
+    could not run, their cause is said once with its count, nothing is fixed, exit 3."""
+    line = 'if speculative_config.method in ("suffix", "custom_class"):'
+    head = edited_tree(
+        tmp_path / "head", "vllm/config/vllm.py", line, line.replace('"custom_class"', '"custom_class", "ngram_gpu"')
+    )
+    code, err = review_run(head, tmp_path / "review", "*v2_kvfail__*", capsys, fuzz=1)
+    assert code == ExitStatus.COULD_NOT_RUN, err[-2000:]
+    text = (tmp_path / "review" / "summary.md").read_text()
+    assert text.splitlines()[0].startswith("**Incomplete: ")
+    compared = json.loads((tmp_path / "review" / "summary.json").read_text())["compare"]
+    assert len(compared["could_not_run"]) == 14 and len(compared["could_not_run_causes"]) == 1
+    assert not compared["fixed"] and not compared["still"] and not compared["new"] and not compared["both_hold"]
+    assert text.count("Model Runner V2 does not yet support: speculative method 'ngram_gpu'") == 1
+    assert "| fixed (base violates the case's property, head does not) | 0 | 0 |" in text
+    # the fuzz traces with draft tokens cannot be built on head either: counted apart too
+    fuzz_not_run = re.search(r"\| \*\*could not run\*\* on base or head [^|]*\| 14 \| (\d+) \|", text)
+    assert fuzz_not_run and int(fuzz_not_run.group(1)) > 0, text[:3000]
+
+
+@pytest.mark.vllm
+@pytest.mark.slow
+def test_a_head_without_the_counter_assert_is_breaking_and_a_failed_review_leaves_no_summary(tmp_path, capsys):
+    """The counter assert replaced by `pass`: crash -> silent and an unguarded assert, said
+    first, exit 1. Then a review whose head cannot be driven (exit 4) leaves that summary
+    only as the previous one, never as its own."""
+    head = edited_tree(
+        tmp_path / "head",
+        "vllm/v1/core/sched/scheduler.py",
+        "            assert request.num_output_placeholders >= 0\n",
+        "            pass\n",
+    )
+    out = tmp_path / "review"
+    code, err = review_run(head, out, "*over_delivery__counter_nonnegative*", capsys)
+    assert code == ExitStatus.FINDING, err[-2000:]
+    text = (out / "summary.md").read_text()
+    assert text.splitlines()[0].startswith("**Head breaks ")
+    assert "### Breaking: crash → silent (2)" in text and "### Breaking: an assert no longer guards (2)" in text
+    assert "the model fires placeholders-nonnegative, the tree nothing" in text
+    assert "same as the model" not in text.split("### Still broken")[0].split("### Breaking")[1]
+
+    broken = edited_tree(
+        tmp_path / "broken",
+        "vllm/v1/core/sched/scheduler.py",
+        "        self.kv_holding_waiting = create_request_queue(self.policy)\n",
+        "        pass\n",
+    )
+    code, err = review_run(broken, out, "*over_delivery__counter_nonnegative*", capsys)
+    assert code == ExitStatus.TREE, err[-2000:]
+    assert "Scheduler.kv_holding_waiting" in err
+    assert not (out / "summary.md").exists()
+    assert (out.parent / "review.previous" / "summary.md").read_text() == text

@@ -13,20 +13,20 @@ from __future__ import annotations
 
 import pytest
 
-from model.interpreter import nested  # noqa: E402
-from spec.config import Config  # noqa: E402
-from spec.vocabulary import Status  # noqa: E402
-from targets import vllm_env  # noqa: E402
+from model.interpreter import nested
+from model.run import Run
+from model.sampler import random_trace
+from spec.config import Config
+from spec.properties import ASSERTS, statement_key
+from spec.vocabulary import Status
+from targets import vllm_env
+from targets.fuzz_presets import KNOWN, ignore_known
+from targets.harness import Divergence, replay
+from targets.orders import model_orders
+from targets.vllm_target import CaseEnded, VllmTarget
 
-_OK, _WHY = vllm_env.available()
-if not _OK:
-    pytest.skip(f"vLLM target not available: {_WHY}", allow_module_level=True)
-
-from spec.properties import ASSERTS, statement_key  # noqa: E402
-from targets.fuzz import KNOWN, ignore_known, random_trace  # noqa: E402
-from targets.harness import Divergence, replay  # noqa: E402
-from targets.orders import model_orders  # noqa: E402
-from targets.vllm_target import CaseEnded, VllmTarget  # noqa: E402
+# a vLLM tree the run cannot load stops it (the plugin's preflight), never a skip
+pytestmark = pytest.mark.vllm
 
 PROFILE = vllm_env.tree().profile
 RELEASE = PROFILE.removeprefix("vllm-")
@@ -59,10 +59,11 @@ def walk(target, cfg, init, steps, ignore=None):
     """Replay (spec == vLLM after every step), then step the target again and return
     its projection (nested) after each step, for explicit checks."""
     result = replay(cfg, init, steps, target, ignore=ignore)
-    target.reset(cfg, init)
+    run = Run(cfg, init, steps)
+    target.reset(cfg, run.init)
     views = []
-    for event, args in steps:
-        outcome = target.step(event, args)
+    for played in run:
+        outcome = target.step(played.event, played.args, played)
         views.append((outcome, nested(target.project())))
     return result, views
 
@@ -102,8 +103,8 @@ def test_healthy_chunked_prefill_decode_stop(target, runner):
     assert at(v, 6, "status") == [FIN]
     assert at(v, 6, "num_tokens") == [102]
     assert at(v, 9, "queue_len") == 0
-    assert v[0][0].observed["runner_returns"] == {0: 0}
-    assert v[1][0].observed["runner_returns"] == {0: 1}
+    assert v[0][0].facts["runner_returns"] == {0: 0}
+    assert v[1][0].facts["runner_returns"] == {0: 1}
 
 
 def test_two_requests_share_the_budget(target):
@@ -119,7 +120,7 @@ def test_two_requests_share_the_budget(target):
     ]
     result, v = walk(target, cfg, {"prompt_len": [12, 9]}, steps)
     # the threshold caps each request at 5 while two are eligible (sched:708-709)
-    assert v[0][0].observed["num_scheduled_tokens"] == {"r0": 5, "r1": 3}
+    assert v[0][0].facts["num_scheduled_tokens"] == {"r0": 5, "r1": 3}
     assert result.target_state[("status", 0)] == RUN
 
 
@@ -139,9 +140,9 @@ def test_seed_synthetic_trigger_fires_counter_assert(target):
     result = replay(cfg, {"prompt_len": [200]}, steps, target)
     if RELEASE == "0.32.0":
         assert result.fired == "placeholders-nonnegative"
-        assert result.outcomes[-1].observed["assert_site"][:2] == ("async_scheduler.py", 71)
+        assert result.outcomes[-1].assert_site[:2] == ("async_scheduler.py", 71)
         with pytest.raises(CaseEnded):
-            target.step(SCHED, {"budget": 1})
+            target.step(SCHED, {("budget",): 1}, None)
     else:  # 0.33.0 decrements only when P > 0: the stray token is kept, nothing fires
         assert result.fired is None
         assert result.target_state[("num_tokens", 0)] == 201
@@ -187,10 +188,10 @@ def test_preempt_deliver_mode(target):
     assert at(v, 3, "num_output_placeholders")[1] == 0
     assert at(v, 3, "num_stale_output_tokens")[1] == 1
     assert at(v, 3, "drop_stale_output")[1] is False
-    assert "r1" not in v[4][0].observed["num_scheduled_tokens"]
+    assert "r1" not in v[4][0].facts["num_scheduled_tokens"]
     assert at(v, 5, "num_tokens")[1] == 6  # stale token delivered
     assert at(v, 5, "num_stale_output_tokens")[1] == 0
-    assert v[6][0].observed["num_scheduled_tokens"]["r1"] == 6
+    assert v[6][0].facts["num_scheduled_tokens"]["r1"] == 6
     assert at(v, 6, "status") == [RUN, RUN]
 
 
@@ -209,7 +210,7 @@ def test_preempt_drop_mode(target, runner):
     ]
     result, v = walk(target, cfg, {"prompt_len": [4, 4]}, steps)
     assert at(v, 3, "drop_stale_output")[1] is True
-    assert v[4][0].observed["num_scheduled_tokens"]["r1"] == 5
+    assert v[4][0].facts["num_scheduled_tokens"]["r1"] == 5
     assert at(v, 4, "q_admitted")[1][1] is True
     assert at(v, 5, "num_tokens")[1] == 5  # nothing appended
     assert at(v, 5, "num_stale_output_tokens")[1] == 0
@@ -234,7 +235,7 @@ def test_preempt_orders_three_requests(target):
     assert at(v, 6, "status") == [RUN, PRE, PRE]
     # r1 was prepended last, so it is first in `waiting`; it waits for its stale
     # output, r2 is resumed first and re-enters `running` before r1
-    assert v[7][0].observed["num_scheduled_tokens"] == {"r0": 1, "r2": 7}
+    assert v[7][0].facts["num_scheduled_tokens"] == {"r0": 1, "r2": 7}
     orders = target.orders()
     assert orders == model_orders(cfg, result.spec_state)
     assert orders["running"] == ["r0", "r2", "r1"]
@@ -254,13 +255,13 @@ def test_reset_prefix_cache_preempts_all_drop_mode(target):
         (DELIVER, {}),
     ]
     result, v = walk(target, cfg, {"prompt_len": [4, 6]}, steps)
-    assert v[3][0].observed["reset_successful"] is True
+    assert v[3][0].facts["reset_successful"] is True
     assert at(v, 3, "status") == [PRE, PRE]
     assert at(v, 3, "drop_stale_output") == [True, True]
     assert at(v, 3, "num_stale_output_tokens") == [1, 1]
     assert v[3][1]["num_output_placeholders"] == [0, 0]
     # both resumed in the next step, in their running order
-    assert v[4][0].observed["num_scheduled_tokens"] == {"r0": 5, "r1": 7}
+    assert v[4][0].facts["num_scheduled_tokens"] == {"r0": 5, "r1": 7}
     assert at(v, 5, "num_tokens") == [5, 7]  # the stale step was dropped
 
 
@@ -306,7 +307,7 @@ def test_streaming_session_stop_and_update(target):
     assert at(v, 5, "status")[0] == W
     assert at(v, 5, "num_tokens")[0] == 8  # 5 kept + 3 new
     assert at(v, 5, "num_prompt_tokens")[0] == 8
-    assert v[6][0].observed["num_scheduled_tokens"]["r0"] == 3
+    assert v[6][0].facts["num_scheduled_tokens"]["r0"] == 3
     assert at(v, 8, "pending_update")[0] is True
     assert at(v, 8, "pending_update_len")[0] == 2
     assert at(v, 10, "status")[0] == W
@@ -329,9 +330,9 @@ def test_abort_skips_later_deliveries(target):
         (DELIVER, {}),
     ]
     result, v = walk(target, cfg, {"prompt_len": [3, 3]}, steps)
-    assert v[3][0].observed["aborted"] == ["r1"]
+    assert v[3][0].facts["aborted"] == ["r1"]
     assert at(v, 3, "status") == [RUN, FIN]
-    assert "r1" not in v[4][0].observed["num_scheduled_tokens"]
+    assert "r1" not in v[4][0].facts["num_scheduled_tokens"]
     assert at(v, 5, "num_tokens")[1] == 4  # its in-flight token was not appended
     # vLLM forgets a finished request (sched:2746-2749): its in-flight count is never
     # drained, in the model too (found by the fuzzer as divergence "finished-drain")
@@ -359,8 +360,8 @@ def test_kv_load_failure_recompute_v1(target):
     assert at(v, 2, "num_computed_tokens")[0] == 0  # rolled back to block 0
     assert at(v, 2, "status")[0] == RUN  # stays in `running`
     assert at(v, 2, "num_tokens")[0] == 13
-    assert v[3][0].observed["num_scheduled_tokens"]["r0"] == 7
-    assert v[3][0].observed["runner_returns"][0] == 0  # V1 discards the re-prefill chunk
+    assert v[3][0].facts["num_scheduled_tokens"]["r0"] == 7
+    assert v[3][0].facts["runner_returns"][0] == 0  # V1 discards the re-prefill chunk
 
 
 def test_kv_load_failure_recompute_v2_underflows(target):
@@ -372,7 +373,7 @@ def test_kv_load_failure_recompute_v2_underflows(target):
     result = replay(cfg, {"prompt_len": [13, 4]}, KV_TRACE, target)
     assert result.fired == {"0.32.0": "placeholders-nonnegative", "0.33.0": None}[RELEASE]
     assert result.steps_run == len(KV_TRACE)
-    assert result.outcomes[3].observed["runner_returns"][0] == 1
+    assert result.outcomes[3].facts["runner_returns"][0] == 1
 
 
 # ----------------------------------------------------------------- spec decode
@@ -395,7 +396,7 @@ def test_spec_decode_with_rejections(target, runner):
     result, v = walk(target, cfg, {"prompt_len": [3]}, steps)
     assert result.fired is None
     assert at(v, 0, "num_spec_tokens") == [2]
-    assert v[1][0].observed["spec"] == {"r0": 2}
+    assert v[1][0].facts["spec"] == {"r0": 2}
     assert at(v, 1, "num_output_placeholders") == [4]
     assert at(v, 1, "num_computed_tokens") == [6]
     assert at(v, 4, "num_computed_tokens") == [7]
@@ -442,7 +443,7 @@ def test_v2_pp2_decode_cadence(target):
     ]
     result, v = walk(target, cfg, {"prompt_len": [2, 3]}, steps)
     assert target.sched.decode_stagger == 2
-    assert v[1][0].observed["num_scheduled_tokens"] == {}  # not yet eligible
+    assert v[1][0].facts["num_scheduled_tokens"] == {}  # not yet eligible
     assert at(v, 0, "next_decode_eligible_step") == [3, 3]
 
 
