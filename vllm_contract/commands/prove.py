@@ -34,7 +34,7 @@ STATUSES = {
 }
 LEGACY_MARKER = ".model-prove"  # what model.prove wrote before the command existed
 
-console = Console(highlight=False, width=150)  # CI logs are not terminals: do not wrap at 80
+console = Console(highlight=False, width=150, soft_wrap=True)  # CI logs are not terminals: a row is one line
 VERDICT_STYLE = {"proved": "green", "violated": "yellow", "bounded": "magenta", "unknown": "red", "frontier": "yellow"}
 
 
