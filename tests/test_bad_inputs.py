@@ -103,6 +103,31 @@ def test_out_naming_a_file_is_one_line(tmp_path, capsys, no_solving):
     assert one_line(capsys.readouterr().err)
 
 
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["explain", "placeholders=-1", "--configs", SMALL],
+        ["report", "--no-check"],
+        ["review", "--base", "0.32.0", "--head", "0.32.0", "--fuzz", "0"],
+    ],
+    ids=["explain", "report", "review"],
+)
+def test_an_out_that_is_a_file_is_one_line_before_any_work(command, tmp_path, capsys, monkeypatch):
+    from report import explain, review
+
+    def no_work(*args, **kwargs):
+        raise AssertionError("the work started before --out was checked")
+
+    monkeypatch.setattr(explain, "run", no_work)
+    monkeypatch.setattr(review, "observe_both", no_work)
+    target = tmp_path / "results.txt"
+    target.write_text("data")
+    assert cli([*command, "--out", str(target)]) == 2
+    err = capsys.readouterr().err
+    assert one_line(err) and "is a file, not a folder" in err
+    assert target.read_text() == "data"
+
+
 def test_unwritable_out_is_found_before_solving(tmp_path, capsys, no_solving):
     assert cli(["prove", SMALL, "--out", "/proc/no-such-place/prove"]) == 2
     err = capsys.readouterr().err
@@ -653,3 +678,92 @@ def test_a_quint_trace_with_config_is_adopted_with_its_config(result, committed,
     copy = json.loads((generate.USER_TRACES / "quint.itf.json").read_text())
     assert copy["#meta"]["config"]["name"] == SMALL
     assert cli(["check-generated", "--from", str(result)]) == 0  # regenerates alone
+
+
+# ------------------------------------------------------------------ results people post
+
+
+def test_an_interrupted_run_leaves_the_previous_result_only_as_the_previous_one(tmp_path):
+    """keep_previous (review, report, explain): while a run works the previous result
+    waits in <out>.previous; a run stopped by SIGTERM leaves no <out> that reads as its
+    own and no staging; the next complete run replaces both."""
+    out = tmp_path / "review"
+
+    def run(text: str, stop: bool = False) -> str:
+        folder = outfolder.OutFolder(out, "vllm-contract review", keep_previous=True)
+        try:
+            with outfolder.interrupts():
+                folder.begin()
+                folder.write_text("summary.md", text)
+                if stop:
+                    os.kill(os.getpid(), signal.SIGTERM)
+                folder.commit()
+        except KeyboardInterrupt as exc:
+            assert isinstance(exc, outfolder.Terminated)
+            return folder.failed_note()
+        finally:
+            folder.abort()
+        return "done"
+
+    assert run("first") == "done"
+    note = run("second, cut short", stop=True)
+    assert note == f"{out} not written; the previous result is in {out}.previous"
+    assert not out.exists()
+    assert (tmp_path / "review.previous" / "summary.md").read_text() == "first"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["review.previous"]
+    assert run("third") == "done"
+    assert (out / "summary.md").read_text() == "third"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["review"]
+
+
+def _children(pid: int) -> set[int]:
+    """Every live descendant of `pid` (from /proc)."""
+    parents = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            parents[int(entry.name)] = int(stat.rsplit(")", 1)[1].split()[1])
+    found, frontier = set(), {pid}
+    while frontier:
+        frontier = {p for p, parent in parents.items() if parent in frontier} - found
+        found |= frontier
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def test_the_solver_workers_and_their_fork_server_die_with_a_killed_parent():
+    """SIGKILL cannot be handled: the fork server and a worker busy for a minute end
+    within seconds only because they asked the kernel to stop them when their parent
+    dies (model/workers.py, model/forkserver_guard.py)."""
+    code = (
+        "import time\n"
+        "from model.workers import isolated_pool\n"
+        "pool = isolated_pool(1, preload=())\n"
+        "pool.submit(time.sleep, 60).result()\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT)
+    try:
+        deadline = time.monotonic() + 60
+        children: set[int] = set()
+        while time.monotonic() < deadline and len(children) < 2:  # the fork server and the worker
+            time.sleep(0.2)
+            children = _children(proc.pid)
+        assert len(children) >= 2, f"the pool started {len(children)} child process(es)"
+        time.sleep(0.5)  # the worker is in its task
+    finally:
+        proc.kill()
+        proc.wait()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and any(_alive(c) for c in children):
+        time.sleep(0.2)
+    assert not [c for c in children if _alive(c)], "child processes outlived their killed parent"

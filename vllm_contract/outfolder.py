@@ -353,8 +353,10 @@ class OutFolder:
         self._write_marker()
         swap_in(self.staging, self.path, f"{self.prefix}.{os.getpid()}.old-")
         self.staging = None
-        if self.previous is not None:
-            shutil.rmtree(self.previous, ignore_errors=True)
+        if self.keep_previous:  # set aside by this run, or left by one that failed: superseded now
+            previous = self.path.with_name(self.path.name + PREVIOUS)
+            if previous.is_dir() and self.foreign_entry(previous) is None:
+                shutil.rmtree(previous, ignore_errors=True)
             self.previous = None
 
     def abort(self) -> None:
