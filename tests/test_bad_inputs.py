@@ -177,7 +177,7 @@ def test_stale_staging_of_a_dead_run_is_cleaned_a_live_ones_kept(tmp_path):
     (tmp_path / f"prove.{dead}.old-mnop3456" / "summary.json").write_text("old")
     out_folder(out).clean_stale()
     left = sorted(p.name for p in tmp_path.iterdir())
-    assert left == ["prove", f"prove.{alive}.efgh5678", f"prove.{dead}.ijkl9012"]
+    assert left == sorted(["prove", f"prove.{alive}.efgh5678", f"prove.{dead}.ijkl9012"])  # pids sort as text
     assert (out / "summary.json").read_text() == "old"
 
 
