@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import os
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable
 
 from model.bmc import SolverInterrupted
+from model.cache import ProverCache
 from model.check import MAX_DEPTH, TIMEOUT_S, ConfigReport, check_config
 from model.results import VerdictRow, sources_key
 from model.workers import run_isolated, watch_sigint
@@ -77,6 +78,8 @@ class MatrixRun:
     rows: list[VerdictRow]
     documents: dict  # relative path -> ITF document
     witnesses: dict  # config -> witness record
+    cached: list = field(default_factory=list)  # configurations taken from the cache
+    recomputed: list = field(default_factory=list)  # damaged cache entries, proved again
 
 
 def run_matrix(
@@ -85,23 +88,36 @@ def run_matrix(
     max_depth: int = MAX_DEPTH,
     timeout_s: float = TIMEOUT_S,
     on_report: Callable[[ConfigReport], None] = lambda report: None,
+    cache: ProverCache | None = None,
 ) -> MatrixRun:
-    """check_config for every configuration, heaviest first so the workers finish
-    together; on_report as each one ends."""
-    heavy_first = sorted(configs, key=cost, reverse=True)
-    reports = run_isolated(
-        worker_check,
-        [(cfg, max_depth, timeout_s) for cfg in heavy_first],
-        jobs,
-        ["model.check"],
-        lambda i, report: on_report(report),
-    )
-    by_name = {cfg.name: report for cfg, report in zip(heavy_first, reports)}
+    """check_config for every configuration the cache does not hold (heaviest first so
+    the workers finish together); on_report as each one ends, cached ones first."""
+    by_name: dict = {}
+    if cache is not None:
+        for cfg in configs:
+            report = cache.get(cfg)
+            if report is not None:
+                by_name[cfg.name] = report
+                on_report(report)
+    heavy_first = sorted((c for c in configs if c.name not in by_name), key=cost, reverse=True)
+
+    def done(i: int, report: ConfigReport) -> None:
+        if cache is not None:
+            cache.put(heavy_first[i], report)  # as each ends: an interrupted run keeps what it finished
+        on_report(report)
+
+    if heavy_first:
+        reports = run_isolated(
+            worker_check, [(cfg, max_depth, timeout_s) for cfg in heavy_first], jobs, ["model.check"], done
+        )
+        by_name.update({cfg.name: report for cfg, report in zip(heavy_first, reports)})
     ordered = [by_name[c.name] for c in configs]
     return MatrixRun(
         rows=[row for rep in ordered for row in rep.rows],
         documents={path: doc for rep in ordered for path, doc in rep.documents.items()},
         witnesses={c.name: by_name[c.name].witness for c in configs},
+        cached=list(cache.hits) if cache is not None else [],
+        recomputed=list(cache.recomputed) if cache is not None else [],
     )
 
 

@@ -140,13 +140,15 @@ class VerdictRow:
         return VerdictRow(**values)
 
 
-def sources_key(root: Path = ROOT) -> str:
+def sources_key(root: Path = ROOT, leave_out: tuple[str, ...] = ()) -> str:
     """A digest of the sources verdicts are computed from (spec/ and model/ Python files,
-    the matrix among them): two summaries with the same key came from the same code."""
+    the matrix among them): two summaries with the same key came from the same code.
+    `leave_out`: relative paths not digested (the prover's cache keys each matrix entry
+    on its own instead of the whole matrix file)."""
     digest = hashlib.sha256()
     for folder in KEYED:
         for path in sorted((root / folder).rglob("*.py")):
-            if "__pycache__" in path.parts:
+            if "__pycache__" in path.parts or path.relative_to(root).as_posix() in leave_out:
                 continue
             digest.update(path.relative_to(root).as_posix().encode() + b"\0")
             digest.update(path.read_bytes() + b"\0")

