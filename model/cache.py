@@ -107,6 +107,8 @@ class ProverCache:
             documents, witness = report["documents"], report["witness"]
             if not isinstance(documents, dict) or not isinstance(witness, dict):
                 raise ValueError("documents or witness is not an object")
+            if not all(isinstance(doc, str) for doc in documents.values()):
+                raise ValueError("a document is not an ITF text")
         except (OSError, ValueError, KeyError, TypeError, RecursionError, StaleSummary):
             self.recomputed.append(cfg.name)
             return None

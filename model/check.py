@@ -19,7 +19,9 @@ from model.bmc import Bmc, Goal, SolverUnknown, classify_unknown
 from model.encoding import Encoding
 from model.induction import KInduction
 from model.interpreter import Interpreter
+from model.itf import text as itf_text
 from model.itf import to_itf
+from model.probe import probe
 from model.results import VerdictRow
 from model.trace import Trace, confirm
 from model.witness import admitted_by_encoding, policy_run
@@ -33,6 +35,10 @@ from spec.verdicts import frontier as frontier_verdict
 MAX_DEPTH = 12
 TIMEOUT_S = 60.0  # per solver query; `make prove --timeout SECONDS` changes it
 CLASS_LIMIT = 3
+# seconds of random walks (model/probe.py, seed 0) before the search for a counterexample
+# the matrix expects: they give the first counterexample early where walks find one easily
+# (bench/results/speed.txt); the BMC still gives the reported, shortest trace
+PROBE_SECONDS = 0.1
 # further classes are searched up to the first one's depth: two steps deeper doubled the
 # searches that find none (measured: v2-stale-slot@0.33.0 9.7 -> 4.6 s)
 CLASS_EXTRA_DEPTH = 0
@@ -98,8 +104,61 @@ def scope_of(cfg: Config, trace: Trace | None = None, spec_tokens=None) -> dict:
 @dataclass
 class ConfigReport:
     rows: list[VerdictRow]
-    documents: dict  # relative path -> ITF document
+    documents: dict  # relative path -> ITF text (model/itf.py text)
     witness: dict
+
+
+@dataclass
+class ViolationSearch:
+    """One search for a property's counterexample: the random walks' early trace (or
+    None), the BMC's shortest (or None) and where each was found, and the seconds from
+    the start to each. found_by says which came first: "walk", "bmc" or "" (neither)."""
+
+    early: Trace | None
+    early_on: Config | None
+    first: Trace | None
+    where: Config
+    bmc: Bmc | None
+    first_seconds: float | None
+    found_seconds: float | None
+    found_by: str
+
+
+def search_violation(
+    cfg: Config,
+    prop: str,
+    max_depth: int,
+    timeout_ms: int,
+    enc: Encoding | None = None,
+    probe_seconds: float = PROBE_SECONDS,
+    seed: int = 0,
+) -> ViolationSearch:
+    """Random walks first (model/probe.py, up to `probe_seconds`: a cheap early answer
+    where walks find one easily), then the BMC's shortest trace, on the configuration
+    or, for an abstract rest, its concrete instances in order. The walks only time the
+    first counterexample: what is reported is the BMC's (so the walks' budget, a time,
+    changes no verdict and no trace). Each BMC runs on a solver of its own: a trace
+    depends on its configuration and property only, not on which other queries ran
+    before it (Z3's models follow its history). Raises SolverUnknown as the BMC does."""
+    started = time.perf_counter()
+    early = early_on = found_seconds = None
+    found_by = ""
+    instances = concrete_instances(cfg)
+    if probe_seconds > 0:
+        early = probe(instances[0], prop, seconds=probe_seconds, seed=seed)
+        if early is not None:
+            found_by, found_seconds, early_on = "walk", time.perf_counter() - started, instances[0]
+    first, where, bmc, first_seconds = None, cfg, None, None
+    for instance in instances:
+        bmc = Bmc(enc if (enc is not None and instance is cfg) else Encoding(instance), timeout_ms)
+        first = bmc.shortest(Goal.violation(prop), max_depth)
+        first_seconds = time.perf_counter() - started
+        if first is not None:
+            where = instance
+            break
+    if first is not None and found_seconds is None:
+        found_by, found_seconds = "bmc", first_seconds
+    return ViolationSearch(early, early_on, first, where, bmc, first_seconds, found_seconds, found_by)
 
 
 def check_config(cfg: Config, max_depth: int = MAX_DEPTH, timeout_s: float = TIMEOUT_S) -> ConfigReport:
@@ -115,35 +174,32 @@ def check_config(cfg: Config, max_depth: int = MAX_DEPTH, timeout_s: float = TIM
         of = of or cfg
         confirm(interp if of is cfg else Interpreter(of), trace, trace.solver_states)
         path = f"traces/{cfg.name}/{name}.itf.json"
-        documents[path] = to_itf(trace, of.record(), description)
+        documents[path] = itf_text(to_itf(trace, of.record(), description))
         return path
 
     def refute(prop: str, note: str = "") -> VerdictRow:
-        # a solver of its own: a trace depends on its configuration and property only,
-        # not on which other queries ran before it (Z3's models follow its history).
         # An abstract rest proves, it does not refute: its counterexamples are searched
         # on concrete instances (one request, then two), so every trace is a real one.
         started = time.perf_counter()
-        first, classes, where = None, [], cfg
-        for instance in concrete_instances(cfg):
-            bmc = Bmc(enc if instance is cfg else Encoding(instance), timeout_ms)
-            try:
-                first = bmc.shortest(Goal.violation(prop), max_depth)
-                first_seconds = time.perf_counter() - started
-                if first is not None:
-                    classes = bmc.classes(Goal.violation(prop), first, first.depth + CLASS_EXTRA_DEPTH, CLASS_LIMIT)
-            except SolverUnknown as exc:  # a timeout says so; an interrupt is not caught here
-                return _row(
-                    cfg,
-                    prop,
-                    verdict=UNKNOWN,
-                    depth=None,
-                    seconds=time.perf_counter() - started,
-                    note=(note + "; then " if note else "") + str(exc),
-                )
-            if first is not None:
-                where = instance
-                break
+        try:
+            walks = PROBE_SECONDS if cfg.expect.get(prop) == "violated" else 0.0
+            found = search_violation(cfg, prop, max_depth, timeout_ms, enc, probe_seconds=walks)
+            first, where = found.first, found.where
+            classes = (
+                found.bmc.classes(Goal.violation(prop), first, first.depth + CLASS_EXTRA_DEPTH, CLASS_LIMIT)
+                if first is not None
+                else []
+            )
+        except SolverUnknown as exc:  # a timeout says so; an interrupt is not caught here
+            return _row(
+                cfg,
+                prop,
+                verdict=UNKNOWN,
+                depth=None,
+                seconds=time.perf_counter() - started,
+                note=(note + "; then " if note else "") + str(exc),
+            )
+        first_seconds, found_by, found_seconds = found.first_seconds, found.found_by, found.found_seconds
         seconds = time.perf_counter() - started
         if first is None:
             sizes = (
@@ -176,6 +232,8 @@ def check_config(cfg: Config, max_depth: int = MAX_DEPTH, timeout_s: float = TIM
             seconds=seconds,
             trace=paths[0],
             first_seconds=first_seconds,
+            found_seconds=found_seconds,
+            found_by=found_by,
             classes=paths[1:],
             mechanisms=first.mechanisms,
             fired=first.fired_at_end,

@@ -86,9 +86,16 @@ def to_itf(trace: Trace, config: dict, description: str) -> dict:
     return {"#meta": meta, "vars": variables, "states": states}
 
 
-def write(path: Path, document: dict) -> None:
+def text(document: dict) -> str:
+    """An ITF document as written: the same document, the same bytes."""
+    return json.dumps(document, indent=1, sort_keys=False) + "\n"
+
+
+def write(path: Path, document: dict | str) -> None:
+    """Write a document, or its text (what the prover's workers and cache hand over:
+    serialising a trace costs more than reading it back)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(document, indent=1, sort_keys=False) + "\n")
+    path.write_text(document if isinstance(document, str) else text(document))
 
 
 def _where(path: Path, i: int) -> str:

@@ -76,7 +76,7 @@ def cost(cfg) -> int:
 @dataclass
 class MatrixRun:
     rows: list[VerdictRow]
-    documents: dict  # relative path -> ITF document
+    documents: dict  # relative path -> ITF text
     witnesses: dict  # config -> witness record
     cached: list = field(default_factory=list)  # configurations taken from the cache
     recomputed: list = field(default_factory=list)  # damaged cache entries, proved again

@@ -36,6 +36,8 @@ FIELD_TYPES: dict[str, tuple[type, ...]] = {
     "seconds": (int, float),
     "trace": (str, type(None)),
     "first_seconds": (int, float, type(None)),
+    "found_seconds": (int, float, type(None)),
+    "found_by": (str,),
     "classes": (list,),
     "mechanisms": (list,),
     "scope": (dict,),
@@ -64,6 +66,9 @@ class VerdictRow:
     seconds: float
     trace: str | None = None
     first_seconds: float | None = None  # the shortest counterexample alone, before classes
+    # the first counterexample of any kind: by the random walks before the BMC ("walk") or the BMC's
+    found_seconds: float | None = None
+    found_by: str = ""
     classes: list = field(default_factory=list)
     mechanisms: list = field(default_factory=list)
     fired: Fired | None = None  # a violation: what vLLM does at the violating step
@@ -95,6 +100,8 @@ class VerdictRow:
         out["seconds"] = round(self.seconds, 4)
         if self.first_seconds is not None:
             out["first_seconds"] = round(self.first_seconds, 4)
+        if self.found_seconds is not None:
+            out["found_seconds"] = round(self.found_seconds, 4)
         # keep summary.json's key order: reaction where it always was
         ordered = {}
         for f in fields(self):

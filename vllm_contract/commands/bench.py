@@ -7,6 +7,7 @@
   kernel-agreement  per V2 case: does the live kernel agree where the snapshot kernel does not?
   kernels-gpu       the discard kernels on a GPU (correctness only under the interpreter)
   runner-measure    conditions about the real runner's positions and input ids, checked
+  speed             make prove cold against warm, first counterexamples against a random walk, make test's stages
 
 Arguments after the benchmark's name are its own (`vllm-contract bench peers --help`).
 """
@@ -19,7 +20,7 @@ import importlib
 from spec.errors import ExitStatus
 
 NAME = "bench"
-HELP = "run a benchmark (prover, peers, scaling, real-runner, kernel-agreement, kernels-gpu, runner-measure)"
+HELP = "run a benchmark (prover, peers, scaling, real-runner, kernel-agreement, kernels-gpu, runner-measure, speed)"
 STATUSES = {
     ExitStatus.OK: "measured",
     ExitStatus.FINDING: "measured, and a target or a check was missed (the benchmark says which)",
@@ -33,6 +34,7 @@ BENCHES = {
     "kernel-agreement": "bench.kernel_agreement",
     "kernels-gpu": "bench.kernels_gpu",
     "runner-measure": "bench.runner_measure",
+    "speed": "bench.speed",
 }
 
 

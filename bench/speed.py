@@ -1,0 +1,210 @@
+"""What make prove and make test cost, as ratios side by side in one run.
+
+    vllm-contract bench speed [--seeds 5] [--walk-limit 2] [--stages] [--out FILE]
+
+1. make prove cold (an empty cache) against warm (nothing changed): wall time of the
+   whole command, the ratio (target: warm <= 0.1 of cold), and whether the two summaries
+   are equal but for timings (they must be).
+2. Every violated case of the matrix: seconds to the first counterexample as make prove
+   finds it (model/check.py search_violation: the random walks, then the BMC) against a
+   plain random walk (model/probe.py's Walker alone, up to --walk-limit seconds), each the
+   mean over --seeds seeds with everything built inside the clock (target: <= 2x). A walk
+   that finds nothing within the limit counts as the limit: the ratio is then an upper
+   bound (shown with "<").
+3. With --stages: the pytest stage of make test for 0.32.0 on one process and on
+   pytest-xdist's workers (minutes each).
+The machine's load average is printed before and after: timings on a shared 2-core
+machine vary by about +-20%.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+ROOT = Path(__file__).resolve().parent.parent
+PY = sys.executable
+console = Console(width=160, highlight=False)
+
+
+def _without_timings(value):
+    if isinstance(value, dict):
+        return {
+            k: _without_timings(v)
+            for k, v in value.items()
+            if k not in ("seconds", "first_seconds", "found_seconds", "found_by")
+        }
+    if isinstance(value, list):
+        return [_without_timings(v) for v in value]
+    return value
+
+
+def _prove(out: Path, cache: Path) -> float:
+    started = time.perf_counter()
+    done = subprocess.run(
+        [PY, "-m", "vllm_contract", "prove", "--out", str(out), "--cache", str(cache)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    if done.returncode not in (0, 1):
+        raise SystemExit(f"make prove failed (exit {done.returncode}): {done.stderr[-500:]}")
+    return time.perf_counter() - started
+
+
+def cold_and_warm() -> dict:
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        cold = _prove(tmp / "cold", tmp / "cache")
+        warm = _prove(tmp / "warm", tmp / "cache")
+        a, b = (json.loads((tmp / name / "summary.json").read_text()) for name in ("cold", "warm"))
+        traces = {
+            name: {p.relative_to(tmp / name).as_posix(): p.read_bytes() for p in (tmp / name).rglob("*.itf.json")}
+            for name in ("cold", "warm")
+        }
+        equal = _without_timings(a) == _without_timings(b) and traces["cold"] == traces["warm"]
+        return {"cold": cold, "warm": warm, "equal": equal, "verdicts": len(a["results"])}
+
+
+def _walk_first(cfg, prop: str, seed: int, limit: float) -> float | None:
+    from model.check import concrete_instances
+    from model.probe import Walker
+
+    started = time.perf_counter()
+    walker = Walker(concrete_instances(cfg)[0], prop, seed)
+    while time.perf_counter() - started < limit:
+        if walker.run(0.02) is not None:
+            return time.perf_counter() - started
+    return None
+
+
+def first_counterexamples(seeds: int, limit: float) -> list[dict]:
+    from model.check import MAX_DEPTH, TIMEOUT_S, search_violation
+    from spec.matrix import MATRIX
+
+    rows = []
+    for cfg in MATRIX:
+        for prop, expected in sorted(cfg.expect.items()):
+            if expected != "violated":
+                continue
+            prove_times, walk_times, by = [], [], []
+            for seed in range(seeds):
+                started = time.perf_counter()
+                found = search_violation(
+                    cfg, prop, min(MAX_DEPTH, cfg.search_depth or MAX_DEPTH), int(TIMEOUT_S * 1000), seed=seed
+                )
+                prove_times.append(
+                    found.found_seconds if found.found_seconds is not None else time.perf_counter() - started
+                )
+                by.append(found.found_by)
+                walk_times.append(_walk_first(cfg, prop, seed, limit))
+            walked = [t if t is not None else limit for t in walk_times]
+            rows.append(
+                {
+                    "case": f"{cfg.name} {prop}",
+                    "prove": statistics.mean(prove_times),
+                    "walk": statistics.mean(walked),
+                    "walk_found": sum(t is not None for t in walk_times),
+                    "by_walk": by.count("walk"),
+                    "seeds": seeds,
+                }
+            )
+            row = rows[-1]
+            row["ratio"] = row["prove"] / row["walk"]
+            row["bound"] = row["walk_found"] < seeds  # the walk's mean is a lower bound
+            console.print(
+                f"  {row['case']:<60} prove {row['prove']:.3f}s walk {row['walk']:.3f}s ({row['walk_found']}/{seeds})",
+                style="dim",
+            )
+    return rows
+
+
+def stages() -> dict:
+    out = {}
+    for label, args in (("one process", ["-n", "0"]), ("xdist -n 2", ["-n", "2"])):
+        started = time.perf_counter()
+        done = subprocess.run([PY, "-m", "pytest", "--vllm=0.32.0", *args], cwd=ROOT, capture_output=True, text=True)
+        out[label] = {"seconds": time.perf_counter() - started, "exit": done.returncode}
+        console.print(f"  pytest --vllm=0.32.0 {' '.join(args)}: {out[label]['seconds']:.0f} s, exit {done.returncode}")
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="vllm-contract bench speed", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seeds", type=int, default=5, help="seeds per violated case (default 5)")
+    parser.add_argument("--walk-limit", type=float, default=2.0, help="seconds a plain walk may take per seed")
+    parser.add_argument("--stages", action="store_true", help="also time make test's 0.32.0 pytest stage both ways")
+    parser.add_argument("--out", type=Path, default=None, help="also write the tables here")
+    args = parser.parse_args(argv)
+    load_before = os.getloadavg()[0]
+    started = time.perf_counter()
+    prove = cold_and_warm()
+    console.print("first counterexamples (this takes minutes):")
+    cases = first_counterexamples(args.seeds, args.walk_limit)
+    timed = stages() if args.stages else None
+    load_after = os.getloadavg()[0]
+
+    record = Console(width=160, highlight=False, record=True, file=open(os.devnull, "w"))
+    record.print(
+        f"{os.cpu_count()} cores, load average {load_before:.1f} before, {load_after:.1f} after; "
+        f"whole run {time.perf_counter() - started:.0f} s"
+    )
+    ratio = prove["warm"] / prove["cold"]
+    table = Table(title="make prove: cold (empty cache) and warm (nothing changed)")
+    for col in ("verdicts", "cold s", "warm s", "warm / cold", "target", "summaries equal but timings"):
+        table.add_column(col, justify="right")
+    table.add_row(
+        str(prove["verdicts"]),
+        f"{prove['cold']:.2f}",
+        f"{prove['warm']:.2f}",
+        f"{ratio:.3f}",
+        "<= 0.1",
+        "yes" if prove["equal"] else "NO",
+    )
+    record.print(table)
+    table = Table(title=f"first counterexample: make prove against a random walk (mean of {args.seeds} seeds)")
+    for col in ("case", "make prove s", "found by the walks", "walk s", "walk found", "prove / walk"):
+        table.add_column(col, justify="right" if col != "case" else "left")
+    missed = []
+    for row in cases:
+        shown = ("<" if row["bound"] else "") + f"{row['ratio']:.2f}x"
+        if row["ratio"] > 2 and not row["bound"]:
+            missed.append(row["case"])
+            shown += " MISSED"
+        table.add_row(
+            row["case"],
+            f"{row['prove']:.3f}",
+            f"{row['by_walk']}/{row['seeds']}",
+            f"{row['walk']:.3f}",
+            f"{row['walk_found']}/{row['seeds']}",
+            shown,
+        )
+    record.print(table)
+    within = len(cases) - len(missed)
+    record.print(
+        f"{within} of {len(cases)} violated cases within 2x of the random walk"
+        + (f"; missed: {', '.join(missed)}" if missed else "")
+    )
+    if timed:
+        table = Table(title="make test's 0.32.0 pytest stage")
+        for col in ("run", "seconds", "exit", "ratio to one process"):
+            table.add_column(col, justify="right")
+        base = timed["one process"]["seconds"]
+        for label, r in timed.items():
+            table.add_row(label, f"{r['seconds']:.0f}", str(r["exit"]), f"{r['seconds'] / base:.2f}")
+        record.print(table)
+    text = record.export_text()
+    print(text)
+    if args.out:
+        args.out.write_text(text)
+    return 1 if (missed or ratio > 0.1 or not prove["equal"]) else 0
