@@ -29,7 +29,8 @@ MARKERS = {
     "vllm": "runs on vLLM's real AsyncScheduler (and its model runners)",
     "kernel": "runs on the Triton discard kernels",
     "slow": "takes more than a few seconds (left out of make test-fast)",
-    "sweep": "a larger instance of a check make test runs smaller: only with --sweep (make test-all)",
+    "sweep": "a larger instance of a check, or an end-to-end run on an edited vLLM tree: only with --sweep "
+    "(make test-all)",
 }
 _BY_NAME = {t.name: t for t in TARGETS}
 
@@ -198,6 +199,15 @@ def pytest_collection_modifyitems(session, config, items):
         config.hook.pytest_deselected(items=left)
         items[:] = [item for item in items if not item.get_closest_marker("sweep")]
         config._sweep_left = len(left)
+        if hasattr(config, "workeroutput"):  # an xdist worker: tell the controller, which prints the summary
+            config.workeroutput["sweep_left"] = len(left)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    """xdist's controller: every worker collects the same tests, so any one's count is the run's."""
+    left = getattr(node, "workeroutput", {}).get("sweep_left", 0)
+    node.config._sweep_left = max(getattr(node.config, "_sweep_left", 0), left)
 
 
 @pytest.fixture(scope="session")

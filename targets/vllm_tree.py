@@ -43,7 +43,8 @@ What loading a tree other than the installed one needs, each checked:
     "'_ModelInfo' object has no attribute 'supports_lora'"). The overlay loads the
     registry module with a loader that points the command at this file; the child
     installs the same overlay, runs the registry module and fails if it is incoherent.
-  * VLLM_CACHE_ROOT per tree (.vllm_cache/<tree>/): cached model info never crosses trees.
+  * VLLM_CACHE_ROOT per tree (.vllm_cache/<tree>/): cached model info never crosses releases
+    (a checkout's folder is keyed by its registry's code: Tree.cache_key).
   * Only vllm/**/*.py is unpacked from the wheel (targets/vllm_fetch.py); no data file is on the scheduler's
     import and construction path (the preflight builds V1, V2 and V2 pp=2 schedulers).
 Nothing else was needed. Importing all 1052 modules of 0.33.0's vllm/v1,
@@ -103,9 +104,19 @@ class Tree:
 
     @property
     def cache_key(self) -> str:
-        if self.kind == "checkout":
-            return "checkout-" + hashlib.sha1(str(self.root).encode()).hexdigest()[:12]
-        return self.label
+        """A checkout's model-info cache is keyed by the code that writes and reads it
+        (the registry and the interfaces it inspects against), not by its path: vLLM
+        itself checks each entry against the model file's hash, so two trees with the
+        same registry (a release and its patched copies) share the model inspection,
+        and a tree with another registry never sees their entries."""
+        if self.kind != "checkout":
+            return self.label
+        digest = hashlib.sha1()
+        models = self.package / "model_executor" / "models"
+        for name in REGISTRY_SOURCES:
+            path = models / name
+            digest.update(name.encode() + b"\0" + (path.read_bytes() if path.is_file() else b"-") + b"\0")
+        return "checkout-" + digest.hexdigest()[:12]
 
 
 # ---------------------------------------------------------------------- resolution
@@ -187,6 +198,8 @@ def resolve(spec: str | None, trees_dir: Path = TREES_DIR, env: Mapping[str, str
 
 
 REGISTRY = "vllm.model_executor.models.registry"  # spawns the model-inspection child
+# what a model-info cache entry's shape depends on (Tree.cache_key)
+REGISTRY_SOURCES = ("registry.py", "interfaces.py", "interfaces_base.py")
 
 
 class Overlay(importlib.abc.MetaPathFinder):

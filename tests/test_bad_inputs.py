@@ -39,6 +39,7 @@ from vllm_contract.commands.prove import out_folder
 ROOT = Path(__file__).resolve().parent.parent
 PY = sys.executable
 SMALL = "v1-kvfail-leak@0.32.0"  # one request, a 3-step counterexample: the cheapest configuration
+STOP_WITHIN_S = 20  # an interrupted prover stops within this (about a second on an idle machine)
 
 
 def one_line(text: str) -> bool:
@@ -232,11 +233,11 @@ def _interrupt(result: Path, tmp_path: Path, sig: int, worker: bool) -> tuple[in
                     os.kill(pid, sig)
             else:
                 proc.send_signal(sig)
-            try:
-                _, err = proc.communicate(timeout=5)
+            try:  # promptly, on a machine busy with other tests too (make test's workers)
+                _, err = proc.communicate(timeout=STOP_WITHIN_S)
                 break
             except subprocess.TimeoutExpired:
-                assert worker, "the prover did not stop within 5 s of the signal"
+                assert worker, f"the prover did not stop within {STOP_WITHIN_S} s of the signal"
         else:
             raise AssertionError("the interrupted run did not stop")
     finally:

@@ -15,8 +15,8 @@
 
 Each check on real code runs fixes/arms.py in its own process (one vLLM tree per
 process), on the cases the fix acts on and a few it must leave alone; each run is a test
-of its own, so pytest-xdist spreads them. make test checks the newest release, make
-test-all (--sweep) every release.
+of its own, so pytest-xdist spreads them. make test checks the newest release, patched
+and unpatched; make test-all (--sweep) every release and the key-line-less variants.
 """
 
 from __future__ import annotations
@@ -45,8 +45,10 @@ PAIRS = [
     for fix in trees.FIXES
     for release in trees.RELEASES
 ]
+# the fixes minus their key lines on vLLM's code: make test-all (three more vLLM processes;
+# make test checks each variant removes its line, and the unpatched release is the control)
 VARIANT_RUNS = [
-    (fix, variant, release) if release == NEWEST else pytest.param(fix, variant, release, marks=pytest.mark.sweep)
+    pytest.param(fix, variant, release, marks=pytest.mark.sweep)
     for fix in trees.FIXES
     for variant in trees.VARIANTS[fix]
     for release in trees.RELEASES

@@ -201,6 +201,7 @@ def review_run(head: Path, out: Path, cases: str, capsys, fuzz: int = 0) -> tupl
 
 @pytest.mark.vllm
 @pytest.mark.slow
+@pytest.mark.sweep  # end to end on an edited tree; the counting itself is checked above in-process
 def test_a_head_that_cannot_build_some_arms_counts_them_only_as_could_not_run(tmp_path, capsys):
     """Model Runner V2 refusing the draft method the cases use (as 0.31.0 did): those arms
     could not run, their cause is said once with its count, nothing is fixed, exit 3."""

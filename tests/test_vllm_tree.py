@@ -307,6 +307,7 @@ def test_loaded_clamp_scheduler_loads_through_scheduler_cls(V):
 
 @pytest.mark.vllm
 @pytest.mark.slow
+@pytest.mark.sweep  # make test loads 0.33.0 in its second stage and plays every case there
 def test_loaded_tests_pass_on_0_33_0():
     try:
         resolve("0.33.0")
@@ -347,6 +348,7 @@ def test_unusable_options_stop_the_run_with_one_line(args, line):
 
 
 @pytest.mark.slow
+@pytest.mark.sweep  # a pytest run on an edited tree; the one-line error itself: test_a_syntax_error_is_one_line...
 def test_a_tree_that_fails_to_import_stops_the_run(tmp_path):
     """A checkout made of links to the installed 0.32.0's files, with a syntax error in
     the scheduler: the run fails with the file and line, not 0 tests and skips."""
@@ -368,6 +370,7 @@ def test_a_tree_that_fails_to_import_stops_the_run(tmp_path):
 
 @pytest.mark.vllm
 @pytest.mark.slow
+@pytest.mark.sweep  # two pytest runs on a tree; the line itself: test_harness_messages.py
 def test_a_printed_replay_line_pasted_reproduces_the_failure(tmp_path):
     """0.33.0's code played as a checkout under VLLM_PROFILE=0.32.0 fails a case whose
     verdict changed between the releases (crash on 0.32.0, silent on 0.33.0). The failure
@@ -396,11 +399,15 @@ def replay_lines(output: str) -> list[str]:
     return lines
 
 
-@pytest.mark.vllm
-def test_a_tree_missing_what_the_target_reads_fails_the_preflight_one_line_each(tmp_path):
-    """A tree shaped like an older release (no kv_holding_waiting queue, no stale-output
-    counter) stops the run before any case, one line per missing piece, exit 4, for the
-    pytest plugin and for the command alike."""
+EXPECTED_MISSING = [
+    "this tree has no Scheduler.kv_holding_waiting, which the target reads to compare the waiting queue's order",
+    "this tree has no Request.num_stale_output_tokens, which the target compares after every step",
+]
+
+
+def older_tree(tmp_path: Path) -> Path:
+    """0.33.0's tree shaped like an older release: no kv_holding_waiting queue, no
+    stale-output counter."""
     release = REPO / ".vllm_trees" / "0.33.0"
     if not (release / "vllm" / "__init__.py").is_file():
         pytest.fail("vLLM 0.33.0 is not fetched: run `make vllm-0.33.0`")
@@ -414,18 +421,28 @@ def test_a_tree_missing_what_the_target_reads_fails_the_preflight_one_line_each(
         text = (tree / rel).read_text()
         assert text.count(line) == 1, f"{rel} changed; pick another line"
         (tree / rel).write_text(text.replace(line, line.replace(line.strip(), "pass")))
-    expected = [
-        "this tree has no Scheduler.kv_holding_waiting, which the target reads to compare the waiting queue's order",
-        "this tree has no Request.num_stale_output_tokens, which the target compares after every step",
-    ]
+    return tree
+
+
+@pytest.mark.vllm
+def test_a_tree_missing_what_the_target_reads_fails_the_preflight_one_line_each(tmp_path):
+    """A tree shaped like an older release stops the run before any case, one line per
+    missing piece, exit 4 (the pytest plugin; the command: the test below)."""
+    tree = older_tree(tmp_path)
     case = "generated_tests/cases/vllm_0_32_0/test_v1_clamp__healthy_path.py"
     plugin = run_pytest(case, "--target=vllm", f"--vllm={tree}")
     assert plugin.returncode == 4, plugin.stdout[-2000:] + plugin.stderr[-2000:]
     lines = [ln for ln in (plugin.stdout + plugin.stderr).splitlines() if "cannot be driven: " in ln]
     assert len(lines) == 2 and lines[0].startswith("ERROR: "), lines
-    for line, words in zip(lines, expected):
+    for line, words in zip(lines, EXPECTED_MISSING):
         assert words in line, line
     assert "passed" not in plugin.stdout and "failed" not in plugin.stdout
+
+
+@pytest.mark.vllm
+@pytest.mark.sweep  # the same preflight as above, through the fuzz command
+def test_a_tree_missing_what_the_target_reads_stops_the_command_one_line_each(tmp_path):
+    tree = older_tree(tmp_path)
     command = subprocess.run(
         [sys.executable, "-m", "vllm_contract", "fuzz", "--vllm", str(tree), "--cases", "1"],
         cwd=REPO,
@@ -435,5 +452,5 @@ def test_a_tree_missing_what_the_target_reads_fails_the_preflight_one_line_each(
     )
     assert command.returncode == 4, command.stderr[-2000:]
     said = [ln for ln in command.stderr.splitlines() if ln.strip()]
-    assert len(said) == 2 and all(w in ln for w, ln in zip(expected, said)), said
+    assert len(said) == 2 and all(w in ln for w, ln in zip(EXPECTED_MISSING, said)), said
     assert "Traceback" not in command.stderr
