@@ -14,6 +14,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -208,8 +209,11 @@ def _interrupt(result: Path, tmp_path: Path, sig: int, worker: bool) -> tuple[in
     out = tmp_path / "prove"
     shutil.copytree(result, out)
     before = (out / "summary.json").read_bytes()
+    # an empty cache of its own: every configuration is solved, so there is a worker to hit
+    # (and a run that finished some before the signal leaves nothing for the next test)
+    cache = Path(tempfile.mkdtemp(prefix="interrupt-cache-"))
     proc = subprocess.Popen(
-        [PY, "-m", "vllm_contract", "prove", "--out", str(out), "--jobs", "1"],
+        [PY, "-m", "vllm_contract", "prove", "--out", str(out), "--jobs", "1", "--cache", str(cache)],
         cwd=ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -243,6 +247,7 @@ def _interrupt(result: Path, tmp_path: Path, sig: int, worker: bool) -> tuple[in
     finally:
         if proc.poll() is None:
             proc.kill()
+        shutil.rmtree(cache, ignore_errors=True)
     assert (out / "summary.json").read_bytes() == before, "an interrupted run wrote results"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["prove"], "staging left behind"
     return proc.returncode, err, out
