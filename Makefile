@@ -20,8 +20,9 @@ VLLM ?=
 VLLM_SUITES := generated_tests tests/test_vllm_target.py tests/test_clamp_scheduler.py
 VLLM_SUITES_ALL := $(VLLM_SUITES) tests/test_differential.py tests/test_real_runner.py
 VLLM_TARGETS := --target=vllm,vllm-clamp,vllm-guard,runner,runner-clamp
-# pytest in parallel (pytest-xdist): one worker per core; JOBS=1 runs in one process
-JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+# pytest in parallel (pytest-xdist): one worker per core, at most 8 (each loads a vLLM,
+# about 0.8 GB); JOBS=1 runs in one process
+JOBS ?= $(shell n=$$(nproc 2>/dev/null || echo 2); [ $$n -gt 8 ] && n=8; echo $$n)
 XDIST := $(if $(filter 1,$(JOBS)),,-n $(JOBS))
 VLLM_TREES := .vllm_trees
 
@@ -73,19 +74,25 @@ lint: $(STAMP_BASE)
 
 # the README's test command: lint, the prover's verdicts, fresh generated suites, then the
 # unit tests and every generated case on the reference, vLLM (every arm), real-runner and kernel targets
+# the tests that time a prover's reaction to a signal run alone, after the parallel run
+SERIAL := tests/test_bad_inputs.py -m serial
+
 test: $(FULL) vllm-trees lint check-generated report
 ifeq ($(VLLM),)
-	$(PY) -m pytest $(XDIST) --vllm=0.32.0 --junitxml=build/junit-0.32.0.xml
+	$(PY) -m pytest $(XDIST) -m "not serial" --vllm=0.32.0 --junitxml=build/junit-0.32.0.xml
+	$(PY) -m pytest $(SERIAL) --junitxml=build/junit-serial.xml
 	$(PY) -m pytest $(XDIST) --vllm=0.33.0 $(VLLM_SUITES) $(VLLM_TARGETS) --junitxml=build/junit-0.33.0.xml
 else
-	$(PY) -m pytest $(XDIST) --vllm="$(VLLM)" --junitxml=build/junit.xml
+	$(PY) -m pytest $(XDIST) -m "not serial" --vllm="$(VLLM)" --junitxml=build/junit.xml
+	$(PY) -m pytest $(SERIAL) --junitxml=build/junit-serial.xml
 endif
 
 # make test and the larger instances it leaves out (tests marked `sweep`, every release
 # of the fix checks, more random traces), and the real-runner suites on every release;
 # docs/testing.md says what runs where
 test-all: $(FULL) vllm-trees lint check-generated report
-	$(PY) -m pytest $(XDIST) --sweep --vllm=0.32.0 --junitxml=build/junit-all-0.32.0.xml
+	$(PY) -m pytest $(XDIST) -m "not serial" --sweep --vllm=0.32.0 --junitxml=build/junit-all-0.32.0.xml
+	$(PY) -m pytest $(SERIAL) --junitxml=build/junit-serial.xml
 	$(PY) -m pytest $(XDIST) --sweep --vllm=0.33.0 $(VLLM_SUITES_ALL) $(VLLM_TARGETS) --junitxml=build/junit-all-0.33.0.xml
 
 # what needs neither vLLM nor the kernels nor a solver search longer than a few seconds

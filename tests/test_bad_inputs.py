@@ -253,16 +253,19 @@ def _interrupt(result: Path, tmp_path: Path, sig: int, worker: bool) -> tuple[in
     return proc.returncode, err, out
 
 
+@pytest.mark.serial
 def test_sigint_reaching_only_the_solver_worker_is_not_a_verdict(result, tmp_path):
     code, err, _ = _interrupt(result, tmp_path, signal.SIGINT, worker=True)
     assert code == 130 and "interrupted" in err and "nothing written" in err
 
 
+@pytest.mark.serial
 def test_sigterm_reaching_only_the_solver_worker_stops_the_run(result, tmp_path):
     code, err, _ = _interrupt(result, tmp_path, signal.SIGTERM, worker=True)
     assert code != 0 and "nothing written" in err and "Traceback" not in err
 
 
+@pytest.mark.serial
 @pytest.mark.parametrize("sig, code", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
 def test_a_signal_to_the_prover_writes_nothing_and_cleans_up(sig, code, result, tmp_path):
     got, err, _ = _interrupt(result, tmp_path, sig, worker=False)
