@@ -74,25 +74,19 @@ lint: $(STAMP_BASE)
 
 # the README's test command: lint, the prover's verdicts, fresh generated suites, then the
 # unit tests and every generated case on the reference, vLLM (every arm), real-runner and kernel targets
-# the tests that time a prover's reaction to a signal run alone, after the parallel run
-SERIAL := tests/test_bad_inputs.py -m serial
-
 test: $(FULL) vllm-trees lint check-generated report
 ifeq ($(VLLM),)
-	$(PY) -m pytest $(XDIST) -m "not serial" --vllm=0.32.0 --junitxml=build/junit-0.32.0.xml
-	$(PY) -m pytest $(SERIAL) --junitxml=build/junit-serial.xml
+	$(PY) -m pytest $(XDIST) --vllm=0.32.0 --junitxml=build/junit-0.32.0.xml
 	$(PY) -m pytest $(XDIST) --vllm=0.33.0 $(VLLM_SUITES) $(VLLM_TARGETS) --junitxml=build/junit-0.33.0.xml
 else
-	$(PY) -m pytest $(XDIST) -m "not serial" --vllm="$(VLLM)" --junitxml=build/junit.xml
-	$(PY) -m pytest $(SERIAL) --junitxml=build/junit-serial.xml
+	$(PY) -m pytest $(XDIST) --vllm="$(VLLM)" --junitxml=build/junit.xml
 endif
 
 # make test and the larger instances it leaves out (tests marked `sweep`, every release
 # of the fix checks, more random traces), and the real-runner suites on every release;
 # docs/testing.md says what runs where
 test-all: $(FULL) vllm-trees lint check-generated report
-	$(PY) -m pytest $(XDIST) -m "not serial" --sweep --vllm=0.32.0 --junitxml=build/junit-all-0.32.0.xml
-	$(PY) -m pytest $(SERIAL) --junitxml=build/junit-serial.xml
+	$(PY) -m pytest $(XDIST) --sweep --vllm=0.32.0 --junitxml=build/junit-all-0.32.0.xml
 	$(PY) -m pytest $(XDIST) --sweep --vllm=0.33.0 $(VLLM_SUITES_ALL) $(VLLM_TARGETS) --junitxml=build/junit-all-0.33.0.xml
 
 # what needs neither vLLM nor the kernels nor a solver search longer than a few seconds

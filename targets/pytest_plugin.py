@@ -29,8 +29,6 @@ MARKERS = {
     "vllm": "runs on vLLM's real AsyncScheduler (and its model runners)",
     "kernel": "runs on the Triton discard kernels",
     "slow": "takes more than a few seconds (left out of make test-fast)",
-    "serial": "sends a signal to a prover and times its reaction: make test runs these alone, after the "
-    "parallel run (under a machine busy with other tests the timing says nothing)",
     "sweep": "a larger instance of a check, or an end-to-end run on an edited vLLM tree: only with --sweep "
     "(make test-all)",
 }

@@ -203,6 +203,14 @@ def _descendants(pid: int) -> list[int]:
     return out
 
 
+def default_sigint() -> None:
+    """In the child before exec: SIGINT at its default. A test run started in the
+    background by a non-interactive shell (`... &`) inherits SIGINT ignored, and Python
+    then installs no KeyboardInterrupt for it: the prover under test would never see
+    the Ctrl-C these tests send."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _interrupt(result: Path, tmp_path: Path, sig: int, worker: bool) -> tuple[int, str, Path]:
     """Run the whole matrix on one worker into a copy of a previous result, and send
     `sig` to the prover or only to its solver worker while that one is solving."""
@@ -215,6 +223,7 @@ def _interrupt(result: Path, tmp_path: Path, sig: int, worker: bool) -> tuple[in
     proc = subprocess.Popen(
         [PY, "-m", "vllm_contract", "prove", "--out", str(out), "--jobs", "1", "--cache", str(cache)],
         cwd=ROOT,
+        preexec_fn=default_sigint,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -253,19 +262,16 @@ def _interrupt(result: Path, tmp_path: Path, sig: int, worker: bool) -> tuple[in
     return proc.returncode, err, out
 
 
-@pytest.mark.serial
 def test_sigint_reaching_only_the_solver_worker_is_not_a_verdict(result, tmp_path):
     code, err, _ = _interrupt(result, tmp_path, signal.SIGINT, worker=True)
     assert code == 130 and "interrupted" in err and "nothing written" in err
 
 
-@pytest.mark.serial
 def test_sigterm_reaching_only_the_solver_worker_stops_the_run(result, tmp_path):
     code, err, _ = _interrupt(result, tmp_path, signal.SIGTERM, worker=True)
     assert code != 0 and "nothing written" in err and "Traceback" not in err
 
 
-@pytest.mark.serial
 @pytest.mark.parametrize("sig, code", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
 def test_a_signal_to_the_prover_writes_nothing_and_cleans_up(sig, code, result, tmp_path):
     got, err, _ = _interrupt(result, tmp_path, sig, worker=False)
