@@ -32,21 +32,11 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from model.results import without_timings
+
 ROOT = Path(__file__).resolve().parent.parent
 PY = sys.executable
 console = Console(width=160, highlight=False)
-
-
-def _without_timings(value):
-    if isinstance(value, dict):
-        return {
-            k: _without_timings(v)
-            for k, v in value.items()
-            if k not in ("seconds", "first_seconds", "found_seconds", "found_by")
-        }
-    if isinstance(value, list):
-        return [_without_timings(v) for v in value]
-    return value
 
 
 def _prove(out: Path, cache: Path) -> float:
@@ -72,7 +62,7 @@ def cold_and_warm() -> dict:
             name: {p.relative_to(tmp / name).as_posix(): p.read_bytes() for p in (tmp / name).rglob("*.itf.json")}
             for name in ("cold", "warm")
         }
-        equal = _without_timings(a) == _without_timings(b) and traces["cold"] == traces["warm"]
+        equal = without_timings(a) == without_timings(b) and traces["cold"] == traces["warm"]
         return {"cold": cold, "warm": warm, "equal": equal, "verdicts": len(a["results"])}
 
 

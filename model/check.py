@@ -111,11 +111,11 @@ class ConfigReport:
 @dataclass
 class ViolationSearch:
     """One search for a property's counterexample: the random walks' early trace (or
-    None), the BMC's shortest (or None) and where each was found, and the seconds from
+    None, on the first concrete instance), the BMC's shortest (or None) and where it was
+    found, and the seconds from
     the start to each. found_by says which came first: "walk", "bmc" or "" (neither)."""
 
     early: Trace | None
-    early_on: Config | None
     first: Trace | None
     where: Config
     bmc: Bmc | None
@@ -141,13 +141,13 @@ def search_violation(
     depends on its configuration and property only, not on which other queries ran
     before it (Z3's models follow its history). Raises SolverUnknown as the BMC does."""
     started = time.perf_counter()
-    early = early_on = found_seconds = None
+    early = found_seconds = None
     found_by = ""
     instances = concrete_instances(cfg)
     if probe_seconds > 0:
         early = probe(instances[0], prop, seconds=probe_seconds, seed=seed)
         if early is not None:
-            found_by, found_seconds, early_on = "walk", time.perf_counter() - started, instances[0]
+            found_by, found_seconds = "walk", time.perf_counter() - started
     first, where, bmc, first_seconds = None, cfg, None, None
     for instance in instances:
         bmc = Bmc(enc if (enc is not None and instance is cfg) else Encoding(instance), timeout_ms)
@@ -158,7 +158,7 @@ def search_violation(
             break
     if first is not None and found_seconds is None:
         found_by, found_seconds = "bmc", first_seconds
-    return ViolationSearch(early, early_on, first, where, bmc, first_seconds, found_seconds, found_by)
+    return ViolationSearch(early, first, where, bmc, first_seconds, found_seconds, found_by)
 
 
 def check_config(cfg: Config, max_depth: int = MAX_DEPTH, timeout_s: float = TIMEOUT_S) -> ConfigReport:

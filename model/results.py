@@ -45,6 +45,20 @@ FIELD_TYPES: dict[str, tuple[type, ...]] = {
 }
 
 
+# what differs between two runs of the same code: how long things took, and whether the
+# random walks or the BMC came first (the walks have a time budget)
+TIMINGS = ("seconds", "first_seconds", "found_seconds", "found_by")
+
+
+def without_timings(value):
+    """A summary (or a part of one) with TIMINGS left out, for comparing two runs."""
+    if isinstance(value, dict):
+        return {k: without_timings(v) for k, v in value.items() if k not in TIMINGS}
+    if isinstance(value, list):
+        return [without_timings(v) for v in value]
+    return value
+
+
 class StaleSummary(BadInput):
     """summary.json is missing, malformed, empty or from other sources; the message says to run the prover."""
 

@@ -17,23 +17,13 @@ import pytest
 from model import cache as cache_module
 from model.cache import ProverCache
 from model.check import ConfigReport, check_config
+from model.results import without_timings
 from spec.matrix import by_name
 from spec.verdicts import UNKNOWN
 from vllm_contract.cli import main as cli
 
 ROOT = Path(__file__).resolve().parent.parent
 SMALL = ["v1-kvfail-leak@0.32.0", "v1-kvfail-leak@0.33.0"]  # the cheapest configurations
-
-
-TIMINGS = ("seconds", "first_seconds", "found_seconds", "found_by")  # found_by: which came first, walks or BMC
-
-
-def without_timings(value):
-    if isinstance(value, dict):
-        return {k: without_timings(v) for k, v in value.items() if k not in TIMINGS}
-    if isinstance(value, list):
-        return [without_timings(v) for v in value]
-    return value
 
 
 def result_of(out: Path) -> tuple[dict, dict]:
