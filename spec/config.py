@@ -301,9 +301,9 @@ class Config:
         if self.long_prefill_threshold < 0 or self.block_size < 1:
             raise SpecError(f"{where}: long_prefill_threshold >= 0 and block_size >= 1 required")
         prof = PROFILES[self.profile]
-        if not prof.stop_rolls_back and "stream" not in self.events:
+        if prof.historical and not prof.stop_rolls_back and "stream" not in self.events:
             raise SpecError(f"{where}: profile {self.profile} only differs on the stream events; add 'stream'")
-        if prof.reset != "preempt-drop-stale" and "reset" not in self.events:
+        if prof.historical and prof.reset != "preempt-drop-stale" and "reset" not in self.events:
             raise SpecError(f"{where}: profile {self.profile} only differs on reset; add 'reset'")
         from spec.properties import PROPERTIES
 

@@ -154,6 +154,11 @@ def deliver(s: View, a: View, nxt: Next, cfg: Config, ops: Ops) -> Effect:
                 # that is still queued ([cite:stopped-by-status] with [cite:stopped-session-requeued]); outside the
                 # model
                 guard.append(ops.implies(ops.all(stopping, session), live))
+                # without the rollback (0.29.0, 0.30.0, h4) a stopped session's in-flight
+                # frames stay live and may stop it again while it is queued; vLLM then takes
+                # it out of both waiting queues and leaves it in none: outside the model
+                # (with the rollback every frame of a queued request is stale)
+                guard.append(ops.implies(ops.all(stopping, session), status == Status.RUNNING))
             session_stop = ops.all(stopping, session)
             if prof.stop_rolls_back:
                 frontier = c - P
@@ -163,7 +168,7 @@ def deliver(s: View, a: View, nxt: Next, cfg: Config, ops: Ops) -> Effect:
                 S = ops.ite(session_stop, nxt.num_in_flight_tokens[r], S)
                 P = ops.ite(session_stop, 0, P)
                 epoch = epoch + ops.ite(session_stop, 1, 0)
-            spec_drafts = ops.ite(session_stop, 0, spec_drafts)
+                spec_drafts = ops.ite(session_stop, 0, spec_drafts)  # in the rollback's block
             # the queued update is applied now ([cite:stop-applies-queued-update],
             # [cite:update-request-as-session session-keep-computed session-appends-update]
             # [cite:session-prompt-len session-to-waiting])
@@ -207,6 +212,11 @@ def deliver(s: View, a: View, nxt: Next, cfg: Config, ops: Ops) -> Effect:
         for r in reqs:
             ahead = ops.count(ops.all(session_stops[q], s.q_order[0, q] < s.q_order[0, r]) for q in reqs if q != r)
             nxt.waiting_rank[r] = ops.ite(session_stops[r], s.waiting_back + ahead, s.waiting_rank[r])
+            if cfg.prof.waiting_queues == "skipped-first":
+                # a session waiting for input is a blocked status: skipped_waiting ([cite:enqueue-waiting-skipped])
+                nxt.in_skipped_waiting[r] = ops.ite(
+                    session_stops[r], nxt.status[r] == Status.WAITING_FOR_STREAMING_REQ, s.in_skipped_waiting[r]
+                )
         nxt.waiting_back = s.waiting_back + ops.count(session_stops)
 
     _pop_head(s, nxt, cfg, ops)

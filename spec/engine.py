@@ -132,6 +132,8 @@ def init(a: View, nxt: Next, cfg: Config, ops: Ops) -> Effect:
         nxt.chunked[r] = False
         nxt.finished_unshipped[r] = False
         nxt.waiting_rank[r] = r
+        if cfg.prof.waiting_queues == "skipped-first":
+            nxt.in_skipped_waiting[r] = False
         if cfg.has("stream"):
             nxt.resumable[r] = a.resumable[r]
             nxt.pending_update[r] = False

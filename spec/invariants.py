@@ -123,8 +123,10 @@ def request_shape(s: View, cfg: Config, ops: Ops):
             ),
             s.num_stale_output_tokens[r] >= 0,
         ]
-        # drafts exist only after a sampled step; preemption and stops clear them
-        conds.append(ops.implies(s.num_spec_tokens[r] > 0, ops.not_(_waiting_like(s, r, ops))))
+        # drafts exist only after a sampled step; preemption and stops clear them (a
+        # resumable stop without the rollback keeps them: 0.29.0, 0.30.0, h4)
+        if _stops_roll_back(cfg):
+            conds.append(ops.implies(s.num_spec_tokens[r] > 0, ops.not_(_waiting_like(s, r, ops))))
         if cfg.has("stream"):
             conds.append(ops.implies(s.pending_update[r], s.pending_update_len[r] >= 1))
             conds.append(ops.implies(s.pending_update[r], s.resumable[r]))
@@ -368,12 +370,16 @@ def _any_of(*tests):
     return lambda cfg: any(t(cfg) for t in tests)
 
 
+def _stops_roll_back(cfg: Config) -> bool:
+    """Every resumable stop rolls back to the safe frontier: the profile does (not 0.29.0,
+    0.30.0, h4), or the configuration has no streaming sessions at all."""
+    return cfg.prof.stop_rolls_back or not cfg.has("stream")
+
+
 def _sessions_consistent(cfg: Config) -> bool:
     """A KV-load failure or a fault can make a session stop below its prompt (c - P < L),
     after which its prompt is longer than its history (the kvfail-stream finding)."""
-    return cfg.prof.stop_rolls_back and (
-        not cfg.has("stream") or _no("kvfail", "stale-slot-read", "over-delivery")(cfg)
-    )
+    return _stops_roll_back(cfg) and (not cfg.has("stream") or _no("kvfail", "stale-slot-read", "over-delivery")(cfg))
 
 
 def _marks_stale_everywhere(cfg: Config) -> bool:
@@ -383,7 +389,7 @@ def _marks_stale_everywhere(cfg: Config) -> bool:
 
 def _zeroes_when_idle(cfg: Config) -> bool:
     """Preemption and resumable stops both zero placeholders (not h1, h4)."""
-    return cfg.prof.preempt_marks_stale and cfg.prof.stop_rolls_back
+    return cfg.prof.preempt_marks_stale and _stops_roll_back(cfg)
 
 
 LEMMAS: tuple[Lemma, ...] = (

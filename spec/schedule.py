@@ -45,16 +45,17 @@ def schedule(s: View, a: View, nxt: Next, cfg: Config, ops: Ops) -> Effect:
         nxt.current_step = s.current_step + 1  # [cite:schedule-begins]
 
     # long_prefill_token_threshold applies only with more than one request in the
-    # running or waiting queues ([cite:long-prefill-threshold-eligible], [cite:request-counts])
+    # running or waiting queues ([cite:long-prefill-threshold-eligible], [cite:request-counts]);
+    # before that check (0.29.0, 0.30.0) always
     eligible = ops.count(st != Status.FINISHED for st in status) + (a.rest_unfinished if cfg.rest else 0)
     thr = cfg.long_prefill_threshold
+    prof = cfg.prof
 
     def cap_long_prefill(x):
         if thr == 0:
             return x
-        return ops.ite(
-            ops.all(eligible > 1, thr < x), thr, x
-        )  # [cite:running-num-new-tokens], [cite:admission-padding]
+        applies = ops.all(eligible > 1, thr < x) if prof.long_prefill_needs_two else thr < x
+        return ops.ite(applies, thr, x)  # [cite:running-num-new-tokens], [cite:admission-padding]
 
     remaining = a.budget
     prefill_scheduled = False
@@ -105,6 +106,7 @@ def schedule(s: View, a: View, nxt: Next, cfg: Config, ops: Ops) -> Effect:
             running_scheduled = ops.any(running_scheduled, chosen)
 
     # ---- WAITING requests ([cite:waiting-loop]): kv_holding_waiting (c > 0) before waiting,
+    #      or (0.29.0, 0.30.0) skipped_waiting before waiting ([cite:select-waiting-queue]);
     #      FCFS within each; blocked sessions and deliverable stale output are skipped
     queued = [
         ops.any(st == Status.WAITING, st == Status.PREEMPTED, st == Status.WAITING_FOR_STREAMING_REQ) for st in status
@@ -120,22 +122,31 @@ def schedule(s: View, a: View, nxt: Next, cfg: Config, ops: Ops) -> Effect:
         for r in reqs
     ]
     admissible = [ops.all(queued[r], ops.not_(blocked[r])) for r in reqs]
-    holding = [s.num_computed_tokens[r] > 0 for r in reqs]  # [cite:enqueue-waiting-kv-holding]
+    skipped_first = prof.waiting_queues == "skipped-first"
+    if skipped_first:
+        front = [s.in_skipped_waiting[r] for r in reqs]  # [cite:select-waiting-queue]
+    else:
+        front = [s.num_computed_tokens[r] > 0 for r in reqs]  # [cite:enqueue-waiting-kv-holding]
 
     def waits_before(q, r):
-        same_queue = holding[q] == holding[r]
+        same_queue = front[q] == front[r]
         return ops.any(
-            ops.all(holding[q], ops.not_(holding[r])),
+            ops.all(front[q], ops.not_(front[r])),
             ops.all(same_queue, s.waiting_rank[q] < s.waiting_rank[r]),
         )
 
     wait_pos = [ops.count(ops.all(admissible[q], waits_before(q, r)) for q in reqs if q != r) for r in reqs]
+    # the loop's budget and stop flag before the admissible request at each position
+    remaining_before = []
+    stopped_before = []
     flags_after_running = (prefill_scheduled, running_scheduled)
     stopped = a.rest_stopped if cfg.rest else False
     admitted = [False] * len(reqs)
     admit_pos = [0] * len(reqs)
     admitted_count = 0
     for p in range(cfg.requests):
+        remaining_before.append(remaining)
+        stopped_before.append(stopped)
         for r in reqs:
             turn = ops.all(admissible[r], wait_pos[r] == p)
             remaining_at[r] = ops.ite(turn, remaining, remaining_at[r])
@@ -147,12 +158,12 @@ def schedule(s: View, a: View, nxt: Next, cfg: Config, ops: Ops) -> Effect:
             want = s.num_tokens[r] - computed  # [cite:admission-num-new-tokens]
             pad = False
             if cfg.drafts:
-                pad = ops.all(
-                    K > 0,
-                    want == 1,
-                    ops.not_(prefill_scheduled),
-                    ops.any(running_scheduled, computed > 0),
-                )  # [cite:admission-padding]
+                # behind a scheduled running request, or (0.30.0 on) for a request with
+                # computed tokens ([cite:admission-padding])
+                beside = (
+                    ops.any(running_scheduled, computed > 0) if prof.admission_pad_if_computed else running_scheduled
+                )
+                pad = ops.all(K > 0, want == 1, ops.not_(prefill_scheduled), beside)
                 no_room = ops.all(here, pad, 1 + K > remaining)  # [cite:admission-padding]: break
                 stopped = ops.any(stopped, no_room)
                 here = ops.all(here, ops.not_(no_room))
@@ -173,6 +184,13 @@ def schedule(s: View, a: View, nxt: Next, cfg: Config, ops: Ops) -> Effect:
             scheduled_count = scheduled_count + ops.ite(here, 1, 0)
             admitted_count = admitted_count + ops.ite(here, 1, 0)
             remaining = remaining - ops.ite(here, count, 0)
+
+    remaining_before.append(remaining)
+    stopped_before.append(stopped)
+    if skipped_first:
+        _move_skipped(s, nxt, cfg, ops, queued, blocked, admissible, waits_before, remaining_before, stopped_before)
+        for r in reqs:
+            nxt.in_skipped_waiting[r] = ops.ite(admitted[r], False, nxt.in_skipped_waiting[r])
 
     # admission bookkeeping
     # ([cite:running-append admitted-new-or-resumed admission-records-tokens admission-sets-running]): status RUNNING,
@@ -206,7 +224,10 @@ def schedule(s: View, a: View, nxt: Next, cfg: Config, ops: Ops) -> Effect:
         nxt.num_output_placeholders[r] = P0 + reserved[r]
         # drafts cleared when scheduled ([cite:drafts-cleared-when-scheduled]); placeholders for the next step
         # when sampled ([cite:spec-token-placeholders])
-        nxt.num_spec_tokens[r] = ops.ite(take[r], ops.ite(chunk, 0, K), s.num_spec_tokens[r])
+        # an admitted prefill chunk keeps what drafts it had: none, but after a resumable
+        # stop without the rollback (0.29.0, 0.30.0), its old ones
+        kept = ops.ite(admitted[r], s.num_spec_tokens[r], 0)
+        nxt.num_spec_tokens[r] = ops.ite(take[r], ops.ite(chunk, kept, K), s.num_spec_tokens[r])
         if stagger:
             nxt.next_decode_eligible_step[r] = ops.ite(
                 ops.all(take[r], ops.not_(chunk)), nxt.current_step + cfg.pp, s.next_decode_eligible_step[r]
@@ -290,3 +311,26 @@ def schedule(s: View, a: View, nxt: Next, cfg: Config, ops: Ops) -> Effect:
     return Effect(
         guard=ops.all(*guard), checks=merge_checks(ops, checks), asserts=merge_checks(ops, asserts), observed=observed
     )
+
+
+def _move_skipped(s, nxt, cfg, ops, queued, blocked, admissible, waits_before, remaining_before, stopped_before):
+    """0.29.0, 0.30.0: a blocked request the waiting loop reaches (budget left, no break)
+    is skipped into skipped_waiting ([cite:blocked-waiting-check], [cite:stale-output-blocks-resume]);
+    at the end of the step the skipped ones are put back in front of skipped_waiting in
+    the order visited ([cite:requeue-skipped-waiting]): those already there keep their
+    place, those from waiting follow them in their waiting order."""
+    reqs = range(cfg.requests)
+    reached = []
+    for r in reqs:
+        ahead = ops.count(ops.all(admissible[q], waits_before(q, r)) for q in reqs if q != r)
+        at = [
+            ops.all(ahead == p, remaining_before[p] > 0, ops.not_(stopped_before[p]))
+            for p in range(len(remaining_before))
+        ]
+        reached.append(ops.all(queued[r], blocked[r], ops.any(*at)))
+    moved = [ops.all(reached[r], ops.not_(s.in_skipped_waiting[r])) for r in reqs]
+    for r in reqs:
+        before = ops.count(ops.all(moved[q], s.waiting_rank[q] < s.waiting_rank[r]) for q in reqs if q != r)
+        nxt.waiting_rank[r] = ops.ite(moved[r], s.waiting_back + before, s.waiting_rank[r])
+        nxt.in_skipped_waiting[r] = ops.any(s.in_skipped_waiting[r], moved[r])
+    nxt.waiting_back = s.waiting_back + ops.count(moved)

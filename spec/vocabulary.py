@@ -169,6 +169,14 @@ DECLS: tuple[VarDecl, ...] = (
         "[cite:fcfs-append fcfs-prepend] (append / appendleft)",
     ),
     VarDecl(
+        "in_skipped_waiting",
+        bool,
+        ("req",),
+        "in Scheduler.skipped_waiting rather than waiting (0.29.0, 0.30.0)",
+        "[cite:enqueue-waiting-skipped], [cite:requeue-skipped-waiting]",
+        when=lambda c: c.prof.waiting_queues == "skipped-first",
+    ),
+    VarDecl(
         "discard_latest_async_tokens",
         bool,
         ("req",),
