@@ -16,7 +16,7 @@ from targets.protocol import Outcome
 from targets.reference import ReferenceTarget
 
 ROOT = Path(__file__).resolve().parent.parent
-CASE_FILE = ROOT / "generated_tests/cases/vllm_0_32_0/test_v2_kvfail__counter_nonnegative.py"
+CASE_FILE = ROOT / "generated_tests/cases/vllm_0_29_0/test_v2_kvfail__counter_nonnegative.py"
 
 
 def load_case():

@@ -149,7 +149,7 @@ def test_the_observer_sees_what_vllm_does():
     from targets.vllm_target import VllmTarget
 
     profile = vllm_env.tree().profile
-    module = next(m for m in case_modules() if m.path.endswith("vllm_0_32_0/test_v2_kvfail__counter_nonnegative.py"))
+    module = next(m for m in case_modules() if m.path.endswith("vllm_0_29_0/test_v2_kvfail__counter_nonnegative.py"))
     case = module.case
     label, (overrides, expect) = next(
         (lb, a) for lb, a in case.arms.items() if a[0]["profile"] == profile and not a[0]["clamp"]
@@ -167,7 +167,7 @@ def test_the_observer_sees_what_vllm_does():
 def test_a_review_plays_the_release_and_its_clamp_not_our_guard_arm():
     """The +guard arm models the fix on top of the release; keyed like the plain arm
     (module, clamp off), it used to replace the plain arm and hide what the tree does."""
-    from generated_tests.cases.vllm_0_32_0 import test_v2_kvfail__no_token_while_prefilling as module
+    from generated_tests.cases.vllm_0_29_0 import test_v2_kvfail__no_token_while_prefilling as module
     from report.observe import reviewed_arms
 
     arms = dict(reviewed_arms(module.CASE, "vllm-0.33.0"))

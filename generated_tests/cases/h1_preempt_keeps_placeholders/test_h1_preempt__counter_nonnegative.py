@@ -40,6 +40,33 @@ engine; SILENT = the violation passes unnoticed):
   h1-preempt-keeps-placeholders CRASH at step 7: `assert request.num_output_placeholders >= 0` fires
                       violated: counter-nonnegative at step 7; placeholder-accounting at 2; predicates-agree at 3; no-token-while-prefilling at 7
                       runs 7 step(s)
+  vllm-0.29.0         holds: no assert fires, nothing is violated
+                      counter-nonnegative holds on this arm
+                      runs 4 step(s)
+  vllm-0.29.0+clamp   holds: no assert fires, nothing is violated
+                      counter-nonnegative holds on this arm
+                      runs 4 step(s)
+  vllm-0.29.0+guard   holds: no assert fires, nothing is violated
+                      counter-nonnegative holds on this arm
+                      runs 4 step(s)
+  vllm-0.30.0         holds: no assert fires, nothing is violated
+                      counter-nonnegative holds on this arm
+                      runs 4 step(s)
+  vllm-0.30.0+clamp   holds: no assert fires, nothing is violated
+                      counter-nonnegative holds on this arm
+                      runs 4 step(s)
+  vllm-0.30.0+guard   holds: no assert fires, nothing is violated
+                      counter-nonnegative holds on this arm
+                      runs 4 step(s)
+  vllm-0.31.0         holds: no assert fires, nothing is violated
+                      counter-nonnegative holds on this arm
+                      runs 4 step(s)
+  vllm-0.31.0+clamp   holds: no assert fires, nothing is violated
+                      counter-nonnegative holds on this arm
+                      runs 4 step(s)
+  vllm-0.31.0+guard   holds: no assert fires, nothing is violated
+                      counter-nonnegative holds on this arm
+                      runs 4 step(s)
   vllm-0.32.0         holds: no assert fires, nothing is violated
                       counter-nonnegative holds on this arm
                       runs 4 step(s)
@@ -83,6 +110,15 @@ CASE = Case(
     property='counter-nonnegative',
     arms={
         'h1-preempt-keeps-placeholders': ({'profile': 'h1-preempt-keeps-placeholders', 'clamp': False, 'guard': 'none'}, Expect(runs=7, fired=('placeholders-nonnegative', 7), violations=(7,), others=(('placeholder-accounting', 2), ('predicates-agree', 3), ('no-token-while-prefilling', 7)), dropped=0, completed=False)),
+        'vllm-0.29.0': ({'profile': 'vllm-0.29.0', 'clamp': False, 'guard': 'none'}, Expect(runs=4, fired=None, violations=(), others=(), dropped=0, completed=False)),
+        'vllm-0.29.0+clamp': ({'profile': 'vllm-0.29.0', 'clamp': True, 'guard': 'none'}, Expect(runs=4, fired=None, violations=(), others=(), dropped=0, completed=False)),
+        'vllm-0.29.0+guard': ({'profile': 'vllm-0.29.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=4, fired=None, violations=(), others=(), dropped=0, completed=False)),
+        'vllm-0.30.0': ({'profile': 'vllm-0.30.0', 'clamp': False, 'guard': 'none'}, Expect(runs=4, fired=None, violations=(), others=(), dropped=0, completed=False)),
+        'vllm-0.30.0+clamp': ({'profile': 'vllm-0.30.0', 'clamp': True, 'guard': 'none'}, Expect(runs=4, fired=None, violations=(), others=(), dropped=0, completed=False)),
+        'vllm-0.30.0+guard': ({'profile': 'vllm-0.30.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=4, fired=None, violations=(), others=(), dropped=0, completed=False)),
+        'vllm-0.31.0': ({'profile': 'vllm-0.31.0', 'clamp': False, 'guard': 'none'}, Expect(runs=4, fired=None, violations=(), others=(), dropped=0, completed=False)),
+        'vllm-0.31.0+clamp': ({'profile': 'vllm-0.31.0', 'clamp': True, 'guard': 'none'}, Expect(runs=4, fired=None, violations=(), others=(), dropped=0, completed=False)),
+        'vllm-0.31.0+guard': ({'profile': 'vllm-0.31.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=4, fired=None, violations=(), others=(), dropped=0, completed=False)),
         'vllm-0.32.0': ({'profile': 'vllm-0.32.0', 'clamp': False, 'guard': 'none'}, Expect(runs=4, fired=None, violations=(), others=(), dropped=0, completed=False)),
         'vllm-0.32.0+clamp': ({'profile': 'vllm-0.32.0', 'clamp': True, 'guard': 'none'}, Expect(runs=4, fired=None, violations=(), others=(), dropped=0, completed=False)),
         'vllm-0.32.0+guard': ({'profile': 'vllm-0.32.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=4, fired=None, violations=(), others=(), dropped=0, completed=False)),

@@ -23,6 +23,33 @@ engine; SILENT = the violation passes unnoticed):
   h1-preempt-keeps-placeholders SILENT: no assert fires
                       violated: placeholder-accounting at step 2
                       runs 2 step(s)
+  vllm-0.29.0         holds: no assert fires, nothing is violated
+                      placeholder-accounting holds on this arm
+                      runs 2 step(s)
+  vllm-0.29.0+clamp   holds: no assert fires, nothing is violated
+                      placeholder-accounting holds on this arm
+                      runs 2 step(s)
+  vllm-0.29.0+guard   holds: no assert fires, nothing is violated
+                      placeholder-accounting holds on this arm
+                      runs 2 step(s)
+  vllm-0.30.0         holds: no assert fires, nothing is violated
+                      placeholder-accounting holds on this arm
+                      runs 2 step(s)
+  vllm-0.30.0+clamp   holds: no assert fires, nothing is violated
+                      placeholder-accounting holds on this arm
+                      runs 2 step(s)
+  vllm-0.30.0+guard   holds: no assert fires, nothing is violated
+                      placeholder-accounting holds on this arm
+                      runs 2 step(s)
+  vllm-0.31.0         holds: no assert fires, nothing is violated
+                      placeholder-accounting holds on this arm
+                      runs 2 step(s)
+  vllm-0.31.0+clamp   holds: no assert fires, nothing is violated
+                      placeholder-accounting holds on this arm
+                      runs 2 step(s)
+  vllm-0.31.0+guard   holds: no assert fires, nothing is violated
+                      placeholder-accounting holds on this arm
+                      runs 2 step(s)
   vllm-0.32.0         holds: no assert fires, nothing is violated
                       placeholder-accounting holds on this arm
                       runs 2 step(s)
@@ -61,6 +88,15 @@ CASE = Case(
     property='placeholder-accounting',
     arms={
         'h1-preempt-keeps-placeholders': ({'profile': 'h1-preempt-keeps-placeholders', 'clamp': False, 'guard': 'none'}, Expect(runs=2, fired=None, violations=(2,), others=(), dropped=0, completed=False)),
+        'vllm-0.29.0': ({'profile': 'vllm-0.29.0', 'clamp': False, 'guard': 'none'}, Expect(runs=2, fired=None, violations=(), others=(), dropped=0, completed=False)),
+        'vllm-0.29.0+clamp': ({'profile': 'vllm-0.29.0', 'clamp': True, 'guard': 'none'}, Expect(runs=2, fired=None, violations=(), others=(), dropped=0, completed=False)),
+        'vllm-0.29.0+guard': ({'profile': 'vllm-0.29.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=2, fired=None, violations=(), others=(), dropped=0, completed=False)),
+        'vllm-0.30.0': ({'profile': 'vllm-0.30.0', 'clamp': False, 'guard': 'none'}, Expect(runs=2, fired=None, violations=(), others=(), dropped=0, completed=False)),
+        'vllm-0.30.0+clamp': ({'profile': 'vllm-0.30.0', 'clamp': True, 'guard': 'none'}, Expect(runs=2, fired=None, violations=(), others=(), dropped=0, completed=False)),
+        'vllm-0.30.0+guard': ({'profile': 'vllm-0.30.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=2, fired=None, violations=(), others=(), dropped=0, completed=False)),
+        'vllm-0.31.0': ({'profile': 'vllm-0.31.0', 'clamp': False, 'guard': 'none'}, Expect(runs=2, fired=None, violations=(), others=(), dropped=0, completed=False)),
+        'vllm-0.31.0+clamp': ({'profile': 'vllm-0.31.0', 'clamp': True, 'guard': 'none'}, Expect(runs=2, fired=None, violations=(), others=(), dropped=0, completed=False)),
+        'vllm-0.31.0+guard': ({'profile': 'vllm-0.31.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=2, fired=None, violations=(), others=(), dropped=0, completed=False)),
         'vllm-0.32.0': ({'profile': 'vllm-0.32.0', 'clamp': False, 'guard': 'none'}, Expect(runs=2, fired=None, violations=(), others=(), dropped=0, completed=False)),
         'vllm-0.32.0+clamp': ({'profile': 'vllm-0.32.0', 'clamp': True, 'guard': 'none'}, Expect(runs=2, fired=None, violations=(), others=(), dropped=0, completed=False)),
         'vllm-0.32.0+guard': ({'profile': 'vllm-0.32.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=2, fired=None, violations=(), others=(), dropped=0, completed=False)),

@@ -28,6 +28,33 @@ engine; SILENT = the violation passes unnoticed):
   h1-preempt-keeps-placeholders SILENT: no assert fires
                       violated: predicates-agree at step 3; placeholder-accounting at 2
                       runs 3 step(s)
+  vllm-0.29.0         holds: no assert fires, nothing is violated
+                      predicates-agree holds on this arm
+                      runs 3 step(s)
+  vllm-0.29.0+clamp   holds: no assert fires, nothing is violated
+                      predicates-agree holds on this arm
+                      runs 3 step(s)
+  vllm-0.29.0+guard   holds: no assert fires, nothing is violated
+                      predicates-agree holds on this arm
+                      runs 3 step(s)
+  vllm-0.30.0         holds: no assert fires, nothing is violated
+                      predicates-agree holds on this arm
+                      runs 3 step(s)
+  vllm-0.30.0+clamp   holds: no assert fires, nothing is violated
+                      predicates-agree holds on this arm
+                      runs 3 step(s)
+  vllm-0.30.0+guard   holds: no assert fires, nothing is violated
+                      predicates-agree holds on this arm
+                      runs 3 step(s)
+  vllm-0.31.0         holds: no assert fires, nothing is violated
+                      predicates-agree holds on this arm
+                      runs 3 step(s)
+  vllm-0.31.0+clamp   holds: no assert fires, nothing is violated
+                      predicates-agree holds on this arm
+                      runs 3 step(s)
+  vllm-0.31.0+guard   holds: no assert fires, nothing is violated
+                      predicates-agree holds on this arm
+                      runs 3 step(s)
   vllm-0.32.0         holds: no assert fires, nothing is violated
                       predicates-agree holds on this arm
                       runs 3 step(s)
@@ -67,6 +94,15 @@ CASE = Case(
     property='predicates-agree',
     arms={
         'h1-preempt-keeps-placeholders': ({'profile': 'h1-preempt-keeps-placeholders', 'clamp': False, 'guard': 'none'}, Expect(runs=3, fired=None, violations=(3,), others=(('placeholder-accounting', 2),), dropped=0, completed=False)),
+        'vllm-0.29.0': ({'profile': 'vllm-0.29.0', 'clamp': False, 'guard': 'none'}, Expect(runs=3, fired=None, violations=(), others=(), dropped=0, completed=False)),
+        'vllm-0.29.0+clamp': ({'profile': 'vllm-0.29.0', 'clamp': True, 'guard': 'none'}, Expect(runs=3, fired=None, violations=(), others=(), dropped=0, completed=False)),
+        'vllm-0.29.0+guard': ({'profile': 'vllm-0.29.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=3, fired=None, violations=(), others=(), dropped=0, completed=False)),
+        'vllm-0.30.0': ({'profile': 'vllm-0.30.0', 'clamp': False, 'guard': 'none'}, Expect(runs=3, fired=None, violations=(), others=(), dropped=0, completed=False)),
+        'vllm-0.30.0+clamp': ({'profile': 'vllm-0.30.0', 'clamp': True, 'guard': 'none'}, Expect(runs=3, fired=None, violations=(), others=(), dropped=0, completed=False)),
+        'vllm-0.30.0+guard': ({'profile': 'vllm-0.30.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=3, fired=None, violations=(), others=(), dropped=0, completed=False)),
+        'vllm-0.31.0': ({'profile': 'vllm-0.31.0', 'clamp': False, 'guard': 'none'}, Expect(runs=3, fired=None, violations=(), others=(), dropped=0, completed=False)),
+        'vllm-0.31.0+clamp': ({'profile': 'vllm-0.31.0', 'clamp': True, 'guard': 'none'}, Expect(runs=3, fired=None, violations=(), others=(), dropped=0, completed=False)),
+        'vllm-0.31.0+guard': ({'profile': 'vllm-0.31.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=3, fired=None, violations=(), others=(), dropped=0, completed=False)),
         'vllm-0.32.0': ({'profile': 'vllm-0.32.0', 'clamp': False, 'guard': 'none'}, Expect(runs=3, fired=None, violations=(), others=(), dropped=0, completed=False)),
         'vllm-0.32.0+clamp': ({'profile': 'vllm-0.32.0', 'clamp': True, 'guard': 'none'}, Expect(runs=3, fired=None, violations=(), others=(), dropped=0, completed=False)),
         'vllm-0.32.0+guard': ({'profile': 'vllm-0.32.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=3, fired=None, violations=(), others=(), dropped=0, completed=False)),

@@ -37,6 +37,33 @@ engine; SILENT = the violation passes unnoticed):
   h2-reset-discard-flag SILENT: no assert fires
                       violated: counter-nonnegative at step 6; placeholder-accounting at 6
                       runs 6 step(s)
+  vllm-0.29.0         holds: no assert fires, nothing is violated
+                      counter-nonnegative holds on this arm
+                      runs 6 step(s)
+  vllm-0.29.0+clamp   holds: no assert fires, nothing is violated
+                      counter-nonnegative holds on this arm
+                      runs 6 step(s)
+  vllm-0.29.0+guard   holds: no assert fires, nothing is violated
+                      counter-nonnegative holds on this arm
+                      runs 6 step(s)
+  vllm-0.30.0         holds: no assert fires, nothing is violated
+                      counter-nonnegative holds on this arm
+                      runs 6 step(s)
+  vllm-0.30.0+clamp   holds: no assert fires, nothing is violated
+                      counter-nonnegative holds on this arm
+                      runs 6 step(s)
+  vllm-0.30.0+guard   holds: no assert fires, nothing is violated
+                      counter-nonnegative holds on this arm
+                      runs 6 step(s)
+  vllm-0.31.0         holds: no assert fires, nothing is violated
+                      counter-nonnegative holds on this arm
+                      runs 6 step(s)
+  vllm-0.31.0+clamp   holds: no assert fires, nothing is violated
+                      counter-nonnegative holds on this arm
+                      runs 6 step(s)
+  vllm-0.31.0+guard   holds: no assert fires, nothing is violated
+                      counter-nonnegative holds on this arm
+                      runs 6 step(s)
   vllm-0.32.0         holds: no assert fires, nothing is violated
                       counter-nonnegative holds on this arm
                       runs 6 step(s)
@@ -79,6 +106,15 @@ CASE = Case(
     property='counter-nonnegative',
     arms={
         'h2-reset-discard-flag': ({'profile': 'h2-reset-discard-flag', 'clamp': False, 'guard': 'none'}, Expect(runs=6, fired=None, violations=(6,), others=(('placeholder-accounting', 6),), dropped=0, completed=False)),
+        'vllm-0.29.0': ({'profile': 'vllm-0.29.0', 'clamp': False, 'guard': 'none'}, Expect(runs=6, fired=None, violations=(), others=(), dropped=0, completed=False)),
+        'vllm-0.29.0+clamp': ({'profile': 'vllm-0.29.0', 'clamp': True, 'guard': 'none'}, Expect(runs=6, fired=None, violations=(), others=(), dropped=0, completed=False)),
+        'vllm-0.29.0+guard': ({'profile': 'vllm-0.29.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=6, fired=None, violations=(), others=(), dropped=0, completed=False)),
+        'vllm-0.30.0': ({'profile': 'vllm-0.30.0', 'clamp': False, 'guard': 'none'}, Expect(runs=6, fired=None, violations=(), others=(), dropped=0, completed=False)),
+        'vllm-0.30.0+clamp': ({'profile': 'vllm-0.30.0', 'clamp': True, 'guard': 'none'}, Expect(runs=6, fired=None, violations=(), others=(), dropped=0, completed=False)),
+        'vllm-0.30.0+guard': ({'profile': 'vllm-0.30.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=6, fired=None, violations=(), others=(), dropped=0, completed=False)),
+        'vllm-0.31.0': ({'profile': 'vllm-0.31.0', 'clamp': False, 'guard': 'none'}, Expect(runs=6, fired=None, violations=(), others=(), dropped=0, completed=False)),
+        'vllm-0.31.0+clamp': ({'profile': 'vllm-0.31.0', 'clamp': True, 'guard': 'none'}, Expect(runs=6, fired=None, violations=(), others=(), dropped=0, completed=False)),
+        'vllm-0.31.0+guard': ({'profile': 'vllm-0.31.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=6, fired=None, violations=(), others=(), dropped=0, completed=False)),
         'vllm-0.32.0': ({'profile': 'vllm-0.32.0', 'clamp': False, 'guard': 'none'}, Expect(runs=6, fired=None, violations=(), others=(), dropped=0, completed=False)),
         'vllm-0.32.0+clamp': ({'profile': 'vllm-0.32.0', 'clamp': True, 'guard': 'none'}, Expect(runs=6, fired=None, violations=(), others=(), dropped=0, completed=False)),
         'vllm-0.32.0+guard': ({'profile': 'vllm-0.32.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=6, fired=None, violations=(), others=(), dropped=0, completed=False)),

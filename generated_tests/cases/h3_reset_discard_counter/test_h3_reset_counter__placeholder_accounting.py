@@ -31,12 +31,12 @@ step  event               picks                               what changes
    6  deliver                                                 delivers the output of step 2
                                                               r0: F 4->2, to_discard 2->1
                                                               in flight 2->1
-   7  schedule            budget=2 accepted=[1]               r0: scheduled 2, reserved 2, runner returns 2
-                                                              r0: runner rule c + n = 2 + 2 = 4 < Nr = 3? no -> samples
-                                                              r0: c 2->4, P 1->3, F 2->4, Nr 3->4
+   7  schedule            budget=1                            r0: scheduled 1, reserved 1, runner returns 1
+                                                              r0: runner rule c + n = 2 + 1 = 3 < Nr = 3? no -> samples
+                                                              r0: c 2->3, P 1->2, F 2->3, Nr 3->4
                                                               in flight 1->2
    8  deliver                                                 delivers the output of step 5
-                                                              r0: F 4->2, to_discard 1->0
+                                                              r0: F 3->1, to_discard 1->0
                                                               in flight 2->1
 (L prompt, T tokens, c computed, P placeholders, F in flight, S stale, D drop-stale, X is_prefill_chunk, Nr V1 num_tokens, g/pl/tl V2 slot computed/prefill_len/total_len)
 
@@ -44,6 +44,33 @@ What the model predicts on each arm (vLLM's reaction: CRASH = an assert kills th
 engine; SILENT = the violation passes unnoticed):
   h3-reset-discard-counter SILENT: no assert fires
                       violated: placeholder-accounting at step 8
+                      runs 8 step(s)
+  vllm-0.29.0         holds: no assert fires, nothing is violated
+                      placeholder-accounting holds on this arm
+                      runs 8 step(s)
+  vllm-0.29.0+clamp   holds: no assert fires, nothing is violated
+                      placeholder-accounting holds on this arm
+                      runs 8 step(s)
+  vllm-0.29.0+guard   holds: no assert fires, nothing is violated
+                      placeholder-accounting holds on this arm
+                      runs 8 step(s)
+  vllm-0.30.0         holds: no assert fires, nothing is violated
+                      placeholder-accounting holds on this arm
+                      runs 8 step(s)
+  vllm-0.30.0+clamp   holds: no assert fires, nothing is violated
+                      placeholder-accounting holds on this arm
+                      runs 8 step(s)
+  vllm-0.30.0+guard   holds: no assert fires, nothing is violated
+                      placeholder-accounting holds on this arm
+                      runs 8 step(s)
+  vllm-0.31.0         holds: no assert fires, nothing is violated
+                      placeholder-accounting holds on this arm
+                      runs 8 step(s)
+  vllm-0.31.0+clamp   holds: no assert fires, nothing is violated
+                      placeholder-accounting holds on this arm
+                      runs 8 step(s)
+  vllm-0.31.0+guard   holds: no assert fires, nothing is violated
+                      placeholder-accounting holds on this arm
                       runs 8 step(s)
   vllm-0.32.0         holds: no assert fires, nothing is violated
                       placeholder-accounting holds on this arm
@@ -82,13 +109,22 @@ CASE = Case(
         ('reset_prefix_cache', {}),
         ('schedule', {'budget': 2, 'accepted': [0]}),
         ('deliver', {'stop': [0]}),
-        ('schedule', {'budget': 2, 'accepted': [1]}),
+        ('schedule', {'budget': 1, 'accepted': [0]}),
         ('deliver', {'stop': [0]}),
     ),
     kind='violation',
     property='placeholder-accounting',
     arms={
         'h3-reset-discard-counter': ({'profile': 'h3-reset-discard-counter', 'clamp': False, 'guard': 'none'}, Expect(runs=8, fired=None, violations=(8,), others=(), dropped=0, completed=False)),
+        'vllm-0.29.0': ({'profile': 'vllm-0.29.0', 'clamp': False, 'guard': 'none'}, Expect(runs=8, fired=None, violations=(), others=(), dropped=0, completed=False)),
+        'vllm-0.29.0+clamp': ({'profile': 'vllm-0.29.0', 'clamp': True, 'guard': 'none'}, Expect(runs=8, fired=None, violations=(), others=(), dropped=0, completed=False)),
+        'vllm-0.29.0+guard': ({'profile': 'vllm-0.29.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=8, fired=None, violations=(), others=(), dropped=0, completed=False)),
+        'vllm-0.30.0': ({'profile': 'vllm-0.30.0', 'clamp': False, 'guard': 'none'}, Expect(runs=8, fired=None, violations=(), others=(), dropped=0, completed=False)),
+        'vllm-0.30.0+clamp': ({'profile': 'vllm-0.30.0', 'clamp': True, 'guard': 'none'}, Expect(runs=8, fired=None, violations=(), others=(), dropped=0, completed=False)),
+        'vllm-0.30.0+guard': ({'profile': 'vllm-0.30.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=8, fired=None, violations=(), others=(), dropped=0, completed=False)),
+        'vllm-0.31.0': ({'profile': 'vllm-0.31.0', 'clamp': False, 'guard': 'none'}, Expect(runs=8, fired=None, violations=(), others=(), dropped=0, completed=False)),
+        'vllm-0.31.0+clamp': ({'profile': 'vllm-0.31.0', 'clamp': True, 'guard': 'none'}, Expect(runs=8, fired=None, violations=(), others=(), dropped=0, completed=False)),
+        'vllm-0.31.0+guard': ({'profile': 'vllm-0.31.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=8, fired=None, violations=(), others=(), dropped=0, completed=False)),
         'vllm-0.32.0': ({'profile': 'vllm-0.32.0', 'clamp': False, 'guard': 'none'}, Expect(runs=8, fired=None, violations=(), others=(), dropped=0, completed=False)),
         'vllm-0.32.0+clamp': ({'profile': 'vllm-0.32.0', 'clamp': True, 'guard': 'none'}, Expect(runs=8, fired=None, violations=(), others=(), dropped=0, completed=False)),
         'vllm-0.32.0+guard': ({'profile': 'vllm-0.32.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=8, fired=None, violations=(), others=(), dropped=0, completed=False)),

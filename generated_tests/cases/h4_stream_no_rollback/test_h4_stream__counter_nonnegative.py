@@ -23,7 +23,7 @@ step  event               picks                               what changes
                                                               in flight 1->2
    4  deliver             stop=[1]                            delivers the output of step 2
                                                               r0: status RUNNING->WAITING, L 1->4, T 1->4, P 3->2, F 3->2
-                                                              r0: drafts 1->0, update T->F
+                                                              r0: update T->F
                                                               in flight 2->1
    5  schedule            budget=2                            r0: scheduled 2, reserved 0, runner returns 1
                                                               r0: runner rule c + n = 3 + 2 = 5 < Nr = 4? no -> samples
@@ -44,6 +44,38 @@ engine; SILENT = the violation passes unnoticed):
   h4-stream-no-rollback CRASH at step 7: `assert request.num_output_placeholders >= 0` fires
                       violated: counter-nonnegative at step 7; predicates-agree at 5; placeholder-accounting at 6; no-token-while-prefilling at 7
                       runs 7 step(s)
+  vllm-0.29.0         SILENT: no assert fires
+                      violated: predicates-agree at 5; placeholder-accounting at 6; no-token-while-prefilling at 7
+                      counter-nonnegative holds on this arm
+                      runs 7 step(s)
+  vllm-0.29.0+clamp   SILENT: no assert fires
+                      violated: predicates-agree at 5; placeholder-accounting at 6; no-token-while-prefilling at 7
+                      counter-nonnegative holds on this arm
+                      runs 7 step(s)
+  vllm-0.29.0+guard   SILENT: no assert fires
+                      violated: predicates-agree at 5; placeholder-accounting at 6
+                      counter-nonnegative holds on this arm
+                      runs 7 step(s); the guard drops 1 token(s)
+  vllm-0.30.0         CRASH at step 7: `assert request.num_output_placeholders >= 0` fires
+                      violated: counter-nonnegative at step 7; predicates-agree at 5; placeholder-accounting at 6; no-token-while-prefilling at 7
+                      runs 7 step(s)
+  vllm-0.30.0+clamp   SILENT: no assert fires
+                      violated: predicates-agree at 5; placeholder-accounting at 6
+                      counter-nonnegative holds on this arm
+                      runs 7 step(s); the clamp drops 1 token(s)
+  vllm-0.30.0+guard   SILENT: no assert fires
+                      violated: predicates-agree at 5; placeholder-accounting at 6
+                      counter-nonnegative holds on this arm
+                      runs 7 step(s); the guard drops 1 token(s)
+  vllm-0.31.0         holds: no assert fires, nothing is violated
+                      counter-nonnegative holds on this arm
+                      runs 5 step(s)
+  vllm-0.31.0+clamp   holds: no assert fires, nothing is violated
+                      counter-nonnegative holds on this arm
+                      runs 5 step(s)
+  vllm-0.31.0+guard   holds: no assert fires, nothing is violated
+                      counter-nonnegative holds on this arm
+                      runs 5 step(s)
   vllm-0.32.0         holds: no assert fires, nothing is violated
                       counter-nonnegative holds on this arm
                       runs 5 step(s)
@@ -87,6 +119,15 @@ CASE = Case(
     property='counter-nonnegative',
     arms={
         'h4-stream-no-rollback': ({'profile': 'h4-stream-no-rollback', 'clamp': False, 'guard': 'none'}, Expect(runs=7, fired=('placeholders-nonnegative', 7), violations=(7,), others=(('predicates-agree', 5), ('placeholder-accounting', 6), ('no-token-while-prefilling', 7)), dropped=0, completed=False)),
+        'vllm-0.29.0': ({'profile': 'vllm-0.29.0', 'clamp': False, 'guard': 'none'}, Expect(runs=7, fired=None, violations=(), others=(('predicates-agree', 5), ('placeholder-accounting', 6), ('no-token-while-prefilling', 7)), dropped=0, completed=False)),
+        'vllm-0.29.0+clamp': ({'profile': 'vllm-0.29.0', 'clamp': True, 'guard': 'none'}, Expect(runs=7, fired=None, violations=(), others=(('predicates-agree', 5), ('placeholder-accounting', 6), ('no-token-while-prefilling', 7)), dropped=0, completed=False)),
+        'vllm-0.29.0+guard': ({'profile': 'vllm-0.29.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=7, fired=None, violations=(), others=(('predicates-agree', 5), ('placeholder-accounting', 6)), dropped=1, completed=False)),
+        'vllm-0.30.0': ({'profile': 'vllm-0.30.0', 'clamp': False, 'guard': 'none'}, Expect(runs=7, fired=('placeholders-nonnegative', 7), violations=(7,), others=(('predicates-agree', 5), ('placeholder-accounting', 6), ('no-token-while-prefilling', 7)), dropped=0, completed=False)),
+        'vllm-0.30.0+clamp': ({'profile': 'vllm-0.30.0', 'clamp': True, 'guard': 'none'}, Expect(runs=7, fired=None, violations=(), others=(('predicates-agree', 5), ('placeholder-accounting', 6)), dropped=1, completed=False)),
+        'vllm-0.30.0+guard': ({'profile': 'vllm-0.30.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=7, fired=None, violations=(), others=(('predicates-agree', 5), ('placeholder-accounting', 6)), dropped=1, completed=False)),
+        'vllm-0.31.0': ({'profile': 'vllm-0.31.0', 'clamp': False, 'guard': 'none'}, Expect(runs=5, fired=None, violations=(), others=(), dropped=0, completed=False)),
+        'vllm-0.31.0+clamp': ({'profile': 'vllm-0.31.0', 'clamp': True, 'guard': 'none'}, Expect(runs=5, fired=None, violations=(), others=(), dropped=0, completed=False)),
+        'vllm-0.31.0+guard': ({'profile': 'vllm-0.31.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=5, fired=None, violations=(), others=(), dropped=0, completed=False)),
         'vllm-0.32.0': ({'profile': 'vllm-0.32.0', 'clamp': False, 'guard': 'none'}, Expect(runs=5, fired=None, violations=(), others=(), dropped=0, completed=False)),
         'vllm-0.32.0+clamp': ({'profile': 'vllm-0.32.0', 'clamp': True, 'guard': 'none'}, Expect(runs=5, fired=None, violations=(), others=(), dropped=0, completed=False)),
         'vllm-0.32.0+guard': ({'profile': 'vllm-0.32.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=5, fired=None, violations=(), others=(), dropped=0, completed=False)),

@@ -40,6 +40,24 @@ step  event               picks                               what changes
 
 What the model predicts on each arm (vLLM's reaction: CRASH = an assert kills the
 engine; SILENT = the violation passes unnoticed):
+  vllm-0.29.0         holds: no assert fires, nothing is violated
+                      runs 7 step(s); a request completes
+  vllm-0.29.0+clamp   holds: no assert fires, nothing is violated
+                      runs 7 step(s); a request completes
+  vllm-0.29.0+guard   holds: no assert fires, nothing is violated
+                      runs 7 step(s); a request completes
+  vllm-0.30.0         holds: no assert fires, nothing is violated
+                      runs 7 step(s); a request completes
+  vllm-0.30.0+clamp   holds: no assert fires, nothing is violated
+                      runs 7 step(s); a request completes
+  vllm-0.30.0+guard   holds: no assert fires, nothing is violated
+                      runs 7 step(s); a request completes
+  vllm-0.31.0         holds: no assert fires, nothing is violated
+                      runs 7 step(s); a request completes
+  vllm-0.31.0+clamp   holds: no assert fires, nothing is violated
+                      runs 7 step(s); a request completes
+  vllm-0.31.0+guard   holds: no assert fires, nothing is violated
+                      runs 7 step(s); a request completes
   vllm-0.32.0         holds: no assert fires, nothing is violated
                       runs 7 step(s); a request completes
   vllm-0.32.0+clamp   holds: no assert fires, nothing is violated
@@ -76,6 +94,15 @@ CASE = Case(
     kind='witness',
     property=None,
     arms={
+        'vllm-0.29.0': ({'profile': 'vllm-0.29.0', 'clamp': False, 'guard': 'none'}, Expect(runs=7, fired=None, violations=(), others=(), dropped=0, completed=True)),
+        'vllm-0.29.0+clamp': ({'profile': 'vllm-0.29.0', 'clamp': True, 'guard': 'none'}, Expect(runs=7, fired=None, violations=(), others=(), dropped=0, completed=True)),
+        'vllm-0.29.0+guard': ({'profile': 'vllm-0.29.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=7, fired=None, violations=(), others=(), dropped=0, completed=True)),
+        'vllm-0.30.0': ({'profile': 'vllm-0.30.0', 'clamp': False, 'guard': 'none'}, Expect(runs=7, fired=None, violations=(), others=(), dropped=0, completed=True)),
+        'vllm-0.30.0+clamp': ({'profile': 'vllm-0.30.0', 'clamp': True, 'guard': 'none'}, Expect(runs=7, fired=None, violations=(), others=(), dropped=0, completed=True)),
+        'vllm-0.30.0+guard': ({'profile': 'vllm-0.30.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=7, fired=None, violations=(), others=(), dropped=0, completed=True)),
+        'vllm-0.31.0': ({'profile': 'vllm-0.31.0', 'clamp': False, 'guard': 'none'}, Expect(runs=7, fired=None, violations=(), others=(), dropped=0, completed=True)),
+        'vllm-0.31.0+clamp': ({'profile': 'vllm-0.31.0', 'clamp': True, 'guard': 'none'}, Expect(runs=7, fired=None, violations=(), others=(), dropped=0, completed=True)),
+        'vllm-0.31.0+guard': ({'profile': 'vllm-0.31.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=7, fired=None, violations=(), others=(), dropped=0, completed=True)),
         'vllm-0.32.0': ({'profile': 'vllm-0.32.0', 'clamp': False, 'guard': 'none'}, Expect(runs=7, fired=None, violations=(), others=(), dropped=0, completed=True)),
         'vllm-0.32.0+clamp': ({'profile': 'vllm-0.32.0', 'clamp': True, 'guard': 'none'}, Expect(runs=7, fired=None, violations=(), others=(), dropped=0, completed=True)),
         'vllm-0.32.0+guard': ({'profile': 'vllm-0.32.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=7, fired=None, violations=(), others=(), dropped=0, completed=True)),

@@ -34,6 +34,42 @@ step  event               picks                               what changes
 
 What the model predicts on each arm (vLLM's reaction: CRASH = an assert kills the
 engine; SILENT = the violation passes unnoticed):
+  vllm-0.29.0         SILENT: no assert fires
+                      violated: placeholder-accounting at 3
+                      computed-nonnegative holds on this arm
+                      runs 5 step(s)
+  vllm-0.29.0+clamp   SILENT: no assert fires
+                      violated: placeholder-accounting at 3
+                      computed-nonnegative holds on this arm
+                      runs 5 step(s)
+  vllm-0.29.0+guard   SILENT: no assert fires
+                      violated: placeholder-accounting at 3
+                      computed-nonnegative holds on this arm
+                      runs 5 step(s)
+  vllm-0.30.0         SILENT: no assert fires
+                      violated: placeholder-accounting at 3
+                      computed-nonnegative holds on this arm
+                      runs 5 step(s)
+  vllm-0.30.0+clamp   SILENT: no assert fires
+                      violated: placeholder-accounting at 3
+                      computed-nonnegative holds on this arm
+                      runs 5 step(s)
+  vllm-0.30.0+guard   SILENT: no assert fires
+                      violated: placeholder-accounting at 3
+                      computed-nonnegative holds on this arm
+                      runs 5 step(s)
+  vllm-0.31.0         SILENT: no assert fires
+                      violated: placeholder-accounting at 3
+                      computed-nonnegative holds on this arm
+                      runs 5 step(s)
+  vllm-0.31.0+clamp   SILENT: no assert fires
+                      violated: placeholder-accounting at 3
+                      computed-nonnegative holds on this arm
+                      runs 5 step(s)
+  vllm-0.31.0+guard   SILENT: no assert fires
+                      violated: placeholder-accounting at 3
+                      computed-nonnegative holds on this arm
+                      runs 5 step(s)
   vllm-0.32.0         SILENT: no assert fires
                       violated: placeholder-accounting at 3
                       computed-nonnegative holds on this arm
@@ -77,6 +113,15 @@ CASE = Case(
     kind='violation',
     property='computed-nonnegative',
     arms={
+        'vllm-0.29.0': ({'profile': 'vllm-0.29.0', 'clamp': False, 'guard': 'none'}, Expect(runs=5, fired=None, violations=(), others=(('placeholder-accounting', 3),), dropped=0, completed=False)),
+        'vllm-0.29.0+clamp': ({'profile': 'vllm-0.29.0', 'clamp': True, 'guard': 'none'}, Expect(runs=5, fired=None, violations=(), others=(('placeholder-accounting', 3),), dropped=0, completed=False)),
+        'vllm-0.29.0+guard': ({'profile': 'vllm-0.29.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=5, fired=None, violations=(), others=(('placeholder-accounting', 3),), dropped=0, completed=False)),
+        'vllm-0.30.0': ({'profile': 'vllm-0.30.0', 'clamp': False, 'guard': 'none'}, Expect(runs=5, fired=None, violations=(), others=(('placeholder-accounting', 3),), dropped=0, completed=False)),
+        'vllm-0.30.0+clamp': ({'profile': 'vllm-0.30.0', 'clamp': True, 'guard': 'none'}, Expect(runs=5, fired=None, violations=(), others=(('placeholder-accounting', 3),), dropped=0, completed=False)),
+        'vllm-0.30.0+guard': ({'profile': 'vllm-0.30.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=5, fired=None, violations=(), others=(('placeholder-accounting', 3),), dropped=0, completed=False)),
+        'vllm-0.31.0': ({'profile': 'vllm-0.31.0', 'clamp': False, 'guard': 'none'}, Expect(runs=5, fired=None, violations=(), others=(('placeholder-accounting', 3),), dropped=0, completed=False)),
+        'vllm-0.31.0+clamp': ({'profile': 'vllm-0.31.0', 'clamp': True, 'guard': 'none'}, Expect(runs=5, fired=None, violations=(), others=(('placeholder-accounting', 3),), dropped=0, completed=False)),
+        'vllm-0.31.0+guard': ({'profile': 'vllm-0.31.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=5, fired=None, violations=(), others=(('placeholder-accounting', 3),), dropped=0, completed=False)),
         'vllm-0.32.0': ({'profile': 'vllm-0.32.0', 'clamp': False, 'guard': 'none'}, Expect(runs=5, fired=None, violations=(), others=(('placeholder-accounting', 3),), dropped=0, completed=False)),
         'vllm-0.32.0+clamp': ({'profile': 'vllm-0.32.0', 'clamp': True, 'guard': 'none'}, Expect(runs=5, fired=None, violations=(), others=(('placeholder-accounting', 3),), dropped=0, completed=False)),
         'vllm-0.32.0+guard': ({'profile': 'vllm-0.32.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=5, fired=None, violations=(), others=(('placeholder-accounting', 3),), dropped=0, completed=False)),

@@ -44,18 +44,51 @@ step  event               picks                               what changes
                                                               r0: T 2->3, c 5->4, P 4->2, F 4->2
                                                               r1: T 3->4, P 2->1, F 3->2
                                                               in flight 2->1
-   6  schedule            budget=1                            r0: scheduled 1, reserved 1, runner returns 1
-                                                              r0: runner rule g + n = 3 + 1 = 4 < total_len = 4? no -> samples
-                                                              r0: c 4->5, P 2->3, F 2->3, g 3->4, tl 4->5
+   6  schedule            budget=2 accepted=[1, 0]            r0: scheduled 2, reserved 2, runner returns 2
+                                                              r0: runner rule g + n = 3 + 2 = 5 < total_len = 4? no -> samples
+                                                              r0: c 4->6, P 2->4, F 2->4, g 3->5, tl 4->6
                                                               in flight 1->2
    7  deliver                                                 delivers the output of step 4
-                                                              r0: T 3->4, c 5->4, P 3->1, F 3->1
+                                                              r0: T 3->4, c 6->5, P 4->2, F 4->2
                                                               r1: T 4->6, P 1->-1, F 2->0
                                                               in flight 2->1
 (L prompt, T tokens, c computed, P placeholders, F in flight, S stale, D drop-stale, X is_prefill_chunk, Nr V1 num_tokens, g/pl/tl V2 slot computed/prefill_len/total_len)
 
 What the model predicts on each arm (vLLM's reaction: CRASH = an assert kills the
 engine; SILENT = the violation passes unnoticed):
+  vllm-0.29.0         CRASH at step 7: `assert request.num_output_placeholders >= 0` fires
+                      violated: counter-nonnegative at step 7; predicates-agree at 1; no-token-while-prefilling at 3; placeholder-accounting at 3
+                      runs 7 step(s)
+  vllm-0.29.0+clamp   SILENT: no assert fires
+                      violated: predicates-agree at 1; no-token-while-prefilling at 3; placeholder-accounting at 3
+                      counter-nonnegative holds on this arm
+                      runs 7 step(s); the clamp drops 1 token(s)
+  vllm-0.29.0+guard   SILENT: no assert fires
+                      violated: predicates-agree at 1
+                      counter-nonnegative holds on this arm
+                      runs 7 step(s); the guard drops 1 token(s)
+  vllm-0.30.0         CRASH at step 7: `assert request.num_output_placeholders >= 0` fires
+                      violated: counter-nonnegative at step 7; predicates-agree at 1; no-token-while-prefilling at 3; placeholder-accounting at 3
+                      runs 7 step(s)
+  vllm-0.30.0+clamp   SILENT: no assert fires
+                      violated: predicates-agree at 1; no-token-while-prefilling at 3; placeholder-accounting at 3
+                      counter-nonnegative holds on this arm
+                      runs 7 step(s); the clamp drops 1 token(s)
+  vllm-0.30.0+guard   SILENT: no assert fires
+                      violated: predicates-agree at 1
+                      counter-nonnegative holds on this arm
+                      runs 7 step(s); the guard drops 1 token(s)
+  vllm-0.31.0         CRASH at step 7: `assert request.num_output_placeholders >= 0` fires
+                      violated: counter-nonnegative at step 7; predicates-agree at 1; no-token-while-prefilling at 3; placeholder-accounting at 3
+                      runs 7 step(s)
+  vllm-0.31.0+clamp   SILENT: no assert fires
+                      violated: predicates-agree at 1; no-token-while-prefilling at 3; placeholder-accounting at 3
+                      counter-nonnegative holds on this arm
+                      runs 7 step(s); the clamp drops 1 token(s)
+  vllm-0.31.0+guard   SILENT: no assert fires
+                      violated: predicates-agree at 1
+                      counter-nonnegative holds on this arm
+                      runs 7 step(s); the guard drops 1 token(s)
   vllm-0.32.0         CRASH at step 7: `assert request.num_output_placeholders >= 0` fires
                       violated: counter-nonnegative at step 7; predicates-agree at 1; no-token-while-prefilling at 3; placeholder-accounting at 3
                       runs 7 step(s)
@@ -96,12 +129,21 @@ CASE = Case(
         ('deliver', {'stop': [0, 0]}),
         ('schedule', {'budget': 4, 'accepted': [0, 1], 'stale_read': [False, False]}),
         ('deliver', {'stop': [0, 0]}),
-        ('schedule', {'budget': 1, 'accepted': [0, 0], 'stale_read': [False, False]}),
+        ('schedule', {'budget': 2, 'accepted': [1, 0], 'stale_read': [False, False]}),
         ('deliver', {'stop': [0, 0]}),
     ),
     kind='violation',
     property='counter-nonnegative',
     arms={
+        'vllm-0.29.0': ({'profile': 'vllm-0.29.0', 'clamp': False, 'guard': 'none'}, Expect(runs=7, fired=('placeholders-nonnegative', 7), violations=(7,), others=(('predicates-agree', 1), ('no-token-while-prefilling', 3), ('placeholder-accounting', 3)), dropped=0, completed=False)),
+        'vllm-0.29.0+clamp': ({'profile': 'vllm-0.29.0', 'clamp': True, 'guard': 'none'}, Expect(runs=7, fired=None, violations=(), others=(('predicates-agree', 1), ('no-token-while-prefilling', 3), ('placeholder-accounting', 3)), dropped=1, completed=False)),
+        'vllm-0.29.0+guard': ({'profile': 'vllm-0.29.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=7, fired=None, violations=(), others=(('predicates-agree', 1),), dropped=1, completed=False)),
+        'vllm-0.30.0': ({'profile': 'vllm-0.30.0', 'clamp': False, 'guard': 'none'}, Expect(runs=7, fired=('placeholders-nonnegative', 7), violations=(7,), others=(('predicates-agree', 1), ('no-token-while-prefilling', 3), ('placeholder-accounting', 3)), dropped=0, completed=False)),
+        'vllm-0.30.0+clamp': ({'profile': 'vllm-0.30.0', 'clamp': True, 'guard': 'none'}, Expect(runs=7, fired=None, violations=(), others=(('predicates-agree', 1), ('no-token-while-prefilling', 3), ('placeholder-accounting', 3)), dropped=1, completed=False)),
+        'vllm-0.30.0+guard': ({'profile': 'vllm-0.30.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=7, fired=None, violations=(), others=(('predicates-agree', 1),), dropped=1, completed=False)),
+        'vllm-0.31.0': ({'profile': 'vllm-0.31.0', 'clamp': False, 'guard': 'none'}, Expect(runs=7, fired=('placeholders-nonnegative', 7), violations=(7,), others=(('predicates-agree', 1), ('no-token-while-prefilling', 3), ('placeholder-accounting', 3)), dropped=0, completed=False)),
+        'vllm-0.31.0+clamp': ({'profile': 'vllm-0.31.0', 'clamp': True, 'guard': 'none'}, Expect(runs=7, fired=None, violations=(), others=(('predicates-agree', 1), ('no-token-while-prefilling', 3), ('placeholder-accounting', 3)), dropped=1, completed=False)),
+        'vllm-0.31.0+guard': ({'profile': 'vllm-0.31.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=7, fired=None, violations=(), others=(('predicates-agree', 1),), dropped=1, completed=False)),
         'vllm-0.32.0': ({'profile': 'vllm-0.32.0', 'clamp': False, 'guard': 'none'}, Expect(runs=7, fired=('placeholders-nonnegative', 7), violations=(7,), others=(('predicates-agree', 1), ('no-token-while-prefilling', 3), ('placeholder-accounting', 3)), dropped=0, completed=False)),
         'vllm-0.32.0+clamp': ({'profile': 'vllm-0.32.0', 'clamp': True, 'guard': 'none'}, Expect(runs=7, fired=None, violations=(), others=(('predicates-agree', 1), ('no-token-while-prefilling', 3), ('placeholder-accounting', 3)), dropped=1, completed=False)),
         'vllm-0.32.0+guard': ({'profile': 'vllm-0.32.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=7, fired=None, violations=(), others=(('predicates-agree', 1),), dropped=1, completed=False)),
