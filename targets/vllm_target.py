@@ -48,6 +48,7 @@ from typing import Any, Mapping
 
 from model.interpreter import StepResult, nested
 from model.run import Played, is_named
+from spec import profiles
 from spec.config import Config
 from spec.properties import BY_STATEMENT, statement_key
 from spec.vocabulary import Status
@@ -137,7 +138,6 @@ READS = {
         "has_requests": "to compare what the engine loop decides with",
         "running": "to compare the running queue's order",
         "waiting": "to compare the waiting queue's order",
-        "kv_holding_waiting": "to compare the waiting queue's order (the requests holding KV blocks wait there)",
         "kv_cache_manager": "to name the blocks a KV-load failure reports",
         "max_num_scheduled_tokens": "to set a step's token budget",
     },
@@ -158,11 +158,26 @@ READS = {
 }
 
 
+# the waiting queue the waiting loop serves first, per profile (spec/profiles.py waiting_queues)
+FRONT_QUEUE = {
+    "kv-holding-first": ("kv_holding_waiting", "the requests holding KV blocks wait there"),
+    "skipped-first": ("skipped_waiting", "blocked and skipped requests wait there"),
+}
+
+
+def front_queue() -> tuple[str, str]:
+    """The Scheduler attribute of the waiting queue served first, by the tree's profile,
+    and what waits there."""
+    return FRONT_QUEUE[profiles.of(env.tree().profile).waiting_queues]
+
+
 def missing_reads(scheduler, request, cfg: Config) -> list[str]:
     """One phrase per attribute this target reads that the tree's objects lack."""
     out = []
+    name, where = front_queue()
+    reads = {**READS["Scheduler"], name: f"to compare the waiting queue's order ({where})"}
     for kind, obj in (("Scheduler", scheduler), ("Request", request)):
-        for name, why in READS[kind].items():
+        for name, why in (reads if kind == "Scheduler" else READS[kind]).items():
             if not hasattr(obj, name):
                 reads = "reads " + why if kind == "Scheduler" else "compares after every step: " + why
                 out.append(f"this tree has no {kind}.{name}, which the target {reads}")
@@ -404,9 +419,10 @@ class VllmTarget:
 
     def orders(self) -> dict[str, list[str]]:
         """The order of Scheduler.running, and of the waiting queues as the waiting
-        loop drains them (kv_holding_waiting first, then waiting; sched:915-918)."""
+        loop drains them: kv_holding_waiting (0.31.0 on, sched:915-918) or skipped_waiting
+        (0.29.0, 0.30.0 [select-waiting-queue]) first, then waiting."""
+        first = getattr(self.sched, front_queue()[0])
         return {
             "running": [q.request_id for q in self.sched.running],
-            "waiting": [q.request_id for q in self.sched.kv_holding_waiting]
-            + [q.request_id for q in self.sched.waiting],
+            "waiting": [q.request_id for q in first] + [q.request_id for q in self.sched.waiting],
         }

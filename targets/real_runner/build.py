@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+import inspect
+
 from spec.config import Config
 from spec.errors import TargetUnavailable
 from targets import vllm_env as env
@@ -50,17 +53,24 @@ def build_v2(cfg: Config, config, model):
     from vllm.v1.worker.gpu.cudagraph_utils import ModelCudaGraphManager
 
     device = torch.device("cpu")
-    runner = CPUModelRunner(config, device)
-    with patched(v2_module, "DeviceMemoryProfiler", NoMemoryProfiler):
+    with patched(v2_module, "init_speculator", _init_speculator(v2_module.init_speculator)):
+        runner = CPUModelRunner(config, device)
+    with patched(v2_module, "DeviceMemoryProfiler", NoMemoryProfiler), _stub_loader(v2_module, model):
         runner.load_model(model=model)
     # initialize_kv_cache is not run (attention backends): its bookkeeping parts
     block_size = cfg.block_size
+    extra = {}
+    if "kernel_block_sizes" in inspect.signature(BlockTables).parameters:
+        # 0.29.0-0.31.0 (block_table.py:25): the runner passes its kernel_block_sizes
+        # (model_runner.py:672 on 0.31.0); one plain attention group: the block size
+        extra["kernel_block_sizes"] = [block_size]
     runner.block_tables = BlockTables(
         block_sizes=[block_size],
         max_num_reqs=runner.max_num_reqs,
         max_num_batched_tokens=runner.max_num_tokens,
         max_num_blocks_per_group=[-(-runner.max_model_len // block_size)],
         device=device,
+        **extra,
     )
     runner.kv_cache_config = KVCacheConfig(
         num_blocks=factory.Shape.of(cfg, clamp=False).num_blocks, kv_cache_tensors=[], kv_cache_groups=[]
@@ -76,6 +86,57 @@ def build_v2(cfg: Config, config, model):
 
         runner.speculator.propose = propose
     return runner
+
+
+@contextlib.contextmanager
+def _stub_loader(v2_module, model):
+    """0.29.0-0.31.0: GPUModelRunner.load_model has no `model` parameter (0.31.0
+    gpu/model_runner.py:367; 0.32.0 gained it at 378-399) and loads through
+    get_model_loader (0.31.0 :374,378-381). There the loader hands back the stub."""
+    if "model" in inspect.signature(v2_module.GPUModelRunner.load_model).parameters:
+        yield
+        return
+
+    class StubLoader:
+        def load_model(self, *args, **kwargs):
+            return model
+
+    with patched(v2_module, "get_model_loader", lambda load_config: StubLoader()):
+        yield
+
+
+def _init_speculator(real):
+    """0.29.0-0.31.0 have no V2 n-gram speculator: init_speculator raises
+    NotImplementedError for ngram_gpu (0.31.0 spec_decode/__init__.py:69-70; 0.29.0,
+    0.30.0: 57-58). There the runner gets a stand-in with what 0.32.0's
+    NgramGPUSpeculator shows the runner (spec_decode/ngram/speculator.py:151-213): not a
+    DraftModelSpeculator, no draft logits, no multimodal inputs, nothing to capture.
+    Its propose is replaced below, as the real speculator's is."""
+
+    def init_speculator(vllm_config, *args, **kwargs):
+        try:
+            return real(vllm_config, *args, **kwargs)
+        except NotImplementedError:
+            if vllm_config.speculative_config.method != "ngram_gpu":
+                raise
+        from vllm.v1.worker.gpu.spec_decode.speculator import BaseSpeculator
+
+        class NgramStandIn(BaseSpeculator):
+            supports_mm_inputs = False
+            draft_logits = None
+
+            def init_cudagraph_manager(self, cudagraph_mode):
+                pass
+
+            def capture(self):
+                return None
+
+            def propose(self, *args, **kwargs):
+                raise AssertionError("replaced in build_v2")
+
+        return NgramStandIn()
+
+    return init_speculator
 
 
 def build_v1(cfg: Config, config, model):
