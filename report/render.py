@@ -128,26 +128,47 @@ def summary_md(summary: dict, cxs: list[Counterexample], base: str, compact: boo
         )
         lines.append("")
     lines += ["### Counterexamples", ""]
-    table = [["configuration", "property", "vLLM reaction", "steps", "via", "page"]]
-    for c in cxs:
-        if c.index:
-            continue
-        via = ", ".join(c.row.mechanisms or []) or "core path"
-        page = f"[page]({link(base, c.page)})"
-        table.append([f"`{c.cfg.name}`", c.prop, reaction(c.row), str(len(c.trace.steps)), via, page])
+    if compact:  # one row per scenario and property, its releases side by side
+        table = [["scenario", "property", "vLLM reaction", "steps", "via", "pages"]]
+        groups: dict = {}
+        for c in cxs:
+            if c.index:
+                continue
+            via = ", ".join(c.row.mechanisms or []) or "core path"
+            key = (c.cfg.scenario, c.prop, reaction(c.row), str(len(c.trace.steps)), via)
+            groups.setdefault(key, []).append(c)
+        for (scenario, prop, said, steps, via), group in groups.items():
+            pages = " ".join(f"[{_where(c.cfg)}]({link(base, c.page)})" for c in group)
+            table.append([f"`{scenario}`", prop, said, steps, via, pages])
+    else:
+        table = [["configuration", "property", "vLLM reaction", "steps", "via", "page"]]
+        for c in cxs:
+            if c.index:
+                continue
+            via = ", ".join(c.row.mechanisms or []) or "core path"
+            page = f"[page]({link(base, c.page)})"
+            table.append([f"`{c.cfg.name}`", c.prop, reaction(c.row), str(len(c.trace.steps)), via, page])
     lines += md_table(table) if len(table) > 1 else ["none"]
     lines.append("")
     lines += ["### Every verdict", ""]
-    if compact:  # proved rows folded per configuration
+    if compact:  # proved rows folded per configuration, releases with the same rows side by side
         table = [["configuration", "property", "verdict", "scope", "vLLM reaction"]]
+        folded: dict = {}
         for name in configs:
             mine = [r for r in rows if r.config == name]
+            scenario = name.split("@")[0]
             held = [r for r in mine if r.verdict.kind is Kind.PROVED]
+            cells = []
             if held:
-                table.append([f"`{name}`", f"{len(held)} properties", "proved", scope(held[0]), "holds"])
+                cells.append((f"{len(held)} properties", "proved", scope(held[0]), "holds"))
             for r in mine:
                 if r.verdict.kind is not Kind.PROVED:
-                    table.append([f"`{name}`", r.property, str(r.verdict), scope(r), _reaction_cell(r, by_trace, base)])
+                    cells.append((r.property, str(r.verdict), scope(r), reaction(r)))
+            folded.setdefault((scenario, tuple(cells)), []).append(name.partition("@")[2] or "")
+        for (scenario, cells), releases in folded.items():
+            label = f"`{scenario}`" + (f" @ {', '.join(releases)}" if any(releases) else "")
+            for cell_row in cells:
+                table.append([label, *cell_row])
     else:
         table = [["configuration", "property", "verdict", "scope", "vLLM reaction"]]
         for r in rows:
@@ -161,6 +182,11 @@ def summary_md(summary: dict, cxs: list[Counterexample], base: str, compact: boo
         "",
     ]
     return "\n".join(lines)
+
+
+def _where(cfg) -> str:
+    """A configuration's release, or its profile for a historical one."""
+    return cfg.profile if cfg.prof.historical else cfg.prof.release
 
 
 def _reaction_cell(row: VerdictRow, by_trace: dict, base: str) -> str:
