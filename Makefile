@@ -20,6 +20,10 @@ VLLM ?=
 VLLM_SUITES := generated_tests tests/test_vllm_target.py tests/test_clamp_scheduler.py
 VLLM_SUITES_ALL := $(VLLM_SUITES) tests/test_differential.py tests/test_real_runner.py
 VLLM_TARGETS := --target=vllm,vllm-clamp,vllm-guard,runner,runner-clamp
+# the releases before 0.32.0: make test plays every generated case on their scheduler
+# (plain and clamped); make test-all adds the guard, the real runners and the target's tests
+OLDER_RELEASES := 0.29.0 0.30.0 0.31.0
+OLDER_TARGETS := --target=vllm,vllm-clamp
 # pytest in parallel (pytest-xdist): one worker per core, at most 8 (each loads a vLLM,
 # about 0.8 GB); JOBS=1 runs in one process
 JOBS ?= $(shell n=$$(nproc 2>/dev/null || echo 2); [ $$n -gt 8 ] && n=8; echo $$n)
@@ -79,6 +83,9 @@ test: $(FULL) vllm-trees lint check-generated report
 ifeq ($(VLLM),)
 	$(PY) -m pytest $(XDIST) --vllm=0.32.0 --junitxml=build/junit-0.32.0.xml
 	$(PY) -m pytest $(XDIST) --vllm=0.33.0 $(VLLM_SUITES) $(VLLM_TARGETS) --junitxml=build/junit-0.33.0.xml
+	set -e; for r in $(OLDER_RELEASES); do \
+	  $(PY) -m pytest $(XDIST) --vllm=$$r generated_tests $(OLDER_TARGETS) --junitxml=build/junit-$$r.xml; \
+	done
 else
 	$(PY) -m pytest $(XDIST) --vllm="$(VLLM)" --junitxml=build/junit.xml
 endif
@@ -89,6 +96,9 @@ endif
 test-all: $(FULL) vllm-trees lint check-generated report
 	$(PY) -m pytest $(XDIST) --sweep --vllm=0.32.0 --junitxml=build/junit-all-0.32.0.xml
 	$(PY) -m pytest $(XDIST) --sweep --vllm=0.33.0 $(VLLM_SUITES_ALL) $(VLLM_TARGETS) --junitxml=build/junit-all-0.33.0.xml
+	set -e; for r in $(OLDER_RELEASES); do \
+	  $(PY) -m pytest $(XDIST) --sweep --vllm=$$r $(VLLM_SUITES_ALL) $(VLLM_TARGETS) --junitxml=build/junit-all-$$r.xml; \
+	done
 
 # what needs neither vLLM nor the kernels nor a solver search longer than a few seconds
 # (selected by markers; the modules still import, so the full venv is installed)

@@ -117,7 +117,10 @@ MATRIX: tuple[Config, ...] = (
         "v1",
         "V1 runner; preemption (both modes), reset, streaming sessions, aborts",
         {
-            "0.29.0..0.30.0": _expect(violated=NO_ROLLBACK + V1_INPUTS),
+            # no-placeholder-input is not claimed there: after a resumable stop without the
+            # rollback, vLLM 0.29.0/0.30.0's own V1 runner feeds no placeholder where the model's
+            # V1 input rule says it does (the runner targets, 7 steps); the rule is 0.32.0's
+            "0.29.0..0.30.0": _expect(violated=NO_ROLLBACK),
             "0.31.0..0.32.0": _expect(proved=SAFETY + V1_INPUTS),
             "0.33.0": _expect(proved=SAFETY_033 + V1_INPUTS),
         },

@@ -30,6 +30,7 @@ def setup() -> None:
     except Exception as exc:  # any failure here means the CPU patches are unusable: said in one line
         raise TargetUnavailable(f"{env.tree().title}: vLLM's CPU worker patches do not import ({exc})") from exc
     cache_interpreter_builtins()
+    interpret_libdevice_log1p()
     if not ps.model_parallel_is_initialized():
         cfg = runner_config(Config("runner-setup", runner="v1", requests=1))
         handle, path = tempfile.mkstemp(prefix="real-runner-gloo-")
@@ -67,6 +68,31 @@ def cache_interpreter_builtins() -> None:
 
     interpreter._patch_builtin = patch_builtin
     interpreter._builtins_cached = True
+
+
+def interpret_libdevice_log1p() -> None:
+    """0.29.0 and 0.30.0's Gumbel sampler calls libdevice's log1p (gpu/sample/gumbel.py:127);
+    a libdevice function is a stub that only a GPU backend fills in, so under Triton's
+    interpreter it returns None and the launch fails. Here it is numpy's log1p on the
+    interpreter's tensor, elementwise, in the tensor's own dtype (0.31.0 on compute it
+    from tl.log and need nothing). Installed only while the stub is still the stub."""
+    if os.environ.get("TRITON_INTERPRET") != "1":
+        return
+    import numpy as np
+    import triton.language as tl
+    from triton.language.extra import libdevice
+    from triton.runtime.interpreter import TensorHandle
+
+    def stub(arg0): ...
+
+    if libdevice.log1p.__code__.co_code != stub.__code__.co_code:
+        return
+
+    def log1p(arg0):
+        handle = arg0.handle
+        return tl.core.tensor(TensorHandle(np.log1p(handle.data), handle.dtype.scalar), arg0.type)
+
+    libdevice.log1p = log1p
 
 
 def runner_config(cfg: Config):
