@@ -116,7 +116,7 @@ fuzz: $(FULL) vllm-trees
 # (from build/prove/summary.json; runs the prover first when there is none)
 diff-versions: $(STAMP_BASE)
 	@test -f build/prove/summary.json || $(VC) prove
-	$(VC) diff-versions $(or $(A),0.32.0) $(or $(B),0.33.0)
+	$(VC) diff-versions $(or $(A),0.29.0) $(or $(B),0.33.0)
 
 # re-anchor every citation of spec/citations.toml in a vLLM tree: what moved, changed,
 # vanished (the first thing to run on a new release: VLLM=/path/to/tree [RELEASE=X.Y.Z])

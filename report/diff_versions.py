@@ -10,6 +10,7 @@ generated test that shows it. Exit 0 when the table could be built, 2 on bad inp
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from codegen.cases import module_path
@@ -46,8 +47,21 @@ def case_module(row: VerdictRow) -> str | None:
     return None
 
 
+UNSTATED = ("not checked", "n/a")  # cells that state no verdict: never a change
+
+
+def span(a: str, b: str) -> list[str]:
+    """The releases from a to b, both included, oldest first (either order given)."""
+    known = [p.release for p in RELEASES]
+    i, j = sorted((known.index(a), known.index(b)))
+    return known[i : j + 1]
+
+
 def table(summary: dict, a: str, b: str) -> tuple[list[tuple], list[tuple]]:
-    """(changed rows, unchanged rows): (scenario, property, A, B, test)."""
+    """(changed rows, unchanged rows): (scenario, property, [cell per release of span(a, b)],
+    test). A row changed when its verdict or reaction differs between any two releases
+    it is checked on."""
+    releases = span(a, b)
     rows: dict[tuple, dict] = {}
     for row in summary["rows"]:
         if row.release is None:
@@ -55,14 +69,16 @@ def table(summary: dict, a: str, b: str) -> tuple[list[tuple], list[tuple]]:
         rows.setdefault((row.scenario, row.property), {})[row.release] = row
     changed, same = [], []
     for (scenario, prop), by_release in rows.items():
-        if a not in by_release and b not in by_release:
+        if not any(r in by_release for r in releases):
             continue
-        left = reaction(by_release[a]) if a in by_release else _missing(scenario, prop, a)
-        right = reaction(by_release[b]) if b in by_release else _missing(scenario, prop, b)
-        test = case_module(by_release[b]) if b in by_release else None
-        test = test or (case_module(by_release[a]) if a in by_release else None)
-        entry = (scenario, prop, left, right, test or "")
-        (same if _kind(left) == _kind(right) else changed).append(entry)
+        cells = [reaction(by_release[r]) if r in by_release else _missing(scenario, prop, r) for r in releases]
+        test = None
+        for r in reversed(releases):
+            if r in by_release:
+                test = test or case_module(by_release[r])
+        kinds = {_kind(c) for c in cells if not c.startswith(UNSTATED)}
+        entry = (scenario, prop, cells, test or "")
+        (changed if len(kinds) > 1 else same).append(entry)
     return changed, same
 
 
@@ -84,25 +100,44 @@ def _kind(text: str) -> str:
 
 
 def render(changed: list[tuple], same: list[tuple], a: str, b: str) -> str:
-    head = f"{'scenario':<30} {'property':<29} {a:<40} {b:<40}"
+    releases = span(a, b)
+    width = 26
+    head = f"{'scenario':<24} {'property':<28} " + " ".join(f"{r:<{width}}" for r in releases)
     lines = [
-        f"vLLM {a} -> {b}: {len(changed)} change(s) of verdict or reaction, {len(same)} unchanged",
+        f"vLLM {releases[0]} -> {releases[-1]} ({', '.join(releases)}): {len(changed)} row(s) whose verdict "
+        f"or reaction changes, {len(same)} unchanged; * marks a release where it changes",
         "",
         "CHANGED",
         head,
         "-" * len(head),
     ]
-    for scenario, prop, left, right, test in changed:
-        lines.append(f"{scenario:<30} {prop:<29} {left:<40} {right:<40}")
+
+    def cells(values: list[str]) -> str:
+        out, before = [], None
+        for value in values:
+            checked = not value.startswith(UNSTATED)
+            mark = "*" if checked and before is not None and _kind(value) != _kind(before) else " "
+            out.append(f"{mark}{_short(value, width - 1):<{width - 1}}")
+            before = value if checked else before
+        return " ".join(out)
+
+    for scenario, prop, values, test in changed:
+        lines.append(f"{scenario:<24} {prop:<28} {cells(values)}")
         if test:
-            lines.append(f"{'':<30} shown by {test}")
+            lines.append(f"{'':<24} shown by {test}")
     lines += ["", "UNCHANGED", head, "-" * len(head)]
-    for scenario, prop, left, right, _ in same:
-        lines.append(f"{scenario:<30} {prop:<29} {left:<40} {right:<40}")
+    for scenario, prop, values, _ in same:
+        lines.append(f"{scenario:<24} {prop:<28} {cells(values)}")
     lines += [
         "",
-        "CRASH: vLLM's assert kills the engine at that step; SILENT: the property is violated and "
-        "nothing fires; holds: proved for every depth; none found: no counterexample within the depth, "
-        "no proof claimed.",
+        "CRASH: vLLM's assert kills the engine at that step (the assert named); SILENT: the property "
+        "is violated and nothing fires; holds: proved for every depth; none found: no counterexample "
+        "within the depth, no proof claimed; not checked: the matrix states nothing for that release.",
     ]
     return "\n".join(line.rstrip() for line in lines)
+
+
+def _short(text: str, width: int = 25) -> str:
+    """A cell that fits its column: the assert named by its first word."""
+    text = re.sub(r"\(([a-z]+)-[a-z-]+\)", r"(\1)", text).replace("(proved)", "").strip()
+    return text[:width]

@@ -63,6 +63,20 @@ def source_path(relative: str) -> Path:
     return path
 
 
+SCHEDULER_FILES = ("v1/core/sched/async_scheduler.py", "v1/core/sched/scheduler.py")
+
+
+def statement_site(statement: str, files: tuple[str, ...] = SCHEDULER_FILES) -> tuple[str, int]:
+    """(file name, 1-based line) of the first line of the tree's files that is exactly
+    `statement`, indentation aside: where the tree has one of vLLM's asserts (the
+    counter assert is in async_scheduler.py up to 0.32.0, in scheduler.py in 0.33.0)."""
+    for relative in files:
+        for number, line in enumerate(source_path(relative).read_text().splitlines(), 1):
+            if line.strip() == statement:
+                return relative.rsplit("/", 1)[-1], number
+    raise LookupError(f"{tree().title}: {statement!r} is not a line of {', '.join(files)}")
+
+
 def replay_option() -> str:
     """The pytest option that selects this tree again, for replay lines."""
     return f"--vllm={shlex.quote(tree().label)}"

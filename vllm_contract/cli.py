@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 from spec.errors import ContractError, ExitStatus
@@ -88,5 +89,12 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def entry() -> None:
-    """The console script."""
-    sys.exit(main())
+    """The console script. Output piped into a reader that stops early (`| head`) ends
+    the command quietly, as other command-line tools do."""
+    try:
+        status = main()
+        sys.stdout.flush()
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        status = 0
+    sys.exit(status)
