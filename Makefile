@@ -21,11 +21,9 @@ VLLM_SUITES := generated_tests tests/test_vllm_target.py tests/test_clamp_schedu
 VLLM_SUITES_ALL := $(VLLM_SUITES) tests/test_differential.py tests/test_real_runner.py
 VLLM_TARGETS := --target=vllm,vllm-clamp,vllm-guard,runner,runner-clamp
 # the releases before 0.32.0: make test plays every generated case on their scheduler
-# (plain and clamped); make test-all adds the guard, the real runners and the differential suite
+# (plain and clamped); make test-all plays every vLLM-facing suite there, on every target
 OLDER_RELEASES := 0.29.0 0.30.0 0.31.0
 OLDER_TARGETS := --target=vllm,vllm-clamp
-# (the scheduler target's hand-written tests still name 0.32.0/0.33.0 behaviour: not yet there)
-OLDER_SUITES_ALL := generated_tests tests/test_differential.py
 # pytest in parallel (pytest-xdist): one worker per core, at most 8 (each loads a vLLM,
 # about 0.8 GB); JOBS=1 runs in one process
 JOBS ?= $(shell n=$$(nproc 2>/dev/null || echo 2); [ $$n -gt 8 ] && n=8; echo $$n)
@@ -99,7 +97,7 @@ test-all: $(FULL) vllm-trees lint check-generated report
 	$(PY) -m pytest $(XDIST) --sweep --vllm=0.32.0 --junitxml=build/junit-all-0.32.0.xml
 	$(PY) -m pytest $(XDIST) --sweep --vllm=0.33.0 $(VLLM_SUITES_ALL) $(VLLM_TARGETS) --junitxml=build/junit-all-0.33.0.xml
 	set -e; for r in $(OLDER_RELEASES); do \
-	  $(PY) -m pytest $(XDIST) --sweep --vllm=$$r $(OLDER_SUITES_ALL) $(VLLM_TARGETS) --junitxml=build/junit-all-$$r.xml; \
+	  $(PY) -m pytest $(XDIST) --sweep --vllm=$$r $(VLLM_SUITES_ALL) $(VLLM_TARGETS) --junitxml=build/junit-all-$$r.xml; \
 	done
 
 # what needs neither vLLM nor the kernels nor a solver search longer than a few seconds

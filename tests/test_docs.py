@@ -36,7 +36,8 @@ def markdown_files() -> list[Path]:
 def make_targets() -> set[str]:
     text = (ROOT / "Makefile").read_text()
     found = set(re.findall(r"^([a-zA-Z0-9_.%-]+):", text, re.M))
-    return found | {"vllm-0.33.0"}
+    fetched = re.search(r"^FETCHED_RELEASES := (.+)$", text, re.M)  # vllm-X.Y.Z, one rule for all
+    return found | {f"vllm-{release}" for release in (fetched.group(1).split() if fetched else [])}
 
 
 def known_names() -> set[str]:
