@@ -21,7 +21,7 @@ VLLM_SUITES := generated_tests tests/test_vllm_target.py tests/test_clamp_schedu
 VLLM_SUITES_ALL := $(VLLM_SUITES) tests/test_differential.py tests/test_real_runner.py
 VLLM_TARGETS := --target=vllm,vllm-clamp,vllm-guard,runner,runner-clamp
 # the releases before 0.32.0: make test plays every generated case on their scheduler
-# (plain and clamped); make test-all plays every vLLM-facing suite there, on every target
+# (plain and clamped) and the clamp's unit tests (the seed PR's two arms); make test-all plays every vLLM-facing suite there, on every target
 OLDER_RELEASES := 0.29.0 0.30.0 0.31.0
 OLDER_TARGETS := --target=vllm,vllm-clamp
 # pytest in parallel (pytest-xdist): one worker per core, at most 8 (each loads a vLLM,
@@ -84,7 +84,7 @@ ifeq ($(VLLM),)
 	$(PY) -m pytest $(XDIST) --vllm=0.32.0 --junitxml=build/junit-0.32.0.xml
 	$(PY) -m pytest $(XDIST) --vllm=0.33.0 $(VLLM_SUITES) $(VLLM_TARGETS) --junitxml=build/junit-0.33.0.xml
 	set -e; for r in $(OLDER_RELEASES); do \
-	  $(PY) -m pytest $(XDIST) --vllm=$$r generated_tests $(OLDER_TARGETS) --junitxml=build/junit-$$r.xml; \
+	  $(PY) -m pytest $(XDIST) --vllm=$$r generated_tests tests/test_clamp_scheduler.py $(OLDER_TARGETS) --junitxml=build/junit-$$r.xml; \
 	done
 else
 	$(PY) -m pytest $(XDIST) --vllm="$(VLLM)" --junitxml=build/junit.xml
