@@ -156,8 +156,8 @@ def deliver(s: View, a: View, nxt: Next, cfg: Config, ops: Ops) -> Effect:
                 guard.append(ops.implies(ops.all(stopping, session), live))
                 # without the rollback (0.29.0, 0.30.0, h4) a stopped session's in-flight
                 # frames stay live and may stop it again while it is queued; vLLM then takes
-                # it out of both waiting queues and leaves it in none: outside the model
-                # (with the rollback every frame of a queued request is stale)
+                # it out of both waiting queues and leaves it in none ([cite:stopped-by-status]):
+                # outside the model (with the rollback every frame of a queued request is stale)
                 guard.append(ops.implies(ops.all(stopping, session), status == Status.RUNNING))
             session_stop = ops.all(stopping, session)
             if prof.stop_rolls_back:

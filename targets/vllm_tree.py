@@ -169,8 +169,8 @@ def nearest_release(version: str) -> tuple[str, str]:
     key = version_key(version)
     if key is None:
         return NEWEST, f"it declares no release number ({version!r}): the newest release"
-    if key in {version_key(r) for r in RELEASES} and re.fullmatch(r"v?[\d.]+", version):
-        return next(r for r in RELEASES if version_key(r) == key), f"it declares {version}"
+    if version.removeprefix("v") in RELEASES:
+        return version.removeprefix("v"), f"it declares {version}"
     below = [r for r in RELEASES if version_key(r) <= key]
     if not below:
         return RELEASES[0], f"it declares {version}, older than every release here: the oldest"

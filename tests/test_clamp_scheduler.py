@@ -27,8 +27,7 @@ pytestmark = pytest.mark.vllm
 V = vllm_env.load()
 PROFILE = vllm_env.tree().profile
 RELEASE = PROFILE.removeprefix("vllm-")
-# the delivery decrement runs (and asserts) at P = 0 too: up to 0.32.0
-ASSERTS_AT_ZERO = profiles.of(PROFILE).delivery_decrement == "after-trim"
+ASSERTS_AT_ZERO = profiles.of(PROFILE).asserts_counter_at_zero
 COUNTER_SITE = vllm_env.statement_site("assert request.num_output_placeholders >= 0")
 CFG = Config("clamp-unit", runner="v1", requests=1, profile=PROFILE)
 

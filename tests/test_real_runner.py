@@ -32,8 +32,7 @@ pytestmark = pytest.mark.vllm
 
 PROFILE = vllm_env.tree().profile
 RELEASE = PROFILE.removeprefix("vllm-")
-# the delivery decrement runs (and asserts) at P = 0 too: up to 0.32.0
-ASSERTS_AT_ZERO = profiles.of(PROFILE).delivery_decrement == "after-trim"
+ASSERTS_AT_ZERO = profiles.of(PROFILE).asserts_counter_at_zero
 F = frozenset
 S, D = "schedule", "deliver"
 

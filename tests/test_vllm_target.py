@@ -32,8 +32,7 @@ pytestmark = pytest.mark.vllm
 PROFILE = vllm_env.tree().profile
 RELEASE = PROFILE.removeprefix("vllm-")
 PROF = profiles.of(PROFILE)
-# the delivery decrement runs (and asserts) at P = 0 too: up to 0.32.0
-ASSERTS_AT_ZERO = PROF.delivery_decrement == "after-trim"
+ASSERTS_AT_ZERO = profiles.of(PROFILE).asserts_counter_at_zero
 COUNTER_ASSERT = "assert request.num_output_placeholders >= 0"
 COUNTER_SITE = vllm_env.statement_site(COUNTER_ASSERT)
 
