@@ -175,9 +175,9 @@ def missing_reads(scheduler, request, cfg: Config) -> list[str]:
     """One phrase per attribute this target reads that the tree's objects lack."""
     out = []
     queue, where = front_queue()
-    reads = {"Scheduler": {**READS["Scheduler"], queue: f"to compare the waiting queue's order ({where})"}}
+    wanted = {**READS, "Scheduler": {**READS["Scheduler"], queue: f"to compare the waiting queue's order ({where})"}}
     for kind, obj in (("Scheduler", scheduler), ("Request", request)):
-        for name, why in reads.get(kind, READS[kind]).items():
+        for name, why in wanted[kind].items():
             if not hasattr(obj, name):
                 reads = "reads " + why if kind == "Scheduler" else "compares after every step: " + why
                 out.append(f"this tree has no {kind}.{name}, which the target {reads}")
