@@ -10,8 +10,10 @@ asked-for tree is imported, checked for coherence and made to build what the sel
 targets drive before any test runs (at configure time when named, else once collection
 is done); if anything fails, the run stops with one line per cause and the fix, exit 4,
 rather than skipping every vLLM test. The tree's coherence is checked again at the end
-(modules imported by tests included). A skip remains only for a target not asked for or
-a case a target cannot run, and the summary counts skips by reason.
+(modules imported by tests included). Under pytest-xdist the workers do both (each
+imports vLLM once anyway) and report to the controller, which never imports vLLM. A
+skip remains only for a target not asked for or a case a target cannot run, and the
+summary counts skips by reason.
 """
 
 from __future__ import annotations
@@ -80,9 +82,28 @@ class _VllmRun:
         self.ready: str | None = None  # describe() once the preflight passed
         self.unresolved: str | None = None  # why the default tree cannot be resolved
         self.incoherent: str | None = None
+        self.failed: str | None = None  # why the preflight failed (an xdist worker's, told to the controller)
+        self.distributed = False  # the xdist controller: its workers load the tree
 
 
-def _preflight(run: _VllmRun) -> None:
+def _distributing(config) -> bool:
+    """Whether this process is the controller of an xdist run: it runs no test, and
+    importing vLLM here (15-25 s on one core) would only delay the workers."""
+    return getattr(config.option, "dist", "no") != "no" and not hasattr(config, "workerinput")
+
+
+def _stop(config, run: _VllmRun, message: str) -> None:
+    """The run cannot use its vLLM tree: exit 4 with `message`. An xdist worker cannot end
+    the run itself (pytest would print its traceback as a crash): it collects nothing and
+    tells the controller, which prints the message and exits 4."""
+    if hasattr(config, "workeroutput"):
+        run.failed = message
+        config.workeroutput["vllm_failed"] = message
+        return
+    raise pytest.UsageError(message)
+
+
+def _preflight(config, run: _VllmRun) -> None:
     from spec.errors import TargetUnavailable
     from targets import vllm_env
 
@@ -93,7 +114,8 @@ def _preflight(run: _VllmRun) -> None:
 
             real_runner.preflight()
     except TargetUnavailable as exc:
-        raise pytest.UsageError(str(exc)) from None
+        run.ready = None
+        _stop(config, run, str(exc))
 
 
 def pytest_configure(config):
@@ -113,6 +135,7 @@ def pytest_configure(config):
         explicit=explicit,
         runner=any(_BY_NAME[n].runner for n in names),
     )
+    run.distributed = _distributing(config)
     config._vllm_run = run
 
     from spec.errors import TreeError
@@ -125,8 +148,8 @@ def pytest_configure(config):
             raise pytest.UsageError(str(exc)) from None
         run.unresolved = str(exc)  # an error only if a collected test needs vLLM
         return
-    if explicit:
-        _preflight(run)
+    if explicit and not run.distributed:
+        _preflight(config, run)
 
 
 def _private_prove_cache(config) -> None:
@@ -205,9 +228,15 @@ def pytest_collection_modifyitems(session, config, items):
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_testnodedown(node, error):
-    """xdist's controller: every worker collects the same tests, so any one's count is the run's."""
-    left = getattr(node, "workeroutput", {}).get("sweep_left", 0)
-    node.config._sweep_left = max(getattr(node.config, "_sweep_left", 0), left)
+    """xdist's controller: every worker collects the same tests, so any one's count is the
+    run's; the tree's preflight and coherence are the workers' (each loaded it)."""
+    output = getattr(node, "workeroutput", {})
+    node.config._sweep_left = max(getattr(node.config, "_sweep_left", 0), output.get("sweep_left", 0))
+    run = getattr(node.config, "_vllm_run", None)
+    if run is not None:
+        run.failed = run.failed or output.get("vllm_failed")
+        run.incoherent = run.incoherent or output.get("vllm_incoherent")
+        run.ready = run.ready or output.get("vllm_ready")
 
 
 @pytest.fixture(scope="session")
@@ -217,16 +246,21 @@ def sweep(request) -> bool:
     return bool(request.config.getoption("sweep", False))
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's, which sends the collected ids to the controller
 def pytest_collection_finish(session):
-    run = getattr(session.config, "_vllm_run", None)
-    if run is None or not run.wanted or run.ready:
+    config = session.config
+    run = getattr(config, "_vllm_run", None)
+    if run is None or not run.wanted or run.ready or run.distributed:
         return
     from targets import vllm_env
 
-    if vllm_env.attempted() or any(item.get_closest_marker("vllm") for item in session.items):
+    if not run.failed and (vllm_env.attempted() or any(item.get_closest_marker("vllm") for item in session.items)):
         if run.unresolved:
-            raise pytest.UsageError(run.unresolved)
-        _preflight(run)
+            _stop(config, run, run.unresolved)
+        else:
+            _preflight(config, run)
+    if run.failed:  # an xdist worker whose tree failed: it runs nothing
+        session.items[:] = []
 
 
 def pytest_report_header(config):
@@ -240,18 +274,25 @@ def pytest_report_header(config):
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_sessionfinish(session, exitstatus):
-    run = getattr(session.config, "_vllm_run", None)
-    if run is None or not run.ready:
+    config = session.config
+    run = getattr(config, "_vllm_run", None)
+    if run is None:
         return
-    from spec.errors import TreeError
-    from targets import vllm_env
+    if run.ready and not run.distributed:
+        from spec.errors import TreeError
+        from targets import vllm_env
 
-    try:
-        vllm_env.check_coherence()
-    except TreeError as exc:
-        run.incoherent = str(exc)
-        if session.exitstatus == pytest.ExitCode.OK:
-            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        try:
+            vllm_env.check_coherence()
+        except TreeError as exc:
+            run.incoherent = str(exc)
+        run.ready = vllm_env.describe()
+        if hasattr(config, "workeroutput"):
+            config.workeroutput.update(vllm_ready=run.ready, vllm_incoherent=run.incoherent)
+    if run.failed:
+        session.exitstatus = pytest.ExitCode.USAGE_ERROR
+    elif run.incoherent and session.exitstatus == pytest.ExitCode.OK:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 def _skip_reason(report) -> str:
@@ -263,9 +304,9 @@ def _skip_reason(report) -> str:
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
     run = getattr(config, "_vllm_run", None)
     if run is not None and run.ready:
-        from targets import vllm_env
-
-        terminalreporter.line(f"vllm: {vllm_env.describe()}")
+        terminalreporter.line(f"vllm: {run.ready}")
+    if run is not None and run.failed:
+        terminalreporter.line(f"ERROR: {run.failed}", red=True)
     if run is not None and run.incoherent:
         terminalreporter.line(f"ERROR: {run.incoherent}", red=True)
     left = getattr(config, "_sweep_left", 0)

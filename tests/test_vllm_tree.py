@@ -444,18 +444,52 @@ def older_tree(tmp_path: Path) -> Path:
 
 
 @pytest.mark.vllm
-def test_a_tree_missing_what_the_target_reads_fails_the_preflight_one_line_each(tmp_path):
+@pytest.mark.parametrize("workers", [(), ("-n", "1")], ids=["one-process", "xdist"])
+def test_a_tree_missing_what_the_target_reads_fails_the_preflight_one_line_each(tmp_path, workers):
     """A tree shaped like an older release stops the run before any case, one line per
-    missing piece, exit 4 (the pytest plugin; the command: the test below)."""
+    missing piece, exit 4 (the pytest plugin, in one process and from an xdist worker,
+    which tells the controller; the command: the test below)."""
     tree = older_tree(tmp_path)
     case = "generated_tests/cases/vllm_0_29_0/test_v1_clamp__healthy_path.py"
-    plugin = run_pytest(case, "--target=vllm", f"--vllm={tree}")
+    plugin = run_pytest(case, "--target=vllm", f"--vllm={tree}", *workers)
     assert plugin.returncode == 4, plugin.stdout[-2000:] + plugin.stderr[-2000:]
     lines = [ln for ln in (plugin.stdout + plugin.stderr).splitlines() if "cannot be driven: " in ln]
     assert len(lines) == 2 and lines[0].startswith("ERROR: "), lines
     for line, words in zip(lines, EXPECTED_MISSING):
         assert words in line, line
     assert "passed" not in plugin.stdout and "failed" not in plugin.stdout
+
+
+@pytest.mark.parametrize(
+    "reported,exit_code,line",
+    [
+        ({"vllm_failed": "vLLM from /t cannot be driven: x"}, pytest.ExitCode.USAGE_ERROR, "ERROR: vLLM from /t"),
+        ({"vllm_ready": "vLLM 0.32.0 (...)", "vllm_incoherent": "vLLM from /t is incoherent: y"}, 1, "ERROR: vLLM"),
+        ({"vllm_ready": "vLLM 0.32.0 (...)", "vllm_incoherent": None}, pytest.ExitCode.OK, "vllm: vLLM 0.32.0 (...)"),
+    ],
+    ids=["preflight-failed", "incoherent", "ready"],
+)
+def test_an_xdist_controller_ends_the_run_as_its_workers_report(reported, exit_code, line):
+    """The controller of a distributed run never loads vLLM: a worker's failed preflight
+    is exit 4 with its lines, an incoherent tree fails a passing run, and the summary
+    names the tree the workers ran."""
+    from types import SimpleNamespace
+
+    from targets import pytest_plugin
+
+    run = pytest_plugin._VllmRun(wanted=True, explicit=True)
+    run.distributed = True
+    config = SimpleNamespace(_vllm_run=run, _sweep_left=0)
+    for _ in range(2):  # every worker says the same
+        pytest_plugin.pytest_testnodedown(SimpleNamespace(workeroutput=dict(reported), config=config), None)
+    session = SimpleNamespace(config=config, exitstatus=pytest.ExitCode.OK)
+    pytest_plugin.pytest_sessionfinish(session, pytest.ExitCode.OK)
+    assert session.exitstatus == exit_code
+    said = []
+    reporter = SimpleNamespace(line=lambda text, **kw: said.append(text), stats={})
+    config.getoption = lambda name, default=None: default
+    pytest_plugin.pytest_terminal_summary(reporter, session.exitstatus, config)
+    assert any(text.startswith(line) for text in said), said
 
 
 @pytest.mark.vllm
