@@ -58,9 +58,13 @@ from targets.orders import request_id
 from targets.protocol import Outcome
 
 _SCHED_DIR = "/vllm/v1/core/sched/"
-# SHOW_VLLM_TRACEBACK=1: print vLLM's own traceback whenever one of its asserts fires,
-# also when the case expects it (a passing replay is otherwise quiet)
-SHOW_TRACEBACK = os.environ.get("SHOW_VLLM_TRACEBACK", "") not in ("", "0")
+
+
+def show_traceback() -> bool:
+    """SHOW_VLLM_TRACEBACK=1: print vLLM's own traceback whenever one of its asserts fires,
+    also when the case expects it (a passing replay is otherwise quiet)."""
+    return os.environ.get("SHOW_VLLM_TRACEBACK", "") not in ("", "0")
+
 
 # the per-request variables vLLM's Request exposes (spec/vocabulary.py names)
 REQUEST_VARS = (
@@ -260,7 +264,7 @@ class VllmTarget:
             where = f"{site[0]}:{site[1]} `{site[2]}`" if site else "outside vllm/v1/core/sched"
             self.ended = f"{event}: assert at {where}"
             self.model_state = result.state
-            if SHOW_TRACEBACK:
+            if show_traceback():
                 print(f"\n--- vLLM ({self.tree.title}) raised at {where} ---")
                 traceback.print_exception(exc)
             if name is None:
