@@ -24,13 +24,13 @@ VLLM_TARGETS := --target=vllm,vllm-clamp,vllm-guard,runner,runner-clamp
 # (plain and clamped) and the clamp's unit tests (the seed PR's two arms); make test-all plays every vLLM-facing suite there, on every target
 OLDER_RELEASES := 0.29.0 0.30.0 0.31.0
 OLDER_TARGETS := --target=vllm,vllm-clamp
-# pytest in parallel (pytest-xdist): one worker per core, at most 8 (each loads a vLLM,
-# about 0.8 GB); JOBS=1 runs in one process
+# pytest in parallel (pytest-xdist; an idle worker takes tests from a busy one): one worker
+# per core, at most 8 (each loads a vLLM, about 0.8 GB); JOBS=1 runs in one process
 JOBS ?= $(shell n=$$(nproc 2>/dev/null || echo 2); [ $$n -gt 8 ] && n=8; echo $$n)
-XDIST := $(if $(filter 1,$(JOBS)),,-n $(JOBS))
+XDIST := $(if $(filter 1,$(JOBS)),,-n $(JOBS) --dist worksteal)
 VLLM_TREES := .vllm_trees
 
-.PHONY: venv prove generate check-generated test test-all test-fast lint fuzz bench clean distclean vllm-trees vllm-0.29.0 vllm-0.30.0 vllm-0.31.0 vllm-0.33.0 diff-versions cite-check report report-deps review explain
+.PHONY: venv prove generate check-generated test-ready test test-all test-fast lint fuzz bench clean distclean vllm-trees vllm-0.29.0 vllm-0.30.0 vllm-0.31.0 vllm-0.33.0 diff-versions cite-check report report-deps review explain
 
 venv: $(FULL)
 
@@ -77,9 +77,18 @@ lint: $(STAMP_BASE)
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/lint-imports --no-cache
 
+# what make test and make test-all check before pytest, side by side (make -j): installing
+# the kernels and vLLM, fetching the releases and the report's renderer mostly wait on
+# disk and network while the prover computes; the report needs the prover's summary, so
+# it comes after
+READY_JOBS ?= 4
+test-ready:
+	@$(MAKE) --no-print-directory -j$(READY_JOBS) $(FULL) vllm-trees lint check-generated report-deps
+	@$(MAKE) --no-print-directory report
+
 # the README's test command: lint, the prover's verdicts, fresh generated suites, then the
 # unit tests and every generated case on the reference, vLLM (every arm), real-runner and kernel targets
-test: $(FULL) vllm-trees lint check-generated report
+test: test-ready
 ifeq ($(VLLM),)
 	$(PY) -m pytest $(XDIST) --vllm=0.32.0 --junitxml=build/junit-0.32.0.xml
 	$(PY) -m pytest $(XDIST) --vllm=0.33.0 $(VLLM_SUITES) $(VLLM_TARGETS) --junitxml=build/junit-0.33.0.xml
@@ -93,7 +102,7 @@ endif
 # make test and the larger instances it leaves out (tests marked `sweep`, every release
 # of the fix checks, more random traces), and the real-runner suites on every release;
 # docs/testing.md says what runs where
-test-all: $(FULL) vllm-trees lint check-generated report
+test-all: test-ready
 	$(PY) -m pytest $(XDIST) --sweep --vllm=0.32.0 --junitxml=build/junit-all-0.32.0.xml
 	$(PY) -m pytest $(XDIST) --sweep --vllm=0.33.0 $(VLLM_SUITES_ALL) $(VLLM_TARGETS) --junitxml=build/junit-all-0.33.0.xml
 	set -e; for r in $(OLDER_RELEASES); do \
