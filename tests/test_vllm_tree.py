@@ -431,7 +431,7 @@ def older_tree(tmp_path: Path) -> Path:
     if not (release / "vllm" / "__init__.py").is_file():
         pytest.fail("vLLM 0.33.0 is not fetched: run `make vllm-0.33.0`")
     tree = tmp_path / "older"
-    shutil.copytree(release / "vllm", tree / "vllm", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(release / "vllm", tree / "vllm")  # with its byte-code: only the edited files compile
     edits = {
         "vllm/v1/core/sched/scheduler.py": "        self.kv_holding_waiting = create_request_queue(self.policy)\n",
         "vllm/v1/request.py": "        self.num_stale_output_tokens = 0\n",
