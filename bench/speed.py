@@ -121,9 +121,12 @@ def first_counterexamples(seeds: int, limit: float) -> list[dict]:
 
 def stages() -> dict:
     out = {}
-    for label, args in (("one process", ["-n", "0"]), ("xdist -n 2", ["-n", "2"])):
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}  # as make runs it
+    for label, args in (("one process", ["-n", "0"]), ("xdist -n 2", ["-n", "2", "--dist", "worksteal"])):
         started = time.perf_counter()
-        done = subprocess.run([PY, "-m", "pytest", "--vllm=0.32.0", *args], cwd=ROOT, capture_output=True, text=True)
+        done = subprocess.run(
+            [PY, "-m", "pytest", "--vllm=0.32.0", *args], cwd=ROOT, capture_output=True, text=True, env=env
+        )
         out[label] = {"seconds": time.perf_counter() - started, "exit": done.returncode}
         console.print(f"  pytest --vllm=0.32.0 {' '.join(args)}: {out[label]['seconds']:.0f} s, exit {done.returncode}")
     return out
