@@ -93,7 +93,15 @@ def fetch_sdist(release: str) -> Path:
         (BUILD_DEPS / ".done").write_text("")
     download = SDIST_DIR / f".download-{release}"
     shutil.rmtree(download, ignore_errors=True)
-    env = {**os.environ, "PYTHONPATH": str(BUILD_DEPS), "VLLM_TARGET_DEVICE": "empty"}
+    # VLLM_TARGET_DEVICE=empty: metadata without a build; vLLM's setup.py then appends
+    # "+empty" to the version, which pip refuses as inconsistent with the pin unless the
+    # version is given (VLLM_VERSION_OVERRIDE, read by the same setup.py)
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(BUILD_DEPS),
+        "VLLM_TARGET_DEVICE": "empty",
+        "VLLM_VERSION_OVERRIDE": release,
+    }
     subprocess.run(
         PIP
         + [
