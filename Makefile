@@ -185,7 +185,7 @@ RELEASE ?= 0.33.0
 FIX_NAMES := step-reservation-guard v2-recompute-rollback
 FIX_RELEASES := 0.32.0 0.33.0
 
-.PHONY: fix-trees fix-check vllm-tests fixes-all
+.PHONY: fix-trees fix-check vllm-tests fixes-all export export-check
 
 # every fix patched into a copy of every release's pure-Python tree (2 s each)
 fix-trees: $(FULL) vllm-trees
@@ -206,3 +206,15 @@ fixes-all: $(FULL) vllm-trees
 	@status=0; for r in $(FIX_RELEASES); do for f in $(FIX_NAMES); do \
 		$(VC) fix-check $$f $$r || status=1; $(VC) vllm-tests $$f $$r || status=1; \
 	done; done; exit $$status
+
+# the counterexamples as tests of vLLM's own suite, to paste into tests/v1/core/ of a vLLM
+# PR (build/export/<release>/, from build/prove): CASE= a glob over case names, RELEASE=
+# one release (default 0.32.0 and 0.33.0)
+export: $(STAMP_BASE)
+	@test -f build/prove/summary.json || $(VC) prove
+	$(VC) export $(if $(CASE),--case '$(CASE)') $(if $(RELEASE),--release $(RELEASE))
+
+# the exported tests in each release's own test tree (its sdist's tests/v1/core/), on the
+# release and with the step-reservation guard (results in bench/results/export/)
+export-check: $(FULL) vllm-trees export
+	@status=0; for r in $(or $(RELEASE),0.32.0 0.33.0); do $(VC) export-check $$r || status=1; done; exit $$status

@@ -246,6 +246,39 @@ def sweep(request) -> bool:
     return bool(request.config.getoption("sweep", False))
 
 
+@pytest.fixture(scope="session")
+def prove_results(tmp_path_factory):
+    """`prove_results(configs)`: the prover's result folder a test reads, build/prove
+    when it is fresh (computed from the sources here now), else a prover run of
+    `configs` of its own."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from model.results import StaleSummary, load_summary
+
+    root = Path(__file__).resolve().parent.parent
+
+    def get(configs: list[str]) -> Path:
+        built = root / "build" / "prove"
+        try:
+            load_summary(built)
+            return built
+        except StaleSummary:
+            pass
+        out = tmp_path_factory.mktemp("prove") / "prove"
+        done = subprocess.run(
+            [sys.executable, "-m", "vllm_contract", "prove", *configs, "--out", str(out)],
+            cwd=root,
+            capture_output=True,
+            text=True,
+        )
+        assert done.returncode in (0, 1), done.stderr[-2000:]
+        return out
+
+    return get
+
+
 @pytest.hookimpl(tryfirst=True)  # before xdist's, which sends the collected ids to the controller
 def pytest_collection_finish(session):
     config = session.config

@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -33,25 +31,8 @@ def need_renderer() -> None:
 
 
 @pytest.fixture(scope="module")
-def prove_dir(tmp_path_factory) -> Path:
-    """The prover's results: build/prove when present, else a small run of our own."""
-    from model.results import StaleSummary, load_summary
-
-    built = ROOT / "build" / "prove"
-    try:
-        load_summary(built)  # fresh: computed from the sources here now
-        return built
-    except StaleSummary:
-        pass
-    out = tmp_path_factory.mktemp("prove") / "prove"
-    done = subprocess.run(
-        [sys.executable, "-m", "vllm_contract", "prove", *SMALL, "--out", str(out)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-    )
-    assert done.returncode in (0, 1), done.stderr[-2000:]
-    return out
+def prove_dir(prove_results) -> Path:
+    return prove_results(SMALL)
 
 
 @pytest.fixture(scope="module")

@@ -24,6 +24,8 @@ COMMANDS = (
     "prove",
     "generate",
     "check-generated",
+    "export",
+    "export-check",
     "report",
     "review",
     "explain",

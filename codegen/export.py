@@ -1,0 +1,467 @@
+"""A generated case as a test of vLLM's own test suite (tests/v1/core/), for a vLLM PR.
+
+The module imports vllm, torch-free helpers of vLLM's tests (tests/v1/core/utils.py)
+and pytest, never this project: the runner's per-step decisions are data (hand-built
+ModelRunnerOutputs, each commented with the runner's rule evaluated), the case's
+property is a plain assert at the step where the model says it breaks, and the
+configuration's healthy path is the control beside it. `expected.json` beside the
+modules says, per test, where it must fail on the release as it is and whether it must
+pass with the step-reservation guard (fixes/export_check.py checks both on vLLM's code).
+docs/export.md says what is exported and why the rest is not.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from codegen.case import arm_label
+from codegen.cases import CaseSource
+from codegen.render import cited, environment
+from model.run import Run
+from spec.config import Config
+from spec.properties import ASSERTS, PROPERTIES
+
+EXPORT_DIR = Path("build") / "export"
+GUARD = "step-reservation"
+MAX_MODEL_LEN = 2048  # facebook/opt-125m's (the model vLLM's scheduler tests configure)
+
+# the properties a test asserts on the scheduler's own state; the others that vLLM
+# asserts itself need no assert of ours (its assert is the check)
+STATE_CHECKS = ("counter-nonnegative", "computed-nonnegative", "no-token-while-prefilling")
+VLLM_ASSERTED = tuple(name for name, p in PROPERTIES.items() if p.asserts)
+NOT_YET = {
+    "predicates-agree": "a runner-level property (the runner's discard against the scheduler's "
+    "reservation): it needs vLLM's model runner, not only the scheduler",
+    "positions-agree": "a runner-level property (the V2 runner's slot positions): it needs vLLM's V2 model runner",
+    "no-placeholder-input": "a runner-level property (the V1 runner's input ids): it needs vLLM's V1 model runner",
+    "placeholder-accounting": "the expected count spans in-flight steps since the last preemption or stop: "
+    "not exported yet",
+    "never-drops": "a property of the guard itself (its arms only), not of a release",
+    "drops-only-unreserved": "a property of the guard itself (its arms only), not of a release",
+}
+
+
+@dataclass
+class ExportedTest:
+    name: str
+    doc: list[str]
+    requests: list[dict]
+    steps: list[dict]
+    expect: dict  # what export-check requires of it
+
+
+@dataclass
+class Exported:
+    """One module: the violation test and its healthy-path control."""
+
+    module: str  # file name under build/export/<release>/
+    case: str
+    release: str
+    text: str
+    tests: list[ExportedTest] = field(default_factory=list)
+
+
+def _release_arm(src: CaseSource, release: str, guard: bool = False):
+    label = arm_label(f"vllm-{release}", False, GUARD if guard else "none")
+    return src.case.arms.get(label)
+
+
+def why_not(src: CaseSource, release: str) -> str | None:
+    """Why this case is not exported for this release (None: it is)."""
+    prop = src.case.property
+    if src.case.kind != "violation":
+        return "a healthy path (exported as the control of its configuration's violations)"
+    if prop in NOT_YET:
+        return NOT_YET[prop]
+    if prop not in STATE_CHECKS and prop not in VLLM_ASSERTED:
+        return f"{prop}: no state assert is defined for it yet"
+    arm = _release_arm(src, release)
+    if arm is None:
+        return f"the case has no arm for vLLM {release}"
+    longest = max(src.case.init["prompt_len"]) + sum(a.get("new_tokens", 0) for _, a in src.case.steps)
+    if longest >= MAX_MODEL_LEN:
+        return f"a request of {longest} tokens does not fit facebook/opt-125m's {MAX_MODEL_LEN}"
+    if not (arm[1].violations or arm[1].fired):
+        return f"{prop} holds on vLLM {release} as released (the case shows it on other releases)"
+    return None
+
+
+def _rid(r: int) -> str:
+    return f"r{r}"
+
+
+def _literal(value) -> str:
+    """A dict, tuple or scalar as ruff format writes it (double quotes)."""
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{_literal(k)}: {_literal(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, tuple):
+        return "(" + ", ".join(_literal(v) for v in value) + ")"
+    if isinstance(value, str):
+        return '"' + value + '"'
+    return repr(value)
+
+
+WIDTH = 84  # vLLM's ruff line length (88) less a function body's indent
+
+
+def _wrap(text: str, indent: str = "", width: int = WIDTH - 2) -> list[str]:
+    import textwrap
+
+    return textwrap.wrap(text, width, subsequent_indent=indent) or [""]
+
+
+def _doc(paragraphs: list[str]) -> list[str]:
+    """A test's docstring lines ("" between paragraphs): the first line leaves room
+    for the opening quotes."""
+    lines: list[str] = []
+    for text in paragraphs:
+        if not text:
+            lines.append("")
+        elif lines:
+            lines += _wrap(text)
+        else:
+            head, *rest = _wrap(text, width=WIDTH - 3)
+            lines += [head] + (_wrap(" ".join(rest)) if rest else [])
+    return lines
+
+
+def _rule(cfg: Config, played, r: int) -> str | None:
+    rows = played.result.observed.get("v1_rows" if cfg.is_v1 else "v2_rows") or []
+    row = rows[r] if r < len(rows) else None
+    if not row or not row.get("scheduled"):
+        return None
+    return cfg.run.rule.text(row)
+
+
+def _steps(cfg: Config, src_case, check_prop: str | None, check_at: set[int]) -> list[dict]:
+    """The test body, a step at a time: comments that say what the step does and why
+    the runner returns what it returns, the calls, and the property's asserts at the
+    steps in `check_at` (every step when `check_at` is empty and check_prop is set)."""
+    out = []
+    pending: list[int] = []  # schedule steps in flight, oldest first
+    for played in Run(cfg, src_case.init, src_case.steps):
+        n, event, args = played.number, played.event, played.named
+        before, after = played.before, played.state
+        comments, code = [], []
+        checked = check_prop and (not check_at or n in check_at)
+        if event == "schedule":
+            slot = before[("queue_len",)]
+            returns = {}
+            comments.append(f"step {n}: schedule with a token budget of {args['budget']}")
+            for r in range(cfg.requests):
+                scheduled = after[("q_scheduled", slot, r)]
+                if not scheduled:
+                    continue
+                sampled = after[("q_sampled", slot, r)]
+                reserved = after[("q_reserved", slot, r)]
+                returns[_rid(r)] = sampled
+                comments.append(
+                    f"  r{r}: {scheduled} token(s) scheduled, {reserved} placeholder(s) reserved; "
+                    f"the runner returns {sampled}"
+                )
+                rule = _rule(cfg, played, r)
+                if rule:
+                    comments.append(f"  ({cfg.run.phrase}: {rule})")
+            pending.append(n)
+            call = f"_schedule(scheduler, budget={args['budget']}, returns={_literal(returns)})"
+            if len(call) + len("in_flight.append()") <= WIDTH:
+                code.append(f"in_flight.append({call})")
+            else:
+                code += [f"step_{n} = {call}", f"in_flight.append(step_{n})"]
+        elif event == "deliver":
+            source = pending.pop(0) if pending else None
+            stop = {_rid(r): s for r, s in enumerate(args.get("stop") or []) if s}
+            kv = args.get("kv_fail_req", -1)
+            words = f"step {n}: the runner's output of step {source} arrives"
+            if stop:
+                words += "; " + ", ".join(f"{k} stops on its returned token {s}" for k, s in stop.items())
+            if kv is not None and kv >= 0:
+                words += f"; the KV load of r{kv}'s block {args['kv_fail_block']} failed"
+            comments.append(words)
+            grew = [
+                r
+                for r in range(cfg.requests)
+                if after[("num_tokens", r)] > before[("num_tokens", r)]
+                and before[("q_scheduled", 0, r)]
+                and not before[("q_reserved", 0, r)]
+            ]
+            if checked and check_prop == "no-token-while-prefilling":
+                code += [f"outputs_r{r} = r{r}.num_output_tokens" for r in grew]
+            call = "_deliver(scheduler, in_flight.popleft()"
+            if stop:
+                call += f", stop={_literal(stop)}"
+            if kv is not None and kv >= 0:
+                call += f", kv_failed={_literal((_rid(kv), args['kv_fail_block']))}"
+            code.append(call + ")")
+            if checked and check_prop == "no-token-while-prefilling":
+                for r in grew:
+                    code.append(
+                        f'assert r{r}.num_output_tokens == outputs_r{r}, "step {n}: a token from a prefill chunk"'
+                    )
+        elif event == "preempt":
+            r = args["req"]
+            drop = bool(args.get("drop", cfg.has("preempt-drop")))
+            comments.append(f"step {n}: r{r} is preempted (as schedule() does under KV pressure)")
+            code.append(f"scheduler.running.remove(r{r})")
+            code.append(f"scheduler._preempt_request(r{r}, time.monotonic(), drop_stale_output={drop})")
+        elif event == "reset_prefix_cache":
+            comments.append(f"step {n}: the prefix cache is reset, running requests included")
+            code.append("scheduler.reset_prefix_cache(reset_running_requests=True)")
+        elif event == "stream_update":
+            r = args["req"]
+            comments.append(f"step {n}: a streaming update of r{r} arrives with {args['new_tokens']} new token(s)")
+            code.append(f"update = _request({_literal(_rid(r))}, {args['new_tokens']}, {cfg.block_size})")
+            code.append("update.resumable = True")
+            code.append("scheduler.add_request(update)")
+        elif event == "abort":
+            r = args["req"]
+            comments.append(f"step {n}: r{r} is aborted")
+            code.append(f"scheduler.finish_requests({_literal(_rid(r))}, RequestStatus.FINISHED_ABORTED)")
+        else:
+            raise ValueError(f"step {n}: no vLLM call is known for event {event!r}")
+        if checked and check_prop == "counter-nonnegative":
+            for r in range(cfg.requests):
+                code.append(f'assert r{r}.num_output_placeholders >= 0, f"step {n}: {{r{r}.num_output_placeholders}}"')
+        if checked and check_prop == "computed-nonnegative":
+            for r in range(cfg.requests):
+                code.append(f'assert r{r}.num_computed_tokens >= 0, f"step {n}: {{r{r}.num_computed_tokens}}"')
+        for name in played.fired:
+            comments.append(f"  (the model predicts that vLLM's `{ASSERTS[name].statement}` fires here)")
+        wrapped = [line for c in comments for line in _wrap(c, " " * (len(c) - len(c.lstrip()) + 2))]
+        out.append({"number": n, "event": event, "comments": wrapped, "code": code})
+    return out
+
+
+def _expect(arm, prop: str) -> dict:
+    """What one arm predicts of the test: where it fails, or that it passes."""
+    _overrides, exp = arm
+    if exp.fired:
+        name, step = exp.fired
+        return {"outcome": "failed", "step": step, "statement": ASSERTS[name].statement}
+    if exp.violations and prop in STATE_CHECKS:
+        return {"outcome": "failed", "step": exp.violations[0], "statement": None}
+    if exp.violations:  # a property vLLM asserts, violated without its assert firing: nothing to see
+        return {"outcome": "passed", "note": f"{prop} is violated at step {exp.violations[0]} without an assert"}
+    return {"outcome": "passed"}
+
+
+def _requests(case, cfg: Config) -> list[dict]:
+    resumable = case.init.get("resumable") or [False] * cfg.requests
+    return [
+        {"index": r, "prompt_len": case.init["prompt_len"][r], "resumable": bool(resumable[r])}
+        for r in range(cfg.requests)
+    ]
+
+
+def _scheduler_args(cfg: Config) -> list[str]:
+    per_request = -(-MAX_MODEL_LEN // cfg.block_size) + 1
+    args = [
+        "max_num_seqs=" + str(cfg.requests),
+        "max_num_batched_tokens=MAX_MODEL_LEN",
+        "max_model_len=MAX_MODEL_LEN",
+        f"num_blocks={cfg.requests * per_request + 1}",
+        f"block_size={cfg.block_size}",
+        f"long_prefill_token_threshold={cfg.long_prefill_threshold}",
+        "async_scheduling=True",
+        f"use_v2_model_runner={cfg.is_v2}",
+    ]
+    if cfg.pp > 1:
+        args.append(f"pipeline_parallel_size={cfg.pp}")
+    if cfg.spec_tokens:
+        # ngram_gpu: accepted with async scheduling and needs no draft model
+        args += [f"num_speculative_tokens={cfg.spec_tokens}", 'speculative_method="ngram_gpu"']
+    return args
+
+
+def export(src: CaseSource, release: str, healthy: CaseSource | None) -> Exported:
+    """The module for one violation case on one release, with its control."""
+    case = src.case
+    prop = case.property
+    arm = _release_arm(src, release)
+    cfg = case.config_for(arm[0])
+    guard_arm = _release_arm(src, release, guard=True)
+    on_release = _expect(arm, prop)
+    step = on_release.get("step")
+    check_at = {step} if step else set()
+    where = cited(prop, release)
+    if on_release["outcome"] == "failed" and on_release["statement"]:
+        fails = f"fails at `{on_release['statement']}` ({where}) in step {step}"
+    elif on_release["outcome"] == "failed":
+        fails = f"fails at its own assert in step {step}: nothing in vLLM notices"
+    else:
+        fails = "passes"
+    guarded = _expect(guard_arm, prop) if guard_arm else None
+    with_guard = (
+        "passes with the step-reservation guard"
+        if guarded and guarded["outcome"] == "passed"
+        else "fails with the step-reservation guard too"
+    )
+    doc = [
+        f"On vLLM {release} as released this {fails}; it {with_guard}.",
+        "",
+        f"The property: {PROPERTIES[prop].doc}.",
+    ]
+    tests = [
+        ExportedTest(
+            name="test_" + case.name,
+            doc=_doc(doc),
+            requests=_requests(case, cfg),
+            steps=_steps(cfg, case, prop, check_at),
+            expect={"release": on_release, "guard": guarded},
+        )
+    ]
+    if healthy is not None:
+        h_arm = _release_arm(healthy, release)
+        h_cfg = healthy.case.config_for(h_arm[0])
+        check = prop if prop in STATE_CHECKS else None
+        tests.append(
+            ExportedTest(
+                name=f"test_{healthy.case.name}_control",
+                doc=_doc(
+                    [
+                        f"The control: a healthy path of the same configuration ({h_cfg.scenario}), on "
+                        f"which {prop} holds at every step and a request completes; it passes with and "
+                        "without the guard."
+                    ]
+                ),
+                requests=_requests(healthy.case, h_cfg),
+                steps=_steps(h_cfg, healthy.case, check, set()),
+                expect={"release": {"outcome": "passed"}, "guard": {"outcome": "passed"}},
+            )
+        )
+    events = {s["event"] for t in tests for s in t.steps}
+    kvfail = any("kv_failed=" in line for t in tests for s in t.steps for line in s["code"])
+    outputs = ["ModelRunnerOutput"] + (["KVConnectorOutput"] if kvfail else [])
+    text = (
+        environment()
+        .get_template("export.py.j2")
+        .render(
+            summary=_wrap(_first_sentence(src.sentence).replace(src.cfg.profile, f"vllm-{release}")),
+            about=_wrap(
+                "Generated by vllm-contract (`make export`) from its trace "
+                f"{Path(src.trace_path).as_posix().split('build/prove/', 1)[-1]}. The AsyncScheduler is "
+                "driven with hand-built ModelRunnerOutputs, each returning the tokens the model runner "
+                "returns for that step by the runner's own rule (the comments evaluate it). They do not "
+                "mirror the runner's code: a mock that reimplemented the runner's discard predicate would "
+                "assume away the disagreement this test exists to catch."
+            ),
+            vllm_imports=_vllm_imports(outputs, cfg.is_v2, "abort" in events),
+            runner_doc=_wrap(cfg.run.doc),
+            v2=cfg.is_v2,
+            scheduler_args=_scheduler_args(cfg),
+            kvfail=kvfail,
+            block_size=cfg.block_size,
+            tests=tests,
+            needs_time="preempt" in events,
+            needs_status="abort" in events,
+        )
+    )
+    module = f"test_contract_{case.name}.py"
+    return Exported(module=module, case=case.name, release=release, text=text, tests=tests)
+
+
+def _one_per_case(sources: list[CaseSource], release: str) -> list[CaseSource]:
+    """A case name can stand for traces found on several releases (each module of
+    generated_tests/cases/<release>/ plays every release's arms): the trace found on
+    `release` itself, else the oldest release's."""
+    chosen: dict[str, CaseSource] = {}
+    for src in sorted(sources, key=lambda s: s.module):
+        name = src.case.name
+        if name not in chosen or src.cfg.profile == f"vllm-{release}":
+            if name in chosen and chosen[name].cfg.profile == f"vllm-{release}":
+                continue
+            chosen[name] = src
+    return [chosen[name] for name in sorted(chosen)]
+
+
+def _vllm_imports(outputs: list[str], v2: bool, status: bool) -> list[str]:
+    """The module's imports from vllm, in isort's order."""
+    found = {
+        "vllm.v1.core.sched.output": ["SchedulerOutput"],
+        "vllm.v1.outputs": sorted(outputs),
+        "vllm.v1.request": ["Request"] + (["RequestStatus"] if status else []),
+    }
+    if v2:
+        found["vllm.triton_utils"] = ["HAS_TRITON"]
+    return [f"from {module} import {', '.join(names)}" for module, names in sorted(found.items())]
+
+
+def _first_sentence(text: str) -> str:
+    return text.split(". ", 1)[0].rstrip(".") + "."
+
+
+def healthy_of(sources: list[CaseSource]) -> dict[str, CaseSource]:
+    """The healthy path of each scenario (the first one, by module path)."""
+    out: dict[str, CaseSource] = {}
+    for src in sorted(sources, key=lambda s: s.module):
+        if src.case.kind == "witness":
+            out.setdefault(src.cfg.scenario, src)
+    return out
+
+
+def export_release(sources: list[CaseSource], release: str, pattern: str = "*") -> tuple[dict[str, str], list, list]:
+    """The files of build/export/<release>/: a module per exportable case, expected.json
+    (what export-check requires of each test) and README.md (what was left out, and
+    why). Returns (files by name, exported modules, (case, reason) left out)."""
+    from fnmatch import fnmatch
+
+    healthy = healthy_of(sources)
+    done, left = [], []
+    for src in _one_per_case(sources, release):
+        if not fnmatch(src.case.name, pattern):
+            continue
+        reason = why_not(src, release)
+        if reason is None and src.cfg.scenario not in healthy:
+            reason = f"no healthy path of {src.cfg.scenario} to be its control"
+        if reason is not None:
+            if src.case.kind == "violation":
+                left.append((src.case.name, reason))
+            continue
+        done.append(export(src, release, healthy[src.cfg.scenario]))
+    files = {mod.module: mod.text for mod in done}
+    expected = {
+        f"{mod.module}::{test.name}": {**test.expect, "lines": _step_lines(mod.text, test.name)}
+        for mod in done
+        for test in mod.tests
+    }
+    files["expected.json"] = json.dumps(expected, indent=1, sort_keys=True) + "\n"
+    files["README.md"] = _readme(release, done, left)
+    return files, done, left
+
+
+def _step_lines(text: str, test: str) -> dict[str, int]:
+    """{line number: step} of each step's calls in a test function (1-based lines), so
+    a failure's frame in the test function names its step."""
+    lines = text.splitlines()
+    start = next(i for i, ln in enumerate(lines) if ln.startswith(f"def {test}("))
+    out, step = {}, None
+    for i in range(start + 1, len(lines)):
+        line = lines[i]
+        if line.startswith("def "):
+            break
+        stripped = line.strip()
+        if stripped.startswith("# step "):
+            step = int(stripped.split()[2].rstrip(":"))
+        elif step is not None and stripped and not stripped.startswith("#"):
+            out[str(i + 1)] = step
+    return out
+
+
+def _readme(release: str, done: list, left: list) -> str:
+    lines = [
+        f"# vLLM {release}: the contract's counterexamples as tests of vLLM's own suite",
+        "",
+        "Paste a module into a vLLM checkout's `tests/v1/core/` and run",
+        f"`pytest tests/v1/core/<module>` there. Each violation test fails on vLLM {release} as",
+        "released where its docstring says; each `_control` test passes. `make export-check`",
+        "checks both on vLLM's own code, with and without the step-reservation guard.",
+        "",
+        f"Exported: {len(done)} module(s).",
+        "",
+    ]
+    lines += [f"- `{m.module}`" for m in done]
+    lines += ["", f"Not exported: {len(left)} case(s).", ""]
+    lines += [f"- {name}: {why}" for name, why in left]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,173 @@
+"""The counterexamples exported as tests of vLLM's own suite (codegen/export.py), and
+the checker that runs them there (fixes/export_check.py): what the modules import, what
+they assert and where, and that the checker catches a test that does not fail as
+predicted. The run in vLLM's test tree itself is `make export-check` (and the sweep test
+at the end)."""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from codegen.cases import build
+from codegen.export import export_release
+
+ROOT = Path(__file__).resolve().parent.parent
+# the scenarios the modules here are made from: V1 and V2, a KV-load failure, an
+# over-delivery, streaming (a resumable session), each with its healthy path
+SCENARIOS = ("v2-kvfail", "v1-over-delivery", "v1-kvfail", "kvfail-stream")
+ALLOWED = {"collections", "time", "pytest", "vllm"}  # and vLLM's own tests/v1/core/utils.py
+
+
+@pytest.fixture(scope="module")
+def prove_dir(prove_results) -> Path:
+    return prove_results([f"{s}@{r}" for s in SCENARIOS for r in ("0.29.0", "0.32.0", "0.33.0")])
+
+
+@pytest.fixture(scope="module")
+def sources(prove_dir):
+    paths = sorted(p for p in (prove_dir / "traces").rglob("*.itf.json") if p.parent.name.split("@")[0] in SCENARIOS)
+    assert paths, f"no traces of {SCENARIOS} under {prove_dir}"
+    return [build(p) for p in paths]
+
+
+@pytest.fixture(scope="module")
+def exported(sources):
+    return {release: export_release(sources, release) for release in ("0.32.0", "0.33.0")}
+
+
+def _imports(text: str) -> set[str]:
+    found = set()
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, ast.Import):
+            found |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            found.add("." * node.level + (node.module or "").split(".")[0])
+    return found
+
+
+def test_an_exported_module_imports_only_vllm_pytest_and_vllms_own_test_helpers(exported):
+    for release, (files, done, _left) in exported.items():
+        assert done, release
+        for name, text in files.items():
+            if not name.endswith(".py"):
+                continue
+            imports = _imports(text)
+            assert imports - ALLOWED == {".utils"}, (release, name, imports)
+            for word in ("targets", "codegen", "model", "spec", "vllm_contract", "fixes"):
+                assert f"import {word}" not in text and f"from {word}" not in text, (release, name, word)
+
+
+def test_export_is_byte_identical_from_the_same_traces(sources, exported):
+    again = export_release(sources, "0.32.0")[0]
+    assert again == exported["0.32.0"][0]
+
+
+def test_the_v2_kvfail_counter_case_fails_at_vllms_assert_on_0_32_0_and_passes_with_the_guard(exported):
+    files = exported["0.32.0"][0]
+    module = "test_contract_v2_kvfail__counter_nonnegative.py"
+    expected = json.loads(files["expected.json"])
+    test = expected[f"{module}::test_v2_kvfail__counter_nonnegative"]
+    assert test["release"] == {
+        "outcome": "failed",
+        "step": 7,
+        "statement": "assert request.num_output_placeholders >= 0",
+    }
+    assert test["guard"] == {"outcome": "passed"}
+    control = expected[f"{module}::test_v2_kvfail__healthy_path_control"]
+    assert control["release"] == control["guard"] == {"outcome": "passed"}
+    text = files[module]
+    # the runner's decisions are data, each with its rule evaluated
+    assert re.search(r'in_flight\.append\(_schedule\(scheduler, budget=\d+, returns=\{"r0": 1\}\)\)', text)
+    assert re.search(r"\(the V2 runner: g \+ n = \d+ \+ \d+ = 16 < prefill_len = 16\? no -> samples\)", text)
+    assert '_deliver(scheduler, in_flight.popleft(), kv_failed=("r0", 0))' in text
+    assert 'assert r0.num_output_placeholders >= 0, f"step 7:' in text
+    # every step's call lines map back to the step (how the checker names a failure's step)
+    assert sorted(set(test["lines"].values())) == list(range(1, 8))
+
+
+def test_0_33_0_exports_what_it_violates_and_says_why_the_rest_is_left_out(exported):
+    files, done, left = exported["0.33.0"]
+    names = {m.case for m in done}
+    # 0.33.0 asserts the counter only after a delivery that found it positive: the
+    # KV-failure trace's counter holds there, the over-delivery still crashes
+    assert "v1_over_delivery__counter_nonnegative" in names
+    assert "v2_kvfail__counter_nonnegative" not in names
+    reasons = dict(left)
+    assert reasons["v2_kvfail__counter_nonnegative"].startswith("counter-nonnegative holds on vLLM 0.33.0")
+    assert "runner-level property" in reasons["v2_kvfail__predicates_agree"]
+    assert "v2_kvfail__counter_nonnegative: counter-nonnegative holds" in files["README.md"]
+
+
+def test_a_resumable_session_is_exported_resumable(exported):
+    text = exported["0.32.0"][0]["test_contract_kvfail_stream__safe_frontier_nonnegative.py"]
+    assert "    r0.resumable = True  # a streaming session: more input may follow" in text
+
+
+FAILURE_AT_VLLM = """tests/v1/core/test_contract_x.py:120: in test_x
+    _deliver(scheduler, in_flight.popleft())
+tests/v1/core/test_contract_x.py:94: in _deliver
+    scheduler.update_from_output(output, runner_output)
+{sched}:3: in _update_request_with_output
+    assert request.num_output_placeholders >= 0
+E   AssertionError"""
+
+
+def test_the_checker_names_the_assert_and_the_step_and_refuses_any_other(tmp_path):
+    from fixes.export_check import judge
+
+    sched = tmp_path / "async_scheduler.py"
+    sched.write_text("x = 1\ny = 2\n        assert request.num_output_placeholders >= 0\n")
+    failure = FAILURE_AT_VLLM.format(sched=sched)
+    expect = {
+        "outcome": "failed",
+        "step": 7,
+        "statement": "assert request.num_output_placeholders >= 0",
+        "lines": {"120": 7, "119": 6},
+    }
+    assert judge(expect, "failed", failure, tmp_path) is None
+    assert "step 6" in judge({**expect, "lines": {"120": 6}}, "failed", failure, tmp_path)
+    assert "predicted vLLM's" in judge({**expect, "statement": "assert other >= 0"}, "failed", failure, tmp_path)
+    assert judge(expect, "passed", "", tmp_path) == "predicted failed, observed passed"
+    assert judge({"outcome": "passed"}, "failed", failure, tmp_path).startswith("predicted passed, observed failed")
+
+
+def test_the_broken_copy_loses_its_violating_step(exported, tmp_path):
+    from fixes.export_check import BROKEN_PREFIX, break_one
+
+    files = exported["0.32.0"][0]
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    expected = json.loads(files["expected.json"])
+    broken_id, exp = break_one(tmp_path, expected)
+    module, _test = broken_id.split("::")
+    assert module.startswith(BROKEN_PREFIX)
+    original = (tmp_path / module.replace(BROKEN_PREFIX, "test_contract_")).read_text().splitlines()
+    kept = (tmp_path / module).read_text().splitlines()
+    step_calls = [original[int(n) - 1] for n, s in exp["lines"].items() if s == exp["release"]["step"]]
+    removed = [ln for ln in step_calls if ln.strip().startswith(("_", "in_flight"))]
+    assert removed and len(kept) == len(original) - len(removed)
+
+
+@pytest.mark.vllm
+@pytest.mark.slow
+@pytest.mark.sweep  # two pytest runs in vLLM's sdist test tree per release (make export-check)
+@pytest.mark.parametrize("release", ["0.32.0", "0.33.0"])
+def test_export_check_passes_in_vllms_own_test_tree(release, tmp_path):
+    done = subprocess.run([sys.executable, "-m", "vllm_contract", "export"], cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    check = subprocess.run(
+        [sys.executable, "-m", "vllm_contract", "export-check", release, "--out", str(tmp_path)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    assert check.returncode == 0, check.stdout[-3000:] + check.stderr[-3000:]
+    report = json.loads((tmp_path / f"{release}.json").read_text())
+    assert report["ok"] and report["broken_copy_caught"] and report["modules"] > 0

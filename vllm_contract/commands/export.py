@@ -1,0 +1,64 @@
+"""The prover's counterexamples as tests of vLLM's own suite: paste one into tests/v1/core/.
+
+Writes build/export/<release>/test_contract_<case>.py for every scheduler-level case
+whose property the release violates: each imports only vllm, pytest and vLLM's own
+test helpers (tests/v1/core/utils.py), drives the AsyncScheduler with hand-built
+ModelRunnerOutputs (the runner's decisions, each commented with its rule), asserts the
+property at the step the model says it breaks, and carries the configuration's
+healthy path as its control. README.md lists what was left out and why;
+expected.json is what `make export-check` requires of each test on vLLM's code. The
+folder is replaced whole (from build/prove; run `make prove` first).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from spec.errors import ExitStatus, UsageError
+from vllm_contract.outfolder import OutFolder, interrupts, stopped
+
+NAME = "export"
+HELP = "write the counterexamples as tests of vLLM's own test suite (build/export/<release>/)"
+STATUSES = {
+    ExitStatus.OK: "written",
+    ExitStatus.BAD_INPUT: "no prover result, an unknown release, or nothing matched --case: nothing written",
+    ExitStatus.INTERRUPTED: "interrupted: the previous export left as it was",
+}
+RELEASES = ("0.32.0", "0.33.0")  # the releases whose vLLM test trees the check runs (fixes/trees.py)
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("--from", dest="prove_dir", default="build/prove", help="the prover's result folder")
+    parser.add_argument("--release", action="append", choices=RELEASES, help="default: every one")
+    parser.add_argument("--case", default="*", help="a glob over case names, e.g. 'v2_kvfail__*'")
+    parser.add_argument("--out", default="build/export", help="the folder of the per-release folders")
+
+
+def run(args) -> int:
+    from codegen.export import export_release
+    from codegen.generate import plan
+
+    prove_dir = Path(args.prove_dir)
+    if not (prove_dir / "summary.json").is_file():
+        raise UsageError(f"{prove_dir}/summary.json does not exist: run `make prove` first")
+    sources = plan(prove_dir, [], None).sources
+    for release in args.release or RELEASES:
+        files, done, left = export_release(sources, release, args.case)
+        if not done:
+            raise UsageError(f"no case matching {args.case!r} is exportable for vLLM {release}")
+        folder = OutFolder(Path(args.out) / release, "vllm-contract export")
+        try:
+            with interrupts():
+                folder.check()
+                folder.begin()
+                for name, text in sorted(files.items()):
+                    folder.write_text(name, text)
+                folder.commit()
+        except (KeyboardInterrupt, Exception) as exc:
+            return stopped(exc, folder.failed_note())
+        finally:
+            folder.abort()
+        print(f"export: {folder.path}/: {len(done)} module(s); {len(left)} case(s) not exported (README.md says why)")
+    sys.stdout.flush()
+    return ExitStatus.OK
