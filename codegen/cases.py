@@ -122,13 +122,14 @@ def _picks(named: dict, defaults: dict) -> str:
     return " ".join(shown)
 
 
-def _runner_rule(cfg: Config, obs: dict, r: int) -> str | None:
+def runner_rule(cfg: Config, obs: dict, r: int) -> str | None:
     """The runner's discard rule for request r in a schedule step, evaluated (the runner
-    variant's own rule: the text is computed by the function that decides)."""
+    variant's own rule: the text is computed by the function that decides); None when
+    r was not scheduled."""
     row = (obs.get("v1_rows" if cfg.is_v1 else "v2_rows") or [None] * cfg.requests)[r]
     if not row or not row["scheduled"]:
         return None
-    return f"r{r}: runner rule {cfg.run.rule.text(row)}"
+    return cfg.run.rule.text(row)
 
 
 def step_table(cfg: Config, trace: Trace, states: list, observed: list) -> list[tuple[str, str, str, list[str]]]:
@@ -158,9 +159,9 @@ def step_table(cfg: Config, trace: Trace, states: list, observed: list) -> list[
                     sampled = after[("q_sampled", slot, r)]
                     reserved = after[("q_reserved", slot, r)]
                     changes.append(f"r{r}: scheduled {n}, reserved {reserved}, runner returns {sampled}")
-                    rule = _runner_rule(cfg, observed[t], r)
+                    rule = runner_rule(cfg, observed[t], r)
                     if rule:
-                        changes.append(rule)
+                        changes.append(f"r{r}: runner rule {rule}")
             while parts:  # a few changes per line keeps the table readable
                 changes.append(f"r{r}: " + ", ".join(parts[:5]))
                 parts = parts[5:]

@@ -17,13 +17,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from codegen.case import arm_label
-from codegen.cases import CaseSource
+from codegen.cases import CaseSource, runner_rule
 from codegen.render import cited, environment
 from model.run import Run
 from spec.config import Config
 from spec.properties import ASSERTS, PROPERTIES
 
-EXPORT_DIR = Path("build") / "export"
 GUARD = "step-reservation"
 MAX_MODEL_LEN = 2048  # facebook/opt-125m's (the model vLLM's scheduler tests configure)
 
@@ -78,12 +77,13 @@ def why_not(src: CaseSource, release: str) -> str | None:
     if prop not in STATE_CHECKS and prop not in VLLM_ASSERTED:
         return f"{prop}: no state assert is defined for it yet"
     arm = _release_arm(src, release)
-    if arm is None:
-        return f"the case has no arm for vLLM {release}"
+    if arm is None or _release_arm(src, release, guard=True) is None:
+        return f"the case predicts no arm for vLLM {release}, plain and with the guard"
     longest = max(src.case.init["prompt_len"]) + sum(a.get("new_tokens", 0) for _, a in src.case.steps)
     if longest >= MAX_MODEL_LEN:
         return f"a request of {longest} tokens does not fit facebook/opt-125m's {MAX_MODEL_LEN}"
-    if not (arm[1].violations or arm[1].fired):
+    if not (arm[1].fired or (arm[1].violations and prop in STATE_CHECKS)):
+        # what a test can see: vLLM's assert firing, or a violation of a state the test asserts
         return f"{prop} holds on vLLM {release} as released (the case shows it on other releases)"
     return None
 
@@ -127,14 +127,6 @@ def _doc(paragraphs: list[str]) -> list[str]:
     return lines
 
 
-def _rule(cfg: Config, played, r: int) -> str | None:
-    rows = played.result.observed.get("v1_rows" if cfg.is_v1 else "v2_rows") or []
-    row = rows[r] if r < len(rows) else None
-    if not row or not row.get("scheduled"):
-        return None
-    return cfg.run.rule.text(row)
-
-
 def _steps(cfg: Config, src_case, check_prop: str | None, check_at: set[int]) -> list[dict]:
     """The test body, a step at a time: comments that say what the step does and why
     the runner returns what it returns, the calls, and the property's asserts at the
@@ -145,6 +137,7 @@ def _steps(cfg: Config, src_case, check_prop: str | None, check_at: set[int]) ->
         n, event, args = played.number, played.event, played.named
         before, after = played.before, played.state
         comments, code = [], []
+        kv = -1  # the request whose KV load fails in this step (a delivery), if any
         checked = check_prop and (not check_at or n in check_at)
         if event == "schedule":
             slot = before[("queue_len",)]
@@ -161,7 +154,7 @@ def _steps(cfg: Config, src_case, check_prop: str | None, check_at: set[int]) ->
                     f"  r{r}: {scheduled} token(s) scheduled, {reserved} placeholder(s) reserved; "
                     f"the runner returns {sampled}"
                 )
-                rule = _rule(cfg, played, r)
+                rule = runner_rule(cfg, played.result.observed, r)
                 if rule:
                     comments.append(f"  ({cfg.run.phrase}: {rule})")
             pending.append(n)
@@ -230,7 +223,8 @@ def _steps(cfg: Config, src_case, check_prop: str | None, check_at: set[int]) ->
         for name in played.fired:
             comments.append(f"  (the model predicts that vLLM's `{ASSERTS[name].statement}` fires here)")
         wrapped = [line for c in comments for line in _wrap(c, " " * (len(c) - len(c.lstrip()) + 2))]
-        out.append({"number": n, "event": event, "comments": wrapped, "code": code})
+        kv_failed = kv is not None and kv >= 0
+        out.append({"number": n, "event": event, "comments": wrapped, "code": code, "kv_failed": kv_failed})
     return out
 
 
@@ -292,10 +286,10 @@ def export(src: CaseSource, release: str, healthy: CaseSource | None) -> Exporte
         fails = f"fails at its own assert in step {step}: nothing in vLLM notices"
     else:
         fails = "passes"
-    guarded = _expect(guard_arm, prop) if guard_arm else None
+    guarded = _expect(guard_arm, prop)
     with_guard = (
         "passes with the step-reservation guard"
-        if guarded and guarded["outcome"] == "passed"
+        if guarded["outcome"] == "passed"
         else "fails with the step-reservation guard too"
     )
     doc = [
@@ -332,7 +326,7 @@ def export(src: CaseSource, release: str, healthy: CaseSource | None) -> Exporte
             )
         )
     events = {s["event"] for t in tests for s in t.steps}
-    kvfail = any("kv_failed=" in line for t in tests for s in t.steps for line in s["code"])
+    kvfail = any(s["kv_failed"] for t in tests for s in t.steps)  # _deliver takes kv_failed only if a step uses it
     outputs = ["ModelRunnerOutput"] + (["KVConnectorOutput"] if kvfail else [])
     text = (
         environment()
@@ -365,15 +359,14 @@ def export(src: CaseSource, release: str, healthy: CaseSource | None) -> Exporte
 def _one_per_case(sources: list[CaseSource], release: str) -> list[CaseSource]:
     """A case name can stand for traces found on several releases (each module of
     generated_tests/cases/<release>/ plays every release's arms): the trace found on
-    `release` itself, else the oldest release's."""
-    chosen: dict[str, CaseSource] = {}
+    `release` itself, else the first by module path (the oldest release's)."""
+    by_name: dict[str, list[CaseSource]] = {}
     for src in sorted(sources, key=lambda s: s.module):
-        name = src.case.name
-        if name not in chosen or src.cfg.profile == f"vllm-{release}":
-            if name in chosen and chosen[name].cfg.profile == f"vllm-{release}":
-                continue
-            chosen[name] = src
-    return [chosen[name] for name in sorted(chosen)]
+        by_name.setdefault(src.case.name, []).append(src)
+    return [
+        next((s for s in group if s.cfg.profile == f"vllm-{release}"), group[0])
+        for _name, group in sorted(by_name.items())
+    ]
 
 
 def _vllm_imports(outputs: list[str], v2: bool, status: bool) -> list[str]:

@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 from spec.errors import ExitStatus, UsageError
-from vllm_contract.outfolder import OutFolder, interrupts, stopped
+from vllm_contract.outfolder import STOPS, OutFolder, interrupts, stopped
 
 NAME = "export"
 HELP = "write the counterexamples as tests of vLLM's own test suite (build/export/<release>/)"
@@ -55,7 +55,7 @@ def run(args) -> int:
                 for name, text in sorted(files.items()):
                     folder.write_text(name, text)
                 folder.commit()
-        except (KeyboardInterrupt, Exception) as exc:
+        except STOPS as exc:
             return stopped(exc, folder.failed_note())
         finally:
             folder.abort()
