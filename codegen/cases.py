@@ -9,7 +9,7 @@ or the violation is silent). The step table shows, per step, only what changed.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from codegen.case import Case, Expect, arms_for, predict
@@ -34,6 +34,9 @@ class CaseSource:
     cfg: Config
     table: list[tuple[str, str, str, list[str]]]  # (step, event, picks, changes)
     module: str  # relative path of the module to write
+    # the profiles whose prover found this same trace too (codegen.generate.same_trace_once
+    # keeps the oldest release's): the case is the shortest trace found on each of them
+    also_found_on: list[str] = field(default_factory=list)
 
 
 # ------------------------------------------------------------------ configuration

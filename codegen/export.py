@@ -26,15 +26,28 @@ from spec.properties import ASSERTS, PROPERTIES
 GUARD = "step-reservation"
 MAX_MODEL_LEN = 2048  # facebook/opt-125m's (the model vLLM's scheduler tests configure)
 
+# releases whose Model Runner V2 rejects the ngram_gpu drafts the exported tests use
+# (VllmConfig._get_v2_model_runner_unsupported_features); 0.32.0 accepts them
+V2_REFUSES_NGRAM = {
+    "0.29.0": "vllm/config/vllm.py:2564-2565",
+    "0.30.0": "vllm/config/vllm.py:2839-2850",
+    "0.31.0": "vllm/config/vllm.py:3074-3083",
+}
+
 # the properties a test asserts on the scheduler's own state; the others that vLLM
 # asserts itself need no assert of ours (its assert is the check)
 STATE_CHECKS = ("counter-nonnegative", "computed-nonnegative", "no-token-while-prefilling")
 VLLM_ASSERTED = tuple(name for name, p in PROPERTIES.items() if p.asserts)
-NOT_YET = {
+# runner-level properties: asserting them needs vLLM's model runner, not only the
+# scheduler; where the same trace fires one of vLLM's scheduler asserts on the release,
+# that is exported as the finding's scheduler-level part
+RUNNER_LEVEL = {
     "predicates-agree": "a runner-level property (the runner's discard against the scheduler's "
     "reservation): it needs vLLM's model runner, not only the scheduler",
     "positions-agree": "a runner-level property (the V2 runner's slot positions): it needs vLLM's V2 model runner",
     "no-placeholder-input": "a runner-level property (the V1 runner's input ids): it needs vLLM's V1 model runner",
+}
+NOT_YET = {
     "placeholder-accounting": "the expected count spans in-flight steps since the last preemption or stop: "
     "not exported yet",
     "never-drops": "a property of the guard itself (its arms only), not of a release",
@@ -74,14 +87,22 @@ def why_not(src: CaseSource, release: str) -> str | None:
         return "a healthy path (exported as the control of its configuration's violations)"
     if prop in NOT_YET:
         return NOT_YET[prop]
-    if prop not in STATE_CHECKS and prop not in VLLM_ASSERTED:
+    if prop not in STATE_CHECKS and prop not in VLLM_ASSERTED and prop not in RUNNER_LEVEL:
         return f"{prop}: no state assert is defined for it yet"
     arm = _release_arm(src, release)
     if arm is None or _release_arm(src, release, guard=True) is None:
         return f"the case predicts no arm for vLLM {release}, plain and with the guard"
+    cfg = src.case.config_for(arm[0])
+    if cfg.is_v2 and cfg.spec_tokens and release in V2_REFUSES_NGRAM:
+        return (
+            f"vLLM {release}'s Model Runner V2 refuses ngram drafts ({V2_REFUSES_NGRAM[release]}) "
+            "and every draft method it accepts needs a draft model"
+        )
     longest = max(src.case.init["prompt_len"]) + sum(a.get("new_tokens", 0) for _, a in src.case.steps)
     if longest >= MAX_MODEL_LEN:
         return f"a request of {longest} tokens does not fit facebook/opt-125m's {MAX_MODEL_LEN}"
+    if prop in RUNNER_LEVEL and not arm[1].fired:
+        return f"{RUNNER_LEVEL[prop]}; on vLLM {release} the scheduler notices nothing (no assert fires)"
     if not (arm[1].fired or (arm[1].violations and prop in STATE_CHECKS)):
         # what a test can see: vLLM's assert firing, or a violation of a state the test asserts
         return f"{prop} holds on vLLM {release} as released (the case shows it on other releases)"
@@ -109,7 +130,7 @@ WIDTH = 84  # vLLM's ruff line length (88) less a function body's indent
 def _wrap(text: str, indent: str = "", width: int = WIDTH - 2) -> list[str]:
     import textwrap
 
-    return textwrap.wrap(text, width, subsequent_indent=indent) or [""]
+    return textwrap.wrap(text, width, subsequent_indent=indent, break_on_hyphens=False) or [""]
 
 
 def _doc(paragraphs: list[str]) -> list[str]:
@@ -279,7 +300,12 @@ def export(src: CaseSource, release: str, healthy: CaseSource | None) -> Exporte
     on_release = _expect(arm, prop)
     step = on_release.get("step")
     check_at = {step} if step else set()
-    where = cited(prop, release)
+    # the lines of what fails: the property's, or for a runner-level property the
+    # scheduler assert that shows it
+    shown_by = prop
+    if prop in RUNNER_LEVEL and arm[1].fired:
+        shown_by = next(name for name, p in PROPERTIES.items() if arm[1].fired[0] in p.asserts)
+    where = cited(shown_by, release)
     if on_release["outcome"] == "failed" and on_release["statement"]:
         fails = f"fails at `{on_release['statement']}` ({where}) in step {step}"
     elif on_release["outcome"] == "failed":
@@ -297,6 +323,12 @@ def export(src: CaseSource, release: str, healthy: CaseSource | None) -> Exporte
         "",
         f"The property: {PROPERTIES[prop].doc}.",
     ]
+    if prop in RUNNER_LEVEL:
+        doc += [
+            "",
+            "That is a property of the model runner, which this test does not run; what it checks "
+            "is the finding's scheduler-level part, the assert vLLM's scheduler fires.",
+        ]
     tests = [
         ExportedTest(
             name="test_" + case.name,
@@ -316,8 +348,12 @@ def export(src: CaseSource, release: str, healthy: CaseSource | None) -> Exporte
                 doc=_doc(
                     [
                         f"The control: a healthy path of the same configuration ({h_cfg.scenario}), on "
-                        f"which {prop} holds at every step and a request completes; it passes with and "
-                        "without the guard."
+                        + (
+                            f"which {prop} holds at every step"
+                            if check or prop in VLLM_ASSERTED
+                            else "which no assert of vLLM's scheduler fires"
+                        )
+                        + " and a request completes; it passes with and without the guard."
                     ]
                 ),
                 requests=_requests(healthy.case, h_cfg),
@@ -359,12 +395,14 @@ def export(src: CaseSource, release: str, healthy: CaseSource | None) -> Exporte
 def _one_per_case(sources: list[CaseSource], release: str) -> list[CaseSource]:
     """A case name can stand for traces found on several releases (each module of
     generated_tests/cases/<release>/ plays every release's arms): the trace found on
-    `release` itself, else the first by module path (the oldest release's)."""
+    `release` itself (the report's page of that release shows it), else the first by
+    module path (the oldest release's)."""
     by_name: dict[str, list[CaseSource]] = {}
     for src in sorted(sources, key=lambda s: s.module):
         by_name.setdefault(src.case.name, []).append(src)
+    profile = f"vllm-{release}"
     return [
-        next((s for s in group if s.cfg.profile == f"vllm-{release}"), group[0])
+        next((s for s in group if profile in (s.cfg.profile, *s.also_found_on)), group[0])
         for _name, group in sorted(by_name.items())
     ]
 
@@ -394,6 +432,49 @@ def healthy_of(sources: list[CaseSource]) -> dict[str, CaseSource]:
     return out
 
 
+def exportable(src: CaseSource, release: str, healthy: dict[str, CaseSource]) -> str | None:
+    """Why `src` is not exported for `release` (None: it is); `healthy` as healthy_of gives."""
+    reason = why_not(src, release)
+    if reason is None and src.cfg.scenario not in healthy:
+        reason = f"no healthy path of {src.cfg.scenario} to be its control"
+    return reason
+
+
+def outcome_words(mod: Exported) -> str:
+    """Where the module's violation test fails on its release, and what the guard does."""
+    expect = mod.tests[0].expect
+    on, guard = expect["release"], expect["guard"]
+    if on["outcome"] == "failed" and on["statement"]:
+        words = f"fails on vLLM {mod.release} as released at vLLM's `{on['statement']}` in step {on['step']}"
+    elif on["outcome"] == "failed":
+        words = f"fails on vLLM {mod.release} as released at its own assert in step {on['step']} (vLLM notices nothing)"
+    else:
+        words = f"passes on vLLM {mod.release}"
+    with_guard = "passes" if guard["outcome"] == "passed" else "still fails"
+    return f"{words}, and {with_guard} with the step-reservation guard"
+
+
+def as_markdown(mod: Exported) -> list[str]:
+    """The module for a report page or a review comment: how to use it, then its text
+    collapsed."""
+    path = f"tests/v1/core/{mod.module}"
+    return [
+        f"`{mod.module}`: paste it into `tests/v1/core/` of a vLLM {mod.release} checkout and run "
+        f"`pytest {path}` there. Its violation test {outcome_words(mod)}; its `_control` test "
+        f"passes on both. `make export CASE={mod.case} RELEASE={mod.release}` writes it, and "
+        "`make export-check` runs it in that release's own test tree.",
+        "",
+        "<details>",
+        f"<summary>{mod.module} ({len(mod.text.splitlines())} lines)</summary>",
+        "",
+        "```python",
+        mod.text.rstrip("\n"),
+        "```",
+        "",
+        "</details>",
+    ]
+
+
 def export_release(sources: list[CaseSource], release: str, pattern: str = "*") -> tuple[dict[str, str], list, list]:
     """The files of build/export/<release>/: a module per exportable case, expected.json
     (what export-check requires of each test) and README.md (what was left out, and
@@ -405,9 +486,7 @@ def export_release(sources: list[CaseSource], release: str, pattern: str = "*") 
     for src in _one_per_case(sources, release):
         if not fnmatch(src.case.name, pattern):
             continue
-        reason = why_not(src, release)
-        if reason is None and src.cfg.scenario not in healthy:
-            reason = f"no healthy path of {src.cfg.scenario} to be its control"
+        reason = exportable(src, release, healthy)
         if reason is not None:
             if src.case.kind == "violation":
                 left.append((src.case.name, reason))

@@ -173,15 +173,16 @@ def same_trace_once(sources: list[CaseSource]) -> list[CaseSource]:
     """A trace the prover found on several releases of one scenario becomes one case (the
     oldest release's): every case is replayed on every release's arms anyway, so a second
     module would say the same thing twice."""
-    seen: set = set()
+    kept: dict = {}
     out = []
     for src in sources:
         cfg = src.cfg.record()
         shape = tuple((k, str(v)) for k, v in sorted(cfg.items()) if k not in ("name", "profile"))
         key = (src.cfg.scenario, shape, src.case.kind, src.case.property, repr(src.case.init), repr(src.case.steps))
-        if key in seen:
+        if key in kept:
+            kept[key].also_found_on.append(src.cfg.profile)
             continue
-        seen.add(key)
+        kept[key] = src
         out.append(src)
     return out
 

@@ -176,11 +176,20 @@ def check(release: str, out: Path = OUT_DIR) -> dict:
             problems.append(f"the broken copy {broken_id} was not caught: it fails as the intact one")
     lint = _ruff([core / p.name for p in modules], _pyproject(release, junit_dir))
     problems += [f"ruff (vLLM {release}'s configuration): {ln}" for ln in lint]
+    observed = {a: results[a]["outcomes"] for a in trees_run}
+    violations = [test_id for test_id in sorted(expected) if not test_id.endswith("_control")]
     report = {
         "release": release,
         "modules": len(modules),
         "tests": len(expected),
-        "arms": {a: {"tree": t, "seconds": results[a]["seconds"]} for a, t in trees_run.items()},
+        # what the guard patch does to the violation tests, as observed on vLLM's code
+        "turned_passing": [
+            i for i in violations if observed["release"].get(i) == "failed" and observed["guard"].get(i) == "passed"
+        ],
+        "failing_with_guard": [
+            i for i in violations if observed["release"].get(i) == "failed" and observed["guard"].get(i) == "failed"
+        ],
+        "arms": {a: {"tree": _shown(t), "seconds": results[a]["seconds"]} for a, t in trees_run.items()},
         "broken_copy_caught": caught,
         "problems": problems,
         "ok": not problems and bool(modules),
@@ -189,6 +198,62 @@ def check(release: str, out: Path = OUT_DIR) -> dict:
     (out / f"{release}.json").write_text(json.dumps(report, indent=1, sort_keys=True) + "\n")
     (out / f"{release}.txt").write_text(_text(report, expected, results))
     return report
+
+
+README = REPO / "fixes" / FIX / "README.md"
+BEGIN = "<!-- exported tests: written by `make export-check` from bench/results/export/ -->"
+END = "<!-- end of the exported tests -->"
+
+
+def readme_block(out: Path = OUT_DIR) -> str:
+    """The fix README's list of the exported tests its patch turns from failing to
+    passing, per release, from the committed export-check results."""
+    lines = [
+        BEGIN,
+        "",
+        "## The exported tests it turns from failing to passing",
+        "",
+        "The counterexamples as tests of vLLM's own suite (`make export`, docs/export.md), run in",
+        "each release's own `tests/v1/core/` by `make export-check` on the release and with this",
+        "patch (bench/results/export/). Each fails on the release as released and passes patched;",
+        "its `_control` test passes on both.",
+        "",
+    ]
+    for release in trees.PATCHED[FIX]:
+        path = out / f"{release}.json"
+        if not path.is_file():
+            lines += [f"- vLLM {release}: not checked yet (`make export-check RELEASE={release}`)", ""]
+            continue
+        report = json.loads(path.read_text())
+        state = "as predicted" if report["ok"] else f"{len(report['problems'])} problem(s), see {release}.txt"
+        lines.append(f"vLLM {release} ({report['modules']} module(s), {state}):")
+        lines.append("")
+        lines += [f"- `{test.split('::')[0]}`" for test in report.get("turned_passing", [])]
+        still = report.get("failing_with_guard", [])
+        if still:
+            lines += [
+                "",
+                "Still failing with the patch, as the model predicts (violations the guard does not "
+                f"remove): {len(still)}, " + ", ".join(f"`{t.split('::')[0]}`" for t in still) + ".",
+            ]
+        lines.append("")
+    lines.append(END)
+    return "\n".join(lines)
+
+
+def refresh_readme(out: Path = OUT_DIR, readme: Path = README) -> None:
+    text = readme.read_text()
+    if text.count(BEGIN) != 1 or text.count(END) != 1:
+        raise FixError(f"{readme} has not exactly one exported-tests block ({BEGIN!r} ... {END!r})")
+    head, rest = text.split(BEGIN)
+    _old, tail = rest.split(END)
+    readme.write_text(head + readme_block(out) + tail)
+
+
+def _shown(tree: str) -> str:
+    """A tree as the results name it: relative to this repository when inside it."""
+    path = Path(tree)
+    return path.relative_to(REPO).as_posix() if path.is_absolute() and path.is_relative_to(REPO) else tree
 
 
 def _short(test_id: str) -> str:
@@ -216,7 +281,7 @@ def _text(report: dict, expected: dict, results: dict) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="vllm-contract export-check", description=__doc__.split("\n\n")[0])
-    parser.add_argument("release", choices=trees.RELEASES)
+    parser.add_argument("release", choices=trees.PATCHED["step-reservation-guard"])
     parser.add_argument("--out", type=Path, default=OUT_DIR)
     args = parser.parse_args(argv)
     try:
@@ -229,6 +294,8 @@ def main(argv: list[str] | None = None) -> int:
         return 4
     for p in report["problems"]:
         print(f"export-check {args.release}: {p}", file=sys.stderr)
+    if args.out == OUT_DIR:
+        refresh_readme()
     print(
         f"export-check {args.release}: {report['tests']} test(s) in {report['modules']} module(s): "
         + (

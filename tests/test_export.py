@@ -155,10 +155,30 @@ def test_the_broken_copy_loses_its_violating_step(exported, tmp_path):
     assert removed and len(kept) == len(original) - len(removed)
 
 
+def test_releases_whose_v2_runner_refuses_ngram_drafts_say_so_and_export_the_rest(sources):
+    files, done, left = export_release(sources, "0.29.0")
+    reasons = dict(left)
+    assert reasons["v2_kvfail__counter_nonnegative"] == (
+        "vLLM 0.29.0's Model Runner V2 refuses ngram drafts (vllm/config/vllm.py:2564-2565) "
+        "and every draft method it accepts needs a draft model"
+    )
+    assert "test_contract_v1_over_delivery__counter_nonnegative.py" in files  # V1: exported
+
+
+def test_the_guard_readme_lists_what_export_check_measured():
+    """fixes/step-reservation-guard/README.md's list is the committed results' (make
+    export-check rewrites it)."""
+    from fixes.export_check import README, readme_block
+
+    block = readme_block()
+    assert block in README.read_text(), "the README's exported tests are stale: run `make export-check`"
+    assert "- `test_contract_v2_kvfail__counter_nonnegative.py`" in block.split("vLLM 0.32.0")[1]
+
+
 @pytest.mark.vllm
 @pytest.mark.slow
 @pytest.mark.sweep  # two pytest runs in vLLM's sdist test tree per release (make export-check)
-@pytest.mark.parametrize("release", ["0.32.0", "0.33.0"])
+@pytest.mark.parametrize("release", ["0.29.0", "0.30.0", "0.31.0", "0.32.0", "0.33.0"])
 def test_export_check_passes_in_vllms_own_test_tree(release, tmp_path):
     done = subprocess.run([sys.executable, "-m", "vllm_contract", "export"], cwd=ROOT, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-2000:]

@@ -25,7 +25,8 @@ STATUSES = {
     ExitStatus.BAD_INPUT: "no prover result, an unknown release, or nothing matched --case: nothing written",
     ExitStatus.INTERRUPTED: "interrupted: the previous export left as it was",
 }
-RELEASES = ("0.32.0", "0.33.0")  # the releases whose vLLM test trees the check runs (fixes/trees.py)
+# every release with a pinned sdist (its tests/v1/core/) and a guard patch (fixes/trees.py)
+RELEASES = ("0.29.0", "0.30.0", "0.31.0", "0.32.0", "0.33.0")
 
 
 def add_arguments(parser) -> None:
