@@ -158,3 +158,45 @@ def counterexamples(
         if progress:
             progress(n + 1, len(rows), row.config)
     return out
+
+
+def exported_tests(cxs: list[Counterexample], modules: dict[tuple, Module], prove_dir: Path) -> dict[str, tuple]:
+    """Each page's case as a test of vLLM's own suite: {page: (the module `make export`
+    writes for the page's release, or None; why not, or None; the other releases it is
+    exported for)}. A module generated once for a trace found on several releases is
+    exported from the oldest release's trace, as `make export` does."""
+    from codegen.cases import CaseSource, sentence
+    from codegen.export import export, exportable, healthy_of
+    from spec.profiles import RELEASES
+
+    releases = [p.release for p in RELEASES]
+
+    witnesses = [m for m in modules.values() if m.case.kind == "witness"]
+    healthy = healthy_of([CaseSource(m.case, "", "", m.case.config_for({}), [], m.path) for m in witnesses])
+    first: dict[str, Counterexample] = {}  # module path -> the counterexample its trace is from
+    for c in sorted(cxs, key=lambda c: tuple(int(x) for x in c.release.split("."))):
+        if c.module is not None and not c.cfg.prof.historical:
+            first.setdefault(c.module.path, c)
+    out: dict[str, tuple] = {}
+    for c in cxs:
+        if c.module is None:
+            continue
+        if c.cfg.prof.historical:
+            why = f"{c.cfg.profile} is a historical profile; `make export` exports each release's own traces"
+            out[c.page] = (None, why, [])
+            continue
+        origin = first[c.module.path]
+        steps = len(origin.trace.steps)
+        src = CaseSource(
+            case=c.module.case,
+            trace_path=str(Path(prove_dir) / origin.trace_path),
+            sentence=sentence(origin.cfg, "violation", c.prop, steps, origin.trace.mechanisms),
+            cfg=origin.cfg,
+            table=[],
+            module=c.module.path,
+        )
+        reason = exportable(src, c.release, healthy)
+        mod = None if reason else export(src, c.release, healthy[src.cfg.scenario])
+        elsewhere = [r for r in releases if r != c.release and exportable(src, r, healthy) is None]
+        out[c.page] = (mod, reason, elsewhere)
+    return out

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from codegen.export import as_markdown
 from model.results import VerdictRow
 from report.data import Counterexample, ReportError, config_of
 from report.mermaid import diagram
@@ -198,7 +199,8 @@ def _reaction_cell(row: VerdictRow, by_trace: dict, base: str) -> str:
 # ------------------------------------------------------------------ a page
 
 
-def page_md(c: Counterexample, prove_dir: Path) -> str:
+def page_md(c: Counterexample, prove_dir: Path, exported: tuple | None = None) -> str:
+    """`exported`: the page's vLLM test and why there is none (report.data.exported_tests)."""
     cfg, trace, prop = c.cfg, c.trace, c.prop
     broken = violations_by_step(cfg, trace)
     fired = trace.fired[-1] if trace.fired else []
@@ -249,6 +251,18 @@ def page_md(c: Counterexample, prove_dir: Path) -> str:
         for label, (_, expect) in c.module.case.arms.items():
             arms.append([label, "; ".join(describe_expect(expect, prop, label))])
         lines += md_table(arms) + [""]
+    if exported is not None:
+        mod, why, elsewhere = exported
+        lines += ["## As a test of vLLM's own suite", ""]
+        lines += as_markdown(mod) if mod is not None else [f"Not exported for vLLM {c.release}: {why}."]
+        if elsewhere:
+            name = c.module.case.name
+            lines += [
+                "",
+                f"Exported for vLLM {', '.join(elsewhere)} too: `make export CASE={name} RELEASE=<release>` "
+                "writes it (from the trace found on that release where it has one).",
+            ]
+        lines.append("")
     refs = vllm_lines(cfg, trace, prop)
     lines += [
         f"## vLLM lines ({'vLLM ' + c.release if not cfg.prof.historical else cfg.profile + ', on ' + c.release})",
@@ -275,11 +289,15 @@ def page_md(c: Counterexample, prove_dir: Path) -> str:
 # ------------------------------------------------------------------ writing
 
 
-def write_report(summary: dict, cxs: list[Counterexample], prove_dir: Path, folder, base: str) -> dict:
-    """Write index.md and the pages into `folder` (an OutFolder being written); returns sizes."""
+def write_report(
+    summary: dict, cxs: list[Counterexample], prove_dir: Path, folder, base: str, exported: dict | None = None
+) -> dict:
+    """Write index.md and the pages into `folder` (an OutFolder being written); returns sizes.
+    `exported`: each page's vLLM test (report.data.exported_tests)."""
     pages = {}
+    exported = exported or {}
     for c in cxs:
-        pages[c.page] = page_md(c, prove_dir)
+        pages[c.page] = page_md(c, prove_dir, exported.get(c.page))
     text = summary_md(summary, cxs, base)
     if len(text) > COMMENT_LIMIT:
         text = summary_md(summary, cxs, base, compact=True)

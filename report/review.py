@@ -32,6 +32,7 @@ import sys
 import threading
 from pathlib import Path
 
+from codegen.export import as_markdown, outcome_words
 from spec import citations as C
 from spec.errors import CouldNotRun, TreeError
 from spec.properties import ASSERTS
@@ -388,6 +389,40 @@ def compare_cites(base_view: dict, head_view: dict) -> dict:
 # ------------------------------------------------------------------ the summary
 
 
+def exported_tests(cmp: dict, profile: str, prove_dir: Path) -> tuple[list, str]:
+    """The exported vLLM tests (codegen.export, as `make export` writes them for the head's
+    release) of the cases head still or newly violates, and a line on what is left out."""
+    from model.results import StaleSummary, load_summary
+    from report.data import counterexamples, exported_tests, generated_modules
+
+    release = profile.removeprefix("vllm-")
+    if not (prove_dir / "summary.json").is_file():
+        return [], f"`make prove`, then `make export RELEASE={release}`, writes them (no {prove_dir} here)."
+    try:
+        summary = load_summary(prove_dir)
+    except StaleSummary as exc:
+        return [], f"No exported tests: {exc}"
+    modules = generated_modules()
+    cxs = counterexamples(summary, prove_dir, modules)
+    exported = exported_tests(cxs, modules, prove_dir)
+    by_case = {}
+    for c in cxs:
+        mod = exported.get(c.page, (None,))[0]
+        if mod is not None and c.release == release:
+            by_case.setdefault(mod.case, mod)
+    items = cmp["still"] + cmp["new"] + cmp["unguarded"]
+    names = sorted({it["case"] for it in items if it.get("kind") == "violation"})
+    found = [by_case[n] for n in names if n in by_case]
+    rest = len(names) - len(found)
+    note = (
+        f"{rest} more violated case(s) have no exported test for vLLM {release} (each one's reason: "
+        f"`make export RELEASE={release}`, README.md)."
+        if rest
+        else ""
+    )
+    return found, note
+
+
 def table(rows: list[list[str]]) -> list[str]:
     def cell(x):
         return str(x).replace("|", "\\|").replace("\n", " ")
@@ -397,8 +432,17 @@ def table(rows: list[list[str]]) -> list[str]:
 
 
 def summary_md(
-    base: dict, head: dict, cmp: dict, cites: dict, seconds: float, fuzz_n: int, limit_rows: int = 60
+    base: dict,
+    head: dict,
+    cmp: dict,
+    cites: dict,
+    seconds: float,
+    fuzz_n: int,
+    limit_rows: int = 60,
+    exported: tuple[list, str] = ([], ""),
+    shown: int = 2,
 ) -> str:
+    """`exported`: exported_tests's result; the first `shown` are in full (collapsed)."""
     bt, ht = base["tree"], head["tree"]
     _, first = outcome(cmp)
     f = cmp["fuzz"]
@@ -510,6 +554,24 @@ def summary_md(
                 for i in items[:20]
             ]
             lines += [f"{title}:", ""] + table(rows) + [""]
+    mods, note = exported
+    if mods or note:
+        lines += [f"### As tests of vLLM's own suite ({len(mods)})", ""]
+        lines += [
+            "The cases head still or newly violates, as tests of vLLM's own suite for head's release, each "
+            "a violation test and a healthy-path control. Where they fail is said of the release as "
+            "released; paste them into head's `tests/v1/core/` to see what head does.",
+            "",
+        ]
+        for mod in mods[:shown]:
+            lines += as_markdown(mod) + [""]
+        for mod in mods[shown:]:
+            command = f"make export CASE={mod.case} RELEASE={mod.release}"
+            lines.append(f"- `{mod.module}`: `{command}`; it {outcome_words(mod)}")
+        if mods[shown:]:
+            lines.append("")
+        if note:
+            lines += [note, ""]
     lines += [
         "### Citations (spec/citations.toml, re-anchored in both trees)",
         "",

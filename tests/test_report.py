@@ -9,6 +9,7 @@ instruction, they are never skipped.
 
 from __future__ import annotations
 
+import ast
 import json
 import re
 from pathlib import Path
@@ -91,6 +92,15 @@ def test_a_page_says_what_goes_wrong(report_dir):
     # vLLM's lines, at the release's tag on GitHub
     assert "https://github.com/vllm-project/vllm/blob/v0.32.0/vllm/v1/core/sched/async_scheduler.py#L" in page
     assert "--target=vllm --vllm=0.32.0" in page
+    # the case as a test of vLLM's own suite (what `make export` writes), collapsed, with
+    # where to paste it, how to run it and where it fails
+    exported = page.split("## As a test of vLLM's own suite")[1].split("## vLLM lines")[0]
+    assert "pytest tests/v1/core/test_contract_v2_kvfail__counter_nonnegative.py" in exported
+    assert "as released at vLLM's `assert request.num_output_placeholders >= 0` in step 7" in exported
+    assert "passes with the step-reservation guard" in exported
+    module = exported.split("```python\n")[1].split("\n```")[0]
+    names = {n.name for n in ast.parse(module).body if isinstance(n, ast.FunctionDef)}
+    assert {"test_v2_kvfail__counter_nonnegative", "test_v2_kvfail__healthy_path_control"} <= names
 
 
 @pytest.mark.slow

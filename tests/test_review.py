@@ -192,10 +192,9 @@ def edited_tree(root: Path, rel: str, line: str, replacement: str) -> Path:
     return root
 
 
-def review_run(head: Path, out: Path, cases: str, capsys, fuzz: int = 0) -> tuple[int, str]:
-    code = cli(
-        ["review", "--base", "0.33.0", "--head", str(head), "--fuzz", str(fuzz), "--cases", cases, "--out", str(out)]
-    )
+def review_run(head: Path, out: Path, cases: str, capsys, fuzz: int = 0, prove_dir: Path | None = None):
+    argv = ["review", "--base", "0.33.0", "--head", str(head), "--fuzz", str(fuzz), "--cases", cases, "--out", str(out)]
+    code = cli(argv + (["--from", str(prove_dir)] if prove_dir else []))
     return code, capsys.readouterr().err
 
 
@@ -225,10 +224,13 @@ def test_a_head_that_cannot_build_some_arms_counts_them_only_as_could_not_run(tm
 
 @pytest.mark.vllm
 @pytest.mark.slow
-def test_a_head_without_the_counter_assert_is_breaking_and_a_failed_review_leaves_no_summary(tmp_path, capsys):
+def test_a_head_without_the_counter_assert_is_breaking_and_a_failed_review_leaves_no_summary(
+    tmp_path, capsys, prove_results
+):
     """The counter assert replaced by `pass`: crash -> silent and an unguarded assert, said
-    first, exit 1. Then a review whose head cannot be driven (exit 4) leaves that summary
-    only as the previous one, never as its own."""
+    first, exit 1, with the case as a vLLM test of head's release. Then a review whose head
+    cannot be driven (exit 4) leaves that summary only as the previous one, never as its own."""
+    prove_dir = prove_results(["v1-over-delivery@0.33.0"])
     head = edited_tree(
         tmp_path / "head",
         "vllm/v1/core/sched/scheduler.py",
@@ -236,13 +238,17 @@ def test_a_head_without_the_counter_assert_is_breaking_and_a_failed_review_leave
         "            pass\n",
     )
     out = tmp_path / "review"
-    code, err = review_run(head, out, "*over_delivery__counter_nonnegative*", capsys)
+    code, err = review_run(head, out, "*over_delivery__counter_nonnegative*", capsys, prove_dir=prove_dir)
     assert code == ExitStatus.FINDING, err[-2000:]
     text = (out / "summary.md").read_text()
     assert text.splitlines()[0].startswith("**Head breaks ")
     assert "### Breaking: crash → silent (2)" in text and "### Breaking: an assert no longer guards (2)" in text
     assert "the model fires placeholders-nonnegative, the tree nothing" in text
     assert "same as the model" not in text.split("### Still broken")[0].split("### Breaking")[1]
+    # the violated case as a test of vLLM 0.33.0's own suite, collapsed, with how to run it
+    exported = text.split("### As tests of vLLM's own suite (1)")[1].split("### Citations")[0]
+    assert "pytest tests/v1/core/test_contract_v1_over_delivery__counter_nonnegative.py" in exported
+    assert "<details>" in exported and "def test_v1_over_delivery__counter_nonnegative(" in exported
 
     broken = edited_tree(
         tmp_path / "broken",

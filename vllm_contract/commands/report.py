@@ -60,7 +60,7 @@ def progress(message: str) -> None:
 
 def run(args) -> int:
     from model.results import load_summary
-    from report.data import counterexamples
+    from report.data import counterexamples, exported_tests, generated_modules
     from report.render import COMMENT_LIMIT, write_report
 
     started = time.perf_counter()
@@ -77,8 +77,10 @@ def run(args) -> int:
             summary = load_summary(args.prove_dir)
             folder.begin()
             progress(f"report: replaying the counterexamples of {args.prove_dir}/summary.json")
-            cxs = counterexamples(summary, args.prove_dir)
-            sizes = write_report(summary, cxs, args.prove_dir, folder, args.link_base)
+            modules = generated_modules()
+            cxs = counterexamples(summary, args.prove_dir, modules)
+            exported = exported_tests(cxs, modules, args.prove_dir)
+            sizes = write_report(summary, cxs, args.prove_dir, folder, args.link_base, exported)
             progress(
                 f"report: index.md {sizes['index_chars']} characters (limit {COMMENT_LIMIT}), {sizes['pages']} page(s)"
             )

@@ -47,6 +47,12 @@ def add_arguments(parser) -> None:
         help="only the generated modules whose name or path matches (default: every one)",
     )
     parser.add_argument("--out", type=Path, default=Path("build/review"))
+    parser.add_argument(
+        "--from",
+        dest="prove_dir",
+        default="build/prove",
+        help="the prover's result folder, for the exported vLLM tests of the violated cases",
+    )
 
 
 def log(message: str) -> None:
@@ -92,12 +98,13 @@ def run(args) -> int:
                 review.cite_view(Path(head["tree"]["root"]), review.release_of(head["tree"])),
             )
             cmp = review.compare(base, head)
+            exported = review.exported_tests(cmp, head["tree"]["profile"], Path(args.prove_dir))
             seconds = time.monotonic() - started
-            text = review.summary_md(base, head, cmp, cites, seconds, args.fuzz)
-            rows = 60
-            while len(text) > COMMENT_LIMIT and rows > 5:
-                rows //= 2
-                text = review.summary_md(base, head, cmp, cites, seconds, args.fuzz, rows)
+            text = review.summary_md(base, head, cmp, cites, seconds, args.fuzz, exported=exported)
+            rows, shown = 60, 2
+            while len(text) > COMMENT_LIMIT and (rows > 5 or shown):
+                rows, shown = (rows // 2, shown) if rows > 5 else (rows, shown - 1)
+                text = review.summary_md(base, head, cmp, cites, seconds, args.fuzz, rows, exported, shown)
             folder.write_text("summary.md", text)
             record = {"base": base["tree"], "head": head["tree"], "compare": cmp, "citations": cites}
             folder.write_text("summary.json", json.dumps(record, indent=1) + "\n")
