@@ -9,6 +9,7 @@ from __future__ import annotations
 import ast
 import json
 import re
+import textwrap
 import time
 from pathlib import Path
 
@@ -224,6 +225,91 @@ def rank(answers: list[Answer], cfgs: dict) -> list[dict]:
     return out
 
 
+def _releases(answers: list[Answer], cfgs: dict) -> str:
+    names = sorted(
+        {(a.instance or cfgs[a.config]).prof.release for a in answers}, key=lambda r: tuple(map(int, r.split(".")))
+    )
+    return ", ".join(names)
+
+
+def _reaction(answers: list[Answer]) -> str:
+    crashes = sorted({a.fired.assert_name for a in answers if a.fired is not None and a.fired.assert_name})
+    silent = any(a.fired is None or not a.fired.assert_name for a in answers)
+    parts = [f"crash ({', '.join(crashes)})"] if crashes else []
+    return " or ".join(parts + (["silent"] if silent else []))
+
+
+def headline(answers: list[Answer], cfgs: dict) -> str:
+    """The answer in one line: the most plausible mechanism (rank's first), where and
+    how vLLM reacts, and how many others can also produce the counters."""
+    groups = rank(answers, cfgs)
+    if not groups:
+        proved = sum(a.verdict == "unreachable" for a in answers)
+        open_ = len(answers) - proved
+        return f"no configuration reaches these counters: {proved} proved unreachable" + (
+            f", {open_} without an answer (unknown or could not run: not a no)" if open_ else ""
+        )
+    first = groups[0]
+    label = ", ".join(first["mechanisms"]) or "the core path (schedule and deliver only)"
+    origin = "an injected fault" if first["fault"] else "vLLM's own events"
+    if first["historical"]:
+        origin += ", a historical profile only"
+    others = len(groups) - 1
+    return (
+        f"most likely: {label} ({origin}; vLLM {_releases(first['answers'], cfgs)}; "
+        f"{first['depth']} step(s); {_reaction(first['answers'])}); "
+        f"{others} other mechanism(s) can also produce these counters"
+    )
+
+
+# what an operator can do now, each with the setting or class and what it costs; which
+# configurations of the run stand for it (their answers are the evidence shown)
+MITIGATIONS = (
+    (
+        "the step-reservation guard",
+        lambda cfg: cfg.guard == "step-reservation",
+        "`--scheduler-cls guard_scheduler.GuardAsyncScheduler` with fixes/step-reservation-guard/"
+        "guard_scheduler.py on PYTHONPATH (or its patch, fixes/step-reservation-guard/vllm-<release>.patch); "
+        "it drops only tokens the runner returned beyond what the step reserved, warns once and logs each drop "
+        "at debug level",
+    ),
+    (
+        "the V1 model runner",
+        lambda cfg: cfg.runner == "v1" and not cfg.clamp and cfg.guard == "none",
+        "`VLLM_USE_V2_MODEL_RUNNER=0` (the seed's own workaround): V1 decides a prefill chunk against the live "
+        "token count, not V2's prefill_len snapshot; it gives up what Model Runner V2 brings",
+    ),
+    (
+        "the seed's clamp",
+        lambda cfg: cfg.clamp,
+        "the total-placeholder clamp of the seed PR (targets/clamp_scheduler.py as a scheduler_cls): it keeps "
+        "a stray token under a placeholder reserved for a later step, and with two or more drafts the counter "
+        "still reaches -1",
+    ),
+)
+
+
+def mitigations(answers: list[Answer], cfgs: dict) -> list[str]:
+    """What to do now: each mitigation, and what this run says of it (its configurations'
+    verdicts on these counters)."""
+    out = []
+    for name, stands_for, how in MITIGATIONS:
+        mine = [a for a in answers if stands_for(a.instance or cfgs[a.config])]
+        if not mine:
+            continue
+        counts = {v: sorted(a.config for a in mine if a.verdict == v) for v in ("unreachable", "reached")}
+        rest = len(mine) - len(counts["unreachable"]) - len(counts["reached"])
+        evidence = f"proved unreachable in {len(counts['unreachable'])} of its {len(mine)} configuration(s)"
+        if counts["reached"]:
+            faulty = {a.config for a in mine if a.verdict == "reached" and any(m in FAULTS for m in a.mechanisms)}
+            shown = [c + (" (an injected fault)" if c in faulty else "") for c in counts["reached"]]
+            evidence += f"; REACHED in {', '.join(shown)}"
+        if rest:
+            evidence += f"; {rest} without an answer (not a no)"
+        out.append(f"{name}: {how}. Here: {evidence}.")
+    return out
+
+
 def links(prove_dir: Path, report_dir: Path) -> tuple[dict, str]:
     """config -> [(property, mechanisms, test module, page)] from the prover's results;
     and a note when they cannot be read."""
@@ -292,7 +378,13 @@ def traces_to_write(answers: list[Answer], cfgs: dict) -> dict[str, dict]:
 def render(
     values: dict, answers: list[Answer], cfgs: dict, link_map: dict, note: str, written: dict, seconds: float, jobs: int
 ) -> str:
-    out = []
+    out = [headline(answers, cfgs), "", "WHAT TO DO NOW (each mitigation, and what this run says of it):"]
+    for line in mitigations(answers, cfgs) or ["no configuration of this run stands for a mitigation"]:
+        out += textwrap.wrap(line, 100, initial_indent="  - ", subsequent_indent="    ", break_on_hyphens=False)
+    out += ["", "THE COUNTERS, as the spec names them:"]
+    for name, value in values.items():
+        shown = Status.NAMES[value] if COUNTERS[name].kind == "status" else value
+        out.append(f"  {name:<14} = {str(shown):<8} {COUNTERS[name].meaning}")
     reached = sorted([a for a in answers if a.verdict == "reached"], key=lambda a: (a.depth, a.config))
     proved = [a for a in answers if a.verdict == "unreachable"]
     unknown = [a for a in answers if a.verdict == "unknown"]
@@ -354,9 +446,22 @@ def render(
     return "\n".join(out)
 
 
-def answers_json(values: dict, answers: list[Answer]) -> dict:
-    """The answer as data (answers.json): the counters, and per configuration its verdict."""
+def answers_json(values: dict, answers: list[Answer], cfgs: dict) -> dict:
+    """The answer as data (answers.json, --json): the one-line answer, the mechanisms
+    ranked, the counters, and per configuration its verdict."""
     return {
+        "answer": headline(answers, cfgs),
+        "mechanisms": [
+            {
+                "mechanisms": g["mechanisms"],
+                "fault": g["fault"],
+                "historical": g["historical"],
+                "steps": g["depth"],
+                "configs": [a.config for a in g["answers"]],
+            }
+            for g in rank(answers, cfgs)
+        ],
+        "mitigations": mitigations(answers, cfgs),
         "counters": values,
         "answers": [
             {

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from model.explain import explain_config
@@ -109,6 +111,50 @@ def test_the_command_ranks_mechanisms_and_writes_a_replayable_trace(tmp_path, ca
     trace = tmp_path / "explain" / "v2-kvfail@0.32.0.itf.json"
     src = build(trace, user=True)  # the operator's crash as a regression case
     assert src.case.property == "counter-nonnegative" and len(src.case.steps) == 7
+
+
+def _first_lines(counters: str, configs: list[str], tmp_path, capsys, json_out: bool = False) -> str:
+    argv = ["explain", counters, "--configs", *configs, "--out", str(tmp_path / "explain")]
+    cli(argv + (["--json"] if json_out else []))
+    return capsys.readouterr().out
+
+
+def test_the_answer_comes_first_vllms_own_events_before_an_injected_fault(tmp_path, capsys):
+    """The seed's counters: the stale-slot fault reaches them in fewer steps, but the
+    KV-load-failure recompute, which vLLM's own events reach, is the answer; then what
+    to do, each mitigation with what this run proved of it."""
+    configs = ["v2-stale-slot@0.32.0", "v2-kvfail@0.32.0", "guard-v2-faults@0.32.0", "v1@0.32.0"]
+    out = _first_lines(SEED, configs, tmp_path, capsys).splitlines()
+    assert out[0] == (
+        "most likely: kv-load-failure (vLLM's own events; vLLM 0.32.0; 7 step(s); crash "
+        "(placeholders-nonnegative)); 1 other mechanism(s) can also produce these counters"
+    )
+    assert out[2].startswith("WHAT TO DO NOW")
+    block = " ".join(out[3 : out.index("THE COUNTERS, as the spec names them:")])
+    assert "`--scheduler-cls guard_scheduler.GuardAsyncScheduler`" in block
+    assert "Here: proved unreachable in 1 of its 1 configuration(s)" in block
+    assert "`VLLM_USE_V2_MODEL_RUNNER=0`" in block
+
+
+def test_counters_only_a_fault_reaches_say_so_first(tmp_path, capsys):
+    out = _first_lines(
+        "placeholders=-1 new_tokens=2 prefill_chunk=False", ["v1-over-delivery@0.32.0", "v1@0.32.0"], tmp_path, capsys
+    )
+    assert out.splitlines()[0].startswith("most likely: over-delivery (an injected fault; vLLM 0.32.0;")
+
+
+def test_counters_no_configuration_reaches_are_a_proved_no(tmp_path, capsys):
+    doc = json.loads(
+        _first_lines(
+            "placeholders=-3 new_tokens=0 prefill_chunk=True",
+            ["v1@0.32.0", "v1-kvfail@0.32.0"],
+            tmp_path,
+            capsys,
+            json_out=True,
+        )
+    )
+    assert doc["answer"] == "no configuration reaches these counters: 2 proved unreachable"
+    assert doc["mechanisms"] == [] and {a["verdict"] for a in doc["answers"]} == {"unreachable"}
 
 
 def test_a_configuration_that_raises_is_could_not_run_with_its_cause(monkeypatch):

@@ -57,14 +57,13 @@ def add_arguments(parser) -> None:
     parser.add_argument("--from", dest="prove_dir", type=Path, default=Path("build/prove"))
     parser.add_argument("--report", type=Path, default=Path("build/report"))
     parser.add_argument("--out", type=Path, default=Path("build/explain"))
+    parser.add_argument("--json", action="store_true", help="print the answer as JSON (answers.json's content)")
 
 
 def run(args) -> int:
-    from model.explain import COUNTERS
     from model.itf import write
     from model.prove import import_matrix
     from report import explain
-    from spec.vocabulary import Status
 
     text = args.counters
     if text.startswith("@"):
@@ -77,16 +76,14 @@ def run(args) -> int:
     folder = OutFolder(args.out, "vllm-contract explain", keep_previous=True)
     folder.check()  # an --out that is not ours is refused before the solving
     cfgs = {c.name: c for c in configs}
-    print(f"explain: one request's counters ({form}), as the spec names them")
-    for name, value in values.items():
-        shown = Status.NAMES[value] if COUNTERS[name].kind == "status" else value
-        print(f"  {name:<14} = {str(shown):<8} {COUNTERS[name].meaning}")
+    # progress on stderr; stdout's first line is the answer, printed once it is known
+    log = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
+    log(f"explain: one request's counters ({form}): {', '.join(f'{k}={v}' for k, v in values.items())}")
     if ignored:
-        print(f"  ignored (not in the model): {', '.join(ignored)}")
-    print(
+        log(f"  ignored (not in the model): {', '.join(ignored)}")
+    log(
         f"checking {len(configs)} configuration(s) on {args.jobs} worker(s), up to {args.max_depth} steps or "
-        f"{args.budget:g} s each; a line per configuration as it finishes",
-        flush=True,
+        f"{args.budget:g} s each; a line per configuration as it finishes"
     )
     started = time.perf_counter()
     try:
@@ -98,7 +95,7 @@ def run(args) -> int:
                 args.max_depth,
                 args.timeout,
                 args.budget,
-                log=lambda line: print(line, flush=True),
+                log=log,
             )
     except KeyboardInterrupt as exc:
         return stopped(exc, "stopped, nothing written")
@@ -109,7 +106,11 @@ def run(args) -> int:
     link_map, note = explain.links(args.prove_dir, args.report)
     documents = explain.traces_to_write(answers, cfgs)
     where = {name.removesuffix(".itf.json"): str(args.out / name) for name in documents}
-    print(explain.render(values, answers, cfgs, link_map, note, where, elapsed, args.jobs))
+    if args.json:
+        print(json.dumps(explain.answers_json(values, answers, cfgs), indent=1))
+    else:
+        print(explain.render(values, answers, cfgs, link_map, note, where, elapsed, args.jobs))
+    sys.stdout.flush()
     status = ExitStatus.OK if any(a.verdict == "reached" for a in answers) else ExitStatus.FINDING
     if any(a.verdict == explain.COULD_NOT_RUN for a in answers):
         status = ExitStatus.COULD_NOT_RUN
@@ -120,7 +121,8 @@ def run(args) -> int:
                 folder.adopt(name)
                 write(staging / name, doc)
             folder.adopt("answers.json")
-            (staging / "answers.json").write_text(json.dumps(explain.answers_json(values, answers), indent=1) + "\n")
+            document = explain.answers_json(values, answers, cfgs)
+            (staging / "answers.json").write_text(json.dumps(document, indent=1) + "\n")
             folder.commit()
     except (KeyboardInterrupt, ContractError, OSError) as exc:
         why = "interrupted" if isinstance(exc, KeyboardInterrupt) else str(exc)
