@@ -15,7 +15,7 @@ from codegen.export import as_markdown
 from model.results import VerdictRow
 from report.data import Counterexample, ReportError, config_of
 from report.mermaid import diagram
-from report.story import LEGEND, change_table, sentence, violations_by_step, vllm_lines
+from report.story import LEGEND, change_table, sentence, violations_by_step, vllm_lines, why
 from spec.citations import in_words
 from spec.properties import ASSERTS, PROPERTIES
 from spec.verdicts import Kind
@@ -211,8 +211,15 @@ def page_md(c: Counterexample, prove_dir: Path, exported: tuple | None = None) -
         "",
         f"[← all verdicts]({up}index.md)",
         "",
+        f"_{LEGEND}._",
+        "",
         f"**What goes wrong.** {sentence(cfg, trace, prop)}",
         "",
+    ]
+    reason = why(cfg, trace)
+    if reason:
+        lines += [f"**Why.** {reason}", ""]
+    lines += [
         f"**Property** `{prop}`: {PROPERTIES[prop].doc}.",
         "",
         f"**Configuration** `{cfg.name}`: {in_words(cfg.note, cfg.prof.release)}. Runner {cfg.runner}; events "
@@ -236,7 +243,7 @@ def page_md(c: Counterexample, prove_dir: Path, exported: tuple | None = None) -
         "",
     ]
     lines += md_table(change_table(cfg, trace, broken))
-    lines += ["", f"_{LEGEND}._", ""]
+    lines += [""]
     if c.module is not None:
         from codegen.cases import describe_expect
 
@@ -252,9 +259,9 @@ def page_md(c: Counterexample, prove_dir: Path, exported: tuple | None = None) -
             arms.append([label, "; ".join(describe_expect(expect, prop, label))])
         lines += md_table(arms) + [""]
     if exported is not None:
-        mod, why, elsewhere = exported
+        mod, left_out, elsewhere = exported
         lines += ["## As a test of vLLM's own suite", ""]
-        lines += as_markdown(mod) if mod is not None else [f"Not exported for vLLM {c.release}: {why}."]
+        lines += as_markdown(mod) if mod is not None else [f"Not exported for vLLM {c.release}: {left_out}."]
         if elsewhere:
             name = c.module.case.name
             lines += [

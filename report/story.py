@@ -378,3 +378,80 @@ def vllm_lines(cfg: Config, trace, prop: str) -> list[Line]:
         text = next((line.strip() for line in known[cid].text_in(release).split("\n") if line.strip()), "")
         out.append(Line(cid, where, url, text, why))
     return out
+
+
+# ------------------------------------------------------------------ why, in words
+
+# the counts each side decides with: (scheduler's variable, runner's variable), per runner kind
+VIEWS = {
+    "v2": (("num_computed_tokens", "v2_num_computed"), ("num_prompt_tokens", "v2_prefill_len")),
+    "v1": (("num_tokens", "v1_num_tokens"),),
+}
+
+
+def _label(var: str) -> str:
+    return f"{LABEL[var]} ({var})"
+
+
+def why(cfg: Config, trace) -> str | None:
+    """Why it goes wrong, read off the trace: the first schedule step where the runner's
+    discard and the scheduler's reservation disagree, which counts the two sides decide
+    with differ there and by how much, and the step where they came apart. Without such a
+    step (an injected fault acting alone): the steps where a mechanism acts."""
+    events = events_in_words(cfg, trace)
+    for t, step in enumerate(trace.steps):
+        if step.event != "schedule":
+            continue
+        for sc in scheduled(cfg, trace, t):
+            runner_chunk, scheduler_chunk = sc.discards, sc.reserved == 0
+            if runner_chunk == scheduler_chunk:
+                continue
+            before = trace.states[t]
+            who = "the V2 runner" if cfg.is_v2 else "the V1 runner"
+            if scheduler_chunk:
+                what = (
+                    f"At step {t + 1} the scheduler schedules {sc.n} token(s) of r{sc.r} as a prefill chunk and "
+                    f"reserves no placeholder, but {who} samples a token ({sc.rule})"
+                )
+            else:
+                what = (
+                    f"At step {t + 1} the scheduler reserves {sc.reserved} placeholder(s) for r{sc.r}, but {who} "
+                    f"discards its sample ({sc.rule})"
+                )
+            what += "".join(f"; at this step {phrase}" for at, phrase in events if at == t + 1)
+            apart = []
+            for mine, theirs in VIEWS["v2" if cfg.is_v2 else "v1"]:
+                a, b = before.get((mine, sc.r)), before.get((theirs, sc.r))
+                if a is None or b is None or a == b:
+                    continue
+                text = f"the scheduler's {_label(mine)} is {a}, the runner's {_label(theirs)} {b}"
+                text += f" (apart by {abs(a - b)})"
+                since = _came_apart(trace, t, sc.r, mine, theirs)
+                if since is not None:
+                    n, changed = since
+                    text += f", since step {n}, where {changed}"
+                    text += "".join(f" ({phrase})" for at, phrase in events if at == n)
+                apart.append(text)
+            because = "; ".join(apart) if apart else "the two sides' counts agree: the rules themselves differ"
+            return f"{what}. Before that step {because}. The vLLM lines below are where each side decides."
+    if events:
+        return (
+            "The runner and the scheduler agree on every prefill chunk; what breaks it: "
+            + "; ".join(f"at step {at}, {phrase}" for at, phrase in events)
+            + "."
+        )
+    return None
+
+
+def _came_apart(trace, t: int, r: int, mine: str, theirs: str) -> tuple[int, str] | None:
+    """The last step before t after which the two counts differ and before which they did
+    not, and what changed there."""
+    for i in range(t - 1, -1, -1):
+        b, a = trace.states[i], trace.states[i + 1]
+        if b.get((mine, r)) == b.get((theirs, r)) and a.get((mine, r)) != a.get((theirs, r)):
+            moved = [f"{LABEL[v]} {b[(v, r)]}→{a[(v, r)]}" for v in (mine, theirs) if b.get((v, r)) != a.get((v, r))]
+            still = [f"{LABEL[v]} stays {a[(v, r)]}" for v in (mine, theirs) if b.get((v, r)) == a.get((v, r))]
+            return i + 1, " while ".join([", ".join(moved)] + still) if moved else "they diverge"
+        if b.get((mine, r)) != b.get((theirs, r)):
+            continue
+    return None
