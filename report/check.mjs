@@ -1,6 +1,7 @@
 // Render every Markdown page of a report folder the way a reader sees it: Markdown with
 // marked, every ```mermaid block with Mermaid in headless Chromium (puppeteer-core, the
-// browser Debian ships). A diagram Mermaid cannot parse or lay out is an error.
+// browser Debian ships). A diagram Mermaid cannot parse or lay out is an error, and so is
+// a note box drawn over another or a note whose text runs past its box.
 //
 //   node report/check.mjs REPORT_DIR [--html OUT_DIR] [--chromium PATH]
 //
@@ -92,6 +93,40 @@ try {
   await page.addScriptTag({ content: fs.readFileSync(mermaidPath, 'utf8') });
   // GitHub renders with securityLevel strict; so do we
   await page.evaluate(() => mermaid.initialize({ startOnLoad: false, securityLevel: 'strict' }));
+  // a note drawn over another hides what it says: lay the SVG out and measure the note boxes
+  await page.evaluate(() => {
+    window.noteOverlaps = (svg) => {
+      const out = document.getElementById('out');
+      out.innerHTML = svg;
+      const notes = [...out.querySelectorAll('rect.note')];
+      const boxes = notes.map((r) => r.getBoundingClientRect());
+      const label = (r) => (r.parentNode.textContent || '').trim().slice(0, 50);
+      const found = [];
+      for (let a = 0; a < boxes.length; a++) {
+        for (let b = a + 1; b < boxes.length; b++) {
+          const p = boxes[a];
+          const q = boxes[b];
+          const eps = 0.5;
+          if (p.left < q.right - eps && q.left < p.right - eps && p.top < q.bottom - eps && q.top < p.bottom - eps) {
+            found.push(`"${label(notes[a])}" and "${label(notes[b])}"`);
+          }
+        }
+      }
+      // and a note's text that runs past its own box overlaps whatever is beside it
+      notes.forEach((r) => {
+        const box = r.getBoundingClientRect();
+        for (const line of r.parentNode.querySelectorAll('text')) {
+          const t = line.getBoundingClientRect();
+          if (t.left < box.left - 0.5 || t.right > box.right + 0.5) {
+            found.push(`"${label(r)}" runs ${Math.round(Math.max(box.left - t.left, t.right - box.right))} px past its box`);
+            break;
+          }
+        }
+      });
+      out.innerHTML = '';
+      return found;
+    };
+  });
   let lastReport = Date.now();
   for (const p of rendered) {
     const svgs = [];
@@ -108,6 +143,16 @@ try {
       done += 1;
       if (result.error) errors.push({ page: path.relative(dir, p.file), diagram: i + 1, message: result.error });
       else if (!result.svg.includes('<svg')) errors.push({ page: path.relative(dir, p.file), diagram: i + 1, message: 'no SVG produced' });
+      else {
+        const overlaps = await page.evaluate((svg) => noteOverlaps(svg), result.svg);
+        if (overlaps.length) {
+          errors.push({
+            page: path.relative(dir, p.file),
+            diagram: i + 1,
+            message: `notes overlap: ${overlaps.slice(0, 3).join('; ')}`,
+          });
+        }
+      }
       svgs.push(result.svg || `<pre>${result.error}</pre>`);
       if (Date.now() - lastReport > 1000) {
         process.stderr.write(`  rendered ${done}/${total} diagram(s)\n`);

@@ -59,7 +59,9 @@ def diagram(cfg: Config, trace, prop: str, violated_at: dict[int, list[str]]) ->
         out += ["    " + line for line in body]
         props = [b for b in broken if not b.startswith("assert fires")]
         if props:
-            out.append("    Note over S,R: " + lines(f"step {n} violates " + ", ".join(props)))
+            # a property a line: Mermaid sizes a note spanning two participants by their
+            # distance, not by its text (report/check.mjs fails a note that runs past its box)
+            out.append("    Note over S,R: " + lines(f"step {n} violates", *props))
         fired = trace.fired[t] if trace.fired else []
         if fired:
             statement = ASSERTS[fired[0]].statement or fired[0]

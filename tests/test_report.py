@@ -123,6 +123,22 @@ def test_a_diagram_that_does_not_parse_fails(tmp_path):
     assert "Parse error" in result["errors"][0]["message"]
 
 
+@pytest.mark.slow
+def test_a_note_that_runs_past_its_box_or_over_another_fails(tmp_path):
+    """What finding 1's step 7 note did before its properties went one a line: Mermaid
+    sizes a note over two participants by their distance, not by its text."""
+    need_renderer()
+    head = "sequenceDiagram\n    participant S as Scheduler\n    participant R as Runner\n"
+    fits = head + "    Note over S,R: step 7 violates<br/>counter-nonnegative<br/>no-token-while-prefilling\n"
+    long = (
+        head
+        + "    Note over S,R: step 7 violates no-token-while-prefilling, counter-nonnegative, placeholder-accounting\n"
+    )
+    result = render_text([fits, long], tmp_path)
+    assert [e["page"] for e in result["errors"]] == ["d001.md"], result["errors"]  # the second diagram
+    assert "runs" in result["errors"][0]["message"] and "past its box" in result["errors"][0]["message"]
+
+
 def test_escaping_keeps_mermaid_statements_whole():
     assert esc("a; b") == "a#59; b"
     assert esc("x < 0 >= y") == "x #lt; 0 #gt;= y"
