@@ -17,6 +17,7 @@ from report.data import Counterexample, ReportError, config_of
 from report.mermaid import diagram
 from report.story import LEGEND, change_table, sentence, violations_by_step, vllm_lines, why
 from spec.citations import in_words
+from spec.config import FAULTS
 from spec.properties import ASSERTS, PROPERTIES
 from spec.verdicts import Kind
 
@@ -128,29 +129,13 @@ def summary_md(summary: dict, cxs: list[Counterexample], base: str, compact: boo
             + [[f"`{r.config}`", r.property, r.expected, str(r.verdict), (r.note or "")[:120]] for r in off]
         )
         lines.append("")
-    lines += ["### Counterexamples", ""]
-    if compact:  # one row per scenario and property, its releases side by side
-        table = [["scenario", "property", "vLLM reaction", "steps", "via", "pages"]]
-        groups: dict = {}
-        for c in cxs:
-            if c.index:
-                continue
-            via = ", ".join(c.row.mechanisms or []) or "core path"
-            key = (c.cfg.scenario, c.prop, reaction(c.row), str(len(c.trace.steps)), via)
-            groups.setdefault(key, []).append(c)
-        for (scenario, prop, said, steps, via), group in groups.items():
-            pages = " ".join(f"[{_where(c.cfg)}]({link(base, c.page)})" for c in group)
-            table.append([f"`{scenario}`", prop, said, steps, via, pages])
-    else:
-        table = [["configuration", "property", "vLLM reaction", "steps", "via", "page"]]
-        for c in cxs:
-            if c.index:
-                continue
-            via = ", ".join(c.row.mechanisms or []) or "core path"
-            page = f"[page]({link(base, c.page)})"
-            table.append([f"`{c.cfg.name}`", c.prop, reaction(c.row), str(len(c.trace.steps)), via, page])
-    lines += md_table(table) if len(table) > 1 else ["none"]
-    lines.append("")
+    shortest = [c for c in cxs if not c.index]
+    lines += findings_md(shortest, base)
+    for kind, (title, note) in KINDS.items():
+        mine = [c for c in shortest if kind_of(c.cfg) == kind]
+        lines += [f"### {title} ({len(mine)})", "", note(mine), ""]
+        lines += _cx_table(mine, base, compact) if mine else ["none"]
+        lines.append("")
     lines += ["### Every verdict", ""]
     if compact:  # proved rows folded per configuration, releases with the same rows side by side
         table = [["configuration", "property", "verdict", "scope", "vLLM reaction"]]
@@ -183,6 +168,127 @@ def summary_md(summary: dict, cxs: list[Counterexample], base: str, compact: boo
         "",
     ]
     return "\n".join(lines)
+
+
+def _cx_table(cxs: list[Counterexample], base: str, compact: bool) -> list[str]:
+    if compact:  # one row per scenario and property, its releases side by side
+        table = [["scenario", "property", "vLLM reaction", "steps", "via", "pages"]]
+        groups: dict = {}
+        for c in cxs:
+            via = ", ".join(c.row.mechanisms or []) or "core path"
+            key = (c.cfg.scenario, c.prop, reaction(c.row), str(len(c.trace.steps)), via)
+            groups.setdefault(key, []).append(c)
+        for (scenario, prop, said, steps, via), group in groups.items():
+            pages = " ".join(f"[{_where(c.cfg)}]({link(base, c.page)})" for c in group)
+            table.append([f"`{scenario}`", prop, said, steps, via, pages])
+    else:
+        table = [["configuration", "property", "vLLM reaction", "steps", "via", "page"]]
+        for c in cxs:
+            via = ", ".join(c.row.mechanisms or []) or "core path"
+            page = f"[page]({link(base, c.page)})"
+            table.append([f"`{c.cfg.name}`", c.prop, reaction(c.row), str(len(c.trace.steps)), via, page])
+    return md_table(table)
+
+
+def kind_of(cfg) -> str:
+    """Which table of the index a counterexample belongs to."""
+    if cfg.prof.historical:
+        return "historical"
+    if cfg.clamp or cfg.guard != "none" or cfg.runner != cfg.run.family:  # a runner variant is a change
+        return "fixes"
+    return "fault" if cfg.faults else "own"
+
+
+def _faults_note(cxs: list[Counterexample]) -> str:
+    used = sorted({f for c in cxs for f in c.cfg.faults})
+    if not used:
+        return "No counterexample needs an injected fault."
+    return "What each fault stands for: " + "; ".join(f"**{f}**, {FAULTS[f]}" for f in used) + "."
+
+
+KINDS = {
+    "own": (
+        "Real bugs: reachable with vLLM's own events",
+        lambda cxs: (
+            "Nothing injected: the scheduler's and the runner's own code paths, with requests, "
+            "preemptions, aborts, KV-load failures, streaming sessions and pipeline parallelism as vLLM has them."
+        ),
+    ),
+    "fault": ("Under an injected fault", _faults_note),
+    "fixes": (
+        "The clamp and the fixes",
+        lambda cxs: (
+            "What the seed's clamp, the step-reservation guard and the changed runners (the live-length "
+            "rule, the recompute rollback) still let through; each configuration's page says what it holds."
+        ),
+    ),
+    "historical": (
+        "Historical behaviours (regression suites)",
+        lambda cxs: "Behaviours of earlier vLLM code kept as profiles so that their regression tests stay.",
+    ),
+}
+
+# vLLM issues and PRs a finding explains or bears on, by the mechanism that reaches it:
+# the seed's crash; a streaming update's final prefill chunk left unreserved (#35755, its
+# fix PR #50692) and the /v1/realtime path (#30142)
+REFERENCES = {
+    "kv-load-failure": ("#57562",),
+    "stream_update": ("#30142", "#35755", "#50692"),
+    "over-delivery": ("#30142",),
+}
+
+
+def findings_md(cxs: list[Counterexample], base: str) -> list[str]:
+    """The real bugs numbered, one sentence each: a finding is what one mechanism does on
+    one runner family, with the properties it breaks, vLLM's reaction per release and
+    the vLLM issues it bears on."""
+    groups: dict = {}
+    for c in cxs:
+        if kind_of(c.cfg) != "own":
+            continue
+        runner = "V2" if c.cfg.is_v2 else "V1"
+        key = (tuple(sorted(c.row.mechanisms or [])), runner)
+        groups.setdefault(key, []).append(c)
+    if not groups:
+        return []
+    lines = ["### Findings", ""]
+    # the engine-killing first, then the widest across releases
+    order = sorted(
+        groups.items(),
+        key=lambda kv: (
+            -len({c.release for c in kv[1] if c.row.fired and c.row.fired.assert_name}),
+            -len({c.release for c in kv[1]}),
+            kv[0],
+        ),
+    )
+    for n, ((mechanisms, runner), group) in enumerate(order, 1):
+        via = ", ".join(mechanisms) or "the core path (schedule and deliver)"
+        props = sorted({c.prop for c in group})
+        crash: dict = {}
+        silent: set = set()
+        for c in group:
+            name = c.row.fired.assert_name if c.row.fired else None
+            if name:
+                crash.setdefault(ASSERTS[name].statement if name in ASSERTS else name, set()).add(c.release)
+            else:
+                silent.add(c.release)
+        said = [f"**crash** on {_releases(rs)} (`{stmt}`)" for stmt, rs in sorted(crash.items())]
+        crashing = set().union(*crash.values()) if crash else set()
+        if silent - crashing:
+            said.append(f"**silent** on {_releases(silent - crashing)}" + (" (no assert fires)" if crash else ""))
+        refs = sorted({ref for m in mechanisms for ref in REFERENCES.get(m, ())})
+        first = min(group, key=lambda c: (len(c.trace.steps), c.page))
+        lines.append(
+            f"{n}. **{via}**, {runner} runner: breaks {', '.join(props)}; "
+            + "; ".join(said)
+            + (f"; bears on {', '.join(refs)}" if refs else "")
+            + f" ([shortest]({link(base, first.page)}), {len(first.trace.steps)} steps)."
+        )
+    return lines + [""]
+
+
+def _releases(releases) -> str:
+    return ", ".join(sorted(releases, key=lambda r: tuple(int(x) for x in r.split("."))))
 
 
 def _where(cfg) -> str:

@@ -80,6 +80,21 @@ def test_summary_fits_one_comment_and_links_every_page(report_dir, prove_dir):
     assert set(links) <= set(pages)
 
 
+def test_the_index_opens_with_the_numbered_findings_then_the_grouped_tables(report_dir):
+    index = (report_dir / "index.md").read_text()
+    heads = [line for line in index.splitlines() if line.startswith("### ")]
+    order = ["### Findings", "### Real bugs", "### Under an injected fault", "### The clamp and the fixes"]
+    at = [next(i for i, h in enumerate(heads) if h.startswith(o)) for o in order]
+    assert at == sorted(at) and heads[-1] == "### Every verdict"
+    findings = index.split("### Findings")[1].split("###")[0].strip().splitlines()
+    assert findings[0].startswith("1. **kv-load-failure**, V2 runner: breaks counter-nonnegative")
+    assert "**crash** on" in findings[0] and "`assert request.num_output_placeholders >= 0`" in findings[0]
+    assert "bears on #57562" in findings[0]
+    assert all(re.match(rf"{n}\. \*\*", line) for n, line in enumerate(findings, 1))
+    faults = index.split("### Under an injected fault")[1].split("###")[0]
+    assert "What each fault stands for: **" in faults or faults.strip().endswith("none")
+
+
 @pytest.mark.slow
 def test_a_page_says_what_goes_wrong(report_dir):
     page = (report_dir / "pages" / "v2-kvfail@0.32.0" / "counter-nonnegative.md").read_text()
