@@ -214,9 +214,9 @@ def readme_block(out: Path = OUT_DIR) -> str:
         "## The exported tests it turns from failing to passing",
         "",
         "The counterexamples as tests of vLLM's own suite (`make export`, docs/export.md), run in",
-        "each release's own `tests/v1/core/` by `make export-check` on the release and with this",
-        "patch (bench/results/export/). Each fails on the release as released and passes patched;",
-        "its `_control` test passes on both.",
+        "vLLM's `tests/v1/core/` of each release's sdist by `make export-check`, on the release and",
+        "with this patch (bench/results/export/). Each fails on the release as released and passes",
+        "patched; its `_control` test passes on both.",
         "",
     ]
     for release in trees.PATCHED[FIX]:
