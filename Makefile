@@ -132,7 +132,7 @@ diff-versions: $(STAMP_BASE)
 # re-anchor every citation of spec/citations.toml in a vLLM tree: what moved, changed,
 # vanished (the first thing to run on a new release: VLLM=/path/to/tree [RELEASE=X.Y.Z])
 cite-check: $(STAMP_BASE) vllm-trees
-	$(VC) cite-check --vllm $(or $(VLLM),$(VLLM_TREES)/0.33.0) $(if $(RELEASE),--release $(RELEASE))
+	$(VC) cite-check --vllm $(or $(VLLM),$(VLLM_TREES)/0.33.0) $(if $(ASKED_RELEASE),--release $(ASKED_RELEASE))
 
 # the report's real Markdown + Mermaid renderer (report/check.mjs): the Node packages
 # pinned in package-lock.json, and Debian's chromium (apt, as root: CI's machines are)
@@ -177,11 +177,14 @@ distclean: clean
 	rm -rf $(VLLM_TREES) .vllm_cache
 
 # ---- fixes/: the patches vLLM can take, checked on vLLM's real code ---------------------------
-# FIX=step-reservation-guard|v2-recompute-rollback, RELEASE=0.32.0|0.33.0; FIX_CASES=GLOB,...
+# FIX=step-reservation-guard|v2-recompute-rollback, RELEASE=0.29.0 ... 0.33.0 (default 0.33.0); FIX_CASES=GLOB,...
 # narrows fix-check to some generated cases. Patched trees go to .vllm_trees/<release>+<fix>/,
 # results to build/fixes/<release>+<fix>/.
 FIX ?= step-reservation-guard
 RELEASE ?= 0.33.0
+# the release the user named (RELEASE=... on the command line or in the environment), else
+# empty: targets that default to every release must not take fix-check's default above
+ASKED_RELEASE = $(if $(filter file,$(origin RELEASE)),,$(RELEASE))
 FIX_NAMES := step-reservation-guard v2-recompute-rollback
 # every release; a fix is built and checked where it has a patch (fixes/<fix>/vllm-<release>.patch:
 # the guard on all five, the V2 rollback on 0.32.0 and 0.33.0)
@@ -215,9 +218,9 @@ fixes-all: $(FULL) vllm-trees
 # one release (default every one)
 export: $(STAMP_BASE)
 	@test -f build/prove/summary.json || $(VC) prove
-	$(VC) export $(if $(CASE),--case '$(CASE)') $(if $(RELEASE),--release $(RELEASE))
+	$(VC) export $(if $(CASE),--case '$(CASE)') $(if $(ASKED_RELEASE),--release $(ASKED_RELEASE))
 
 # the exported tests in each release's own test tree (its sdist's tests/v1/core/), on the
 # release and with the step-reservation guard (results in bench/results/export/)
 export-check: $(FULL) vllm-trees export
-	@status=0; for r in $(or $(RELEASE),$(FIX_RELEASES)); do $(VC) export-check $$r || status=1; done; exit $$status
+	@status=0; for r in $(or $(ASKED_RELEASE),$(FIX_RELEASES)); do $(VC) export-check $$r || status=1; done; exit $$status
