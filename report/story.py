@@ -452,6 +452,4 @@ def _came_apart(trace, t: int, r: int, mine: str, theirs: str) -> tuple[int, str
             moved = [f"{LABEL[v]} {b[(v, r)]}→{a[(v, r)]}" for v in (mine, theirs) if b.get((v, r)) != a.get((v, r))]
             still = [f"{LABEL[v]} stays {a[(v, r)]}" for v in (mine, theirs) if b.get((v, r)) == a.get((v, r))]
             return i + 1, " while ".join([", ".join(moved)] + still) if moved else "they diverge"
-        if b.get((mine, r)) != b.get((theirs, r)):
-            continue
     return None

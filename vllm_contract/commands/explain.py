@@ -76,8 +76,11 @@ def run(args) -> int:
     folder = OutFolder(args.out, "vllm-contract explain", keep_previous=True)
     folder.check()  # an --out that is not ours is refused before the solving
     cfgs = {c.name: c for c in configs}
+
     # progress on stderr; stdout's first line is the answer, printed once it is known
-    log = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
+    def log(line: str) -> None:
+        print(line, file=sys.stderr, flush=True)
+
     log(f"explain: one request's counters ({form}): {', '.join(f'{k}={v}' for k, v in values.items())}")
     if ignored:
         log(f"  ignored (not in the model): {', '.join(ignored)}")
