@@ -19,7 +19,7 @@ from model.bmc import SolverInterrupted
 from model.cache import ProverCache
 from model.check import MAX_DEPTH, TIMEOUT_S, ConfigReport, check_config
 from model.results import VerdictRow, sources_key
-from model.workers import run_isolated, watch_sigint
+from model.workers import run_isolated, sigint_seen, watch_sigint
 from spec.errors import SpecError
 
 
@@ -58,14 +58,18 @@ def select(names: list[str]) -> tuple[list, bool]:
     return configs, {c.name for c in configs} == everything
 
 
-def worker_check(cfg, max_depth: int, timeout_s: float) -> ConfigReport:
+def worker_check(cfg, max_depth: int, timeout_s: float, walks: bool = True) -> ConfigReport:
     """check_config in a solver worker: an interrupt is raised as SolverInterrupted, never
     turned into a verdict, and the main process stops the run."""
     watch_sigint()
     try:
-        return check_config(cfg, max_depth, timeout_s)
+        return check_config(cfg, max_depth, timeout_s, walks)
     except KeyboardInterrupt:
         raise SolverInterrupted(f"{cfg.name}: interrupted") from None
+    except Exception:
+        if sigint_seen():  # Z3 cut short by the interrupt raises before Python's KeyboardInterrupt
+            raise SolverInterrupted(f"{cfg.name}: interrupted") from None
+        raise
 
 
 def cost(cfg) -> int:
@@ -89,9 +93,11 @@ def run_matrix(
     timeout_s: float = TIMEOUT_S,
     on_report: Callable[[ConfigReport], None] = lambda report: None,
     cache: ProverCache | None = None,
+    walks: bool = True,
 ) -> MatrixRun:
     """check_config for every configuration the cache does not hold (heaviest first so
-    the workers finish together); on_report as each one ends, cached ones first."""
+    the workers finish together); on_report as each one ends, cached ones first. `walks`
+    only times first counterexamples, so it is not part of the cache's key."""
     by_name: dict = {}
     if cache is not None:
         for cfg in configs:
@@ -108,7 +114,7 @@ def run_matrix(
 
     if heavy_first:
         reports = run_isolated(
-            worker_check, [(cfg, max_depth, timeout_s) for cfg in heavy_first], jobs, ["model.check"], done
+            worker_check, [(cfg, max_depth, timeout_s, walks) for cfg in heavy_first], jobs, ["model.check"], done
         )
         by_name.update({cfg.name: report for cfg, report in zip(heavy_first, reports)})
     ordered = [by_name[c.name] for c in configs]

@@ -84,6 +84,13 @@ def run_isolated(
 
 
 _watching = False
+_sigint_seen = threading.Event()
+
+
+def sigint_seen() -> bool:
+    """Whether this process got SIGINT since watch_sigint started watching: a Z3 call
+    the interrupt cut short raises its own error ("canceled"), which is the signal's doing."""
+    return _sigint_seen.is_set()
 
 
 def watch_sigint() -> None:
@@ -108,6 +115,7 @@ def watch_sigint() -> None:
             if not data:
                 return
             if signal.SIGINT in data:
+                _sigint_seen.set()
                 z3.main_ctx().interrupt()
 
     threading.Thread(target=watch, name="sigint-watch", daemon=True).start()
