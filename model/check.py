@@ -10,6 +10,7 @@ over-constrained model cannot prove anything.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from dataclasses import dataclass
 
@@ -21,7 +22,7 @@ from model.induction import KInduction
 from model.interpreter import Interpreter
 from model.itf import text as itf_text
 from model.itf import to_itf
-from model.probe import probe
+from model.probe import Race
 from model.results import VerdictRow
 from model.trace import Trace, confirm
 from model.witness import admitted_by_encoding, policy_run
@@ -35,10 +36,6 @@ from spec.verdicts import frontier as frontier_verdict
 MAX_DEPTH = 12
 TIMEOUT_S = 60.0  # per solver query; `make prove --timeout SECONDS` changes it
 CLASS_LIMIT = 3
-# seconds of random walks (model/probe.py, seed 0) before the search for a counterexample
-# the matrix expects: they give the first counterexample early where walks find one easily
-# (bench/results/speed.txt); the BMC still gives the reported, shortest trace
-PROBE_SECONDS = 0.1
 # further classes are searched up to the first one's depth: two steps deeper doubled the
 # searches that find none (measured: v2-stale-slot@0.33.0 9.7 -> 4.6 s)
 CLASS_EXTRA_DEPTH = 0
@@ -110,10 +107,10 @@ class ConfigReport:
 
 @dataclass
 class ViolationSearch:
-    """One search for a property's counterexample: the random walks' early trace (or
-    None, on the first concrete instance), the BMC's shortest (or None) and where it was
-    found, and the seconds from
-    the start to each. found_by says which came first: "walk", "bmc" or "" (neither)."""
+    """One search for a property's counterexample: the random walks' trace (or None,
+    on the first concrete instance), the BMC's shortest (or None) and where it was
+    found, and the seconds from the start to each. found_by says which came first:
+    "walk", "bmc" or "" (neither)."""
 
     early: Trace | None
     first: Trace | None
@@ -130,38 +127,43 @@ def search_violation(
     max_depth: int,
     timeout_ms: int,
     enc: Encoding | None = None,
-    probe_seconds: float = PROBE_SECONDS,
+    walks: bool = True,
     seed: int = 0,
 ) -> ViolationSearch:
-    """Random walks first (model/probe.py, up to `probe_seconds`: a cheap early answer
-    where walks find one easily), then the BMC's shortest trace, on the configuration
-    or, for an abstract rest, its concrete instances in order. The walks only time the
-    first counterexample: what is reported is the BMC's (so the walks' budget, a time,
-    changes no verdict and no trace). Each BMC runs on a solver of its own: a trace
-    depends on its configuration and property only, not on which other queries ran
-    before it (Z3's models follow its history). Raises SolverUnknown as the BMC does."""
+    """The BMC's shortest trace, on the configuration or, for an abstract rest, its
+    concrete instances in order; with `walks`, random walks race it in a thread of their
+    own (model/probe.py Race, up to a cap) until either has a counterexample, so the
+    first one comes about when the faster of the two alone would give it. The walks only time the first counterexample:
+    what is reported is the BMC's (the race adds nothing to its queries, so it changes
+    no verdict and no trace). Each BMC runs on a solver of its own: a trace depends on
+    its configuration and property only, not on which other queries ran before it
+    (Z3's models follow its history). Raises SolverUnknown as the BMC does."""
     started = time.perf_counter()
-    early = found_seconds = None
-    found_by = ""
     instances = concrete_instances(cfg)
-    if probe_seconds > 0:
-        early = probe(instances[0], prop, seconds=probe_seconds, seed=seed)
-        if early is not None:
-            found_by, found_seconds = "walk", time.perf_counter() - started
+    race = Race(instances[0], prop, seed=seed) if walks else None
     first, where, bmc, first_seconds = None, cfg, None, None
-    for instance in instances:
-        bmc = Bmc(enc if (enc is not None and instance is cfg) else Encoding(instance), timeout_ms)
-        first = bmc.shortest(Goal.violation(prop), max_depth)
-        first_seconds = time.perf_counter() - started
-        if first is not None:
-            where = instance
-            break
-    if first is not None and found_seconds is None:
+    with race or contextlib.nullcontext():
+        for instance in instances:
+            bmc = Bmc(enc if (enc is not None and instance is cfg) else Encoding(instance), timeout_ms)
+            first = bmc.shortest(Goal.violation(prop), max_depth)
+            first_seconds = time.perf_counter() - started
+            if first is not None:
+                where = instance
+                break
+    found_by, found_seconds = "", None
+    if race is not None and race.trace is not None and (first_seconds is None or race.wall_seconds < first_seconds):
+        found_by, found_seconds = "walk", race.wall_seconds
+    elif first is not None:
         found_by, found_seconds = "bmc", first_seconds
-    return ViolationSearch(early, first, where, bmc, first_seconds, found_seconds, found_by)
+    return ViolationSearch(race.trace if race else None, first, where, bmc, first_seconds, found_seconds, found_by)
 
 
-def check_config(cfg: Config, max_depth: int = MAX_DEPTH, timeout_s: float = TIMEOUT_S) -> ConfigReport:
+def check_config(
+    cfg: Config, max_depth: int = MAX_DEPTH, timeout_s: float = TIMEOUT_S, walks: bool = True
+) -> ConfigReport:
+    """Every property of one configuration: proofs, shortest counterexamples (with
+    `walks`, random walks race each search the matrix expects to find one: they only
+    time the first counterexample), the frontier and the witness."""
     if cfg.search_depth is not None:
         max_depth = min(max_depth, cfg.search_depth)
     enc = Encoding(cfg)
@@ -182,8 +184,8 @@ def check_config(cfg: Config, max_depth: int = MAX_DEPTH, timeout_s: float = TIM
         # on concrete instances (one request, then two), so every trace is a real one.
         started = time.perf_counter()
         try:
-            walks = PROBE_SECONDS if cfg.expect.get(prop) == "violated" else 0.0
-            found = search_violation(cfg, prop, max_depth, timeout_ms, enc, probe_seconds=walks)
+            race = walks and cfg.expect.get(prop) == "violated"
+            found = search_violation(cfg, prop, max_depth, timeout_ms, enc, walks=race)
             first, where = found.first, found.where
             classes = (
                 found.bmc.classes(Goal.violation(prop), first, first.depth + CLASS_EXTRA_DEPTH, CLASS_LIMIT)
@@ -213,7 +215,13 @@ def check_config(cfg: Config, max_depth: int = MAX_DEPTH, timeout_s: float = TIM
                 verdict=BOUNDED,
                 depth=max_depth,
                 seconds=seconds,
-                note=(note + "; " if note else "") + f"no counterexample within {max_depth} steps{sizes}",
+                note=(note + "; " if note else "")
+                + f"no counterexample within {max_depth} steps{sizes}"
+                + (
+                    f"; random walks found one in {found.early.depth} steps (replayed), deeper than the search"
+                    if found.early is not None
+                    else ""
+                ),
             )
         paths = [
             keep(

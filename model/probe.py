@@ -8,10 +8,11 @@ minimised picks, the violation classes and every proof. A walk never decides a v
 a trace it returns is replayed on the reference interpreter (kind "violation"), and
 finding nothing means nothing.
 
-Two ways to use it: `probe(cfg, prop, seconds, seed)`, a fixed budget of walks before
-the BMC; and `Race`, the BMC's `extra` hook, which gives the walks as much time as the
-BMC has had before each depth, so the first counterexample is never much more than
-twice as late as the faster of the two would give it alone (up to a cap).
+Two ways to use it: `probe(cfg, prop, seconds, seed)`, a fixed budget of walks (the
+peers bench compares it); and `Race`, walks in a thread beside the BMC (the solver
+releases the GIL while it checks), so the first counterexample comes about when the
+faster of the two would give it alone (up to a cap on the walks). make prove runs the
+race (model/check.py search_violation).
 
 Walks use the fuzzer's argument sampler (model.sampler.propose, random_init), with one
 difference that keeps the distribution and saves most of the cost: instead of trying
@@ -28,6 +29,7 @@ first violating walk, whenever the budget lets it get that far.
 from __future__ import annotations
 
 import random
+import threading
 import time
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -43,8 +45,7 @@ from spec.state import View
 
 LENGTH = 24  # steps per walk: twice the matrix's search depth (model/check.py MAX_DEPTH)
 SECONDS = 0.05  # default budget of probe(): what a probe in front of the BMC may cost
-CAP = 0.5  # Race: the most the walks may have in one search (bench/peers.py measures both)
-HEAD = 0.02  # Race: the walks' head start (a violation a few walks find costs no solver time)
+CAP = 1.0  # Race: the most CPU seconds the walks may have in one search (bench/peers.py measures both)
 
 
 @dataclass
@@ -179,17 +180,8 @@ class Walker:
     the same whatever the budgets were: a seed's first violating walk is its answer, and
     the budgets only decide whether and when it is reached."""
 
-    def __init__(
-        self,
-        cfg: Config,
-        prop: str,
-        seed: int = 0,
-        length: int = LENGTH,
-        lim=None,
-        clock: Callable[[], float] = time.perf_counter,
-    ):
+    def __init__(self, cfg: Config, prop: str, seed: int = 0, length: int = LENGTH, lim=None):
         self.cfg, self.prop, self.seed, self.length, self.lim = cfg, prop, seed, length, lim
-        self.clock = clock  # what run()'s seconds are: wall time, or the Race's CPU time
         self.it = Interpreter(cfg)
         self.test = violated_by(cfg, prop)
         self.tried = self.taken = 0
@@ -197,9 +189,9 @@ class Walker:
 
     def run(self, seconds: float, max_walks: int | None = None) -> Walk | None:
         """Walk on for `seconds` (one step at least, so every slice makes progress)."""
-        deadline = self.clock() + seconds
+        deadline = time.perf_counter() + seconds
         moved = False
-        while not moved or self.clock() < deadline:
+        while not moved or time.perf_counter() < deadline:
             moved = True
             if self._current is None:
                 if max_walks is not None and self.tried >= max_walks:
@@ -262,69 +254,57 @@ def probe(
 
 
 class Race:
-    """Random walks interleaved with a BMC search, as its `extra` hook:
+    """Random walks beside a BMC search, in a thread of their own:
 
-        race = Race(cfg, prop)
-        shortest = Bmc(enc).shortest(Goal.violation(prop), max_depth, extra=race)
-        race.trace, race.seconds  # the walks' counterexample and when (None: the BMC's came first)
+        with Race(cfg, prop) as race:
+            shortest = Bmc(enc).shortest(Goal.violation(prop), max_depth)
+            race.stop()
+        race.trace, race.wall_seconds  # the walks' counterexample and when (None: none found)
 
-    Before each depth the BMC checks, the walks get as much time as the search has had
-    since the race was made, so neither has run much longer than the other: the first
-    counterexample comes about twice as late as the faster of the two alone would give
-    it, at most (the bound holds between depths: one depth's check is not cut). The
-    walks also get a head start of `head` seconds when the race is made, so a violation
-    that a few walks find costs no solver time. Once the walks have found one, or have
-    had `cap` seconds, they stop and the BMC goes on alone to the shortest trace: the
-    cap bounds what a search that finds nothing, or a long one, pays for the race.
+    The solver releases the GIL while it checks, so the walks run while it searches (on
+    another core where there is one; sharing the interpreter with the encoding's Python
+    otherwise), and a counterexample the walks find easily comes about when walks alone
+    would give it, however long the BMC's next depth takes. Once the walks have found one,
+    or have had `cap` seconds of CPU, or the search stops them, they end: the cap bounds
+    what a search that finds nothing, or a long one, pays for the race. The walks touch
+    no solver, so the BMC's queries and traces are the same with the race and without it.
+    An error in a walk (not a disabled init pick) is raised again by __exit__."""
 
-    The hook adds nothing to the search (it returns True): the BMC's traces are the same
-    with it and without it (checked on every violated case of the matrix, each in a
-    fresh process). Shares are counted in CPU time of this process by default (the walks
-    and the solver both run in it), so other work on the machine does not tilt them;
-    `seconds` is on that clock, `wall_seconds` on the wall clock."""
-
-    def __init__(
-        self,
-        cfg: Config,
-        prop: str,
-        seed: int = 0,
-        started: float | None = None,
-        cap: float = CAP,
-        head: float = HEAD,
-        clock: Callable[[], float] = time.process_time,
-    ):
-        self.clock = clock
-        self.started = clock() if started is None else started
-        self.wall_started = time.perf_counter()
-        self.cfg, self.prop, self.cap, self.head = cfg, prop, cap, head
-        self.walker: Walker | None = Walker(cfg, prop, seed, clock=clock)
-        self.walked = 0.0  # seconds the walks have had
+    def __init__(self, cfg: Config, prop: str, seed: int = 0, cap: float = CAP, slice_seconds: float = 0.005):
+        self.cfg, self.prop, self.cap, self.slice = cfg, prop, cap, slice_seconds
+        self.walker = Walker(cfg, prop, seed)
+        self.walked = 0.0  # CPU seconds the walks have had
         self.trace: Trace | None = None
-        self.seconds: float | None = None  # from the start to the walks' counterexample (clock)
-        self.wall_seconds: float | None = None  # the same in wall time
-        self._walk(min(head, cap))  # the head start, before the solver has anything
+        self.wall_seconds: float | None = None  # from the start to the walks' counterexample
+        self._stop = threading.Event()
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name=f"walks {cfg.name} {prop}", daemon=True)
 
-    def _walk(self, share: float) -> None:
-        if self.walker is None or share <= 0:
-            return
-        began = self.clock()
+    def __enter__(self) -> "Race":
+        self.started = time.perf_counter()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+        self._thread.join()
+        if self._error is not None and exc[0] is None:
+            raise self._error
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _run(self) -> None:
+        began = time.thread_time()
         try:
-            found = self.walker.run(share)
+            while not self._stop.is_set() and self.walked < self.cap:
+                found = self.walker.run(self.slice)
+                self.walked = time.thread_time() - began
+                if found is not None:
+                    self.wall_seconds = time.perf_counter() - self.started
+                    self.trace = to_trace(self.cfg, self.prop, found, self.walker.it)
+                    return
         except Disabled:  # init picks the configuration does not allow: no walks
-            found, self.walker = None, None
-        self.walked += self.clock() - began
-        if found is not None:
-            self.trace = to_trace(self.cfg, self.prop, found, self.walker.it)
-            self.seconds = self.clock() - self.started
-            self.wall_seconds = time.perf_counter() - self.wall_started
-            self.walker = None
-        elif self.walked >= self.cap:
-            self.walker = None
-
-    def __call__(self, depth: int):
-        import z3
-
-        if self.walker is not None:
-            searched = self.clock() - self.started - self.walked
-            self._walk(min(searched, self.cap) - self.walked)
-        return z3.BoolVal(True)
+            return
+        except BaseException as exc:  # handed to the search's thread by __exit__
+            self._error = exc

@@ -6,6 +6,8 @@ BMC's shortest (a probe is only an early answer; the BMC still gives the shortes
 import dataclasses
 import time
 
+import pytest
+
 from model.bmc import Bmc, Goal
 from model.encoding import Encoding
 from model.interpreter import Interpreter
@@ -87,16 +89,43 @@ def test_a_paused_walker_finds_what_an_unpaused_one_does():
     assert (whole.init, whole.steps) == (found.init, found.steps)
 
 
-def test_race_as_the_bmc_extra_hook():
-    # the hook adds nothing to the search: the shortest trace is the same with and without it
+def test_race_beside_the_bmc_finds_no_shorter_trace():
+    # a trace the walks found is a real counterexample, never shorter than the BMC's.
+    # (That the race changes no reported trace is checked in fresh processes, where Z3's
+    # history is the same: tests/test_prove_cache.py, --no-walks against the default.)
     from model.probe import Race
 
     goal = Goal.violation("counter-nonnegative")
-    race = Race(OVER, "counter-nonnegative", seed=0)
-    with_race = Bmc(Encoding(OVER)).shortest(goal, 12, extra=race)
+    with Race(OVER, "counter-nonnegative", seed=0) as race:
+        with_race = Bmc(Encoding(OVER)).shortest(goal, 12)
     alone = Bmc(Encoding(OVER)).shortest(goal, 12)
     assert with_race is not None and alone is not None and with_race.depth == alone.depth
-    if race.trace is not None:  # the walks came first: a real counterexample, never shorter
-        assert race.trace.depth >= alone.depth and race.seconds > 0
+    if race.trace is not None:
+        assert race.trace.depth >= alone.depth and race.wall_seconds > 0
         assert happens(Interpreter(OVER), race.trace, "counter-nonnegative")
     assert race.walked <= race.cap + 0.1
+
+
+def test_race_walks_in_a_thread_of_its_own():
+    # while the search's thread waits (as it does in a solver check, which releases the
+    # GIL) the walks go on and find the counterexample; the race ends with the search
+    from model.probe import Race
+
+    with Race(OVER, "counter-nonnegative", seed=0, cap=30) as race:
+        deadline = time.perf_counter() + 20
+        while race.trace is None and time.perf_counter() < deadline:
+            time.sleep(0.01)
+    assert race.trace is not None and not race._thread.is_alive()
+    assert happens(Interpreter(OVER), race.trace, "counter-nonnegative")
+
+
+def test_an_error_in_a_walk_is_raised_not_swallowed(monkeypatch):
+    from model import probe
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("interpreter bug")
+
+    monkeypatch.setattr(probe.Walker, "run", broken)
+    with pytest.raises(RuntimeError, match="interpreter bug"):
+        with probe.Race(OVER, "counter-nonnegative"):
+            time.sleep(0.05)

@@ -48,10 +48,23 @@ def test_a_warm_run_takes_everything_from_the_cache_and_equals_a_fresh_one(tmp_p
     )
     fresh = prove(tmp_path, "fresh", "--fresh")
     assert "taken from" not in capsys.readouterr().out
+    # the random walks that race each search (model/probe.py Race) time the first
+    # counterexample and change nothing else (each configuration in a fresh process)
+    without_walks = prove(tmp_path, "without-walks", "--fresh", "--no-walks")
     cold_summary, cold_traces = result_of(cold)
     assert cold_traces, "the configurations have traces: the comparison is not empty"
     assert result_of(warm) == (cold_summary, cold_traces)
     assert result_of(fresh) == (cold_summary, cold_traces)
+    assert result_of(without_walks) == (cold_summary, cold_traces)
+    found_by = {
+        name: {
+            r["found_by"]
+            for r in json.loads((tmp_path / name / "summary.json").read_text())["results"]
+            if r["verdict"] == "violated"
+        }
+        for name in ("cold", "without-walks")
+    }
+    assert found_by["without-walks"] == {"bmc"} and found_by["cold"] <= {"walk", "bmc"}
 
 
 @pytest.mark.parametrize(

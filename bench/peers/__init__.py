@@ -10,8 +10,8 @@ measures, on the same configuration and property:
     a time, so the first one is already of the shortest length), the shortest with its
     picks minimised and replayed (what `make prove` reports); and the two ways
     model/probe.py offers to get a first counterexample sooner: probe() for a fixed
-    budget before the BMC, and Race, random walks interleaved with the BMC as its
-    `extra` hook (the BMC still gives the shortest trace);
+    budget before the BMC, and make prove's search, random walks racing the BMC in a
+    thread beside it (the BMC still gives the shortest trace);
 (b) a random walk on the interpreter: the fuzzer's sampler (targets.fuzz.propose, the
     fuzzer's sizes and walk length), restarted with fresh seeds until the property is
     violated: time to the first violation and its length, and the time per violation

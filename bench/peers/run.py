@@ -33,7 +33,6 @@ from model.bmc import Bmc
 from model.encoding import Encoding
 from model.interpreter import nested
 from model.probe import CAP as RACE_CAP
-from model.probe import HEAD as RACE_HEAD
 from model.probe import SECONDS as PROBE_S
 
 
@@ -161,10 +160,10 @@ def report(results: list, limit: float, console: Console) -> None:
         "counterexample (already of the shortest length), not minimised; BMC min: the same with its picks "
         "minimised and replayed (make prove's trace). "
         f"probe>BMC: model/probe.py's probe() for {PROBE_S:g} s, then the BMC if it found nothing: mean over "
-        f"{PROBE_SEEDS} seeds (how many found it). race: the walks interleaved with the BMC (model/probe.py "
-        f"Race as Bmc.shortest's extra hook: a {RACE_HEAD:g} s head start, then equal time, walks capped at "
-        f"{RACE_CAP:g} s): time to the first counterexample "
-        f"of either, mean over {RACE_SEEDS} seeds (how many times the walks came first). "
+        f"{PROBE_SEEDS} seeds (how many found it). race: make prove's search (model/check.py "
+        f"search_violation: random walks in a thread beside the BMC, capped at {RACE_CAP:g} CPU s), wall "
+        f"seconds to the first counterexample of either, mean over {RACE_SEEDS} seeds (how many times the "
+        "walks came first). "
         f"walk: the fuzzer's sampler, fresh seeds, length {WALK_LENGTH}: the first violation (its length), and "
         f"the seconds per violation over up to {WALK_FINDS} of them, the walk's expected time to a first one. "
         "X/walk: that time against the walk's seconds per violation (below 1: the project first; '<': the "
@@ -238,7 +237,7 @@ def summary(results: list, limit: float) -> str:
         + f". Against the walk's time per violation, the first counterexample is within 2x in "
         f"{sum(x <= 2 for x in plain_ratios)} of {len(plain_ratios)} cases with the BMC alone, in "
         f"{sum(x <= 2 for x in ratios)} with a {PROBE_S:g} s probe before it (worst {max(ratios, default=0):.1f}x), "
-        f"and in {sum(x <= 2 for x in race_ratios)} with the walks interleaved with it, the race "
+        f"and in {sum(x <= 2 for x in race_ratios)} with make prove's race of walks beside it "
         f"(worst {max(race_ratios, default=0):.1f}x). "
         f"Hypothesis (stateful, the same sampler) finds {len(hyp_found)} of {n} within {limit:g} s; after "
         f"shrinking, {len(hyp_longer)} of its traces are still longer than the shortest. An explicit-state BFS "

@@ -63,6 +63,13 @@ def add_arguments(parser) -> None:
     )
     parser.add_argument("--max-depth", type=whole(), default=MAX_DEPTH, help="deepest counterexample search")
     parser.add_argument(
+        "--no-walks",
+        dest="walks",
+        action="store_false",
+        help="no random walks beside each expected counterexample search: the same verdicts and traces, a "
+        "later first counterexample, less CPU (what make test runs: it waits for the whole matrix)",
+    )
+    parser.add_argument(
         "--timeout",
         type=seconds,
         default=TIMEOUT_S,
@@ -140,7 +147,7 @@ def run(args) -> int:
                     print_row(row)
 
             cache = ProverCache(Path(args.cache), args.max_depth, args.timeout, read=not args.fresh)
-            result = prove.run_matrix(configs, args.jobs, args.max_depth, args.timeout, show, cache)
+            result = prove.run_matrix(configs, args.jobs, args.max_depth, args.timeout, show, cache, args.walks)
             total = time.perf_counter() - started
             summary = prove.summary(configs, complete, result, total)
             try:
