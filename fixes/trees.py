@@ -27,11 +27,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from spec.errors import BadInput, TreeError
+from spec.profiles import RELEASE_NAMES
 
 REPO = Path(__file__).resolve().parent.parent
 FIXES_DIR = REPO / "fixes"
 TREES_DIR = REPO / ".vllm_trees"
-RELEASES = ("0.29.0", "0.30.0", "0.31.0", "0.32.0", "0.33.0")  # oldest first
+RELEASES = RELEASE_NAMES  # oldest first
 FIXES = ("step-reservation-guard", "v2-recompute-rollback")
 # the releases each fix has a patch for (fixes/<fix>/vllm-<release>.patch): the guard's is
 # the same change on every release; the V2 rollback is ported to 0.32.0 and 0.33.0 only

@@ -22,6 +22,7 @@ from model.trace import Trace, replay
 from spec.config import Config
 from spec.errors import SpecError
 from spec.matrix import MATRIX
+from spec.profiles import release_order
 from spec.verdicts import Fired, Kind
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -174,7 +175,7 @@ def exported_tests(cxs: list[Counterexample], modules: dict[tuple, Module], prov
     witnesses = [m for m in modules.values() if m.case.kind == "witness"]
     healthy = healthy_of([CaseSource(m.case, "", "", m.case.config_for({}), [], m.path) for m in witnesses])
     first: dict[str, Counterexample] = {}  # module path -> the counterexample its trace is from
-    for c in sorted(cxs, key=lambda c: tuple(int(x) for x in c.release.split("."))):
+    for c in sorted(cxs, key=lambda c: release_order(c.release)):
         if c.module is not None and not c.cfg.prof.historical:
             first.setdefault(c.module.path, c)
     out: dict[str, tuple] = {}

@@ -16,6 +16,7 @@ from pathlib import Path
 from model.explain import ALIASES, BUDGET_S, COUNTERS, Answer, accepted_names, explain_config
 from spec.config import FAULTS
 from spec.errors import BadInput, SpecError
+from spec.profiles import release_order
 from spec.vocabulary import Status
 
 COULD_NOT_RUN = "could not run"
@@ -226,9 +227,7 @@ def rank(answers: list[Answer], cfgs: dict) -> list[dict]:
 
 
 def _releases(answers: list[Answer], cfgs: dict) -> str:
-    names = sorted(
-        {(a.instance or cfgs[a.config]).prof.release for a in answers}, key=lambda r: tuple(map(int, r.split(".")))
-    )
+    names = sorted({(a.instance or cfgs[a.config]).prof.release for a in answers}, key=release_order)
     return ", ".join(names)
 
 

@@ -18,6 +18,7 @@ from report.mermaid import diagram
 from report.story import LEGEND, change_table, sentence, violations_by_step, vllm_lines, why
 from spec.citations import in_words
 from spec.config import FAULTS
+from spec.profiles import release_order
 from spec.properties import ASSERTS, PROPERTIES
 from spec.verdicts import Kind
 
@@ -288,7 +289,7 @@ def findings_md(cxs: list[Counterexample], base: str) -> list[str]:
 
 
 def _releases(releases) -> str:
-    return ", ".join(sorted(releases, key=lambda r: tuple(int(x) for x in r.split("."))))
+    return ", ".join(sorted(releases, key=release_order))
 
 
 def _where(cfg) -> str:

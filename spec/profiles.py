@@ -164,6 +164,15 @@ V0_29_0 = replace(
 RELEASES: tuple[Profile, ...] = (V0_29_0, V0_30_0, V0_31_0, V0_32_0, V0_33_0)  # oldest first
 PROFILES: dict[str, Profile] = {p.name: p for p in (*RELEASES, H1, H2, H3, H4)}
 NEWEST = RELEASES[-1]
+RELEASE_NAMES: tuple[str, ...] = tuple(p.release for p in RELEASES)  # "0.29.0", ... oldest first
+
+
+def release_order(release: str) -> int:
+    """A release's place among the modelled ones, oldest first: the sort key for releases
+    (a KeyError names the known ones)."""
+    if release not in RELEASE_NAMES:
+        raise KeyError(f"no release profile for vLLM {release}; known: {', '.join(RELEASE_NAMES)}")
+    return RELEASE_NAMES.index(release)
 
 
 def of(name: str) -> Profile:

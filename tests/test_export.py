@@ -17,6 +17,7 @@ import pytest
 
 from codegen.cases import build
 from codegen.export import export_release
+from vllm_contract.commands.export import RELEASES
 
 ROOT = Path(__file__).resolve().parent.parent
 # the scenarios the modules here are made from: V1 and V2, a KV-load failure, an
@@ -197,7 +198,7 @@ def test_the_guard_readme_lists_what_export_check_measured():
 @pytest.mark.vllm
 @pytest.mark.slow
 @pytest.mark.sweep  # two pytest runs in vLLM's sdist test tree per release (make export-check)
-@pytest.mark.parametrize("release", ["0.29.0", "0.30.0", "0.31.0", "0.32.0", "0.33.0"])
+@pytest.mark.parametrize("release", RELEASES)
 def test_export_check_passes_in_vllms_own_test_tree(release, tmp_path):
     done = subprocess.run([sys.executable, "-m", "vllm_contract", "export"], cwd=ROOT, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-2000:]

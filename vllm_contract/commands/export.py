@@ -15,6 +15,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from fixes.trees import PATCHED
 from spec.errors import ExitStatus, UsageError
 from vllm_contract.outfolder import STOPS, OutFolder, interrupts, stopped
 
@@ -25,8 +26,8 @@ STATUSES = {
     ExitStatus.BAD_INPUT: "no prover result, an unknown release, or nothing matched --case: nothing written",
     ExitStatus.INTERRUPTED: "interrupted: the previous export left as it was",
 }
-# every release with a pinned sdist (its tests/v1/core/) and a guard patch (fixes/trees.py)
-RELEASES = ("0.29.0", "0.30.0", "0.31.0", "0.32.0", "0.33.0")
+# every release with a guard patch (fixes/trees.py), each with its pinned sdist (tests/v1/core/)
+RELEASES = PATCHED["step-reservation-guard"]
 
 
 def add_arguments(parser) -> None:
