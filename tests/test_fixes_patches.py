@@ -249,6 +249,7 @@ def test_the_guard_holds_on_the_patched_scheduler_and_fails_without_it(release, 
     assert patched["claims_violated_after"] == 0
 
 
+@pytest.mark.sweep  # two vLLM processes with the real V2 runner; make test: the guard's (above)
 @pytest.mark.parametrize("release", _releases("v2-recompute-rollback"))
 def test_the_v2_recompute_fix_holds_on_the_patched_runner_and_fails_without_it(release, tmp_path):
     """vLLM's own V2 model runner on the patched tree (the real-runner target)."""

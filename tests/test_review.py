@@ -224,6 +224,7 @@ def test_a_head_that_cannot_build_some_arms_counts_them_only_as_could_not_run(tm
 
 @pytest.mark.vllm
 @pytest.mark.slow
+@pytest.mark.sweep  # end to end on two edited trees; the classification is checked above in-process
 def test_a_head_without_the_counter_assert_is_breaking_and_a_failed_review_leaves_no_summary(
     tmp_path, capsys, prove_results
 ):

@@ -444,7 +444,9 @@ def older_tree(tmp_path: Path) -> Path:
 
 
 @pytest.mark.vllm
-@pytest.mark.parametrize("workers", [(), ("-n", "1")], ids=["one-process", "xdist"])
+@pytest.mark.parametrize(
+    "workers", [(), pytest.param(("-n", "1"), marks=pytest.mark.sweep)], ids=["one-process", "xdist"]
+)
 def test_a_tree_missing_what_the_target_reads_fails_the_preflight_one_line_each(tmp_path, workers):
     """A tree shaped like an older release stops the run before any case, one line per
     missing piece, exit 4 (the pytest plugin, in one process and from an xdist worker,
