@@ -34,7 +34,7 @@ JOBS ?= $(shell n=$$(nproc 2>/dev/null || echo 2); [ $$n -gt 8 ] && n=8; echo $$
 XDIST := $(if $(filter 1,$(JOBS)),,-n $(JOBS) --dist worksteal)
 VLLM_TREES := .vllm_trees
 
-.PHONY: venv prove generate check-generated test-ready test test-on-0.33.0 $(addprefix test-on-,$(OLDER_RELEASES)) test-all test-fast lint fuzz bench clean distclean vllm-trees vllm-0.29.0 vllm-0.30.0 vllm-0.31.0 vllm-0.33.0 diff-versions cite-check report report-deps review explain
+.PHONY: venv prove generate check-generated test-ready vllm-bytecode test test-on-0.33.0 $(addprefix test-on-,$(OLDER_RELEASES)) test-all test-fast lint fuzz bench clean distclean vllm-trees vllm-0.29.0 vllm-0.30.0 vllm-0.31.0 vllm-0.33.0 diff-versions cite-check report report-deps review explain
 
 venv: $(FULL)
 
@@ -87,11 +87,21 @@ lint: $(STAMP_BASE)
 # what make test and make test-all check before pytest, side by side (make -j): installing
 # the kernels and vLLM, fetching the releases and the report's renderer mostly wait on
 # disk and network while the prover computes; the report needs the prover's summary, so
-# it comes after
+# it comes after, beside the byte-code of the vLLM modules the tests import
 READY_JOBS ?= 4
 test-ready:
 	@$(MAKE) --no-print-directory -j$(READY_JOBS) $(FULL) vllm-trees lint check-generated report-deps
-	@$(MAKE) --no-print-directory report
+	@$(MAKE) --no-print-directory -j2 report vllm-bytecode
+
+# the venv is installed without byte-code (--no-compile): the first process that imports
+# vLLM's scheduler and runners, torch and triton compiles them (about 11 s here), and the
+# 0.32.0 stage's workers would each do it at once; one process does it here, while the
+# report renders. A failure here is only said: pytest's preflight says what is wrong.
+VLLM_MODULES := vllm.v1.core.sched.async_scheduler vllm.v1.worker.cpu_model_runner vllm.v1.worker.gpu.model_runner triton
+vllm-bytecode: $(FULL)
+	@$(PY) -c "import importlib, sys; [importlib.import_module(m) for m in sys.argv[1:]]" $(VLLM_MODULES) >/dev/null 2>&1 \
+	  && echo "byte-code written for vLLM's scheduler and runners" \
+	  || echo "note: vLLM's modules do not import here; pytest's preflight will say why"
 
 # the README's test command: lint, the prover's verdicts, fresh generated suites, then the
 # unit tests and every generated case on the reference, vLLM (every arm), real-runner and
@@ -99,6 +109,7 @@ test-ready:
 test: test-ready
 ifeq ($(VLLM),)
 	$(PY) -m pytest $(XDIST) --vllm=0.32.0 --junitxml=build/junit-0.32.0.xml
+	@echo "pytest on 0.33.0 $(OLDER_RELEASES), $(LANES) side by side (each run's output comes whole when it ends)"
 	@$(MAKE) --no-print-directory -j$(LANES) --output-sync=target $(addprefix test-on-,0.33.0 $(OLDER_RELEASES))
 else
 	$(PY) -m pytest $(XDIST) --vllm="$(VLLM)" --junitxml=build/junit.xml
@@ -110,11 +121,12 @@ endif
 # generated cases and scheduler-target tests on five targets; on 0.29.0, 0.30.0 and
 # 0.31.0 every generated case on the scheduler (plain and clamped) and the clamp's tests
 LANES ?= $(if $(filter 1,$(JOBS)),1,2)
+STAGE_WORKERS ?= -n 0  # bench speed also times them on xdist workers, one stage after another
 test-on-0.33.0:
-	$(PY) -m pytest -n 0 --vllm=0.33.0 $(VLLM_SUITES) $(VLLM_TARGETS) --junitxml=build/junit-0.33.0.xml
+	$(PY) -m pytest $(STAGE_WORKERS) --vllm=0.33.0 $(VLLM_SUITES) $(VLLM_TARGETS) --junitxml=build/junit-0.33.0.xml
 
 $(addprefix test-on-,$(OLDER_RELEASES)): test-on-%:
-	$(PY) -m pytest -n 0 --vllm=$* generated_tests tests/test_clamp_scheduler.py $(OLDER_TARGETS) --junitxml=build/junit-$*.xml
+	$(PY) -m pytest $(STAGE_WORKERS) --vllm=$* generated_tests tests/test_clamp_scheduler.py $(OLDER_TARGETS) --junitxml=build/junit-$*.xml
 
 # make test and the larger instances it leaves out (tests marked `sweep`, every release
 # of the fix checks, more random traces), and the real-runner suites on every release;

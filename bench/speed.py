@@ -3,8 +3,9 @@
     vllm-contract bench speed [--seeds 5] [--walk-limit 2] [--stages] [--out FILE]
 
 1. make prove cold (an empty cache) against warm (nothing changed): wall time of the
-   whole command, the ratio (target: warm <= 0.1 of cold), and whether the two summaries
-   are equal but for timings (they must be).
+   whole command, the ratio (target: warm <= 0.1 of cold); a cold run without the random
+   walks (--no-walks, as make test runs it); whether the three summaries and their
+   traces are equal but for timings (they must be).
 2. Every violated case of the matrix: seconds to the first counterexample as make prove
    finds it (model/check.py search_violation: the random walks, then the BMC) against a
    plain random walk (model/probe.py's Walker alone, up to --walk-limit seconds), each the
@@ -12,7 +13,8 @@
    that finds nothing within the limit counts as the limit: the ratio is then an upper
    bound (shown with "<").
 3. With --stages: the pytest stage of make test for 0.32.0 on one process and on
-   pytest-xdist's workers (minutes each).
+   pytest-xdist's workers, and the stages after it as make test runs them (one process
+   per release, two side by side) and one xdist stage after another (minutes each).
 The machine's load average is printed before and after: timings on a shared 2-core
 machine vary by about +-20%.
 """
@@ -39,10 +41,10 @@ PY = sys.executable
 console = Console(width=160, highlight=False)
 
 
-def _prove(out: Path, cache: Path) -> float:
+def _prove(out: Path, cache: Path, *extra: str) -> float:
     started = time.perf_counter()
     done = subprocess.run(
-        [PY, "-m", "vllm_contract", "prove", "--out", str(out), "--cache", str(cache)],
+        [PY, "-m", "vllm_contract", "prove", "--out", str(out), "--cache", str(cache), *extra],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -57,13 +59,21 @@ def cold_and_warm() -> dict:
         tmp = Path(tmp)
         cold = _prove(tmp / "cold", tmp / "cache")
         warm = _prove(tmp / "warm", tmp / "cache")
-        a, b = (json.loads((tmp / name / "summary.json").read_text()) for name in ("cold", "warm"))
+        no_walks = _prove(tmp / "no-walks", tmp / "cache-no-walks", "--no-walks")  # as make test runs it
+        names = ("cold", "warm", "no-walks")
+        results = {name: without_timings(json.loads((tmp / name / "summary.json").read_text())) for name in names}
         traces = {
             name: {p.relative_to(tmp / name).as_posix(): p.read_bytes() for p in (tmp / name).rglob("*.itf.json")}
-            for name in ("cold", "warm")
+            for name in names
         }
-        equal = without_timings(a) == without_timings(b) and traces["cold"] == traces["warm"]
-        return {"cold": cold, "warm": warm, "equal": equal, "verdicts": len(a["results"])}
+        equal = all(results[n] == results["cold"] and traces[n] == traces["cold"] for n in names)
+        return {
+            "cold": cold,
+            "warm": warm,
+            "no_walks": no_walks,
+            "equal": equal,
+            "verdicts": len(results["cold"]["results"]),
+        }
 
 
 def _walk_first(cfg, prop: str, seed: int, limit: float) -> float | None:
@@ -119,16 +129,33 @@ def first_counterexamples(seeds: int, limit: float) -> list[dict]:
     return rows
 
 
+LATER = ("0.33.0", "0.29.0", "0.30.0", "0.31.0")  # make test's stages after 0.32.0
+
+
+def _timed(label: str, argv: list[str], env: dict) -> dict:
+    started = time.perf_counter()
+    done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, env=env)
+    out = {"seconds": time.perf_counter() - started, "exit": done.returncode}
+    console.print(f"  {label}: {out['seconds']:.0f} s, exit {done.returncode}")
+    return out
+
+
 def stages() -> dict:
-    out = {}
+    """make test's pytest stages: 0.32.0 in one process and on two xdist workers; the
+    later releases as make test runs them (one process each, two side by side) and as
+    one xdist stage after another (as make test ran them before)."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}  # as make runs it
+    env["VLLM_CACHE_ROOT"] = str(ROOT / ".vllm_cache")
+    out = {"0.32.0": {}, "later": {}}
     for label, args in (("one process", ["-n", "0"]), ("xdist -n 2", ["-n", "2", "--dist", "worksteal"])):
-        started = time.perf_counter()
-        done = subprocess.run(
-            [PY, "-m", "pytest", "--vllm=0.32.0", *args], cwd=ROOT, capture_output=True, text=True, env=env
+        out["0.32.0"][label] = _timed(
+            f"pytest --vllm=0.32.0 {' '.join(args)}", [PY, "-m", "pytest", "--vllm=0.32.0", *args], env
         )
-        out[label] = {"seconds": time.perf_counter() - started, "exit": done.returncode}
-        console.print(f"  pytest --vllm=0.32.0 {' '.join(args)}: {out[label]['seconds']:.0f} s, exit {done.returncode}")
+    lanes = ["make", "--no-print-directory", "-j2", "--output-sync=target", *(f"test-on-{r}" for r in LATER)]
+    out["later"]["two lanes, one process each"] = _timed(" ".join(lanes), lanes, env)
+    in_turn = ["make", "--no-print-directory", "-j1", "STAGE_WORKERS=-n 2 --dist worksteal"]
+    in_turn += [f"test-on-{r}" for r in LATER]
+    out["later"]["one xdist stage each, in turn"] = _timed(" ".join(in_turn), in_turn, env)
     return out
 
 
@@ -136,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="vllm-contract bench speed", description=__doc__.split("\n\n")[0])
     parser.add_argument("--seeds", type=int, default=5, help="seeds per violated case (default 5)")
     parser.add_argument("--walk-limit", type=float, default=2.0, help="seconds a plain walk may take per seed")
-    parser.add_argument("--stages", action="store_true", help="also time make test's 0.32.0 pytest stage both ways")
+    parser.add_argument("--stages", action="store_true", help="also time make test's pytest stages both ways")
     parser.add_argument("--out", type=Path, default=None, help="also write the tables here")
     args = parser.parse_args(argv)
     load_before = os.getloadavg()[0]
@@ -153,8 +180,16 @@ def main(argv: list[str] | None = None) -> int:
         f"whole run {time.perf_counter() - started:.0f} s"
     )
     ratio = prove["warm"] / prove["cold"]
-    table = Table(title="make prove: cold (empty cache) and warm (nothing changed)")
-    for col in ("verdicts", "cold s", "warm s", "warm / cold", "target", "summaries equal but timings"):
+    table = Table(title="make prove: cold (empty cache) and warm (nothing changed); cold without the walks (make test)")
+    for col in (
+        "verdicts",
+        "cold s",
+        "warm s",
+        "warm / cold",
+        "target",
+        "cold --no-walks s",
+        "summaries equal but timings",
+    ):
         table.add_column(col, justify="right")
     table.add_row(
         str(prove["verdicts"]),
@@ -162,6 +197,7 @@ def main(argv: list[str] | None = None) -> int:
         f"{prove['warm']:.2f}",
         f"{ratio:.3f}",
         "<= 0.1",
+        f"{prove['no_walks']:.2f}",
         "yes" if prove["equal"] else "NO",
     )
     record.print(table)
@@ -189,13 +225,17 @@ def main(argv: list[str] | None = None) -> int:
         + (f"; missed: {', '.join(missed)}" if missed else "")
     )
     if timed:
-        table = Table(title="make test's 0.32.0 pytest stage")
-        for col in ("run", "seconds", "exit", "ratio to one process"):
-            table.add_column(col, justify="right")
-        base = timed["one process"]["seconds"]
-        for label, r in timed.items():
-            table.add_row(label, f"{r['seconds']:.0f}", str(r["exit"]), f"{r['seconds'] / base:.2f}")
-        record.print(table)
+        for stage, title in (
+            ("0.32.0", "make test's 0.32.0 pytest stage"),
+            ("later", "make test's stages after 0.32.0 (0.33.0, 0.29.0, 0.30.0, 0.31.0)"),
+        ):
+            table = Table(title=title)
+            for col in ("run", "seconds", "exit", "ratio to the first"):
+                table.add_column(col, justify="right")
+            base = next(iter(timed[stage].values()))["seconds"]
+            for label, r in timed[stage].items():
+                table.add_row(label, f"{r['seconds']:.0f}", str(r["exit"]), f"{r['seconds'] / base:.2f}")
+            record.print(table)
     text = record.export_text()
     print(text)
     if args.out:
