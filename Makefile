@@ -109,7 +109,7 @@ vllm-bytecode: $(FULL)
 test: test-ready
 ifeq ($(VLLM),)
 	$(PY) -m pytest $(XDIST) --vllm=0.32.0 --junitxml=build/junit-0.32.0.xml
-	@echo "pytest on 0.33.0 $(OLDER_RELEASES), $(LANES) side by side (each run's output comes whole when it ends)"
+	@echo "pytest on 0.33.0 $(OLDER_RELEASES) ($(LANES) at a time; each run's output comes whole when it ends)"
 	@$(MAKE) --no-print-directory -j$(LANES) --output-sync=target $(addprefix test-on-,0.33.0 $(OLDER_RELEASES))
 else
 	$(PY) -m pytest $(XDIST) --vllm="$(VLLM)" --junitxml=build/junit.xml
@@ -122,10 +122,10 @@ endif
 # 0.31.0 every generated case on the scheduler (plain and clamped) and the clamp's tests
 LANES ?= $(if $(filter 1,$(JOBS)),1,2)
 STAGE_WORKERS ?= -n 0  # bench speed also times them on xdist workers, one stage after another
-test-on-0.33.0:
+test-on-0.33.0: $(FULL) $(VLLM_TREES)/0.33.0/SOURCE
 	$(PY) -m pytest $(STAGE_WORKERS) --vllm=0.33.0 $(VLLM_SUITES) $(VLLM_TARGETS) --junitxml=build/junit-0.33.0.xml
 
-$(addprefix test-on-,$(OLDER_RELEASES)): test-on-%:
+$(addprefix test-on-,$(OLDER_RELEASES)): test-on-%: $(FULL) $(VLLM_TREES)/%/SOURCE
 	$(PY) -m pytest $(STAGE_WORKERS) --vllm=$* generated_tests tests/test_clamp_scheduler.py $(OLDER_TARGETS) --junitxml=build/junit-$*.xml
 
 # make test and the larger instances it leaves out (tests marked `sweep`, every release
