@@ -133,11 +133,12 @@ def search_violation(
     """The BMC's shortest trace, on the configuration or, for an abstract rest, its
     concrete instances in order; with `walks`, random walks race it in a thread of their
     own (model/probe.py Race, up to a cap) until either has a counterexample, so the
-    first one comes about when the faster of the two alone would give it. The walks only time the first counterexample:
-    what is reported is the BMC's (the race adds nothing to its queries, so it changes
-    no verdict and no trace). Each BMC runs on a solver of its own: a trace depends on
-    its configuration and property only, not on which other queries ran before it
-    (Z3's models follow its history). Raises SolverUnknown as the BMC does."""
+    first one comes about when the faster of the two alone would give it. The walks
+    only time the first counterexample: what is reported is the BMC's (the race adds
+    nothing to its queries, so it changes no verdict and no trace). Each BMC runs on a
+    solver of its own: a trace depends on its configuration and property only, not on
+    which other queries ran before it (Z3's models follow its history). Raises
+    SolverUnknown as the BMC does."""
     started = time.perf_counter()
     instances = concrete_instances(cfg)
     race = Race(instances[0], prop, seed=seed) if walks else None
