@@ -34,7 +34,7 @@ JOBS ?= $(shell n=$$(nproc 2>/dev/null || echo 2); [ $$n -gt 8 ] && n=8; echo $$
 XDIST := $(if $(filter 1,$(JOBS)),,-n $(JOBS) --dist worksteal)
 VLLM_TREES := .vllm_trees
 
-.PHONY: venv prove generate check-generated test-ready vllm-bytecode test test-on-0.33.0 $(addprefix test-on-,$(OLDER_RELEASES)) test-all test-fast lint fuzz bench clean distclean vllm-trees vllm-0.29.0 vllm-0.30.0 vllm-0.31.0 vllm-0.33.0 diff-versions cite-check report report-deps review explain
+.PHONY: venv prove generate check-generated test-ready vllm-bytecode test test-later test-on-0.33.0 $(addprefix test-on-,$(OLDER_RELEASES)) test-all test-fast lint fuzz bench clean distclean vllm-trees vllm-0.29.0 vllm-0.30.0 vllm-0.31.0 vllm-0.33.0 diff-versions cite-check report report-deps review explain
 
 venv: $(FULL)
 
@@ -69,7 +69,7 @@ prove: $(STAMP_BASE)
 
 # the generated suites need the whole matrix, not an early first counterexample: the
 # prover runs without the random walks that race its searches in make prove (the same
-# verdicts and traces, about a quarter less CPU)
+# verdicts and traces; a cold matrix in 69 s instead of 111 s on 2 cores, bench/results/speed.txt)
 generate: $(STAMP_BASE)
 	$(VC) prove --no-walks
 	$(VC) generate
@@ -109,8 +109,7 @@ vllm-bytecode: $(FULL)
 test: test-ready
 ifeq ($(VLLM),)
 	$(PY) -m pytest $(XDIST) --vllm=0.32.0 --junitxml=build/junit-0.32.0.xml
-	@echo "pytest on 0.33.0 $(OLDER_RELEASES) ($(LANES) at a time; each run's output comes whole when it ends)"
-	@$(MAKE) --no-print-directory -j$(LANES) --output-sync=target $(addprefix test-on-,0.33.0 $(OLDER_RELEASES))
+	@$(MAKE) --no-print-directory test-later
 else
 	$(PY) -m pytest $(XDIST) --vllm="$(VLLM)" --junitxml=build/junit.xml
 endif
@@ -122,6 +121,11 @@ endif
 # 0.31.0 every generated case on the scheduler (plain and clamped) and the clamp's tests
 LANES ?= $(if $(filter 1,$(JOBS)),1,2)
 STAGE_WORKERS ?= -n 0  # bench speed also times them on xdist workers, one stage after another
+LATER_STAGES := $(addprefix test-on-,0.33.0 $(OLDER_RELEASES))
+test-later:
+	@echo "pytest on 0.33.0 $(OLDER_RELEASES) ($(LANES) at a time; each run's output comes whole when it ends)"
+	@$(MAKE) --no-print-directory -j$(LANES) --output-sync=target $(LATER_STAGES)
+
 test-on-0.33.0: $(FULL) $(VLLM_TREES)/0.33.0/SOURCE
 	$(PY) -m pytest $(STAGE_WORKERS) --vllm=0.33.0 $(VLLM_SUITES) $(VLLM_TARGETS) --junitxml=build/junit-0.33.0.xml
 

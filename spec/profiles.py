@@ -170,9 +170,7 @@ RELEASE_NAMES: tuple[str, ...] = tuple(p.release for p in RELEASES)  # "0.29.0",
 def release_order(release: str) -> int:
     """A release's place among the modelled ones, oldest first: the sort key for releases
     (a KeyError names the known ones)."""
-    if release not in RELEASE_NAMES:
-        raise KeyError(f"no release profile for vLLM {release}; known: {', '.join(RELEASE_NAMES)}")
-    return RELEASE_NAMES.index(release)
+    return RELEASES.index(release_profile(release))
 
 
 def of(name: str) -> Profile:
