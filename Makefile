@@ -190,10 +190,11 @@ review: $(FULL) vllm-trees
 	$(VC) review --base "$(or $(BASE),0.33.0)" --head "$(HEAD)" $(if $(FUZZ),--fuzz $(FUZZ))
 
 # which configurations reach an operator's counters (a log line, a JSON object or a
-# Request repr): COUNTERS="placeholders=-1 new_tokens=1 computed=8448 ..."
+# Request repr): COUNTERS="placeholders=-1 new_tokens=1 computed=8448 ..."; RELEASE=0.32.0
+# keeps the configurations of the release that crashed (a fifth of the matrix)
 explain: $(STAMP_BASE)
 	@test -n "$$COUNTERS" || { echo 'error: make explain needs COUNTERS="placeholders=-1 computed=8448 ..."' >&2; exit 2; }
-	$(VC) explain "$$COUNTERS"
+	$(VC) explain "$$COUNTERS" $(if $(RELEASE),--release $(RELEASE))
 
 bench: $(FULL)
 	$(VC) bench prover

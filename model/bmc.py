@@ -95,6 +95,7 @@ class Bmc:
     def __init__(self, enc: Encoding, timeout_ms: int = 60_000):
         self.enc = enc
         self.timeout_ms = timeout_ms
+        self.query_ms = timeout_ms  # the search's own queries (limit_queries); minimising keeps timeout_ms
         self.solver = solvers.incremental(timeout_ms)
         self.solver.add(enc.initial())
         # transition t and "transition t keeps the engine alive" are asserted under
@@ -102,6 +103,11 @@ class Bmc:
         # depth d assumes only the literals below d
         self._step_on: list = []
         self._alive_on: list = []
+
+    def limit_queries(self, ms: int) -> None:
+        """The next search queries run at most ms (a caller's budget that is running out)."""
+        self.query_ms = ms
+        self.solver.set("timeout", ms)
 
     def _unroll(self, depth: int) -> None:
         while len(self._step_on) < depth:
@@ -134,7 +140,7 @@ class Bmc:
             raise classify_unknown(
                 self.solver.reason_unknown(),
                 time.perf_counter() - started,
-                self.timeout_ms,
+                self.query_ms,
                 f"{self.enc.cfg.name}: {query}",
                 self.enc.cfg.name,
             )

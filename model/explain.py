@@ -8,10 +8,11 @@ matrix the answer is one of
                request (and, for `new_tokens`, whose last step delivers that many tokens
                to it); replayed on the interpreter like every trace. The last step may
                fire an assert: a crash log shows the state the assert saw.
-  unreachable  a proof: the configuration's invariants (its proved properties and
-               lemmas, re-proved here by k-induction) hold in every state a live engine
-               reaches, and no single transition from such a state (firing or not)
-               ends in the counters; nor does an initial state have them.
+  unreachable  a proof: the configuration's invariants (the properties it proves,
+               with those the matrix makes no claim about when they hold too, and
+               their lemmas, proved here by k-induction) hold in every state a live
+               engine reaches, and no single transition from such a state (firing or
+               not) ends in the counters; nor does an initial state have them.
   unknown      neither within the search depth (or the time limit). Never a "no".
 
 Integer values are pinned in the goal as they are: the encoding uses unbounded Int,
@@ -36,7 +37,7 @@ from model.z3ops import Z3Ops
 from spec.config import Config
 from spec.invariants import lemmas_for
 from spec.ops import INT_OPS
-from spec.properties import PROPERTIES
+from spec.properties import PROPERTIES, properties_for
 from spec.verdicts import Fired
 from spec.vocabulary import Status
 
@@ -114,6 +115,7 @@ class Answer:
     fired: Fired | None = None  # reached: what vLLM does at the last step (an assert fires, or nothing)
     mechanisms: list = field(default_factory=list)
     instance: Config | None = None  # reached: the configuration the trace runs on (concrete)
+    same_as: str | None = None  # answered once for this configuration, whose model is the same
 
 
 class CounterGoal(Goal):
@@ -177,25 +179,48 @@ class _Search(Bmc):
 def _prove_unreachable(enc: Encoding, cfg: Config, goal: CounterGoal, timeout_ms: int) -> str | None:
     """A proof that no trace reaches the goal, as one phrase; None when there is none.
 
-    The configuration's invariants (the properties it proves and the lemmas their proof
-    uses) are proved again here by k-induction; then one query asks whether a transition
-    from a state satisfying them can end in the goal, and one whether an initial state
-    is the goal."""
-    proved = [p for p, e in cfg.expect.items() if e == "proved"]
-    lemmas = [(lemma.name, lemma.holds) for lemma in lemmas_for(cfg, proved)]
-    result = KInduction(enc, timeout_ms).prove(proved, lemmas)
-    if result.status != "proved":
+    Invariants are proved by k-induction: first every property that applies and the
+    matrix does not expect violated (the matrix names only the properties a scenario is
+    about, so a guard's run may hold the counter's property without saying so), then,
+    if those are not all inductive, the ones it expects proved. One query asks whether
+    a transition from a state where they hold can end in the goal, one whether an
+    initial state is the goal."""
+    if _initial_is_goal(enc, goal, timeout_ms):
         return None
+    expected = [p for p, e in cfg.expect.items() if e == "proved"]
+    unclaimed = [p for p in properties_for(cfg) if p not in cfg.expect]
+    tries = [expected + unclaimed, expected] if unclaimed else [expected]
+    for n, proved in enumerate(tries, 1):
+        lemmas = [(lemma.name, lemma.holds) for lemma in lemmas_for(cfg, proved)]
+        try:
+            result = KInduction(enc, timeout_ms).prove(proved, lemmas)
+        except SolverUnknown:
+            if n == len(tries):
+                raise
+            continue  # no proof from this try: the next assumes less
+        if result.status == "proved" and not _one_step_reaches(enc, cfg, goal, proved, lemmas, timeout_ms):
+            what = ", ".join(proved) if proved else "no property"
+            return (
+                f"k-induction (k={result.k}) proves {len(lemmas)} lemma(s) and {what}; "
+                "no step from a state where they hold ends in these counters"
+            )
+    return None
+
+
+def _initial_is_goal(enc: Encoding, goal: CounterGoal, timeout_ms: int) -> bool:
+    start = goal.at(enc, 0)
+    if start is None:
+        return False
     solver = z3.Solver()
     solver.set("timeout", timeout_ms)
-    start = goal.at(enc, 0)
-    if start is not None:
-        solver.push()
-        solver.add(enc.initial(), start)
-        answer = solver.check()
-        solver.pop()
-        if answer != z3.unsat:
-            return None
+    solver.add(enc.initial(), start)
+    return solver.check() != z3.unsat
+
+
+def _one_step_reaches(enc: Encoding, cfg: Config, goal: CounterGoal, proved, lemmas, timeout_ms: int) -> bool:
+    """Can one transition from a state where the invariants hold end in the goal?"""
+    solver = z3.Solver()
+    solver.set("timeout", timeout_ms)
     premises = [enc.state_formula(fn, 0) for _, fn in lemmas]
     premises += [enc.holds(p, 0) for p in proved if PROPERTIES[p].kind == "state"]
     premises += [z3.Not(enc.bad(p, 0)) for p in proved if PROPERTIES[p].kind == "transition"]
@@ -203,13 +228,7 @@ def _prove_unreachable(enc: Encoding, cfg: Config, goal: CounterGoal, timeout_ms
     answer = solver.check()
     if answer == z3.unknown:
         raise SolverUnknown(f"{cfg.name}: the one-step query after the invariants' proof: {solver.reason_unknown()}")
-    if answer != z3.unsat:
-        return None
-    what = ", ".join(proved) if proved else "no property"
-    return (
-        f"k-induction (k={result.k}) proves {len(lemmas)} lemma(s) and {what}; "
-        "no step from a state where they hold ends in these counters"
-    )
+    return answer != z3.unsat
 
 
 def explain_config(
@@ -230,10 +249,18 @@ def explain_config(
     def answer(verdict: str, how: str, **kw) -> Answer:
         return Answer(cfg.name, verdict, time.perf_counter() - started, how, **kw)
 
-    def in_time(depth: int):
-        if time.perf_counter() - started > budget_s:
-            raise _OutOfTime(depth)
-        return z3.BoolVal(True)
+    def limited(search: _Search):
+        """Before each depth's query: stop once the budget is spent, and let the query
+        run no longer than what is left of it (one deep query would overrun it)."""
+
+        def in_time(depth: int):
+            left_s = budget_s - (time.perf_counter() - started)
+            if left_s <= 0:
+                raise _OutOfTime(depth)
+            search.limit_queries(max(min(int(left_s * 1000), timeout_ms), 1))
+            return z3.BoolVal(True)
+
+        return in_time
 
     try:
         proof = _prove_unreachable(enc, cfg, goal, timeout_ms)
@@ -243,11 +270,8 @@ def explain_config(
         # searched on concrete instances (one request, then two), so each is a real one
         trace, where = None, cfg
         for instance in concrete_instances(cfg):
-            left_ms = max(int((budget_s - (time.perf_counter() - started)) * 1000), 500)
-            ienc = enc if instance is cfg else Encoding(instance)
-            trace = _Search(ienc, min(timeout_ms, left_ms)).shortest(
-                CounterGoal(values, instance.requests), max_depth, in_time
-            )
+            search = _Search(enc if instance is cfg else Encoding(instance), timeout_ms)
+            trace = search.shortest(CounterGoal(values, instance.requests), max_depth, limited(search))
             if trace is not None:
                 where = instance
                 break

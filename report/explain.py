@@ -7,6 +7,8 @@ for one configuration is model/explain.py.
 from __future__ import annotations
 
 import ast
+import copy
+import dataclasses
 import json
 import re
 import textwrap
@@ -155,6 +157,22 @@ def parse(text: str) -> tuple[dict, list[str], str]:
 # ------------------------------------------------------------------ running the matrix
 
 
+def of_releases(configs: list, releases: list[str]) -> list:
+    """The configurations that model these releases (historical profiles alter a release
+    on purpose: they are not one an operator runs)."""
+    from spec.profiles import RELEASE_NAMES
+
+    unknown = [r for r in releases if r not in RELEASE_NAMES]
+    if unknown:
+        raise InputError(
+            f"--release {' '.join(unknown)}: not a modelled release; use one of {', '.join(RELEASE_NAMES)}"
+        )
+    chosen = [c for c in configs if not c.prof.historical and c.prof.release in releases]
+    if not chosen:
+        raise InputError(f"--release {' '.join(releases)}: none of the chosen configurations models it")
+    return chosen
+
+
 def _worker(cfg, values, max_depth, timeout_s, budget_s) -> Answer:
     """One configuration's answer; one that raises is could-not-run with its cause (the
     other configurations still answer)."""
@@ -170,14 +188,20 @@ def run(
     configs: list, values: dict, jobs: int, max_depth: int, timeout_s: float, budget_s: float = BUDGET_S, log=print
 ) -> list[Answer]:
     """explain_config for every configuration, each in a fresh process (Z3's answers
-    follow its history), heaviest first; a line per configuration as it finishes."""
+    follow its history), heaviest first; a line per configuration as it finishes.
+    Configurations with the same model (0.31.0 and 0.32.0 agree in every modelled
+    mechanism) are solved once: the others get that answer, said so in theirs."""
     from model.prove import cost
     from model.workers import run_isolated
 
-    order = sorted(configs, key=cost, reverse=True)
+    models: dict[str, list] = {}
+    for cfg in configs:
+        models.setdefault(json.dumps(cfg.semantics(), sort_keys=True), []).append(cfg)
+    solved = sorted((same[0] for same in models.values()), key=cost, reverse=True)
+    sharing = {same[0].name: same[1:] for same in models.values()}
     done = [0]
 
-    def show(i: int, a: Answer) -> None:
+    def line(a: Answer) -> None:
         done[0] += 1
         what = {
             "reached": f"reached in {a.depth} step(s), {a.fired}",
@@ -185,13 +209,46 @@ def run(
             "unknown": "unknown",
             COULD_NOT_RUN: f"COULD NOT RUN ({a.how})",
         }[a.verdict]
-        log(f"[{done[0]:>2}/{len(configs)}] {a.config:<34} {what:<52} {a.seconds:5.1f} s")
+        when = f"the model of {a.same_as}" if a.same_as else f"{a.seconds:5.1f} s"
+        log(f"[{done[0]:>2}/{len(configs)}] {a.config:<34} {what:<52} {when}")
 
-    answers = run_isolated(
-        _worker, [(cfg, values, max_depth, timeout_s, budget_s) for cfg in order], jobs, ["model.explain"], show
+    answers: list[Answer] = []
+
+    def show(i: int, a: Answer) -> None:
+        answers.append(a)
+        line(a)
+        for other in sharing[a.config]:
+            answers.append(shared(a, other))
+            line(answers[-1])
+
+    run_isolated(
+        _worker, [(cfg, values, max_depth, timeout_s, budget_s) for cfg in solved], jobs, ["model.explain"], show
     )
     by_name = {a.config: a for a in answers}
     return [by_name[c.name] for c in configs]
+
+
+def shared(a: Answer, cfg) -> Answer:
+    """The answer of a configuration with the same model, as cfg's own: its name on the
+    trace, cfg (or cfg's concrete instance of the same size) as where it runs."""
+    from model.check import concrete_instances
+
+    instance = trace = None
+    if a.instance is not None:
+        instance = next(i for i in concrete_instances(cfg) if i.requests == a.instance.requests)
+    if a.trace is not None:
+        trace = copy.deepcopy(a.trace)
+        trace.config = cfg.name
+    return dataclasses.replace(
+        a,
+        config=cfg.name,
+        seconds=0.0,
+        how=f"{a.how} (answered once for {a.config}, whose model is the same)",
+        trace=trace,
+        instance=instance,
+        mechanisms=list(a.mechanisms),
+        same_as=a.config,
+    )
 
 
 # ------------------------------------------------------------------ ranking and links
@@ -440,7 +497,12 @@ def render(
         "",
         f"{len(answers)} configuration(s) in {seconds:.1f} s on {jobs} worker(s): {len(reached)} reach the "
         f"counters, {len(proved)} proved unreachable, {len(unknown)} unknown"
-        + (f", {len(failed)} could not run" if failed else ""),
+        + (f", {len(failed)} could not run" if failed else "")
+        + (
+            f"; {same} share the answer of a configuration with the same model"
+            if (same := sum(1 for a in answers if a.same_as))
+            else ""
+        ),
     ]
     return "\n".join(out)
 

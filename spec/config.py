@@ -168,6 +168,17 @@ class Config:
             "block_size": self.block_size,
         }
 
+    def semantics(self) -> dict:
+        """What its model depends on: the record without the name, the profile as its
+        behaviour, and the expectations (a proof assumes those it expects proved). Two
+        configurations with equal semantics have the same encoding
+        (tests/test_explain.py compares them), so one answer serves both."""
+        record = self.record()
+        del record["name"]
+        record["profile"] = self.prof.behaviour()
+        record["expect"] = dict(sorted(self.expect.items()))
+        return record
+
     @staticmethod
     def from_record(record: Mapping) -> "Config":
         """The configuration a record (`record()`, a trace's #meta, a case) describes,

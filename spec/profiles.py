@@ -15,7 +15,9 @@ mechanism lives; `make cite-check VLLM=<tree>` shows what moved).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
+
+_NAMING = ("name", "release", "doc", "historical")  # what a profile is called, not what it does
 
 
 @dataclass(frozen=True)
@@ -77,6 +79,11 @@ class Profile:
     # long_prefill_token_threshold applies only while more than one request is running or
     # waiting ([long-prefill-threshold-eligible]); False: always (0.29.0, 0.30.0)
     long_prefill_needs_two: bool = True
+
+    def behaviour(self) -> dict:
+        """The mechanisms it models, without the names and words: two profiles with the
+        same behaviour (0.31.0 and 0.32.0) give a configuration the same model."""
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name not in _NAMING}
 
     @property
     def asserts_counter_at_zero(self) -> bool:

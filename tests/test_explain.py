@@ -183,3 +183,82 @@ def test_could_not_run_exits_3_and_its_cause_is_printed_once(monkeypatch, tmp_pa
     assert "COULD NOT RUN in 2 configuration(s)" in out
     assert out.count("MemoryError: no message (2: v1@0.32.0, v2@0.32.0)") == 1
     assert "0 reach the counters, 0 proved unreachable, 0 unknown, 2 could not run" in out
+
+
+SAME_MODEL = ["v1", "v2-pp4", "guard-healthy", "kvfail-stream", "v2-stale-slot"]
+
+
+def _model_text(cfg) -> str:
+    from model.encoding import Encoding
+
+    enc = Encoding(cfg)
+    return "\n".join(f.sexpr() for f in (enc.initial(), enc.transition(0), enc.fatal_ok(0)))
+
+
+@pytest.mark.parametrize("scenario", SAME_MODEL)
+def test_equal_semantics_is_an_equal_model_and_unequal_is_not(scenario):
+    """What lets explain answer 0.32.0 with 0.31.0's answer: their encodings are the
+    same formulas; 0.33.0's differ, and so does its semantics (the negative control)."""
+    old, new, newest = by_name([f"{scenario}@0.31.0", f"{scenario}@0.32.0", f"{scenario}@0.33.0"])
+    assert old.semantics() == new.semantics() and _model_text(old) == _model_text(new)
+    assert new.semantics() != newest.semantics() and _model_text(new) != _model_text(newest)
+
+
+def test_only_releases_that_model_alike_share_an_answer():
+    """Which configurations of the matrix share a model: 0.31.0 and 0.32.0 of each
+    scenario (spec/profiles.py says they agree in every modelled mechanism), no other."""
+    models: dict[str, list[str]] = {}
+    for cfg in by_name([]):
+        models.setdefault(json.dumps(cfg.semantics(), sort_keys=True), []).append(cfg.name)
+    shared = [names for names in models.values() if len(names) > 1]
+    assert shared and all(
+        len(names) == 2 and names[0].endswith("@0.31.0") and names[1] == names[0].replace("0.31.0", "0.32.0")
+        for names in shared
+    )
+
+
+def test_a_shared_answer_is_the_configurations_own_trace(tmp_path, capsys):
+    from codegen.cases import build
+
+    out = tmp_path / "explain"
+    code = cli(["explain", SEED, "--configs", "v2-kvfail@0.31.0", "v2-kvfail@0.32.0", "--json", "--out", str(out)])
+    captured = capsys.readouterr()
+    assert code == 0
+    assert "v2-kvfail@0.32.0" in captured.err and "the model of v2-kvfail@0.31.0" in captured.err
+    first, second = json.loads(captured.out)["answers"]
+    assert first["verdict"] == second["verdict"] == "reached" and first["depth"] == second["depth"] == 7
+    assert "answered once for v2-kvfail@0.31.0" in second["how"] and "answered once" not in first["how"]
+    doc = json.loads((out / "v2-kvfail@0.32.0.itf.json").read_text())
+    assert doc["#meta"]["config"]["name"] == "v2-kvfail@0.32.0"
+    assert doc["#meta"]["config"]["profile"] == "vllm-0.32.0"
+    assert build(out / "v2-kvfail@0.32.0.itf.json", user=True).case.property == "counter-nonnegative"
+
+
+def test_a_proof_may_use_a_property_the_matrix_does_not_claim():
+    """guard-v1-healthy's matrix entry is about drops, but under the guard the counter
+    never goes negative: explain proves that too, and refutes the seed's counters."""
+    cfg = by_name(["guard-v1-healthy@0.31.0"])[0]
+    assert "counter-nonnegative" not in cfg.expect
+    answer = explain_config(cfg, SEED_VALUES)
+    assert answer.verdict == "unreachable" and "counter-nonnegative" in answer.how
+
+
+def test_an_unknown_answer_stops_at_its_budget_not_after_it():
+    """A search whose budget runs out mid-query is cut there (the query's limit is what
+    is left of the budget), and it is unknown, not an interrupt or a no."""
+    answer = explain_config(by_name(["v2-pp4@0.29.0"])[0], SEED_VALUES, budget_s=0.5)
+    assert answer.verdict == "unknown" and "budget" in answer.how
+
+
+def test_release_keeps_the_configurations_of_the_release_that_crashed():
+    chosen = explain.of_releases(by_name([]), ["0.32.0"])
+    assert chosen and [c.name for c in chosen] == [c.name for c in by_name([]) if c.name.endswith("@0.32.0")]
+    assert not any(c.prof.historical for c in chosen)
+
+
+def test_an_unknown_release_is_one_line_naming_the_known_ones(tmp_path, capsys):
+    code = cli(["explain", SEED, "--release", "0.28.0", "--out", str(tmp_path / "explain")])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and err.count("\n") == 0
+    assert "--release 0.28.0" in err and "0.29.0, 0.30.0, 0.31.0, 0.32.0, 0.33.0" in err
+    assert not (tmp_path / "explain").exists()

@@ -8,6 +8,7 @@
   kernels-gpu       the discard kernels on a GPU (correctness only under the interpreter)
   runner-measure    conditions about the real runner's positions and input ids, checked
   speed             make prove cold against warm, first counterexamples against a random walk, make test's stages
+  explain           make explain over the whole matrix for three kinds of counters
 
 Arguments after the benchmark's name are its own (`vllm-contract bench peers --help`).
 """
@@ -20,7 +21,6 @@ import importlib
 from spec.errors import ExitStatus
 
 NAME = "bench"
-HELP = "run a benchmark (prover, peers, scaling, real-runner, kernel-agreement, kernels-gpu, runner-measure, speed)"
 STATUSES = {
     ExitStatus.OK: "measured",
     ExitStatus.FINDING: "measured, and a target or a check was missed (the benchmark says which)",
@@ -35,7 +35,9 @@ BENCHES = {
     "kernels-gpu": "bench.kernels_gpu",
     "runner-measure": "bench.runner_measure",
     "speed": "bench.speed",
+    "explain": "bench.explain_speed",
 }
+HELP = "run a benchmark (" + ", ".join(BENCHES) + ")"
 
 
 def add_arguments(parser) -> None:

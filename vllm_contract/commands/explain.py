@@ -45,6 +45,14 @@ def add_arguments(parser) -> None:
 
     parser.add_argument("counters", help="the log line, a JSON object, a Request repr, or @FILE")
     parser.add_argument("--configs", nargs="*", default=None, help="configurations or scenarios (default: the matrix)")
+    parser.add_argument(
+        "--release",
+        nargs="+",
+        default=None,
+        metavar="RELEASE",
+        help="only the configurations that model these vLLM releases (the one that crashed: a fifth of the "
+        "matrix, a fifth of the time; historical profiles left out)",
+    )
     parser.add_argument("--jobs", type=whole(), default=min(2, os.cpu_count() or 1))
     parser.add_argument("--max-depth", type=whole(), default=MAX_DEPTH)
     parser.add_argument("--timeout", type=seconds, default=TIMEOUT_S, help="seconds per solver query")
@@ -73,6 +81,8 @@ def run(args) -> int:
             raise explain.InputError(f"{text[1:]}: cannot be read ({exc.strerror})") from None
     values, ignored, form = explain.parse(text)
     configs = import_matrix().by_name(args.configs or [])
+    if args.release:
+        configs = explain.of_releases(configs, args.release)
     folder = OutFolder(args.out, "vllm-contract explain", keep_previous=True)
     folder.check()  # an --out that is not ours is refused before the solving
     cfgs = {c.name: c for c in configs}
