@@ -91,6 +91,23 @@ def placeholder_accounting(s: View, cfg: Config, ops: Ops):
     return ops.all(*conds)
 
 
+def stale_drains(s: View, cfg: Config, ops: Ops):
+    """Stale output that keeps a request from resuming is covered by its frames in
+    flight: each delivery drains its scheduled tokens, and once nothing is in flight
+    nothing else clears it, so the request would never run again (the engine hangs)."""
+    conds = []
+    for r in range(cfg.requests):
+        draining = ops.sum(
+            ops.ite(ops.all(i < s.queue_len, s.q_scheduled[i, r] != 0), s.q_scheduled[i, r], 0)
+            for i in range(cfg.queue_depth)
+        )
+        blocking = ops.all(
+            s.status[r] != Status.FINISHED, s.num_stale_output_tokens[r] > 0, ops.not_(s.drop_stale_output[r])
+        )
+        conds.append(ops.implies(blocking, s.num_stale_output_tokens[r] <= draining))
+    return ops.all(*conds)
+
+
 _ALL = (
     Property(
         "counter-nonnegative",
@@ -162,6 +179,14 @@ _ALL = (
         "reserve-placeholders",
         drops_only_unreserved,
         applies=lambda cfg: cfg.drops,
+    ),
+    Property(
+        "stale-drains",
+        "state",
+        "stale output that keeps a request from resuming never exceeds what its frames in flight "
+        "will drain: otherwise the request is skipped forever and the engine spins without progress",
+        "stale-output-blocks-resume stale-drain",
+        stale_drains,
     ),
     Property(
         "stale-count-nonnegative",

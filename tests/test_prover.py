@@ -99,6 +99,27 @@ def test_stale_count_proved_and_refuted_by_a_mutated_preemption(monkeypatch):
     counterexample(weak, "stale-count-nonnegative")
 
 
+def test_stale_drains_proved_and_refuted_when_preemption_overcounts_the_stale_share(monkeypatch):
+    """The mechanism of tpu-inference #3492: an in-flight count that under-drains leaves a
+    remainder that preemption turns into stale output no frame in flight will drain, so
+    the request is skipped from then on."""
+    assert prove(V1, ["stale-drains"]).status == "proved"
+    import spec.front_end as sch
+
+    original = sch._preempt
+
+    def leftover(s, nxt, cfg, ops, r, cond, drop, marks_stale):
+        original(s, nxt, cfg, ops, r, cond, drop, marks_stale)
+        # mutant: one in-flight token was never drained (S := F + 1)
+        nxt.num_stale_output_tokens[r] = ops.ite(cond, nxt.num_in_flight_tokens[r] + 1, nxt.num_stale_output_tokens[r])
+
+    monkeypatch.setattr(sch, "_preempt", leftover)
+    weak = V1.with_(name="mutant", events=frozenset({"preempt"}), requests=1)
+    trace = counterexample(weak, "stale-drains")
+    last = trace.states[-1]
+    assert last[("num_stale_output_tokens", 0)] > 0 and not last[("drop_stale_output", 0)]
+
+
 def test_a_false_lemma_never_proves_anything():
     def bogus(s, cfg, ops):  # "no placeholder is ever reserved"
         return ops.all(*[s.num_output_placeholders[r] == 0 for r in range(cfg.requests)])
@@ -142,9 +163,11 @@ def test_prove_writes_a_summary_with_replayable_traces(tmp_path):
     out = tmp_path / "prove"
     assert cli(["prove", "v2-kvfail@0.32.0", "--out", str(out), "--jobs", "1"]) == 0
     summary = json.loads((out / "summary.json").read_text())
-    assert {r["verdict"] for r in summary["results"]} == {"violated"}
-    assert {r["reaction"] for r in summary["results"]} == {"silent", "crash: placeholders-nonnegative"}
-    first = summary["results"][0]
+    verdicts = {r["property"]: r["verdict"] for r in summary["results"]}
+    assert verdicts.pop("stale-drains") == "proved" and set(verdicts.values()) == {"violated"}
+    violated = [r for r in summary["results"] if r["verdict"] == "violated"]
+    assert {r["reaction"] for r in violated} == {"silent", "crash: placeholders-nonnegative"}
+    first = violated[0]
     assert set(first) >= {
         "config",
         "runner",
