@@ -67,6 +67,15 @@ def measure(counters: str, extra: list[str], jobs: int, out: Path) -> dict:
     }
 
 
+def host_speed() -> float:
+    """Seconds for 10^7 additions in pure Python: how fast this host is today (shared 2-core
+    hosts vary by more than 1.5x), to read a run's times and its budget-bound answers by."""
+    started, total = time.perf_counter(), 0
+    for i in range(10**7):
+        total += i
+    return time.perf_counter() - started
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="vllm-contract bench explain", description=__doc__.split("\n\n")[0])
     parser.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1))
@@ -74,6 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     console = Console(width=160, highlight=False)
     load_before = os.getloadavg()[0]
+    speed = host_speed()
     rows = {}
     with tempfile.TemporaryDirectory() as tmp:
         for i, (label, (counters, extra)) in enumerate(RUNS.items()):
@@ -83,7 +93,10 @@ def main(argv: list[str] | None = None) -> int:
 
     record = Console(width=160, highlight=False, record=True, file=open(os.devnull, "w"))
     record.print(
-        f"{os.cpu_count()} cores, {args.jobs} worker(s), load average {load_before:.1f} before, {load_after:.1f} after"
+        f"{os.cpu_count()} cores, {args.jobs} worker(s), load average {load_before:.1f} before, "
+        f"{load_after:.1f} after; "
+        f"this host's speed: 10^7 Python additions in {speed:.2f} s (the budget is seconds, so answers at its edge "
+        "depend on it)"
     )
     table = Table(title=f"explain (target for the whole matrix: {TARGET_S:g} s wall on 2 cores)")
     for col in (
