@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from model import hang
 from model.interpreter import nested
 from model.run import Played, Run
 from spec.config import Config
@@ -32,13 +33,17 @@ class Expect:
     others: tuple = ()  # (property, first step) of every other property this arm violates
     dropped: int = 0  # tokens the clamp dropped
     completed: bool = False  # some request finished on a stop token after decoding
+    stuck: tuple = ()  # (request, why) the engine's own last steps never ran (model/hang.py)
 
     @property
     def reaction(self) -> Reaction:
-        """What vLLM does about the case: an assert fires (crash), a property is violated
-        and nothing fires (silent), or nothing is violated (holds)."""
+        """What vLLM does about the case: an assert fires (crash), the engine runs on and
+        never runs a request again (hang), a property is violated and nothing fires
+        (silent), or nothing is violated (holds)."""
         if self.fired:
             return Reaction.CRASH
+        if self.stuck:
+            return Reaction.HANG
         return Reaction.SILENT if self.violations or self.others else Reaction.HOLDS
 
 
@@ -52,6 +57,8 @@ class Case:
     property: str | None
     arms: Mapping[str, tuple]  # label -> (overrides, Expect)
     path: str = ""  # the generated module, for replay commands
+    # the last steps are the engine loop's own, run on with no fault to show a hang (model/hang.py)
+    engine_steps: int = 0
 
     def config_for(self, overrides: Mapping[str, Any]) -> Config:
         return Config.from_record({**self.config, **overrides})
@@ -107,9 +114,11 @@ class Tally:
     """What an arm does, step by step: the steps run, where each watched property is
     first violated (and every step the case's own property is), the assert that fired."""
 
-    def __init__(self, cfg: Config, case_property: str | None):
+    def __init__(self, cfg: Config, case_property: str | None, engine_steps: int = 0):
         self.cfg = cfg
         self.case_property = case_property
+        self.engine_steps = engine_steps
+        self.played: list[tuple[str, Mapping]] = []  # (event, state) of every step run
         self.watched = watched(cfg, case_property)
         self.runs = 0
         self.violations: list[int] = []
@@ -120,6 +129,7 @@ class Tally:
     def add(self, played: Played, interp) -> None:
         self.runs = played.number
         self.state = played.state
+        self.played.append((played.event, played.state))
         state_props = None
         for prop in self.watched:
             if PROPERTIES[prop].kind == "transition":
@@ -135,7 +145,20 @@ class Tally:
         if played.fired:
             self.fired = (played.fired[0], played.number)
 
-    def expect(self, final_state: Mapping) -> Expect:
+    def engine_run(self, total: int) -> list[tuple[str, Mapping]]:
+        """The engine's own last steps, (event, state), when every step of the case ran."""
+        if not self.engine_steps or self.runs != total:
+            return []
+        return self.played[-self.engine_steps :]
+
+    def stuck(self, total: int) -> tuple:
+        run = self.engine_run(total)
+        if not run:
+            return ()
+        return hang.stuck(self.cfg, [e for e, _ in run], [s for _, s in run], hang.busy_in(self.cfg, run[-1][1]))
+
+    def expect(self, final_state: Mapping, total: int) -> Expect:
+        """The arm's outcome; `total` is the number of steps the case has."""
         view = nested(final_state)
         others = tuple((p, step) for p, step in self.first.items() if p != self.case_property)
         return Expect(
@@ -145,13 +168,14 @@ class Tally:
             others=others,
             dropped=sum(view.get("clamp_dropped", [0])) + sum(view.get("guard_dropped", [0])),
             completed=any(view["completed"]),
+            stuck=self.stuck(total),
         )
 
 
-def predict(case_property: str | None, cfg: Config, init: Mapping, steps) -> Expect:
+def predict(case_property: str | None, cfg: Config, init: Mapping, steps, engine_steps: int = 0) -> Expect:
     """Run the steps on the reference interpreter and summarise what happens."""
     run = Run(cfg, init, steps, until_disabled=True)
-    tally = Tally(cfg, case_property)
+    tally = Tally(cfg, case_property, engine_steps)
     for played in run:
         tally.add(played, run.interp)
-    return tally.expect(run.state)
+    return tally.expect(run.state, len(steps))

@@ -13,9 +13,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from codegen.case import Case, Expect, arms_for, predict
+from model import hang
 from model.interpreter import Interpreter, args_for, nested
 from model.itf import read
-from model.trace import Trace, first_difference, replay
+from model.trace import Step, Trace, first_difference, replay
 from spec.config import Config
 from spec.errors import SpecError
 from spec.properties import PROPERTIES
@@ -253,18 +254,28 @@ def build(trace_path: Path | str, config_override: str | None = None, index: int
     if kind == "violation" and goal not in PROPERTIES:
         raise CaseError(f"{trace_path}: #meta names no known violated property ({goal!r})")
 
+    engine_steps = 0
+    if kind == "violation" and PROPERTIES[goal].hangs:
+        # a hang is shown, not claimed: the engine's own next steps, no fault, go into the case
+        more, stuck = hang.shown(it, states[-1])
+        if stuck:
+            trace.steps = list(trace.steps) + [Step(e, args_for(it.event(e), cfg, named)) for e, named in more]
+            states, checks, observed = replay(it, trace.init, trace.steps)
+            trace.states, trace.checks, trace.observed = states, checks, observed
+            engine_steps = len(more)
+
     init = nested(trace.init)
     steps = tuple((s.event, nested(args_for(it.event(s.event), cfg, s.named_args()))) for s in trace.steps)
     arms = {}
     for label, overrides in arms_for(cfg.profile, cfg.clamp, cfg.guard).items():
-        arms[label] = (overrides, predict(goal, cfg.with_(**overrides).validate(), init, steps))
+        arms[label] = (overrides, predict(goal, cfg.with_(**overrides).validate(), init, steps, engine_steps))
 
     found = next(
         exp
         for ov, exp in arms.values()
         if ov["clamp"] == cfg.clamp and ov["profile"] == cfg.profile and ov["guard"] == cfg.guard
     )
-    last = len(steps) - 1
+    last = len(steps) - engine_steps - 1
     if kind == "violation" and last + 1 not in found.violations:
         raise CaseError(f"{trace_path}: replayed as found, {goal} is not violated at its last step {last + 1}")
     if kind == "witness":
@@ -290,12 +301,13 @@ def build(trace_path: Path | str, config_override: str | None = None, index: int
         property=goal,
         arms=arms,
         path=path,
+        engine_steps=engine_steps,
     )
     return CaseSource(
         case=case,
         trace_path=str(trace_path),
         cfg=cfg,
-        sentence=sentence(cfg, kind, goal, len(steps) if kind == "violation" else None, trace.mechanisms),
+        sentence=sentence(cfg, kind, goal, last + 1 if kind == "violation" else None, trace.mechanisms),
         table=step_table(cfg, trace, states, observed),
         module=path,
     )
@@ -310,6 +322,8 @@ def describe_expect(exp: Expect, prop: str | None, label: str = "") -> list[str]
         name, step = exp.fired
         statement = ASSERTS[name].statement
         lines.append(f"CRASH at step {step}: " + (f"`{statement}` fires" if statement else f"{name} ends the engine"))
+    elif exp.stuck:
+        lines.append("HANG: no assert fires; " + hang.short(exp.stuck))
     elif exp.violations or exp.others:
         lines.append("SILENT: no assert fires")
     else:

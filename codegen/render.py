@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import jinja2
@@ -20,7 +21,12 @@ TEMPLATES = Path(__file__).parent / "templates"
 def py(value) -> str:
     """A Python literal for a value, with a stable spelling."""
     if isinstance(value, Expect):
-        fields = ", ".join(f"{name}={py(getattr(value, name))}" for name in value.__dataclass_fields__)
+        # a field at its default is left out: a module says what its arm does, no more
+        fields = ", ".join(
+            f"{name}={py(getattr(value, name))}"
+            for name, spec in value.__dataclass_fields__.items()
+            if spec.default is dataclasses.MISSING or getattr(value, name) != spec.default
+        )
         return f"Expect({fields})"
     if isinstance(value, dict):
         return "{" + ", ".join(f"{py(k)}: {py(v)}" for k, v in value.items()) + "}"

@@ -299,6 +299,7 @@ class Bmc:
                 ("kv-load-failure", cfg.has("kvfail")),
                 ("stale-slot-read", "stale-slot-read" in cfg.faults),
                 ("over-delivery", "over-delivery" in cfg.faults),
+                ("under-drain", "under-drain" in cfg.faults),
                 ("session-stop", cfg.has("stream")),
             )
             if on
@@ -326,6 +327,10 @@ class Bmc:
                     z3.And(
                         enc.action_is(t, "schedule"), z3.Or(*[step.args["schedule"][("extra", r)] > 0 for r in reqs])
                     )
+                )
+            if "under-drain" in cfg.faults:
+                used.setdefault("under-drain", []).append(
+                    z3.And(enc.action_is(t, "deliver"), z3.Or(*[step.args["deliver"][("short", r)] > 0 for r in reqs]))
                 )
             if cfg.has("stream"):
                 state = View(cfg, step.state)

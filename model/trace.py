@@ -11,8 +11,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from model import hang
 from model.interpreter import Interpreter, State, flat, nested
 from model.run import Run
+from spec.properties import PROPERTIES
 from spec.verdicts import Fired
 
 
@@ -43,6 +45,7 @@ class Trace:
     mechanisms: list[str] = field(default_factory=list)  # optional mechanisms it uses (its class)
     solver_states: list[State] | None = None  # as the solver saw them, before replay
     recorded: list[dict] | None = None  # the states an ITF file records (variable -> nested value)
+    stuck: tuple = ()  # a liveness violation: the requests the engine, run on, never runs again (model/hang.py)
 
     @property
     def depth(self) -> int:
@@ -50,9 +53,10 @@ class Trace:
 
     @property
     def fired_at_end(self) -> Fired:
-        """What vLLM does at the trace's last step: an assert fires (crash), or nothing (silent)."""
+        """What vLLM does at the trace's last step: an assert fires (crash), the engine runs
+        on without ever running a request again (hang), or nothing (silent)."""
         last = self.fired[-1] if self.fired else []
-        return Fired(last[0] if last else None)
+        return Fired(last[0] if last else None, hang=bool(self.stuck) and not last)
 
 
 def replay(
@@ -90,13 +94,13 @@ def confirm(interp: Interpreter, trace: Trace, solver_states: list[State] | None
             raise ReplayMismatch(
                 f"{trace.config}: the counterexample for {trace.goal} does not violate it when replayed"
             )
+        if PROPERTIES[trace.goal].hangs and not (fired and fired[-1]):
+            trace.stuck = hang.shown(interp, states[-1])[1]
     return trace
 
 
 def happens(interp: Interpreter, trace: Trace, prop: str) -> bool:
     """Does the (replayed) trace violate `prop` at its last step or state?"""
-    from spec.properties import PROPERTIES
-
     if PROPERTIES[prop].kind == "transition":
         return bool(trace.checks) and trace.checks[-1].get(prop, True) is False
     return not interp.state_properties(trace.states[-1])[prop]

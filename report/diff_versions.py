@@ -31,7 +31,7 @@ def reaction(row: VerdictRow) -> str:
         fired = row.fired or Fired()
         if fired.assert_name:
             return f"{Reaction.CRASH.label} at {row.depth} ({fired.assert_name})"
-        return f"{Reaction.SILENT.label} at {row.depth}"
+        return f"{fired.reaction.label} at {row.depth}"
     return str(row.verdict).upper()
 
 
@@ -131,7 +131,8 @@ def render(changed: list[tuple], same: list[tuple], a: str, b: str) -> str:
     lines += [
         "",
         "CRASH: vLLM's assert kills the engine at that step (the assert named); SILENT: the property "
-        "is violated and nothing fires; holds: proved for every depth; none found: no counterexample "
+        "is violated and nothing fires; HANG: nothing fires and the engine, run on, never runs a request "
+        "again; holds: proved for every depth; none found: no counterexample "
         "within the depth, no proof claimed; not checked: the matrix states nothing for that release.",
     ]
     return "\n".join(line.rstrip() for line in lines)

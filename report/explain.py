@@ -19,6 +19,7 @@ from model.explain import ALIASES, BUDGET_S, COUNTERS, Answer, accepted_names, e
 from spec.config import FAULTS
 from spec.errors import BadInput, SpecError
 from spec.profiles import release_order
+from spec.verdicts import Fired, Reaction
 from spec.vocabulary import Status
 
 COULD_NOT_RUN = "could not run"
@@ -290,9 +291,9 @@ def _releases(answers: list[Answer], cfgs: dict) -> str:
 
 def _reaction(answers: list[Answer]) -> str:
     crashes = sorted({a.fired.assert_name for a in answers if a.fired is not None and a.fired.assert_name})
-    silent = any(a.fired is None or not a.fired.assert_name for a in answers)
+    others = {(a.fired or Fired()).reaction for a in answers} - {Reaction.CRASH}
     parts = [f"crash ({', '.join(crashes)})"] if crashes else []
-    return " or ".join(parts + (["silent"] if silent else []))
+    return " or ".join(parts + [r.value for r in (Reaction.HANG, Reaction.SILENT) if r in others])
 
 
 def headline(answers: list[Answer], cfgs: dict) -> str:
@@ -456,7 +457,7 @@ def render(
         out.append(
             f"  {a.config}: {a.depth} step(s), r{a.request}, via {via}; vLLM "
             f"{cfg.prof.release if not cfg.prof.historical else cfg.profile}: "
-            f"{'CRASH (' + a.fired.assert_name + ')' if a.fired.assert_name else 'silent'}"
+            f"{'CRASH (' + a.fired.assert_name + ')' if a.fired.assert_name else a.fired.reaction.value}"
         )
         out += steps_text(a, cfg)
         if a.config in written:

@@ -236,6 +236,7 @@ REFERENCES = {
     "kv-load-failure": ("#57562",),
     "stream_update": ("#30142", "#35755", "#50692"),
     "over-delivery": ("#30142",),
+    "under-drain": ("tpu-inference #3492",),
 }
 
 
@@ -310,8 +311,7 @@ def page_md(c: Counterexample, prove_dir: Path, exported: tuple | None = None) -
     """`exported`: the page's vLLM test and why there is none (report.data.exported_tests)."""
     cfg, trace, prop = c.cfg, c.trace, c.prop
     broken = violations_by_step(cfg, trace)
-    fired = trace.fired[-1] if trace.fired else []
-    title = "CRASH" if fired else "silent"
+    title = (c.row.fired or trace.fired_at_end).reaction.label
     up = "../" * (c.page.count("/"))
     lines = [
         f"# `{cfg.name}` · {prop}: {title} at step {len(trace.steps)}",

@@ -277,7 +277,7 @@ def _classify(result: dict, item: dict, b: dict, h: dict, prop: str | None) -> N
         result["fixed"].append(item)
     elif b_has and h_has:
         result["still"].append(item)
-        if b["reaction"] != h["reaction"] and {b["reaction"], h["reaction"]} <= {"crash", "silent"}:
+        if b["reaction"] != h["reaction"] and {b["reaction"], h["reaction"]} <= {"crash", "hang", "silent"}:
             result["reaction"].append(item)
     lost = unguarded(b, h)
     if lost:

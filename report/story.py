@@ -30,6 +30,7 @@ MECHANISM_CITES = {
     "kv-load-failure": "kv-load-failure-detected kv-failure-truncates-computed skip-failed-kv-load",
     "stale-slot-read": "v2-add-writes-slot v2-remove-frees-slot",
     "over-delivery": "v1-cached-outputs-extend",
+    "under-drain": "stale-drain stale-output-blocks-resume",
     "session-stop": "handle-stopped-request resumable-stop-rollback",
 }
 

@@ -38,6 +38,9 @@ FAULTS = {
     "(the add_request writes were not seen; stale UVA buffers under CC)",
     "over-delivery": "the runner commits more than 1 + spec tokens for a sampled step "
     "(the /v1/realtime path of #30142)",
+    "under-drain": "the step's num_scheduled_tokens handed to update_from_output is smaller than what "
+    "was scheduled (a platform plugin rewrote it, tpu-inference #3492), so the in-flight and stale "
+    "counts drain short",
 }
 
 VERDICTS = ("proved", "violated", "bounded", "unknown")
@@ -285,6 +288,11 @@ class Config:
             raise SpecError(
                 f"{where}: fault stale-slot-read needs a V2 runner (v2 or v2-live): "
                 "the V1 runner keeps no slot state for its discard decision"
+            )
+        if "under-drain" in self.faults and self.has("kvfail"):
+            raise SpecError(
+                f"{where}: fault under-drain rewrites the counts a KV-load failure's invalid-block "
+                "handling also reads, which the model leaves out: drop 'kvfail' or the fault"
             )
         if self.is_v1 and self.pp != 1:
             raise SpecError(

@@ -25,6 +25,10 @@ def deliver_args(cfg: Config) -> tuple[Arg, ...]:
             )
         )
         args.append(Arg("kv_fail_block", int, "index of its first invalid block", lo=0))
+    if "under-drain" in cfg.faults:
+        args.append(
+            Arg("short", int, "fault: tokens the rewritten output leaves out of the step's count", over=("req",), lo=0)
+        )
     args += rest_args(cfg, "rest_busy")
     return tuple(args)
 
@@ -69,11 +73,19 @@ def deliver(s: View, a: View, nxt: Next, cfg: Config, ops: Ops) -> Effect:
 
         # in-flight and stale drain, before any skip ([cite:stale-drain]); a finished
         # request is gone from Scheduler.requests ([cite:free-blocks-deletes-request]), so nothing drains
-        asserts.append(("delivery-tokens-positive", ops.implies(in_step, n > 0)))  # [cite:delivery-tokens-positive]
+        drained = n
+        if "under-drain" in cfg.faults:
+            # the count update_from_output reads is the rewritten one; it stays positive
+            # (the assert below), and only a step's own requests are rewritten
+            guard.append(ops.ite(in_step, a.short[r] < n, a.short[r] == 0))
+            drained = n - a.short[r]
+        asserts.append(
+            ("delivery-tokens-positive", ops.implies(in_step, drained > 0))
+        )  # [cite:delivery-tokens-positive]
         known = status != Status.FINISHED
-        nxt.num_in_flight_tokens[r] = s.num_in_flight_tokens[r] - ops.ite(known, n, 0)
+        nxt.num_in_flight_tokens[r] = s.num_in_flight_tokens[r] - ops.ite(known, drained, 0)
         stale = ops.all(in_step, known, s.num_stale_output_tokens[r] > 0)
-        S = ops.ite(stale, s.num_stale_output_tokens[r] - n, s.num_stale_output_tokens[r])
+        S = ops.ite(stale, s.num_stale_output_tokens[r] - drained, s.num_stale_output_tokens[r])
         asserts.append(("stale-count-nonnegative", ops.implies(stale, S >= 0)))
 
         proceed = ops.all(

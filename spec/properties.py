@@ -36,6 +36,9 @@ class Property:
     holds: Callable[[View, Config, Ops], object] | None = None  # state properties only
     asserts: tuple[str, ...] = ()  # defined as "none of these asserts fires"
     applies: Callable[[Config], bool] = lambda cfg: True
+    # a violation leaves a request the scheduler never runs again: without an assert,
+    # vLLM's reaction is a hang (model/hang.py shows it by running the engine loop on)
+    hangs: bool = False
 
 
 @dataclass(frozen=True)
@@ -187,6 +190,7 @@ _ALL = (
         "will drain: otherwise the request is skipped forever and the engine spins without progress",
         "stale-output-blocks-resume stale-drain",
         stale_drains,
+        hangs=True,
     ),
     Property(
         "stale-count-nonnegative",

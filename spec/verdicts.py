@@ -8,7 +8,8 @@ Two vocabularies, each written once:
             every K < N, violated at K = N), or unknown (the solver did not decide: a
             failure, never a pass).
   Reaction  what vLLM does at a violating step: crash (one of its asserts kills the
-            engine), silent (the property is violated and nothing fires), holds
+            engine), hang (nothing fires and a request never runs again: the engine
+            keeps stepping with no progress), silent (the property is violated and nothing fires), holds
             (nothing is violated), or could-not-run (the step, arm or trace could not be
             run at all: never a pass, never fixed).
 """
@@ -83,6 +84,7 @@ class Reaction(str, Enum):
     """What vLLM does about a case, a trace or a step (value: how JSON spells it)."""
 
     CRASH = "crash"
+    HANG = "hang"
     SILENT = "silent"
     HOLDS = "holds"
     COULD_NOT_RUN = "could not run"
@@ -99,17 +101,19 @@ class Reaction(str, Enum):
     @property
     def violated(self) -> bool:
         """A property is violated (with or without an assert firing)."""
-        return self in (Reaction.CRASH, Reaction.SILENT)
+        return self in (Reaction.CRASH, Reaction.HANG, Reaction.SILENT)
 
 
 _LABELS = {
     Reaction.CRASH: "CRASH",
+    Reaction.HANG: "HANG",
     Reaction.SILENT: "SILENT",
     Reaction.HOLDS: "holds",
     Reaction.COULD_NOT_RUN: "COULD NOT RUN",
 }
 _REACTION_MEANINGS = {
     Reaction.CRASH: "an assert kills the engine at that step",
+    Reaction.HANG: "nothing fires, and the engine loop, run on with no further fault, never runs a request again",
     Reaction.SILENT: "the property is violated and nothing fires",
     Reaction.HOLDS: "nothing is violated",
     Reaction.COULD_NOT_RUN: "it could not be run (the cause is given); not a pass",
@@ -118,20 +122,26 @@ _REACTION_MEANINGS = {
 
 @dataclass(frozen=True)
 class Fired:
-    """vLLM's reaction at a trace's last step as summary.json records it: "crash: <assert>" or "silent"."""
+    """vLLM's reaction at a trace's last step as summary.json records it: "crash: <assert>",
+    "hang" (shown by running the engine loop on, model/hang.py) or "silent"."""
 
     assert_name: str | None = None
+    hang: bool = False
 
     @property
     def reaction(self) -> Reaction:
-        return Reaction.CRASH if self.assert_name else Reaction.SILENT
+        if self.assert_name:
+            return Reaction.CRASH
+        return Reaction.HANG if self.hang else Reaction.SILENT
 
     def __str__(self) -> str:
-        return f"crash: {self.assert_name}" if self.assert_name else "silent"
+        if self.assert_name:
+            return f"crash: {self.assert_name}"
+        return "hang" if self.hang else "silent"
 
     @staticmethod
     def parse(text: str | None) -> Fired:
         text = text or ""
         if text.startswith("crash"):
             return Fired(text.split(": ", 1)[1] if ": " in text else "?")
-        return Fired(None)
+        return Fired(None, hang=text == "hang")

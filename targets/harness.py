@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 from codegen.case import Case, Expect, Tally
+from model import hang
 from model.interpreter import flat, nested
 from model.run import Run, is_named
 from spec.config import Config
@@ -128,7 +129,8 @@ def _replay_arm(case: Case, label: str, cfg: Config, target: Target) -> Expect:
     run = Run(cfg, case.init, case.steps, until_disabled=True)
     target.reset(cfg, flat(run.init))  # the protocol takes flat keys
     _compare(case, label, cfg, target, run.initial, 0, "init", case.init)
-    tally = Tally(cfg, case.property)
+    tally = Tally(cfg, case.property, case.engine_steps)
+    seen: list = []  # the target's projection after every step, for the hang check
     for played in run:
         index, event = played.number - 1, played.event
         named = case.steps[index][1]
@@ -159,7 +161,36 @@ def _replay_arm(case: Case, label: str, cfg: Config, target: Target) -> Expect:
         if model_fired:
             break
         _compare(case, label, cfg, target, played.state, index + 1, event, named)
-    return tally.expect(run.state)
+        if case.engine_steps:
+            seen.append(target.project())
+    expect = tally.expect(run.state, len(case.steps))
+    _check_hang(case, label, cfg, target, tally, seen, expect)
+    return expect
+
+
+def _check_hang(case: Case, label: str, cfg: Config, target: Target, tally: Tally, seen: list, expect: Expect) -> None:
+    """The hang, read off the target: the same rule as the model's (model/hang.py) on the
+    target's own states and its own has_requests(). Differing, the case fails and says
+    which request the model and the target each see stuck."""
+    run = tally.engine_run(len(case.steps))
+    if not run:
+        return
+    theirs = seen[-len(run) :]
+    if ("status", 0) not in theirs[-1]:
+        return  # a target that projects no scheduler state (the kernel) compares none, a hang included
+    busy = target.engine_view()["has_requests"] if hasattr(target, "engine_view") else hang.busy_in(cfg, run[-1][1])
+    found = hang.stuck(cfg, [e for e, _ in run], theirs, busy)
+    if found != expect.stuck:
+        model_says = hang.describe(cfg, expect.stuck) if expect.stuck else "no request is stuck"
+        target_says = hang.describe(cfg, found) if found else "no request is stuck"
+        raise Divergence(
+            f"{case.name} [{label}] on {target.name}: after the engine's own last {len(run)} steps\n"
+            f"  model:  {model_says}\n  target: {target_says} (has_requests() {busy})\n"
+            f"replay: {replay_command(case, target)}",
+            len(case.steps),
+            run[-1][0],
+            {("stuck",): (expect.stuck, found)},
+        )
 
 
 def _target_error(case, label, target, step, event, named, outcome) -> None:

@@ -19,7 +19,9 @@ narrowest hook that reproduces what vLLM itself does:
                           report a KV-load failure as
                           KVConnectorOutput(invalid_block_ids={...}) (without a
                           connector recompute_kv_load_failures is True, sched:166),
-                          call update_from_output (core:783).
+                          call update_from_output (core:783). Fault under-drain:
+                          first lower the output's num_scheduled_tokens by `short`
+                          per request, as a plugin that rewrites it does.
   preempt(req, drop)      HOOK (no public path): the two statements schedule() runs on
                           an allocation failure (sched:834-840): remove the victim from
                           `scheduler.running` and call
@@ -331,6 +333,11 @@ class VllmTarget:
             if index >= len(block_ids):
                 raise ValueError(f"deliver: {_rid(r)} has {len(block_ids)} blocks, no index {index}")
             kv_output = V.KVConnectorOutput(invalid_block_ids={block_ids[index]})
+        if "under-drain" in self.cfg.faults:
+            # the fault as tpu-inference #3492's scheduler did it: the counts of the output
+            # handed to update_from_output rewritten below what was scheduled
+            for req_id in req_ids:
+                out.num_scheduled_tokens[req_id] -= args[("short", _index(req_id))]
         runner_output = V.ModelRunnerOutput(
             req_ids=req_ids,
             req_id_to_index={req_id: i for i, req_id in enumerate(req_ids)},

@@ -115,7 +115,7 @@ def print_row(row) -> None:
     if str(row.verdict) == "violated" and row.mechanisms:
         note = "via " + ", ".join(row.mechanisms) + (f"; +{len(row.classes)} class(es)" if row.classes else "")
         if row.fired is not None:
-            note = ("CRASH, " if row.fired.assert_name else "silent, ") + note
+            note = f"{row.fired.reaction.label}, " + note
     verdict = str(row.verdict)
     console.print(
         f"{row.config:<30} {row.property:<28} [{style}]{verdict:<12}[/] {row.expected:<12} "

@@ -1,0 +1,125 @@
+"""Hangs: a liveness violation is shown by running the engine on, and detected on a target's own state.
+
+The under-drain fault (tpu-inference #3492) leaves stale output that nothing drains; the
+prover's counterexample is a hang only because the engine, run on with no fault, never
+schedules the request again. Each claim has its control: without the fault the request
+runs again, and a target whose has_requests() says the engine is idle fails the case.
+"""
+
+import pytest
+
+from codegen.case import Case, Tally, predict
+from model import hang
+from model.bmc import Bmc, Goal
+from model.encoding import Encoding
+from model.interpreter import Interpreter
+from model.run import Run
+from model.trace import confirm
+from spec.config import Config
+from spec.matrix import by_name
+from spec.verdicts import Fired, Reaction
+from targets.harness import Divergence, replay_case
+from targets.reference import ReferenceTarget
+
+UNDER_DRAIN = by_name(["under-drain@0.32.0"])[0]
+# schedule the whole prompt, preempt (deliver-stale mode) with that step in flight, an
+# empty step (the request waits for its stale output), then deliver the first step with
+# its count rewritten one token short
+STEPS = (
+    ("schedule", {"budget": 2}),
+    ("preempt", {"req": 0, "drop": False}),
+    ("schedule", {"budget": 1}),
+    ("deliver", {"stop": [0], "short": [1]}),
+)
+
+
+def _end(steps, cfg=UNDER_DRAIN):
+    run = Run(cfg, {"prompt_len": [2]}, steps)
+    for _ in run:
+        pass
+    return run.interp, run.state
+
+
+def test_the_prover_reports_the_under_drain_as_a_hang():
+    trace = Bmc(Encoding(UNDER_DRAIN)).shortest(Goal.violation("stale-drains"), 6)
+    assert trace is not None
+    confirm(Interpreter(UNDER_DRAIN), trace, trace.solver_states)
+    assert trace.stuck == ((0, "stale"),)
+    assert trace.fired_at_end.reaction is Reaction.HANG
+
+
+def test_run_on_shows_the_stuck_request_and_without_the_fault_it_runs_again():
+    interp, state = _end(STEPS)
+    steps, stuck = hang.shown(interp, state)
+    assert len(steps) == hang.engine_bound(UNDER_DRAIN) and stuck == ((0, "stale"),)
+    assert "r0 never runs again" in hang.describe(UNDER_DRAIN, stuck)
+    # the control: the same steps with the count delivered whole
+    interp, state = _end(STEPS[:3] + (("deliver", {"stop": [0], "short": [0]}),))
+    assert hang.shown(interp, state)[1] == ()
+
+
+def test_stuck_needs_requests_left_and_a_whole_bound():
+    interp, state = _end(STEPS)
+    steps = hang.run_on(interp, state)
+    run = Run(interp, {"prompt_len": [2]}, STEPS + tuple(steps))
+    played = list(run)[len(STEPS) :]
+    events, states = [p.event for p in played], [p.state for p in played]
+    assert hang.stuck(UNDER_DRAIN, events, states, busy=True) == ((0, "stale"),)
+    assert hang.stuck(UNDER_DRAIN, events, states, busy=False) == ()
+    assert hang.stuck(UNDER_DRAIN, events[:-1], states[:-1], busy=True) == ()
+
+
+def test_fired_spells_hang_and_reads_it_back():
+    assert str(Fired(hang=True)) == "hang" and Fired.parse("hang") == Fired(hang=True)
+    assert Fired.parse("silent").reaction is Reaction.SILENT
+    assert Fired("placeholders-nonnegative", hang=True).reaction is Reaction.CRASH
+
+
+def _case():
+    interp, state = _end(STEPS)
+    more = tuple(hang.run_on(interp, state))
+    steps = STEPS + more
+    expect = predict("stale-drains", UNDER_DRAIN, {"prompt_len": [2]}, steps, len(more))
+    assert expect.reaction is Reaction.HANG
+    return Case(
+        name="hang_probe",
+        config=UNDER_DRAIN.record(),
+        init={"prompt_len": [2]},
+        steps=steps,
+        kind="violation",
+        property="stale-drains",
+        arms={"vllm-0.32.0": ({"profile": "vllm-0.32.0", "clamp": False, "guard": "none"}, expect)},
+        engine_steps=len(more),
+    )
+
+
+class _IdleEngine(ReferenceTarget):
+    """The reference target, except that its engine says nothing is left to do."""
+
+    def engine_view(self):
+        return {"has_requests": False}
+
+
+def test_a_case_detects_the_hang_on_the_target_and_fails_where_the_target_does_not_hang():
+    case = _case()
+    assert replay_case(case, ReferenceTarget()) == ["vllm-0.32.0"]
+    with pytest.raises(Divergence, match="target: no request is stuck"):
+        replay_case(case, _IdleEngine())
+
+
+def test_a_hang_is_not_claimed_when_an_arm_stops_early():
+    # an arm that stops before the case's last step (an assert, a step its release does
+    # not allow) has not run the engine's bound: no hang is read off it
+    case = _case()
+    run = Run(UNDER_DRAIN, case.init, case.steps)
+    tally = Tally(UNDER_DRAIN, case.property, case.engine_steps)
+    for played in run:
+        tally.add(played, run.interp)
+    assert tally.expect(run.state, len(case.steps)).stuck == ((0, "stale"),)
+    stopped = tally.expect(run.state, len(case.steps) + 1)
+    assert stopped.stuck == () and stopped.reaction is Reaction.SILENT
+
+
+def test_under_drain_with_kv_failures_is_refused():
+    with pytest.raises(Exception, match="under-drain"):
+        Config(name="x", faults=frozenset({"under-drain"}), events=frozenset({"kvfail"})).validate()
