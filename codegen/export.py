@@ -87,6 +87,8 @@ def why_not(src: CaseSource, release: str) -> str | None:
         return "a healthy path (exported as the control of its configuration's violations)"
     if prop in NOT_YET:
         return NOT_YET[prop]
+    if "under-drain" in src.case.config.get("faults", ()):
+        return "the under-drain fault is a platform plugin's rewrite of the scheduler output, not yet exported"
     if prop not in STATE_CHECKS and prop not in VLLM_ASSERTED and prop not in RUNNER_LEVEL:
         return f"{prop}: no state assert is defined for it yet"
     arm = _release_arm(src, release)

@@ -78,10 +78,14 @@ def _row(cfg: Config, prop: str, **kw) -> VerdictRow:
 
 def concrete_instances(cfg: Config) -> list[Config]:
     """Where counterexamples are searched: the configuration itself, or for an abstract
-    rest, concrete instances with one and then two requests (a trace is always real)."""
+    rest, concrete instances with one and then two requests (a trace is always real). A
+    fixed prompt length is every instance request's (a narrower search, never a false trace)."""
     if not cfg.rest:
         return [cfg]
-    return [cfg.with_(rest=False, requests=n, expect={}) for n in (1, 2)]
+    return [
+        cfg.with_(rest=False, requests=n, expect={}, prompt_lens=cfg.prompt_lens and cfg.prompt_lens * n)
+        for n in (1, 2)
+    ]
 
 
 def scope_of(cfg: Config, trace: Trace | None = None, spec_tokens=None) -> dict:

@@ -66,10 +66,26 @@ def worker_check(cfg, max_depth: int, timeout_s: float, walks: bool = True) -> C
         return check_config(cfg, max_depth, timeout_s, walks)
     except KeyboardInterrupt:
         raise SolverInterrupted(f"{cfg.name}: interrupted") from None
-    except Exception:
-        if sigint_seen():  # Z3 cut short by the interrupt raises before Python's KeyboardInterrupt
+    except Exception as exc:
+        # Z3 cut short by the interrupt raises before Python's KeyboardInterrupt, or a
+        # KeyboardInterrupt at the ctypes boundary comes wrapped (ctypes.ArgumentError)
+        if sigint_seen() or _interrupt_in(exc):
             raise SolverInterrupted(f"{cfg.name}: interrupted") from None
         raise
+
+
+def _interrupt_in(exc: BaseException | None) -> bool:
+    """Whether a KeyboardInterrupt is in an exception's chain, or named by a ctypes
+    argument error ("argument 1: KeyboardInterrupt: ")."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, KeyboardInterrupt) or (
+            type(exc).__name__ == "ArgumentError" and "KeyboardInterrupt" in str(exc)
+        ):
+            return True
+        exc = exc.__cause__ or exc.__context__
+    return False
 
 
 def cost(cfg) -> int:

@@ -111,6 +111,9 @@ def propose(
                 r, blocks = rng.choice(cands)
                 named["kv_fail_req"] = r
                 named["kv_fail_block"] = rng.randrange(blocks)
+        if "under-drain" in cfg.faults:  # the rewritten count stays positive: short < scheduled
+            heads = [s[("q_scheduled", 0, r)] for r in R]
+            named["short"] = [rng.randrange(n) if n and rng.random() < 0.3 else 0 for n in heads]
         trial = _try(it, s, name, args_for(ev, cfg, named))
         if trial is None:
             return None

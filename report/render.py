@@ -20,7 +20,7 @@ from spec.citations import in_words
 from spec.config import FAULTS
 from spec.profiles import release_order
 from spec.properties import ASSERTS, PROPERTIES
-from spec.verdicts import Kind
+from spec.verdicts import Fired, Kind, Reaction
 
 COMMENT_LIMIT = 65_536  # GitHub's limit for one comment body
 
@@ -39,7 +39,7 @@ def md_table(rows: list[list[str]]) -> list[str]:
 
 
 def reaction(row: VerdictRow) -> str:
-    """vLLM's reaction as the summary shows it: crash (with the assert), silent, holds."""
+    """vLLM's reaction as the summary shows it: crash (with the assert), hang, silent, holds."""
     kind = row.verdict.kind
     if kind is Kind.PROVED:
         return "holds"
@@ -50,7 +50,7 @@ def reaction(row: VerdictRow) -> str:
         if name:
             statement = ASSERTS[name].statement if name in ASSERTS else None
             return f"**crash** (`{statement}`)" if statement else f"**crash** ({name})"
-        return "**silent**"
+        return f"**{(row.fired or Fired()).reaction.value}**"
     return f"**{row.verdict}**"
 
 
@@ -93,7 +93,9 @@ def summary_md(summary: dict, cxs: list[Counterexample], base: str, compact: boo
     rows: list[VerdictRow] = summary["rows"]
     by_trace = {(c.row.config, c.prop): c for c in cxs if c.index == 0}
     counts = {k.value: sum(r.verdict.kind is k for r in rows) for k in Kind}
-    crash = sum(1 for r in rows if r.verdict.kind is Kind.VIOLATED and r.fired and r.fired.assert_name)
+    violated = [r for r in rows if r.verdict.kind is Kind.VIOLATED]
+    crash = sum(1 for r in violated if r.fired and r.fired.assert_name)
+    hung = sum(1 for r in violated if (r.fired or Fired()).reaction is Reaction.HANG)
     undecided = [r for r in rows if r.verdict.kind is Kind.UNKNOWN]
     off = [r for r in rows if not r.ok and r.verdict.kind is not Kind.UNKNOWN]
     configs = list(dict.fromkeys(r.config for r in rows))
@@ -108,11 +110,14 @@ def summary_md(summary: dict, cxs: list[Counterexample], base: str, compact: boo
         "",
         f"{len(rows)} verdicts over {len(configs)} configurations"
         + (" (a partial run)" if not summary.get("complete", True) else "")
-        + f": **{counts['violated']} violated** ({crash} crash, {counts['violated'] - crash} silent), "
+        + f": **{counts['violated']} violated** ({crash} crash, "
+        + (f"{hung} hang, " if hung else "")
+        + f"{counts['violated'] - crash - hung} silent), "
         f"{counts['proved']} proved, {counts['bounded']} bounded"
         + (f", {counts['frontier']} frontier(s)" if counts["frontier"] else "")
         + f"; {verdict_word}. "
-        "Reaction: **crash** = a vLLM assert kills the engine at that step; **silent** = the property "
+        "Reaction: **crash** = a vLLM assert kills the engine at that step; **hang** = nothing fires and "
+        "the engine, run on by itself, never runs a request again; **silent** = the property "
         "is violated and nothing fires; holds = proved for every depth.",
         "",
     ]
@@ -130,6 +135,7 @@ def summary_md(summary: dict, cxs: list[Counterexample], base: str, compact: boo
             + [[f"`{r.config}`", r.property, r.expected, str(r.verdict), (r.note or "")[:120]] for r in off]
         )
         lines.append("")
+    lines += _seed_md(rows)
     shortest = [c for c in cxs if not c.index]
     lines += findings_md(shortest, base)
     for kind, (title, note) in KINDS.items():
@@ -169,6 +175,30 @@ def summary_md(summary: dict, cxs: list[Counterexample], base: str, compact: boo
         "",
     ]
     return "\n".join(lines)
+
+
+def _seed_md(rows: list[VerdictRow]) -> list[str]:
+    """The seed's deployment first (spec/matrix.py SEED): per configuration, what is proved
+    and what is violated with vLLM's reaction."""
+    mine = [r for r in rows if r.config.split("@")[0] in ("seed", "seed-cc")]
+    if not mine:
+        return []
+    table = [["configuration", "proved", "violated (vLLM's reaction)", "not violated as far as searched"]]
+    for name in dict.fromkeys(r.config for r in mine):
+        of = [r for r in mine if r.config == name]
+        proved = sum(r.verdict.kind is Kind.PROVED for r in of)
+        broken = [f"{r.property}: {reaction(r)}" for r in of if r.verdict.kind is Kind.VIOLATED]
+        bounded = [r.property for r in of if r.verdict.kind is Kind.BOUNDED]
+        table.append([f"`{name}`", f"{proved} of {len(of)}", "; ".join(broken) or "none", ", ".join(bounded) or "-"])
+    return [
+        "### The seed's configuration",
+        "",
+        "V2, chunked prefill, budget 8192, up to 64 sequences (any number), a 9118-token prompt; "
+        "`seed-cc` with the slot read stale (Confidential Computing). Prefix caching is not modelled yet.",
+        "",
+        *md_table(table),
+        "",
+    ]
 
 
 def _cx_table(cxs: list[Counterexample], base: str, compact: bool) -> list[str]:

@@ -111,6 +111,25 @@ def stale_drains(s: View, cfg: Config, ops: Ops):
     return ops.all(*conds)
 
 
+def can_run(s: View, cfg: Config, ops: Ops):
+    """A request with no step in flight is one the scheduler can pick again: queued and not
+    held back by stale output, or running with tokens left to schedule (else the running
+    loop skips it at every step); or it waits for input, or it is finished."""
+    conds = []
+    for r in range(cfg.requests):
+        idle = ops.all(*[ops.implies(i < s.queue_len, s.q_scheduled[i, r] == 0) for i in range(cfg.queue_depth)])
+        status = s.status[r]
+        queued = ops.any(status == Status.WAITING, status == Status.PREEMPTED)
+        held = ops.all(s.num_stale_output_tokens[r] > 0, ops.not_(s.drop_stale_output[r]))
+        owed = s.num_tokens[r] + s.num_spec_tokens[r] + s.num_output_placeholders[r] - s.num_computed_tokens[r]
+        conds.append(
+            ops.implies(
+                idle, ops.all(ops.implies(queued, ops.not_(held)), ops.implies(status == Status.RUNNING, owed > 0))
+            )
+        )
+    return ops.all(*conds)
+
+
 _ALL = (
     Property(
         "counter-nonnegative",
@@ -190,6 +209,16 @@ _ALL = (
         "will drain: otherwise the request is skipped forever and the engine spins without progress",
         "stale-output-blocks-resume stale-drain",
         stale_drains,
+        hangs=True,
+    ),
+    Property(
+        "no-stuck-request",
+        "state",
+        "a request with no step in flight can be scheduled again (queued and not held back by stale "
+        "output, or running with tokens left to schedule), waits for input, or is finished: otherwise "
+        "nothing will ever change it and the engine spins",
+        "stale-output-blocks-resume running-zero-skip",
+        can_run,
         hangs=True,
     ),
     Property(

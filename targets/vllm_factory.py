@@ -49,7 +49,10 @@ PROMPT_ID = 5  # every prompt token
 SAMPLED_ID = 11  # every ordinary sampled token
 STOP_ID = 999  # the stop token (SamplingParams.stop_token_ids)
 
-MAX_MODEL_LEN = 8192  # ModelConfig.max_model_len; traces stay far below it
+# ModelConfig.max_model_len: above every trace's length (the seed's prompt is 9118 tokens);
+# vLLM caps a step at max_model_len - 1 - computed, a cap the model does not have, so a
+# longer request is refused (make_request), never run
+MAX_MODEL_LEN = 32768
 MAX_TOKENS = 1 << 30  # SamplingParams.max_tokens: never the reason to stop
 
 CLAMP_SCHEDULER_CLS = "targets.clamp_scheduler.ClampAsyncScheduler"
@@ -262,6 +265,11 @@ def sampling_params():
 
 def make_request(r: int, num_tokens: int, block_size: int, resumable: bool = False):
     """A request (or a streaming update, same id) of `num_tokens` prompt tokens."""
+    if num_tokens > MAX_MODEL_LEN // 2:
+        raise ConstructionError(
+            f"a request of {num_tokens} prompt tokens does not fit this target's max_model_len "
+            f"{MAX_MODEL_LEN} with room to decode (targets/vllm_factory.py MAX_MODEL_LEN)"
+        )
     V = load()
     return V.Request(
         request_id=request_id(r),

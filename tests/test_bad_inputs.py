@@ -783,3 +783,21 @@ def test_the_solver_workers_and_their_fork_server_die_with_a_killed_parent():
     while time.monotonic() < deadline and any(_alive(c) for c in children):
         time.sleep(0.2)
     assert not [c for c in children if _alive(c)], "child processes outlived their killed parent"
+
+
+def test_an_interrupt_wrapped_by_ctypes_is_still_an_interrupt():
+    """A SIGINT that lands while Z3 is called through ctypes can surface as a
+    ctypes.ArgumentError naming KeyboardInterrupt, under one of Z3's own errors: that is
+    the signal's doing, never an error of the configuration."""
+    import ctypes
+
+    from model.prove import _interrupt_in
+
+    try:
+        try:
+            raise ctypes.ArgumentError("argument 1: KeyboardInterrupt: ")
+        except ctypes.ArgumentError as inner:
+            raise AssertionError("not self.eq(val.sort())") from inner
+    except AssertionError as exc:
+        assert _interrupt_in(exc)
+    assert not _interrupt_in(ValueError("a real error"))

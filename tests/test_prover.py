@@ -17,6 +17,7 @@ from model.interpreter import Interpreter
 from model.trace import confirm
 from spec.config import Config
 from spec.invariants import LEMMAS, lemmas_for
+from spec.vocabulary import Status
 from vllm_contract.cli import main as cli
 
 ALL = frozenset({"preempt", "preempt-drop", "reset", "stream", "abort"})
@@ -120,6 +121,27 @@ def test_stale_drains_proved_and_refuted_when_preemption_overcounts_the_stale_sh
     assert last[("num_stale_output_tokens", 0)] > 0 and not last[("drop_stale_output", 0)]
 
 
+def test_no_stuck_request_proved_and_refuted_when_a_delivery_counts_its_token_as_computed(monkeypatch):
+    """The running half of no-stuck-request: a running request with nothing in flight has
+    tokens to schedule. A mutant delivery that counts the appended token as computed
+    leaves it with none, so the running loop skips it forever: a hang, shown."""
+    assert prove(V1, ["no-stuck-request"]).status == "proved"
+    import spec.deliver as dlv
+
+    original = dlv._pop_head
+
+    def computed_too(s, nxt, cfg, ops):
+        original(s, nxt, cfg, ops)
+        for r in range(cfg.requests):  # mutant: c := T for a running request
+            running = nxt.status[r] == Status.RUNNING
+            nxt.num_computed_tokens[r] = ops.ite(running, nxt.num_tokens[r], nxt.num_computed_tokens[r])
+
+    monkeypatch.setattr(dlv, "_pop_head", computed_too)
+    weak = V1.with_(name="mutant", events=frozenset(), requests=1, spec_tokens=0)
+    trace = counterexample(weak, "no-stuck-request")
+    assert trace.stuck == ((0, "idle"),) and str(trace.fired_at_end) == "hang"
+
+
 def test_a_false_lemma_never_proves_anything():
     def bogus(s, cfg, ops):  # "no placeholder is ever reserved"
         return ops.all(*[s.num_output_placeholders[r] == 0 for r in range(cfg.requests)])
@@ -164,7 +186,8 @@ def test_prove_writes_a_summary_with_replayable_traces(tmp_path):
     assert cli(["prove", "v2-kvfail@0.32.0", "--out", str(out), "--jobs", "1"]) == 0
     summary = json.loads((out / "summary.json").read_text())
     verdicts = {r["property"]: r["verdict"] for r in summary["results"]}
-    assert verdicts.pop("stale-drains") == "proved" and set(verdicts.values()) == {"violated"}
+    liveness = [verdicts.pop("stale-drains"), verdicts.pop("no-stuck-request")]
+    assert liveness == ["proved", "proved"] and set(verdicts.values()) == {"violated"}
     violated = [r for r in summary["results"] if r["verdict"] == "violated"]
     assert {r["reaction"] for r in violated} == {"silent", "crash: placeholders-nonnegative"}
     first = violated[0]

@@ -104,11 +104,11 @@ def test_a_page_says_what_goes_wrong(report_dir):
     # the legend first, then why: the slot's stale GPU count against the scheduler's rolled-back one
     assert page.index("_L prompt tokens, T num_tokens") < page.index("**What goes wrong.**")
     assert (
-        "**Why.** At step 4 the scheduler schedules 1 token(s) of r0 as a prefill chunk and reserves no "
-        "placeholder, but the V2 runner samples a token (g + n = 15 + 1 = 16 < prefill_len = 16? no -> samples). "
-        "Before that step the scheduler's c (num_computed_tokens) is 0, the runner's g (v2_num_computed) 15 "
-        "(apart by 15), since step 3, where c 15→0 while g stays 15 (a KV-load failure reported with step 1's "
-        "output rolls r0's num_computed_tokens back from 15 to 0)." in page
+        "**Why.** At step 4 the scheduler schedules 14 token(s) of r0 as a prefill chunk and reserves no "
+        "placeholder, but the V2 runner samples a token (g + n = 2 + 14 = 16 < prefill_len = 16? no -> samples). "
+        "Before that step the scheduler's c (num_computed_tokens) is 0, the runner's g (v2_num_computed) 2 "
+        "(apart by 2), since step 3, where c 2→0 while g stays 2 (a KV-load failure reported with step 1's "
+        "output rolls r0's num_computed_tokens back from 2 to 0)." in page
     )
     assert "`assert request.num_output_placeholders >= 0` fires" in page
     assert "```mermaid\nsequenceDiagram" in page

@@ -15,24 +15,24 @@ step  event               picks                               what changes
                                                               r0: status WAITING->RUNNING, c 0->1, P 0->1, F 0->1, drafts 0->1
                                                               r0: Nr 0->2
                                                               in flight 0->1
-   2  schedule            budget=1                            r0: scheduled 1, reserved 1, runner returns 1
-                                                              r0: runner rule c + n = 1 + 1 = 2 < Nr = 2? no -> samples
-                                                              r0: c 1->2, P 1->2, F 1->2, Nr 2->3
+   2  schedule            budget=2 accepted=[1]               r0: scheduled 2, reserved 2, runner returns 2
+                                                              r0: runner rule c + n = 1 + 2 = 3 < Nr = 2? no -> samples
+                                                              r0: c 1->3, P 1->3, F 1->3, Nr 2->3
                                                               in flight 1->2
    3  deliver             stop=[1]                            delivers the output of step 1
-                                                              r0: status RUNNING->WAITING_FOR_STREAMING_REQ, T 1->2, P 2->1, F 2->1
+                                                              r0: status RUNNING->WAITING_FOR_STREAMING_REQ, T 1->2, P 3->2, F 3->2
                                                               in flight 2->1
-   4  stream_update       new_tokens=1                        r0: status WAITING_FOR_STREAMING_REQ->WAITING, L 1->3, T 2->3
+   4  stream_update       new_tokens=2                        r0: status WAITING_FOR_STREAMING_REQ->WAITING, L 1->4, T 2->4
    5  schedule            budget=1                            r0: scheduled 1, reserved 0, runner returns 1
-                                                              r0: runner rule c + n = 2 + 1 = 3 < Nr = 3? no -> samples
-                                                              r0: status WAITING->RUNNING, c 2->3, F 1->2, X F->T, Nr 3->4
+                                                              r0: runner rule c + n = 3 + 1 = 4 < Nr = 4? no -> samples
+                                                              r0: status WAITING->RUNNING, c 3->4, F 2->3, X F->T, Nr 3->5
                                                               in flight 1->2
                                                               VIOLATES predicates-agree
-   6  deliver             stop=[1]                            delivers the output of step 2
-                                                              r0: status RUNNING->WAITING_FOR_STREAMING_REQ, T 3->4, P 1->0, F 2->1
+   6  deliver             stop=[2]                            delivers the output of step 2
+                                                              r0: status RUNNING->WAITING_FOR_STREAMING_REQ, T 4->6, P 2->0, F 3->1
                                                               in flight 2->1
    7  deliver                                                 delivers the output of step 5
-                                                              r0: T 4->5, P 0->-1, F 1->0
+                                                              r0: T 6->7, P 0->-1, F 1->0
                                                               in flight 1->0
                                                               VIOLATES no-token-while-prefilling
 (L prompt, T tokens, c computed, P placeholders, F in flight, S stale, D drop-stale, X is_prefill_chunk, Nr V1 num_tokens, g/pl/tl V2 slot computed/prefill_len/total_len)
@@ -100,11 +100,11 @@ CASE = Case(
     init={'prompt_len': [1], 'resumable': [True]},
     steps=(
         ('schedule', {'budget': 1, 'accepted': [0]}),
-        ('schedule', {'budget': 1, 'accepted': [0]}),
+        ('schedule', {'budget': 2, 'accepted': [1]}),
         ('deliver', {'stop': [1], 'kv_fail_req': -1, 'kv_fail_block': 0}),
-        ('stream_update', {'req': 0, 'new_tokens': 1}),
+        ('stream_update', {'req': 0, 'new_tokens': 2}),
         ('schedule', {'budget': 1, 'accepted': [0]}),
-        ('deliver', {'stop': [1], 'kv_fail_req': -1, 'kv_fail_block': 0}),
+        ('deliver', {'stop': [2], 'kv_fail_req': -1, 'kv_fail_block': 0}),
         ('deliver', {'stop': [0], 'kv_fail_req': -1, 'kv_fail_block': 0}),
     ),
     kind='violation',

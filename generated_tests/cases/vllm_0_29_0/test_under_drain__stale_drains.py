@@ -37,49 +37,49 @@ step  event               picks                               what changes
 What the model predicts on each arm (vLLM's reaction: CRASH = an assert kills the
 engine; HANG = the engine runs on and never runs the request again; SILENT = the violation passes unnoticed):
   vllm-0.29.0         HANG: no assert fires; r0 never runs again (stale output nothing is left to drain)
-                      violated: stale-drains at step 4, 5, 6, 7, 8, 9, 10
+                      violated: stale-drains at step 4, 5, 6, 7, 8, 9, 10; no-stuck-request at 4
                       runs 10 step(s)
   vllm-0.29.0+clamp   HANG: no assert fires; r0 never runs again (stale output nothing is left to drain)
-                      violated: stale-drains at step 4, 5, 6, 7, 8, 9, 10
+                      violated: stale-drains at step 4, 5, 6, 7, 8, 9, 10; no-stuck-request at 4
                       runs 10 step(s)
   vllm-0.29.0+guard   HANG: no assert fires; r0 never runs again (stale output nothing is left to drain)
-                      violated: stale-drains at step 4, 5, 6, 7, 8, 9, 10
+                      violated: stale-drains at step 4, 5, 6, 7, 8, 9, 10; no-stuck-request at 4
                       runs 10 step(s)
   vllm-0.30.0         HANG: no assert fires; r0 never runs again (stale output nothing is left to drain)
-                      violated: stale-drains at step 4, 5, 6, 7, 8, 9, 10
+                      violated: stale-drains at step 4, 5, 6, 7, 8, 9, 10; no-stuck-request at 4
                       runs 10 step(s)
   vllm-0.30.0+clamp   HANG: no assert fires; r0 never runs again (stale output nothing is left to drain)
-                      violated: stale-drains at step 4, 5, 6, 7, 8, 9, 10
+                      violated: stale-drains at step 4, 5, 6, 7, 8, 9, 10; no-stuck-request at 4
                       runs 10 step(s)
   vllm-0.30.0+guard   HANG: no assert fires; r0 never runs again (stale output nothing is left to drain)
-                      violated: stale-drains at step 4, 5, 6, 7, 8, 9, 10
+                      violated: stale-drains at step 4, 5, 6, 7, 8, 9, 10; no-stuck-request at 4
                       runs 10 step(s)
   vllm-0.31.0         HANG: no assert fires; r0 never runs again (stale output nothing is left to drain)
-                      violated: stale-drains at step 4, 5, 6, 7, 8, 9, 10
+                      violated: stale-drains at step 4, 5, 6, 7, 8, 9, 10; no-stuck-request at 4
                       runs 10 step(s)
   vllm-0.31.0+clamp   HANG: no assert fires; r0 never runs again (stale output nothing is left to drain)
-                      violated: stale-drains at step 4, 5, 6, 7, 8, 9, 10
+                      violated: stale-drains at step 4, 5, 6, 7, 8, 9, 10; no-stuck-request at 4
                       runs 10 step(s)
   vllm-0.31.0+guard   HANG: no assert fires; r0 never runs again (stale output nothing is left to drain)
-                      violated: stale-drains at step 4, 5, 6, 7, 8, 9, 10
+                      violated: stale-drains at step 4, 5, 6, 7, 8, 9, 10; no-stuck-request at 4
                       runs 10 step(s)
   vllm-0.32.0         HANG: no assert fires; r0 never runs again (stale output nothing is left to drain)
-                      violated: stale-drains at step 4, 5, 6, 7, 8, 9, 10
+                      violated: stale-drains at step 4, 5, 6, 7, 8, 9, 10; no-stuck-request at 4
                       runs 10 step(s)
   vllm-0.32.0+clamp   HANG: no assert fires; r0 never runs again (stale output nothing is left to drain)
-                      violated: stale-drains at step 4, 5, 6, 7, 8, 9, 10
+                      violated: stale-drains at step 4, 5, 6, 7, 8, 9, 10; no-stuck-request at 4
                       runs 10 step(s)
   vllm-0.32.0+guard   HANG: no assert fires; r0 never runs again (stale output nothing is left to drain)
-                      violated: stale-drains at step 4, 5, 6, 7, 8, 9, 10
+                      violated: stale-drains at step 4, 5, 6, 7, 8, 9, 10; no-stuck-request at 4
                       runs 10 step(s)
   vllm-0.33.0         HANG: no assert fires; r0 never runs again (stale output nothing is left to drain)
-                      violated: stale-drains at step 4, 5, 6, 7, 8, 9, 10
+                      violated: stale-drains at step 4, 5, 6, 7, 8, 9, 10; no-stuck-request at 4
                       runs 10 step(s)
   vllm-0.33.0+clamp   HANG: no assert fires; r0 never runs again (stale output nothing is left to drain)
-                      violated: stale-drains at step 4, 5, 6, 7, 8, 9, 10
+                      violated: stale-drains at step 4, 5, 6, 7, 8, 9, 10; no-stuck-request at 4
                       runs 10 step(s)
   vllm-0.33.0+guard   HANG: no assert fires; r0 never runs again (stale output nothing is left to drain)
-                      violated: stale-drains at step 4, 5, 6, 7, 8, 9, 10
+                      violated: stale-drains at step 4, 5, 6, 7, 8, 9, 10; no-stuck-request at 4
                       runs 10 step(s)
 
 Replay:      .venv/bin/python -m pytest generated_tests/cases/vllm_0_29_0/test_under_drain__stale_drains.py --target=reference,vllm,vllm-clamp,vllm-guard,kernel
@@ -108,21 +108,21 @@ CASE = Case(
     kind='violation',
     property='stale-drains',
     arms={
-        'vllm-0.29.0': ({'profile': 'vllm-0.29.0', 'clamp': False, 'guard': 'none'}, Expect(runs=10, violations=(4, 5, 6, 7, 8, 9, 10), stuck=((0, 'stale'),))),
-        'vllm-0.29.0+clamp': ({'profile': 'vllm-0.29.0', 'clamp': True, 'guard': 'none'}, Expect(runs=10, violations=(4, 5, 6, 7, 8, 9, 10), stuck=((0, 'stale'),))),
-        'vllm-0.29.0+guard': ({'profile': 'vllm-0.29.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=10, violations=(4, 5, 6, 7, 8, 9, 10), stuck=((0, 'stale'),))),
-        'vllm-0.30.0': ({'profile': 'vllm-0.30.0', 'clamp': False, 'guard': 'none'}, Expect(runs=10, violations=(4, 5, 6, 7, 8, 9, 10), stuck=((0, 'stale'),))),
-        'vllm-0.30.0+clamp': ({'profile': 'vllm-0.30.0', 'clamp': True, 'guard': 'none'}, Expect(runs=10, violations=(4, 5, 6, 7, 8, 9, 10), stuck=((0, 'stale'),))),
-        'vllm-0.30.0+guard': ({'profile': 'vllm-0.30.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=10, violations=(4, 5, 6, 7, 8, 9, 10), stuck=((0, 'stale'),))),
-        'vllm-0.31.0': ({'profile': 'vllm-0.31.0', 'clamp': False, 'guard': 'none'}, Expect(runs=10, violations=(4, 5, 6, 7, 8, 9, 10), stuck=((0, 'stale'),))),
-        'vllm-0.31.0+clamp': ({'profile': 'vllm-0.31.0', 'clamp': True, 'guard': 'none'}, Expect(runs=10, violations=(4, 5, 6, 7, 8, 9, 10), stuck=((0, 'stale'),))),
-        'vllm-0.31.0+guard': ({'profile': 'vllm-0.31.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=10, violations=(4, 5, 6, 7, 8, 9, 10), stuck=((0, 'stale'),))),
-        'vllm-0.32.0': ({'profile': 'vllm-0.32.0', 'clamp': False, 'guard': 'none'}, Expect(runs=10, violations=(4, 5, 6, 7, 8, 9, 10), stuck=((0, 'stale'),))),
-        'vllm-0.32.0+clamp': ({'profile': 'vllm-0.32.0', 'clamp': True, 'guard': 'none'}, Expect(runs=10, violations=(4, 5, 6, 7, 8, 9, 10), stuck=((0, 'stale'),))),
-        'vllm-0.32.0+guard': ({'profile': 'vllm-0.32.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=10, violations=(4, 5, 6, 7, 8, 9, 10), stuck=((0, 'stale'),))),
-        'vllm-0.33.0': ({'profile': 'vllm-0.33.0', 'clamp': False, 'guard': 'none'}, Expect(runs=10, violations=(4, 5, 6, 7, 8, 9, 10), stuck=((0, 'stale'),))),
-        'vllm-0.33.0+clamp': ({'profile': 'vllm-0.33.0', 'clamp': True, 'guard': 'none'}, Expect(runs=10, violations=(4, 5, 6, 7, 8, 9, 10), stuck=((0, 'stale'),))),
-        'vllm-0.33.0+guard': ({'profile': 'vllm-0.33.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=10, violations=(4, 5, 6, 7, 8, 9, 10), stuck=((0, 'stale'),))),
+        'vllm-0.29.0': ({'profile': 'vllm-0.29.0', 'clamp': False, 'guard': 'none'}, Expect(runs=10, violations=(4, 5, 6, 7, 8, 9, 10), others=(('no-stuck-request', 4),), stuck=((0, 'stale'),))),
+        'vllm-0.29.0+clamp': ({'profile': 'vllm-0.29.0', 'clamp': True, 'guard': 'none'}, Expect(runs=10, violations=(4, 5, 6, 7, 8, 9, 10), others=(('no-stuck-request', 4),), stuck=((0, 'stale'),))),
+        'vllm-0.29.0+guard': ({'profile': 'vllm-0.29.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=10, violations=(4, 5, 6, 7, 8, 9, 10), others=(('no-stuck-request', 4),), stuck=((0, 'stale'),))),
+        'vllm-0.30.0': ({'profile': 'vllm-0.30.0', 'clamp': False, 'guard': 'none'}, Expect(runs=10, violations=(4, 5, 6, 7, 8, 9, 10), others=(('no-stuck-request', 4),), stuck=((0, 'stale'),))),
+        'vllm-0.30.0+clamp': ({'profile': 'vllm-0.30.0', 'clamp': True, 'guard': 'none'}, Expect(runs=10, violations=(4, 5, 6, 7, 8, 9, 10), others=(('no-stuck-request', 4),), stuck=((0, 'stale'),))),
+        'vllm-0.30.0+guard': ({'profile': 'vllm-0.30.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=10, violations=(4, 5, 6, 7, 8, 9, 10), others=(('no-stuck-request', 4),), stuck=((0, 'stale'),))),
+        'vllm-0.31.0': ({'profile': 'vllm-0.31.0', 'clamp': False, 'guard': 'none'}, Expect(runs=10, violations=(4, 5, 6, 7, 8, 9, 10), others=(('no-stuck-request', 4),), stuck=((0, 'stale'),))),
+        'vllm-0.31.0+clamp': ({'profile': 'vllm-0.31.0', 'clamp': True, 'guard': 'none'}, Expect(runs=10, violations=(4, 5, 6, 7, 8, 9, 10), others=(('no-stuck-request', 4),), stuck=((0, 'stale'),))),
+        'vllm-0.31.0+guard': ({'profile': 'vllm-0.31.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=10, violations=(4, 5, 6, 7, 8, 9, 10), others=(('no-stuck-request', 4),), stuck=((0, 'stale'),))),
+        'vllm-0.32.0': ({'profile': 'vllm-0.32.0', 'clamp': False, 'guard': 'none'}, Expect(runs=10, violations=(4, 5, 6, 7, 8, 9, 10), others=(('no-stuck-request', 4),), stuck=((0, 'stale'),))),
+        'vllm-0.32.0+clamp': ({'profile': 'vllm-0.32.0', 'clamp': True, 'guard': 'none'}, Expect(runs=10, violations=(4, 5, 6, 7, 8, 9, 10), others=(('no-stuck-request', 4),), stuck=((0, 'stale'),))),
+        'vllm-0.32.0+guard': ({'profile': 'vllm-0.32.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=10, violations=(4, 5, 6, 7, 8, 9, 10), others=(('no-stuck-request', 4),), stuck=((0, 'stale'),))),
+        'vllm-0.33.0': ({'profile': 'vllm-0.33.0', 'clamp': False, 'guard': 'none'}, Expect(runs=10, violations=(4, 5, 6, 7, 8, 9, 10), others=(('no-stuck-request', 4),), stuck=((0, 'stale'),))),
+        'vllm-0.33.0+clamp': ({'profile': 'vllm-0.33.0', 'clamp': True, 'guard': 'none'}, Expect(runs=10, violations=(4, 5, 6, 7, 8, 9, 10), others=(('no-stuck-request', 4),), stuck=((0, 'stale'),))),
+        'vllm-0.33.0+guard': ({'profile': 'vllm-0.33.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=10, violations=(4, 5, 6, 7, 8, 9, 10), others=(('no-stuck-request', 4),), stuck=((0, 'stale'),))),
     },
     path='generated_tests/cases/vllm_0_29_0/test_under_drain__stale_drains.py',
     engine_steps=6,

@@ -15,20 +15,21 @@ step  event               picks                               what changes
                                                               r0: status WAITING->RUNNING, c 0->1, P 0->1, F 0->1, drafts 0->1
                                                               r0: Nr 0->2
                                                               in flight 0->1
-   2  schedule            budget=2 accepted=[1]               r0: scheduled 2, reserved 2, runner returns 2
+   2  stream_update       new_tokens=2                        r0: update F->T
+   3  schedule            budget=2 accepted=[1]               r0: scheduled 2, reserved 2, runner returns 2
                                                               r0: runner rule c + n = 1 + 2 = 3 < Nr = 2? no -> samples
                                                               r0: c 1->3, P 1->3, F 1->3, Nr 2->3
                                                               in flight 1->2
-   3  deliver             stop=[1]                            delivers the output of step 1
-                                                              r0: status RUNNING->WAITING_FOR_STREAMING_REQ, T 1->2, P 3->2, F 3->2
+   4  deliver             stop=[1]                            delivers the output of step 1
+                                                              r0: status RUNNING->WAITING, L 1->4, T 1->4, P 3->2, F 3->2
+                                                              r0: update T->F
                                                               in flight 2->1
-   4  stream_update       new_tokens=2                        r0: status WAITING_FOR_STREAMING_REQ->WAITING, L 1->4, T 2->4
    5  schedule            budget=2                            r0: scheduled 2, reserved 0, runner returns 1
                                                               r0: runner rule c + n = 3 + 2 = 5 < Nr = 4? no -> samples
                                                               r0: status WAITING->RUNNING, c 3->5, F 2->4, X F->T, Nr 3->5
                                                               in flight 1->2
                                                               VIOLATES predicates-agree
-   6  deliver             stop=[1]                            delivers the output of step 2
+   6  deliver             stop=[1]                            delivers the output of step 3
                                                               r0: status RUNNING->WAITING_FOR_STREAMING_REQ, T 4->5, P 2->1, F 4->2
                                                               in flight 2->1
    7  deliver                                                 delivers the output of step 5
@@ -101,9 +102,9 @@ CASE = Case(
     init={'prompt_len': [1], 'resumable': [True]},
     steps=(
         ('schedule', {'budget': 1, 'accepted': [0]}),
+        ('stream_update', {'req': 0, 'new_tokens': 2}),
         ('schedule', {'budget': 2, 'accepted': [1]}),
         ('deliver', {'stop': [1], 'kv_fail_req': -1, 'kv_fail_block': 0}),
-        ('stream_update', {'req': 0, 'new_tokens': 2}),
         ('schedule', {'budget': 2, 'accepted': [0]}),
         ('deliver', {'stop': [1], 'kv_fail_req': -1, 'kv_fail_block': 0}),
         ('deliver', {'stop': [0], 'kv_fail_req': -1, 'kv_fail_block': 0}),

@@ -16,7 +16,7 @@ step  event               picks                               what changes
                                                               r0: Nr 0->2
                                                               in flight 0->1
    2  stream_update       new_tokens=1                        r0: update F->T
-   3  schedule            budget=2                            r0: scheduled 2, reserved 2, runner returns 1
+   3  schedule            budget=2 accepted=[1]               r0: scheduled 2, reserved 2, runner returns 2
                                                               r0: runner rule c + n = 1 + 2 = 3 < Nr = 2? no -> samples
                                                               r0: c 1->3, P 1->3, F 1->3, Nr 2->3
                                                               in flight 1->2
@@ -91,7 +91,7 @@ CASE = Case(
     steps=(
         ('schedule', {'budget': 1, 'accepted': [0]}),
         ('stream_update', {'req': 0, 'new_tokens': 1}),
-        ('schedule', {'budget': 2, 'accepted': [0]}),
+        ('schedule', {'budget': 2, 'accepted': [1]}),
         ('deliver', {'stop': [1], 'kv_fail_req': -1, 'kv_fail_block': 0}),
         ('schedule', {'budget': 1, 'accepted': [0]}),
     ),
