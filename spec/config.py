@@ -71,6 +71,10 @@ class Config:
     max_budget: upper bound of a step's token budget; None = unbounded.
     prompt_lens: fixed prompt lengths, or None for symbolic ones (>= 1).
     long_prefill_threshold: long_prefill_token_threshold; 0 = off.
+    max_model_len: the model's length (a step stops short of it, a request stops when it
+        reaches it); None = no length stop (requests end on a stop token or an abort).
+    max_tokens: SamplingParams.max_tokens of every request (a request stops once it has
+        that many output tokens); None = none.
     block_size: KV block size; KV-load failures roll back to block boundaries.
     """
 
@@ -90,6 +94,8 @@ class Config:
     max_budget: int | None = None
     prompt_lens: tuple[int, ...] | None = None
     long_prefill_threshold: int = 0
+    max_model_len: int | None = None
+    max_tokens: int | None = None
     block_size: int = 16
     expect: Mapping[str, str] = field(default_factory=dict)
     note: str = ""
@@ -168,6 +174,8 @@ class Config:
             "max_budget": self.max_budget,
             "prompt_lens": list(self.prompt_lens) if self.prompt_lens else None,
             "long_prefill_threshold": self.long_prefill_threshold,
+            **({"max_model_len": self.max_model_len} if self.max_model_len is not None else {}),
+            **({"max_tokens": self.max_tokens} if self.max_tokens is not None else {}),
             "block_size": self.block_size,
         }
 
@@ -243,13 +251,16 @@ class Config:
             "pp",
             "spec_tokens",
             "long_prefill_threshold",
+            "max_model_len",
+            "max_tokens",
             "block_size",
             "max_budget",
             "spec_tokens_max",
             "search_depth",
         ):
             value = getattr(self, name)
-            if name in ("max_budget", "spec_tokens", "spec_tokens_max", "search_depth") and value is None:
+            optional = ("max_budget", "spec_tokens", "spec_tokens_max", "search_depth", "max_model_len", "max_tokens")
+            if name in optional and value is None:
                 continue
             if isinstance(value, bool) or not isinstance(value, int):
                 raise SpecError(
@@ -317,6 +328,20 @@ class Config:
         if self.prompt_lens is not None:
             if len(self.prompt_lens) != self.requests or any(n < 1 for n in self.prompt_lens):
                 raise SpecError(f"{where}: prompt_lens needs {self.requests} lengths >= 1, got {self.prompt_lens}")
+        for name in ("max_model_len", "max_tokens"):
+            value = getattr(self, name)
+            if value is not None and value < (2 if name == "max_model_len" else 1):
+                raise SpecError(
+                    f"{where}: {name} must be None or >= {2 if name == 'max_model_len' else 1}, got {value}"
+                )
+        if (self.max_model_len is not None or self.max_tokens is not None) and self.has("stream"):
+            raise SpecError(
+                f"{where}: length stops are modelled for requests without streaming input (a session's "
+                "prompt and output change with each update): drop 'stream', or max_model_len and max_tokens"
+            )
+        if self.max_model_len is not None and self.prompt_lens is not None:
+            if any(n >= self.max_model_len for n in self.prompt_lens):
+                raise SpecError(f"{where}: every prompt must be shorter than max_model_len {self.max_model_len}")
         if self.long_prefill_threshold < 0 or self.block_size < 1:
             raise SpecError(f"{where}: long_prefill_threshold >= 0 and block_size >= 1 required")
         prof = PROFILES[self.profile]

@@ -133,6 +133,12 @@ def deliver(s: View, a: View, nxt: Next, cfg: Config, ops: Ops) -> Effect:
         # append one by one, stop check after each ([cite:append-with-stop-check])
         stop_at = a.stop[r]
         guard.append(stop_at <= ops.ite(appending, tokens, 0))
+        forced = _length_stop(cfg, ops, T, L, tokens)
+        if forced is not None:
+            # a stop token only before the length stop (one spelling per trace); the
+            # length stop itself is vLLM's, at the first token that reaches a length
+            guard.append(ops.implies(ops.all(appending, forced > 0), ops.any(stop_at == 0, stop_at < forced)))
+            stop_at = ops.ite(ops.all(appending, forced > 0, stop_at == 0), forced, stop_at)
         appended = ops.ite(appending, ops.ite(stop_at > 0, stop_at, tokens), 0)
         T = T + appended
         stopping = ops.all(appending, stop_at > 0)
@@ -233,6 +239,21 @@ def deliver(s: View, a: View, nxt: Next, cfg: Config, ops: Ops) -> Effect:
 
     _pop_head(s, nxt, cfg, ops)
     return Effect(guard=ops.all(*guard), checks=merge_checks(ops, checks), asserts=merge_checks(ops, asserts))
+
+
+def _length_stop(cfg: Config, ops: Ops, T, L, tokens):
+    """The 1-based index of the returned token at which check_stop finds a length
+    ([cite:length-stop]): num_tokens reaches max_model_len, or the output reaches
+    max_tokens; 0 when no returned token does; None without length stops."""
+    if cfg.max_model_len is None and cfg.max_tokens is None:
+        return None
+    firsts = []
+    if cfg.max_model_len is not None:
+        firsts.append(ops.max(cfg.max_model_len - T, 1))
+    if cfg.max_tokens is not None:
+        firsts.append(ops.max(cfg.max_tokens - (T - L), 1))  # num_output_tokens: T - L without sessions
+    first = firsts[0] if len(firsts) == 1 else ops.min(*firsts)
+    return ops.ite(first <= tokens, first, 0)
 
 
 def _pop_head(s: View, nxt: Next, cfg: Config, ops: Ops) -> None:

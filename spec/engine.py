@@ -113,6 +113,8 @@ def init(a: View, nxt: Next, cfg: Config, ops: Ops) -> Effect:
     for r in range(cfg.requests):
         if cfg.prompt_lens is not None:
             guard.append(a.prompt_len[r] == cfg.prompt_lens[r])
+        if cfg.max_model_len is not None:  # a prompt vLLM accepts, with room to sample a token
+            guard.append(a.prompt_len[r] < cfg.max_model_len)
         nxt.status[r] = Status.WAITING
         nxt.num_prompt_tokens[r] = a.prompt_len[r]
         nxt.num_tokens[r] = a.prompt_len[r]

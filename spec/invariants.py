@@ -139,6 +139,21 @@ def computed_unfinished(s: View, cfg: Config, ops: Ops):
     return ops.all(*[ops.implies(s.status[r] != Status.FINISHED, s.num_computed_tokens[r] >= 0) for r in _reqs(cfg)])
 
 
+def within_lengths(s: View, cfg: Config, ops: Ops):
+    """An unfinished request is below its lengths: its tokens and its computed position
+    stay under max_model_len (a step stops short of it, a delivery that reaches it stops
+    the request), and its output under max_tokens."""
+    conds = []
+    for r in _reqs(cfg):
+        mine = []
+        if cfg.max_model_len is not None:
+            mine += [s.num_tokens[r] < cfg.max_model_len, s.num_computed_tokens[r] < cfg.max_model_len]
+        if cfg.max_tokens is not None:
+            mine.append(s.num_tokens[r] - s.num_prompt_tokens[r] < cfg.max_tokens)
+        conds.append(ops.implies(s.status[r] != Status.FINISHED, ops.all(*mine)))
+    return ops.all(*conds)
+
+
 def _computed_stays_nonnegative(cfg: Config) -> bool:
     """Without KV-load failures, or with at most one draft: a recompute from 0 with two
     rejected drafts takes a running request's c to -1 (finding 9)."""
@@ -403,6 +418,12 @@ LEMMAS: tuple[Lemma, ...] = (
         implied_by=("computed-nonnegative",),
     ),
     Lemma("stale-share", stale_share.__doc__, _marks_stale_everywhere, stale_share),
+    Lemma(
+        "within-lengths",
+        within_lengths.__doc__,
+        lambda cfg: cfg.max_model_len is not None or cfg.max_tokens is not None,
+        within_lengths,
+    ),
     Lemma("idle-no-placeholders", idle_has_no_placeholders.__doc__, _zeroes_when_idle, idle_has_no_placeholders),
     # over-committed spec tokens roll c forward past T + P when P is already 0
     Lemma("decode-gap", decode_gap.__doc__, _no("over-delivery"), decode_gap),

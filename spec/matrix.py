@@ -265,6 +265,27 @@ MATRIX: tuple[Config, ...] = (
         events=frozenset({"kvfail"}),
         requests=1,
     ),
+    # ---- length stops: max_model_len caps a step and stops a request, max_tokens stops it ---
+    *_releases(
+        "v1-length",
+        "V1 with length stops (max_model_len 12, max_tokens 5) and drafts; preemption, reset, aborts",
+        _same(_expect(proved=SAFETY + V1_INPUTS)),
+        runner="v1",
+        events=ALL - {"stream"},
+        max_model_len=12,
+        max_tokens=5,
+        **ANY_SIZE,
+    ),
+    *_releases(
+        "v2-length",
+        "V2 with length stops (max_model_len 12, max_tokens 5) and drafts; preemption, reset, aborts",
+        _same(_expect(proved=SAFETY + V2_POSITIONS)),
+        runner="v2",
+        events=ALL - {"stream"},
+        max_model_len=12,
+        max_tokens=5,
+        **ANY_SIZE,
+    ),
     # ---- KV-load failure on the V2 runner: the #57562 candidate ------------------------------
     *_releases(
         "v2-kvfail",

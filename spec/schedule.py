@@ -88,8 +88,14 @@ def schedule(s: View, a: View, nxt: Next, cfg: Config, ops: Ops) -> Effect:
                     here, ops.not_(nxt.current_step < s.next_decode_eligible_step[r])
                 )  # [cite:decode-eligible-skip]
             T, c, P, k0 = s.num_tokens[r], s.num_computed_tokens[r], s.num_output_placeholders[r], s.num_spec_tokens[r]
+            if cfg.max_tokens is not None:
+                # async: its step in flight already reaches max_tokens, drafts all rejected or not
+                done = ops.all(P > 0, c + 2 - P >= s.num_prompt_tokens[r] + cfg.max_tokens)
+                here = ops.all(here, ops.not_(done))  # [cite:max-tokens-skip]
             want = cap_long_prefill(T + k0 + P - c)  # [cite:running-num-new-tokens]
             count = ops.min(want, remaining)  # [cite:running-budget-cap]
+            if cfg.max_model_len is not None:  # the input stops short of the model's length
+                count = ops.min(count, cfg.max_model_len - c - SAMPLED_PER_STEP)  # [cite:max-model-len-cap]
             chosen = ops.all(here, count != 0)  # zero -> continue ([cite:running-zero-skip])
             asserts.append(("running-tokens-positive", ops.implies(chosen, count > 0)))
             spec_room = count + c - T - P  # [cite:spec-tokens-fit]
@@ -164,6 +170,10 @@ def schedule(s: View, a: View, nxt: Next, cfg: Config, ops: Ops) -> Effect:
                     ops.any(running_scheduled, computed > 0) if prof.admission_pad_if_computed else running_scheduled
                 )
                 pad = ops.all(K > 0, want == 1, ops.not_(prefill_scheduled), beside)
+                if cfg.max_model_len is not None:  # padded only with room for the sampled token
+                    pad = ops.all(
+                        pad, computed + 1 + K + SAMPLED_PER_STEP <= cfg.max_model_len
+                    )  # [cite:padding-needs-room]
                 no_room = ops.all(here, pad, 1 + K > remaining)  # [cite:admission-padding]: break
                 stopped = ops.any(stopped, no_room)
                 here = ops.all(here, ops.not_(no_room))

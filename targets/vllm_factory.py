@@ -249,6 +249,10 @@ def new_scheduler(cfg: Config, clamp: bool = False, guard: bool | None = None):
             block_size=shape.block_size,
         )
         _check(config, shape, scheduler)
+    if cfg.max_model_len is not None:
+        # the configuration's model length: the scheduler's step cap (sched:716) and its
+        # stop check (utils:114) read this attribute, set from ModelConfig (sched:145)
+        scheduler.max_model_len = cfg.max_model_len
     return scheduler
 
 
@@ -258,13 +262,14 @@ def set_budget(scheduler, budget: int) -> None:
     scheduler.scheduler_config.max_num_batched_tokens = budget
 
 
-def sampling_params():
+def sampling_params(max_tokens: int | None = None):
     V = load()
-    return V.SamplingParams(max_tokens=MAX_TOKENS, ignore_eos=True, stop_token_ids=[STOP_ID])
+    return V.SamplingParams(max_tokens=max_tokens or MAX_TOKENS, ignore_eos=True, stop_token_ids=[STOP_ID])
 
 
-def make_request(r: int, num_tokens: int, block_size: int, resumable: bool = False):
-    """A request (or a streaming update, same id) of `num_tokens` prompt tokens."""
+def make_request(r: int, num_tokens: int, block_size: int, resumable: bool = False, max_tokens: int | None = None):
+    """A request (or a streaming update, same id) of `num_tokens` prompt tokens; max_tokens
+    None: never the reason to stop."""
     if num_tokens > MAX_MODEL_LEN // 2:
         raise ConstructionError(
             f"a request of {num_tokens} prompt tokens does not fit this target's max_model_len "
@@ -274,7 +279,7 @@ def make_request(r: int, num_tokens: int, block_size: int, resumable: bool = Fal
     return V.Request(
         request_id=request_id(r),
         prompt_token_ids=[PROMPT_ID] * num_tokens,
-        sampling_params=sampling_params(),
+        sampling_params=sampling_params(max_tokens),
         pooling_params=None,
         block_hasher=V.get_request_block_hasher(block_size, V.sha256),
         resumable=resumable,

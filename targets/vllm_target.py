@@ -243,7 +243,9 @@ class VllmTarget:
         self.sched = factory.new_scheduler(cfg, clamp=self.clamp)
         self.requests = []
         for r in range(cfg.requests):
-            req = factory.make_request(r, self.prompt_len[r], cfg.block_size, bool(self.resumable[r]))
+            req = factory.make_request(
+                r, self.prompt_len[r], cfg.block_size, bool(self.resumable[r]), max_tokens=cfg.max_tokens
+            )
             self.sched.add_request(req)  # sched:2616-2647, in id order
             self.requests.append(req)
         self.fifo: deque = deque()  # (SchedulerOutput, {req index: tokens to return})

@@ -77,6 +77,46 @@ def at(views, i, name):
     return views[i][1][name]
 
 
+# ----------------------------------------------------------------- length stops
+
+
+def _engine_until_done(cfg, init):
+    """The engine left alone from init (model/hang.py's fault-free steps) until nothing is
+    left: no stop pick anywhere, so every request ends on a length stop."""
+    from model import hang
+    from model.interpreter import Interpreter
+
+    interp = Interpreter(cfg)
+    state = interp.initial(**init)
+    steps = []
+    while len(steps) < 60:
+        more = hang.run_on(interp, state)
+        if not more:
+            break
+        run = Run(interp, init, steps + more)
+        for played in run:
+            state = played.state
+        steps += more
+    return steps, state
+
+
+@pytest.mark.parametrize(
+    "prompt, max_model_len, max_tokens, spec",
+    [(3, 64, 5, 0), (3, 64, 5, 2), (9, 12, 50, 0), (9, 12, 50, 2)],
+    ids=["max-tokens", "max-tokens-drafts", "max-model-len", "max-model-len-drafts"],
+)
+def test_a_request_stops_at_its_length_as_vllm_stops_it(target, prompt, max_model_len, max_tokens, spec):
+    """vLLM's step cap and stop check against the model's, with drafts: the engine runs with
+    no stop token until the request finishes, and every step agrees (replay)."""
+    cfg = C("length", runner="v1", requests=1, spec_tokens=spec, max_model_len=max_model_len, max_tokens=max_tokens)
+    steps, end = _engine_until_done(cfg, {"prompt_len": [prompt]})
+    result = replay(cfg, {"prompt_len": [prompt]}, steps, target)
+    assert result.fired is None and end[("status", 0)] == FIN
+    # it stopped at the first length it reached, not later
+    tokens = end[("num_tokens", 0)]
+    assert tokens == min(prompt + max_tokens, max_model_len), tokens
+
+
 # ----------------------------------------------------------------- healthy path
 
 
