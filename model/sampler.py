@@ -160,7 +160,8 @@ def random_init(cfg: Config, rng: random.Random, lim: Limits) -> dict:
     if cfg.prompt_lens is not None:
         lens = list(cfg.prompt_lens)
     else:
-        lens = [rng.choice([rng.randint(1, lim.max_prompt), rng.randint(1, 6)]) for _ in range(cfg.requests)]
+        top = lim.max_prompt if cfg.max_model_len is None else min(lim.max_prompt, cfg.max_model_len - 1)
+        lens = [rng.choice([rng.randint(1, top), rng.randint(1, min(6, top))]) for _ in range(cfg.requests)]
     init: dict[str, Any] = {"prompt_len": lens}
     if cfg.has("stream"):
         init["resumable"] = [rng.random() < 0.7 for _ in range(cfg.requests)]

@@ -98,6 +98,29 @@ PRESETS: dict[str, Config] = {
             faults=F({"over-delivery"}),
             events=F({"preempt", "reset", "stream", "kvfail"}),
         ),
+        # length stops: a model length the prompts come near, max_tokens, drafts
+        Config(
+            "v1-length",
+            runner="v1",
+            requests=2,
+            spec_tokens=2,
+            block_size=4,
+            max_model_len=24,
+            max_tokens=6,
+            events=F({"preempt", "preempt-drop", "reset", "abort", "kvfail"}),
+        ),
+        Config(
+            "v2-length",
+            runner="v2",
+            requests=2,
+            spec_tokens=1,
+            block_size=4,
+            max_model_len=24,
+            max_tokens=6,
+            events=F({"preempt", "preempt-drop", "reset", "abort", "kvfail"}),
+        ),
+        # the under-drain fault: the scheduler output's counts rewritten short
+        Config("v1-under-drain", runner="v1", faults=F({"under-drain"}), events=F({"preempt", "preempt-drop"})),
     )
 }
 
