@@ -18,7 +18,7 @@ from typing import Callable
 from spec.config import Config
 from spec.engine import pending_rejections, spec_k
 from spec.ops import Ops
-from spec.properties import placeholder_accounting
+from spec.properties import in_flight_sum, placeholder_accounting
 from spec.state import View
 from spec.vocabulary import Status
 
@@ -49,10 +49,6 @@ def _waiting_like(s: View, r: int, ops: Ops):
 
 def _in_flight(s: View, i: int, r: int, ops: Ops):
     return ops.all(i < s.queue_len, s.q_scheduled[i, r] != 0)
-
-
-def _sum_in_flight(s: View, cfg: Config, ops: Ops, r: int, value, where=lambda i: True):
-    return ops.sum(ops.ite(ops.all(_in_flight(s, i, r, ops), where(i)), value(i), 0) for i in _queue(cfg))
 
 
 # ------------------------------------------------------------------ queue shape
@@ -119,7 +115,7 @@ def request_shape(s: View, cfg: Config, ops: Ops):
             s.num_spec_tokens[r] <= spec_k(s, cfg),
             ops.implies(
                 s.status[r] != Status.FINISHED,
-                s.num_in_flight_tokens[r] == _sum_in_flight(s, cfg, ops, r, lambda i, r=r: s.q_scheduled[i, r]),
+                s.num_in_flight_tokens[r] == in_flight_sum(s, cfg, ops, r, lambda i, r=r: s.q_scheduled[i, r]),
             ),
             s.num_stale_output_tokens[r] >= 0,
         ]
@@ -170,7 +166,7 @@ def stale_share(s: View, cfg: Config, ops: Ops):
     deliverable stale output keeps a request out of RUNNING ([cite:stale-output-blocks-resume])."""
     conds = []
     for r in _reqs(cfg):
-        old = _sum_in_flight(
+        old = in_flight_sum(
             s, cfg, ops, r, lambda i, r=r: s.q_scheduled[i, r], lambda i, r=r: s.q_epoch[i, r] != s.epoch[r]
         )
         conds.append(ops.implies(s.status[r] != Status.FINISHED, s.num_stale_output_tokens[r] == old))
@@ -188,7 +184,7 @@ def idle_has_no_placeholders(s: View, cfg: Config, ops: Ops):
     """A request that is not running holds no placeholders and no current-epoch step."""
     conds = []
     for r in _reqs(cfg):
-        current = _sum_in_flight(
+        current = in_flight_sum(
             s, cfg, ops, r, lambda i, r=r: s.q_scheduled[i, r], lambda i, r=r: s.q_epoch[i, r] == s.epoch[r]
         )
         conds.append(ops.implies(_waiting_like(s, r, ops), ops.all(s.num_output_placeholders[r] == 0, current == 0)))
@@ -261,7 +257,7 @@ def accounting_at_least(s: View, cfg: Config, ops: Ops):
     """With KV-load failures a skipped step leaks its reservation: P >= owed."""
     conds = []
     for r in _reqs(cfg):
-        owed = _sum_in_flight(
+        owed = in_flight_sum(
             s, cfg, ops, r, lambda i, r=r: s.q_reserved[i, r], lambda i, r=r: s.q_epoch[i, r] == s.epoch[r]
         )
         conds.append(ops.implies(s.status[r] != Status.FINISHED, s.num_output_placeholders[r] >= owed))
@@ -361,7 +357,7 @@ def v2_tracks_scheduler(s: View, cfg: Config, ops: Ops):
         T, c, P = s.num_tokens[r], s.num_computed_tokens[r], s.num_output_placeholders[r]
         g, pl, tl = s.v2_num_computed[r], s.v2_prefill_len[r], s.v2_total_len[r]
         pending_rejects = pending_rejections(s, cfg, ops, r)  # what positions-agree subtracts too
-        sampled_ahead = _sum_in_flight(
+        sampled_ahead = in_flight_sum(
             s, cfg, ops, r, lambda i, r=r: s.q_sampled[i, r], lambda i, r=r: s.q_epoch[i, r] == s.epoch[r]
         )
         prefilling = ops.all(P == 0, pl == T, g == c, c < T, tl == T)

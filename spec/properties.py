@@ -78,17 +78,23 @@ def drops_only_unreserved(s: View, cfg: Config, ops: Ops):
     return ops.all(*[_dropped(s, cfg, r) <= s.unreserved[r] for r in range(cfg.requests)])
 
 
+def in_flight_sum(s: View, cfg: Config, ops: Ops, r: int, value, where=None):
+    """The sum of value(i) over request r's steps in flight (scheduled, not yet delivered),
+    only those where `where(i)` holds when given: the one home of that sum (the
+    properties here, the lemmas of spec/invariants.py)."""
+
+    def counted(i):
+        return ops.all(i < s.queue_len, s.q_scheduled[i, r] != 0, *([where(i)] if where else []))
+
+    return ops.sum(ops.ite(counted(i), value(i), 0) for i in range(cfg.queue_depth))
+
+
 def placeholder_accounting(s: View, cfg: Config, ops: Ops):
     """P = sum of reservations of in-flight steps of the current epoch, while unfinished."""
     conds = []
     for r in range(cfg.requests):
-        owed = ops.sum(
-            ops.ite(
-                ops.all(i < s.queue_len, s.q_scheduled[i, r] != 0, s.q_epoch[i, r] == s.epoch[r]),
-                s.q_reserved[i, r],
-                0,
-            )
-            for i in range(cfg.queue_depth)
+        owed = in_flight_sum(
+            s, cfg, ops, r, lambda i, r=r: s.q_reserved[i, r], lambda i, r=r: s.q_epoch[i, r] == s.epoch[r]
         )
         conds.append(ops.implies(s.status[r] != Status.FINISHED, s.num_output_placeholders[r] == owed))
     return ops.all(*conds)
@@ -100,10 +106,7 @@ def stale_drains(s: View, cfg: Config, ops: Ops):
     nothing else clears it, so the request would never run again (the engine hangs)."""
     conds = []
     for r in range(cfg.requests):
-        draining = ops.sum(
-            ops.ite(ops.all(i < s.queue_len, s.q_scheduled[i, r] != 0), s.q_scheduled[i, r], 0)
-            for i in range(cfg.queue_depth)
-        )
+        draining = in_flight_sum(s, cfg, ops, r, lambda i, r=r: s.q_scheduled[i, r])
         blocking = ops.all(
             s.status[r] != Status.FINISHED, s.num_stale_output_tokens[r] > 0, ops.not_(s.drop_stale_output[r])
         )
