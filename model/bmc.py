@@ -19,9 +19,13 @@ import z3
 from model import solvers
 from model.encoding import Encoding
 from model.trace import Step, Trace
-from spec.catalog import INIT
+from model.z3ops import Z3_OPS
+from spec.catalog import BY_NAME, INIT
+from spec.deliver import failure_sharers
+from spec.events import ArgView
 from spec.properties import PROPERTIES, reported_by
 from spec.state import View
+from spec.vocabulary import Status
 
 
 class SolverUnknown(RuntimeError):
@@ -290,57 +294,70 @@ class Bmc:
 
     # ------------------------------------------------------------------ classes
     def mechanisms(self, depth: int) -> dict[str, object]:
-        """Which optional mechanisms a trace of this depth uses (its class view)."""
+        """Which optional mechanisms a trace of this depth uses (its class view): its
+        front-end events, and the configuration's mechanisms (spec/config.py MECHANISMS)."""
         enc, cfg = self.enc, self.enc.cfg
-        names = [n for n in enc.event_index() if n not in ("schedule", "deliver")]
-        names += [
-            n
-            for n, on in (
-                ("kv-load-failure", cfg.has("kvfail")),
-                ("stale-slot-read", "stale-slot-read" in cfg.faults),
-                ("over-delivery", "over-delivery" in cfg.faults),
-                ("under-drain", "under-drain" in cfg.faults),
-                ("session-stop", cfg.has("stream")),
-            )
-            if on
-        ]
+        names = [n for n in enc.event_index() if n not in ("schedule", "deliver")] + cfg.mechanisms()
         used: dict[str, list] = {name: [] for name in names}
+        reqs = range(cfg.requests)
         for t in range(depth):
             step = enc.step(t)
             for name in enc.event_index():
                 if name in ("schedule", "deliver"):
                     continue
                 used.setdefault(name, []).append(enc.action_is(t, name))
+            delivering, scheduling = enc.action_is(t, "deliver"), enc.action_is(t, "schedule")
+            state = View(cfg, step.state)
             if cfg.has("kvfail"):
-                used.setdefault("kv-load-failure", []).append(
-                    z3.And(enc.action_is(t, "deliver"), step.args["deliver"][("kv_fail_req",)] >= 0)
-                )
-            reqs = range(cfg.requests)
+                used["kv-load-failure"].append(z3.And(delivering, step.args["deliver"][("kv_fail_req",)] >= 0))
             if "stale-slot-read" in cfg.faults:
-                used.setdefault("stale-slot-read", []).append(
-                    z3.And(
-                        enc.action_is(t, "schedule"), z3.Or(*[step.args["schedule"][("stale_read", r)] for r in reqs])
-                    )
+                used["stale-slot-read"].append(
+                    z3.And(scheduling, z3.Or(*[step.args["schedule"][("stale_read", r)] for r in reqs]))
                 )
             if "over-delivery" in cfg.faults:
-                used.setdefault("over-delivery", []).append(
-                    z3.And(
-                        enc.action_is(t, "schedule"), z3.Or(*[step.args["schedule"][("extra", r)] > 0 for r in reqs])
-                    )
+                used["over-delivery"].append(
+                    z3.And(scheduling, z3.Or(*[step.args["schedule"][("extra", r)] > 0 for r in reqs]))
                 )
             if "under-drain" in cfg.faults:
-                used.setdefault("under-drain", []).append(
-                    z3.And(enc.action_is(t, "deliver"), z3.Or(*[step.args["deliver"][("short", r)] > 0 for r in reqs]))
+                used["under-drain"].append(
+                    z3.And(delivering, z3.Or(*[step.args["deliver"][("short", r)] > 0 for r in reqs]))
                 )
             if cfg.has("stream"):
-                state = View(cfg, step.state)
-                used.setdefault("session-stop", []).append(
+                used["session-stop"].append(
                     z3.And(
-                        enc.action_is(t, "deliver"),
+                        delivering,
                         z3.Or(*[z3.And(state.resumable[r], step.args["deliver"][("stop", r)] > 0) for r in reqs]),
                     )
                 )
+            if cfg.has("prefix-cache"):
+                after = View(cfg, enc.step(t + 1).state)
+                used["prefix-hit"].append(
+                    z3.And(
+                        scheduling,
+                        z3.Or(
+                            *[
+                                z3.And(
+                                    state.status[r] != Status.RUNNING,
+                                    after.status[r] == Status.RUNNING,
+                                    after.hit_tokens[r] > 0,
+                                )
+                                for r in reqs
+                            ]
+                        ),
+                    )
+                )
+                if cfg.has("kvfail"):
+                    args = ArgView(BY_NAME["deliver"], cfg, step.args["deliver"])
+                    sharers = failure_sharers(state, args, cfg, Z3_OPS, [])
+                    used["shared-block-failure"].append(
+                        z3.And(delivering, z3.Or(*[z3.BoolVal(x) if isinstance(x, bool) else x for x in sharers]))
+                    )
         return {name: (z3.Or(*terms) if terms else z3.BoolVal(False)) for name, terms in used.items()}
+
+    def through(self, depth: int):
+        """The configuration's `via`: a trace of this depth goes through each of them."""
+        view = self.mechanisms(depth)
+        return z3.And(*[view[name] for name in sorted(self.enc.cfg.via)])
 
     def classes(self, goal: Goal, first: Trace, max_depth: int, limit: int) -> list[Trace]:
         """Further counterexamples whose mechanisms are not a superset of a found class."""
@@ -353,6 +370,7 @@ class Bmc:
                 clauses = []
                 for used in blocked:
                     clauses.append(z3.Or(*[z3.Not(view[m]) for m in used]) if used else z3.BoolVal(False))
+                clauses += [view[m] for m in sorted(self.enc.cfg.via)]  # the configuration's `via` still
                 return z3.And(*clauses) if clauses else z3.BoolVal(True)
 
             trace = self.shortest(goal, max_depth, extra)

@@ -150,7 +150,8 @@ def search_violation(
     with race or contextlib.nullcontext():
         for instance in instances:
             bmc = Bmc(enc if (enc is not None and instance is cfg) else Encoding(instance), timeout_ms)
-            first = bmc.shortest(Goal.violation(prop), max_depth)
+            # a configuration's `via`: the shortest trace through those mechanisms
+            first = bmc.shortest(Goal.violation(prop), max_depth, bmc.through if cfg.via else None)
             first_seconds = time.perf_counter() - started
             if first is not None:
                 where = instance

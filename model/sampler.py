@@ -21,6 +21,7 @@ from typing import Any, Callable, Mapping
 
 from model.interpreter import Disabled, Interpreter, args_for
 from spec.config import Config
+from spec.engine import shares_prefix
 from spec.vocabulary import Status
 
 
@@ -99,18 +100,11 @@ def propose(
     if name == "deliver":
         named: dict[str, Any] = {}
         if cfg.has("kvfail") and rng.random() < 0.3:
-            cands = []
-            for r in R:
-                n = s[("q_scheduled", 0, r)]
-                if s[("status", r)] == Status.RUNNING and s[("q_admitted", 0, r)] and n:
-                    room = min(s[("num_computed_tokens", r)] - n, s[("num_prompt_tokens", r)])
-                    blocks = -(-room // cfg.block_size) if room > 0 else 0
-                    if blocks:
-                        cands.append((r, blocks))
+            cands = _kv_failures(cfg, s)
             if cands:
-                r, blocks = rng.choice(cands)
+                r, first, stop = rng.choice(cands)
                 named["kv_fail_req"] = r
-                named["kv_fail_block"] = rng.randrange(blocks)
+                named["kv_fail_block"] = rng.randrange(first, stop)
         if "under-drain" in cfg.faults:  # the rewritten count stays positive: short < scheduled
             heads = [s[("q_scheduled", 0, r)] for r in R]
             named["short"] = [rng.randrange(n) if n and rng.random() < 0.3 else 0 for n in heads]
@@ -153,6 +147,27 @@ def propose(
     return (args, res) if res is not None else None
 
 
+def _kv_failures(cfg: Config, s: Mapping) -> list[tuple[int, int, int]]:
+    """(request, first block, block after the last) a KV-load failure may name in state s:
+    a request whose admission is the oldest step in flight, a block below what it computed
+    before that step, within its prompt; under prefix caching past its hit and short of its
+    last prompt token (spec/deliver.py)."""
+    out = []
+    B = cfg.block_size
+    for r in range(cfg.requests):
+        n = s[("q_scheduled", 0, r)]
+        if s[("status", r)] == Status.RUNNING and s[("q_admitted", 0, r)] and n:
+            room = min(s[("num_computed_tokens", r)] - n, s[("num_prompt_tokens", r)])
+            stop = -(-room // B) if room > 0 else 0
+            first = 0
+            if cfg.has("prefix-cache"):
+                first = s[("hit_tokens", r)] // B
+                stop = min(stop, (s[("num_prompt_tokens", r)] - 1) // B)
+            if stop > first:
+                out.append((r, first, stop))
+    return out
+
+
 WEIGHTS = {"schedule": 4, "deliver": 4, "preempt": 1.5, "reset_prefix_cache": 1, "stream_update": 2, "abort": 0.15}
 
 
@@ -168,6 +183,9 @@ def random_init(cfg: Config, rng: random.Random, lim: Limits) -> dict:
     if cfg.k_symbolic:
         top = cfg.spec_tokens_max if cfg.spec_tokens_max is not None else 3
         init["spec_tokens"] = rng.randint(0, top)
+    if shares_prefix(cfg):  # whole blocks or not, up to the longest prompt; none now and then
+        longest = max(lens)
+        init["shared_prefix"] = rng.choice([0, rng.randint(0, longest), cfg.block_size * rng.randint(1, 3)])
     return init
 
 

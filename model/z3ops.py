@@ -88,5 +88,11 @@ class Z3Ops:
     def count(self, conds):
         return self.sum(self.ite(c, 1, 0) for c in conds)
 
+    def floor_div(self, a, unit):
+        # Z3's integer division rounds down for a positive divisor, as Python's // does
+        if _is_static(a):
+            return a // unit
+        return a / unit
+
 
 Z3_OPS = Z3Ops()

@@ -31,6 +31,9 @@ EVENT_FAMILIES = {
     "kvfail": "KV-load failure reported in a step's output, kv_load_failure_policy=recompute",
     "stream": "resumable requests: stop on a stop token, then a streaming input update",
     "abort": "finish_requests(FINISHED_ABORTED) from the front end",
+    "prefix-cache": "prefix caching on: an admission from position 0 starts at the whole blocks of its tokens "
+    "the cache holds (at most num_tokens - 1), blocks are cached as they are scheduled and delivered, shared "
+    "between requests with a common prefix, and reset_prefix_cache clears them",
 }
 
 FAULTS = {
@@ -41,6 +44,20 @@ FAULTS = {
     "under-drain": "the step's num_scheduled_tokens handed to update_from_output is smaller than what "
     "was scheduled (a platform plugin rewrote it, tpu-inference #3492), so the in-flight and stale "
     "counts drain short",
+}
+
+# The optional mechanisms a trace may go through (model/bmc.py tells them apart: a
+# counterexample's class is the set it uses). A configuration's `via` makes its
+# counterexample searches go through some of them: the shortest trace that shows a
+# mechanism, where a shorter one without it exists.
+MECHANISMS = {
+    "kv-load-failure": "a step's output reports a KV-load failure",
+    "stale-slot-read": "fault stale-slot-read",
+    "over-delivery": "fault over-delivery",
+    "under-drain": "fault under-drain",
+    "session-stop": "a streaming session stops",
+    "prefix-hit": "a request is admitted at blocks it found in the prefix cache",
+    "shared-block-failure": "a KV-load failure cuts back a request that found the failed block in the prefix cache",
 }
 
 VERDICTS = ("proved", "violated", "bounded", "unknown")
@@ -76,6 +93,8 @@ class Config:
     max_tokens: SamplingParams.max_tokens of every request (a request stops once it has
         that many output tokens); None = none.
     block_size: KV block size; KV-load failures roll back to block boundaries.
+    via: mechanisms (MECHANISMS) every counterexample search must go through; proofs
+        are not restricted.
     """
 
     name: str
@@ -97,6 +116,7 @@ class Config:
     max_model_len: int | None = None
     max_tokens: int | None = None
     block_size: int = 16
+    via: frozenset[str] = frozenset()
     expect: Mapping[str, str] = field(default_factory=dict)
     note: str = ""
 
@@ -152,6 +172,19 @@ class Config:
     def has(self, family: str) -> bool:
         return family in self.events
 
+    def mechanisms(self) -> list[str]:
+        """The optional mechanisms (MECHANISMS) its traces can go through."""
+        on = {
+            "kv-load-failure": self.has("kvfail"),
+            "stale-slot-read": "stale-slot-read" in self.faults,
+            "over-delivery": "over-delivery" in self.faults,
+            "under-drain": "under-drain" in self.faults,
+            "session-stop": self.has("stream"),
+            "prefix-hit": self.has("prefix-cache"),
+            "shared-block-failure": self.has("prefix-cache") and self.has("kvfail"),
+        }
+        return [name for name in MECHANISMS if on[name]]
+
     def with_(self, **changes) -> "Config":
         return replace(self, **changes)
 
@@ -177,6 +210,7 @@ class Config:
             **({"max_model_len": self.max_model_len} if self.max_model_len is not None else {}),
             **({"max_tokens": self.max_tokens} if self.max_tokens is not None else {}),
             "block_size": self.block_size,
+            **({"via": sorted(self.via)} if self.via else {}),
         }
 
     def semantics(self) -> dict:
@@ -204,7 +238,7 @@ class Config:
                 f"configuration record has unknown field(s) {', '.join(unknown)}; the fields are: "
                 f"{', '.join(sorted(known - {'expect'}))}"
             )
-        for key in ("events", "faults"):
+        for key in ("events", "faults", "via"):
             value = fields.get(key)
             fields[key] = frozenset() if value is None else value
         if isinstance(fields.get("prompt_lens"), list):
@@ -225,7 +259,7 @@ class Config:
             if not isinstance(value, str):
                 raise SpecError(f"{where}: {name} must be a string, got {value!r} ({type(value).__name__})")
         fixed: dict = {}
-        for name, known in (("events", EVENT_FAMILIES), ("faults", FAULTS)):
+        for name, known in (("events", EVENT_FAMILIES), ("faults", FAULTS), ("via", MECHANISMS)):
             value = getattr(self, name)
             example = (
                 f"{name}=frozenset({{{value if isinstance(value, str) and value in known else next(iter(known))!r}}})"
@@ -289,6 +323,14 @@ class Config:
         for fault in self.faults:
             if fault not in FAULTS:
                 raise SpecError(f"{where}: unknown fault {fault!r}; use any of {', '.join(FAULTS)}")
+        for mechanism in self.via:
+            if mechanism not in MECHANISMS:
+                raise SpecError(f"{where}: unknown mechanism {mechanism!r} in via; use any of {', '.join(MECHANISMS)}")
+            if mechanism not in self.mechanisms():
+                raise SpecError(
+                    f"{where}: via {mechanism!r} ({MECHANISMS[mechanism]}) cannot happen under this configuration; "
+                    f"it can go through: {', '.join(self.mechanisms()) or 'none'}"
+                )
         if self.guard not in GUARDS:
             raise SpecError(f"{where}: unknown guard {self.guard!r}; use one of {', '.join(GUARDS)}")
         if self.guard != "none" and self.clamp:
@@ -334,6 +376,12 @@ class Config:
                 raise SpecError(
                     f"{where}: {name} must be None or >= {2 if name == 'max_model_len' else 1}, got {value}"
                 )
+        if self.has("prefix-cache") and self.has("stream"):
+            raise SpecError(
+                f"{where}: prefix caching is modelled for requests without streaming input (a session's update "
+                "rewrites its history after the kept tokens, and with it the blocks' hashes): drop 'stream' or "
+                "'prefix-cache'"
+            )
         if (self.max_model_len is not None or self.max_tokens is not None) and self.has("stream"):
             raise SpecError(
                 f"{where}: length stops are modelled for requests without streaming input (a session's "

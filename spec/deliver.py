@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from spec.clamp import clamp_delivery
 from spec.config import Config
-from spec.engine import SAMPLED_PER_STEP, has_requests, merge_checks, rest_args, session_kept
+from spec.engine import SAMPLED_PER_STEP, common_prefix, has_requests, merge_checks, rest_args, session_kept, spec_k
 from spec.events import Arg, Effect
-from spec.ops import Ops
+from spec.ops import Ops, whole_blocks
 from spec.state import Next, View
 from spec.vocabulary import Status
 
@@ -20,7 +20,9 @@ def deliver_args(cfg: Config) -> tuple[Arg, ...]:
                 int,
                 "request whose loaded KV block failed (-1: none)",
                 lo=-1,
-                hi=cfg.requests - 1,
+                # with an abstract rest under prefix caching, `requests` names another
+                # request, whose failed block the focal one may share
+                hi=cfg.requests if cfg.rest and cfg.has("prefix-cache") else cfg.requests - 1,
                 default=-1,
             )
         )
@@ -44,6 +46,7 @@ def deliver(s: View, a: View, nxt: Next, cfg: Config, ops: Ops) -> Effect:
     asserts: list = []
     prof = cfg.prof
     session_stops = []
+    sharers = failure_sharers(s, a, cfg, ops, guard) if cfg.has("kvfail") and cfg.has("prefix-cache") else None
 
     for r in reqs:
         n, ks = s.q_scheduled[0, r], s.q_spec[0, r]
@@ -63,13 +66,21 @@ def deliver(s: View, a: View, nxt: Next, cfg: Config, ops: Ops) -> Effect:
             # loads whole blocks of the prompt, so the failed block lies within it.
             failed = a.kv_fail_req == r
             cut = a.kv_fail_block * cfg.block_size
+            loaded = cut + cfg.block_size <= L
+            if cfg.has("prefix-cache"):
+                # the connector loads past the local hit; and short of the last prompt token
+                # (the hit's cap), so no copy of the block was cached before this load
+                loaded = ops.all(cut >= s.hit_tokens[r], cut + cfg.block_size < L)
             guard.append(
-                ops.implies(
-                    failed,
-                    ops.all(status == Status.RUNNING, s.q_admitted[0, r], cut < c - n, cut + cfg.block_size <= L),
-                )
+                ops.implies(failed, ops.all(status == Status.RUNNING, s.q_admitted[0, r], cut < c - n, loaded))
             )
             c = ops.ite(failed, cut, c)
+            if sharers is not None:
+                # it holds the failed block through a prefix-cache hit, behind the request that
+                # loaded it in Scheduler.running: that one recomputes the block, this one gives up
+                # only this step's tokens ([cite:kv-failure-shared-block kv-failure-keeps-shared])
+                c = ops.ite(sharers[r], c - n, c)
+                failed = ops.any(failed, sharers[r])
 
         # in-flight and stale drain, before any skip ([cite:stale-drain]); a finished
         # request is gone from Scheduler.requests ([cite:free-blocks-deletes-request]), so nothing drains
@@ -141,6 +152,7 @@ def deliver(s: View, a: View, nxt: Next, cfg: Config, ops: Ops) -> Effect:
             stop_at = ops.ite(ops.all(appending, forced > 0, stop_at == 0), forced, stop_at)
         appended = ops.ite(appending, ops.ite(stop_at > 0, stop_at, tokens), 0)
         T = T + appended
+        P_found = P  # what the delivery found, before it resolves this step's placeholders
         stopping = ops.all(appending, stop_at > 0)
         live_append = ops.all(appending, live)
         if prof.delivery_decrement == "after-trim":
@@ -157,6 +169,8 @@ def deliver(s: View, a: View, nxt: Next, cfg: Config, ops: Ops) -> Effect:
             P = ops.ite(decrementing, P - tokens, P)
             asserts.append(("placeholders-nonnegative", ops.implies(decrementing, P >= 0)))
         checks.append(("no-token-while-prefilling", ops.implies(ops.all(live_append, appended > 0), reserved > 0)))
+        if cfg.has("prefix-cache") and not cfg.rest:
+            nxt.cached_tokens[r] = _cache_after_delivery(s, cfg, ops, r, calling, live, status, c, P, P_found, T, nxt)
 
         # _handle_stopped_request
         # ([cite:handle-stopped-request resumable-stop-rollback stop-applies-queued-update stopped-session-requeued])
@@ -239,6 +253,62 @@ def deliver(s: View, a: View, nxt: Next, cfg: Config, ops: Ops) -> Effect:
 
     _pop_head(s, nxt, cfg, ops)
     return Effect(guard=ops.all(*guard), checks=merge_checks(ops, checks), asserts=merge_checks(ops, asserts))
+
+
+def failure_sharers(s: View, a: View, cfg: Config, ops: Ops, guard: list) -> list:
+    """Per request, whether the KV-load failure of this delivery finds the failed block
+    among the blocks it computed before this step, through a prefix-cache hit on the block
+    the failing request loaded: _update_requests_with_invalid_blocks scans every running
+    request ([cite:kv-failure-scans-running]). The loader was admitted first and stays ahead
+    in Scheduler.running, so it is the one cut back to the block; a sharer keeps the block
+    and gives up this step's tokens. A sharer was admitted after the loader (its hit found
+    the loader's block, the only copy), its hit covers the block, and the block lies in the
+    prefix their prompts share. With an abstract rest the loader may be another request
+    (kv_fail_req = requests), and the focal request any sharer of it."""
+    B = cfg.block_size
+    cut = a.kv_fail_block * B
+    out = []
+    for r in range(cfg.requests):
+        n = s.q_scheduled[0, r]
+        holds = ops.all(
+            s.status[r] == Status.RUNNING,
+            s.hit_tokens[r] >= cut + B,
+            cut < s.num_computed_tokens[r] - n,  # among the blocks it computed before this step
+        )
+        if cfg.rest:
+            other_failed = a.kv_fail_req == cfg.requests
+            sharer = ops.all(other_failed, holds)
+            guard.append(ops.implies(other_failed, holds))  # one spelling: a failure that reaches it
+        else:
+            loaders = [
+                ops.all(
+                    a.kv_fail_req == q,
+                    s.running_rank[r] > s.running_rank[q],
+                    common_prefix(s, cfg, ops, r, q) >= cut + B,
+                )
+                for q in range(cfg.requests)
+                if q != r
+            ]
+            sharer = ops.all(holds, ops.any(*loaders))
+        out.append(sharer)
+    return out
+
+
+def _cache_after_delivery(s: View, cfg: Config, ops: Ops, r: int, calling, live, status, c, P, P_found, T, nxt):
+    """The blocks a delivery caches, besides those allocate_slots cached when it scheduled
+    them: whole blocks up to num_computed_tokens less the placeholders still reserved
+    (0.29.0-0.32.0, [cite:cache-after-delivery-0.32]) or less the tokens still in flight
+    (0.33.0, live deliveries that found placeholders or run with drafts,
+    [cite:cache-after-delivery-0.33]); both only for a request that was RUNNING."""
+    was_running = status == Status.RUNNING
+    if cfg.prof.cache_after_delivery == "computed-less-placeholders":
+        caching, upto = ops.all(calling, was_running), c - P
+    else:
+        with_drafts = spec_k(s, cfg) > 0
+        caching = ops.all(calling, live, was_running, ops.any(P_found > 0, with_drafts))
+        upto = c - nxt.num_in_flight_tokens[r]
+    held = s.cached_tokens[r]
+    return ops.ite(caching, ops.max(held, whole_blocks(ops, ops.min(upto, T), cfg.block_size)), held)
 
 
 def _length_stop(cfg: Config, ops: Ops, T, L, tokens):

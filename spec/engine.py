@@ -48,6 +48,11 @@ def rest_args(cfg: Config, *names: str) -> list[Arg]:
         "rest_prefill": Arg("rest_prefill", bool, "rest: a running request scheduled this step is a prefill chunk"),
         "rest_running": Arg("rest_running", bool, "rest: a running request was scheduled this step"),
         "rest_stopped": Arg("rest_stopped", bool, "rest: an earlier padded admission stopped the waiting loop"),
+        # any whole blocks below num_tokens: the others may have cached any of its blocks (a
+        # twin prompt, greedy outputs), and evicted any of its own
+        "rest_hit_blocks": Arg(
+            "rest_hit_blocks", int, "rest: whole blocks of its tokens the prefix cache holds at its admission", lo=0
+        ),
         # any values at all: what the slot's previous occupant left (a superset of what it can leave)
         "rest_left_prefill_len": Arg(
             "rest_left_prefill_len", int, "rest: prefill_len a previous occupant left in the slot"
@@ -104,7 +109,23 @@ def init_args(cfg: Config) -> tuple[Arg, ...]:
         args.append(
             Arg("spec_tokens", int, "K, num_speculative_tokens, for the whole trace", lo=0, hi=cfg.spec_tokens_max)
         )
+    if shares_prefix(cfg):
+        args.append(Arg("shared_prefix", int, "prompt tokens every request's prompt starts with", lo=0))
     return tuple(args)
+
+
+def shares_prefix(cfg: Config) -> bool:
+    """Concrete requests under prefix caching: the trace says how long a prefix their
+    prompts share (an abstract rest may share anything with the focal request)."""
+    return cfg.has("prefix-cache") and not cfg.rest and cfg.requests > 1
+
+
+def common_prefix(s: View, cfg: Config, ops: Ops, r: int, q: int):
+    """Tokens requests r and q have in common from position 0: the prefix their prompts
+    share, short of each prompt's last token (a request's own tokens, its last prompt token
+    always among them, and its outputs after it never match another's)."""
+    own = ops.min(s.num_prompt_tokens[r], s.num_prompt_tokens[q]) - 1
+    return ops.min(s.shared_prefix, own)
 
 
 def init(a: View, nxt: Next, cfg: Config, ops: Ops) -> Effect:
@@ -134,6 +155,10 @@ def init(a: View, nxt: Next, cfg: Config, ops: Ops) -> Effect:
         nxt.chunked[r] = False
         nxt.finished_unshipped[r] = False
         nxt.waiting_rank[r] = r
+        if cfg.has("prefix-cache"):
+            if not cfg.rest:
+                nxt.cached_tokens[r] = 0
+            nxt.hit_tokens[r] = 0
         if cfg.prof.waiting_queues == "skipped-first":
             nxt.in_skipped_waiting[r] = False
         if cfg.has("stream"):
@@ -180,6 +205,8 @@ def init(a: View, nxt: Next, cfg: Config, ops: Ops) -> Effect:
         nxt.current_step = 0
     if cfg.k_symbolic:
         nxt.spec_tokens = a.spec_tokens
+    if shares_prefix(cfg):
+        nxt.shared_prefix = a.shared_prefix
     nxt.next_running_rank = 0
     nxt.waiting_front = 0
     nxt.waiting_back = cfg.requests

@@ -29,6 +29,8 @@ def _preempt(s: View, nxt: Next, cfg: Config, ops: Ops, r: int, cond, drop, mark
     nxt.num_computed_tokens[r] = ops.ite(cond, 0, nxt.num_computed_tokens[r])  # [cite:preempt-resets-request]
     nxt.num_spec_tokens[r] = ops.ite(cond, 0, nxt.num_spec_tokens[r])  # [cite:preempt-resets-request]
     nxt.epoch[r] = nxt.epoch[r] + ops.ite(cond, 1, 0)
+    if cfg.has("prefix-cache"):  # its blocks are freed, and stay cached ([cite:preempt-frees-blocks])
+        nxt.hit_tokens[r] = ops.ite(cond, 0, nxt.hit_tokens[r])
     if marks_stale:
         S = nxt.num_stale_output_tokens[r]
         nxt.drop_stale_output[r] = ops.ite(
@@ -98,6 +100,11 @@ def reset_prefix_cache(s: View, a: View, nxt: Next, cfg: Config, ops: Ops) -> Ef
             )
             nxt.num_output_placeholders[r] = ops.ite(running[r], 0, s.num_output_placeholders[r])
     nxt.waiting_front = s.waiting_front - num_running
+    if cfg.has("prefix-cache") and not cfg.rest:
+        # with every running request preempted no block is held, and the cache is
+        # emptied ([cite:reset-clears-cache])
+        for r in reqs:
+            nxt.cached_tokens[r] = 0
     # with an abstract rest, a reset may find only other requests running: the focal
     # request is then left alone
     someone_runs = True if cfg.rest else num_running > 0

@@ -32,6 +32,8 @@ from spec.profiles import RELEASES
 
 ALL = frozenset({"preempt", "preempt-drop", "reset", "stream", "abort"})
 KVFAIL = ALL | {"kvfail"}
+# prefix caching is modelled without streaming sessions (spec/config.py says why)
+PREFIX = ALL - {"stream"} | {"prefix-cache"}
 
 SAFETY = (
     "counter-nonnegative",
@@ -51,6 +53,26 @@ ANY_SIZE = {"requests": 1, "rest": True, "spec_tokens": None}
 # what the real runners showed: each runner's inputs, stated per runner
 V1_INPUTS = ("no-placeholder-input",)
 V2_POSITIONS = ("positions-agree",)
+# and continues the scheduler's token history (the slot's total_len)
+V2_HISTORY = ("history-agrees",)
+# V1 under KV-load failures: runner and scheduler still agree on what is sampled
+V1_RECOMPUTES = (
+    "counter-nonnegative",
+    "predicates-agree",
+    "no-token-while-prefilling",
+    "stale-count-nonnegative",
+    "scheduled-tokens-positive",
+)
+# V2 when the scheduler recomputes below what the slot computed (up to 0.32.0 the counter
+# assert crashes the engine; 0.33.0 checks it only when positive: the rest, [1:], breaks)
+V2_RECOMPUTE_BREAKS = (
+    "counter-nonnegative",
+    "predicates-agree",
+    "no-token-while-prefilling",
+    "placeholder-accounting",
+    *V2_POSITIONS,
+    *V2_HISTORY,
+)
 # 0.29.0, 0.30.0: a resumable stop without the safe-frontier rollback (#58259 came in
 # 0.31.0) breaks these with streaming sessions, each with a shortest trace; the other
 # properties are not claimed there (their proofs rest on lemmas that need the rollback)
@@ -131,7 +153,7 @@ MATRIX: tuple[Config, ...] = (
         "seed",
         "the seed's deployment: V2, chunked prefill, budget 8192, up to 64 sequences, a 9118-token "
         "prompt, preemption and aborts (prefix caching not modelled yet)",
-        _same(_expect(proved=SAFETY + V2_POSITIONS)),
+        _same(_expect(proved=SAFETY + V2_POSITIONS + V2_HISTORY)),
         **SEED,
     ),
     *_releases(
@@ -173,8 +195,8 @@ MATRIX: tuple[Config, ...] = (
         "V2 runner (snapshot prefill_len); every event family but KV-load failure",
         {
             "0.29.0..0.30.0": _expect(violated=NO_ROLLBACK + V2_POSITIONS),
-            "0.31.0..0.32.0": _expect(proved=SAFETY + V2_POSITIONS),
-            "0.33.0": _expect(proved=SAFETY_033 + V2_POSITIONS),
+            "0.31.0..0.32.0": _expect(proved=SAFETY + V2_POSITIONS + V2_HISTORY),
+            "0.33.0": _expect(proved=SAFETY_033 + V2_POSITIONS + V2_HISTORY),
         },
         runner="v2",
         events=ALL,
@@ -185,8 +207,8 @@ MATRIX: tuple[Config, ...] = (
         "V2 with the live-length fix; every event family but KV-load failure",
         {
             "0.29.0..0.30.0": _expect(violated=NO_ROLLBACK + V2_POSITIONS),
-            "0.31.0..0.32.0": _expect(proved=SAFETY + V2_POSITIONS),
-            "0.33.0": _expect(proved=SAFETY_033 + V2_POSITIONS),
+            "0.31.0..0.32.0": _expect(proved=SAFETY + V2_POSITIONS + V2_HISTORY),
+            "0.33.0": _expect(proved=SAFETY_033 + V2_POSITIONS + V2_HISTORY),
         },
         runner="v2-live",
         events=ALL,
@@ -203,8 +225,8 @@ MATRIX: tuple[Config, ...] = (
                 # with pipeline stages the no-rollback traces are longer (placeholder-accounting: 80 s
                 # with 3 stages, past 60 s per query with 4): the short ones
                 "0.29.0..0.30.0": _expect(violated=("predicates-agree", "scheduled-tokens-positive") + V2_POSITIONS),
-                "0.31.0..0.32.0": _expect(proved=SAFETY + V2_POSITIONS),
-                "0.33.0": _expect(proved=SAFETY_033 + V2_POSITIONS),
+                "0.31.0..0.32.0": _expect(proved=SAFETY + V2_POSITIONS + V2_HISTORY),
+                "0.33.0": _expect(proved=SAFETY_033 + V2_POSITIONS + V2_HISTORY),
             },
             runner="v2",
             events=ALL,
@@ -217,13 +239,7 @@ MATRIX: tuple[Config, ...] = (
         "V1 with KV-load failures (recompute) and every other event but streaming: runner and scheduler still agree",
         {
             "0.29.0..0.32.0": _expect(
-                proved=(
-                    "counter-nonnegative",
-                    "predicates-agree",
-                    "no-token-while-prefilling",
-                    "stale-count-nonnegative",
-                    "scheduled-tokens-positive",
-                ),
+                proved=V1_RECOMPUTES,
                 violated=V1_INPUTS,
                 frontier={"computed-nonnegative": 2},
             ),
@@ -231,13 +247,7 @@ MATRIX: tuple[Config, ...] = (
                 "V1 with KV-load failures: runner and scheduler agree, but a stop that trims a "
                 "draft rolls a recomputed request's computed count below 0 as it finishes",
                 _expect(
-                    proved=(
-                        "counter-nonnegative",
-                        "predicates-agree",
-                        "no-token-while-prefilling",
-                        "stale-count-nonnegative",
-                        "scheduled-tokens-positive",
-                    ),
+                    proved=V1_RECOMPUTES,
                     violated=("computed-nonnegative",) + V1_INPUTS,
                 ),
             ),
@@ -265,6 +275,78 @@ MATRIX: tuple[Config, ...] = (
         events=frozenset({"kvfail"}),
         requests=1,
     ),
+    # ---- prefix caching: admissions that start at cached blocks, shared between requests -----
+    *_releases(
+        "v1-prefix",
+        "V1 with prefix caching: admissions that start at the cached whole blocks of their tokens "
+        "(a preempted request's own, or another's within a shared prefix), reset_prefix_cache with "
+        "hits; preemption (both modes), aborts",
+        _same(_expect(proved=SAFETY + V1_INPUTS)),
+        runner="v1",
+        events=PREFIX,
+        **ANY_SIZE,
+    ),
+    *_releases(
+        "v2-prefix",
+        "V2 with prefix caching: a cache-hit admission writes the hit as the slot's GPU computed count "
+        "and num_tokens as its prefill_len; preemption (both modes), reset, aborts",
+        _same(_expect(proved=SAFETY + V2_POSITIONS + V2_HISTORY)),
+        runner="v2",
+        events=PREFIX,
+        **ANY_SIZE,
+    ),
+    *_releases(
+        "v1-prefix-kvfail",
+        "V1 with prefix caching and KV-load failures: a request admitted with its prompt cached "
+        "decodes at once, the failure comes after; the V1 runner follows the scheduler's count",
+        {
+            "0.29.0..0.32.0": _expect(
+                proved=V1_RECOMPUTES,
+                violated=V1_INPUTS,
+                frontier={"computed-nonnegative": 2},
+            ),
+            "0.33.0": _expect(
+                proved=V1_RECOMPUTES,
+                violated=("computed-nonnegative",) + V1_INPUTS,
+            ),
+        },
+        runner="v1",
+        events=PREFIX | {"kvfail"},
+        **ANY_SIZE,
+    ),
+    *_releases(
+        "v1-kvfail-shared",
+        "V1: a KV-load failure on a block a second request found in the prefix cache: vLLM scans "
+        "every running request; the sharer, whose own load did not fail, gives up its step's output "
+        "and leaks that step's placeholder, and the V1 runner then feeds placeholder ids",
+        _same(_expect(violated=("placeholder-accounting",) + V1_INPUTS)),
+        runner="v1",
+        events=frozenset({"prefix-cache", "kvfail"}),
+        spec_tokens=0,
+        via=frozenset({"shared-block-failure"}),
+        search_depth=8,
+    ),
+    *_releases(
+        "v2-kvfail-shared",
+        "V2: a KV-load failure on a block a second request found in the prefix cache, its whole "
+        "prompt but the last token, so that it decoded at once: vLLM scans every running request, "
+        "the loader recomputes the block, and the sharer gives up the token its step sampled and "
+        "that step's position while its next step is in flight; the runner keeps both",
+        {
+            "0.29.0..0.32.0": _expect(violated=V2_RECOMPUTE_BREAKS),
+            "0.33.0": (
+                "V2: a KV-load failure on a block a second request found in the prefix cache: the "
+                "sharer's skipped token stays in the runner's history and its recompute is sampled; "
+                "0.33.0 appends the stray token silently (no counter crash within 8 steps)",
+                _expect(violated=V2_RECOMPUTE_BREAKS[1:], bounded=("counter-nonnegative",)),
+            ),
+        },
+        runner="v2",
+        events=frozenset({"prefix-cache", "kvfail"}),
+        spec_tokens=0,
+        via=frozenset({"shared-block-failure"}),
+        search_depth=8,
+    ),
     # ---- length stops: max_model_len caps a step and stops a request, max_tokens stops it ---
     *_releases(
         "v1-length",
@@ -279,7 +361,7 @@ MATRIX: tuple[Config, ...] = (
     *_releases(
         "v2-length",
         "V2 with length stops (max_model_len 12, max_tokens 5) and drafts; preemption, reset, aborts",
-        _same(_expect(proved=SAFETY + V2_POSITIONS)),
+        _same(_expect(proved=SAFETY + V2_POSITIONS + V2_HISTORY)),
         runner="v2",
         events=ALL - {"stream"},
         max_model_len=12,
@@ -291,22 +373,11 @@ MATRIX: tuple[Config, ...] = (
         "v2-kvfail",
         "V2: a recompute after a KV-load failure re-prefills below prefill_len",
         {
-            "0.29.0..0.32.0": _expect(
-                violated=(
-                    "counter-nonnegative",
-                    "predicates-agree",
-                    "no-token-while-prefilling",
-                    "placeholder-accounting",
-                )
-                + V2_POSITIONS
-            ),
+            "0.29.0..0.32.0": _expect(violated=V2_RECOMPUTE_BREAKS),
             "0.33.0": (
                 "V2: the recompute's stray token is appended silently during the prefill "
                 "(the decrement is skipped while P = 0): no crash, wrong output",
-                _expect(
-                    violated=("predicates-agree", "no-token-while-prefilling", "placeholder-accounting") + V2_POSITIONS,
-                    bounded=("counter-nonnegative",),
-                ),
+                _expect(violated=V2_RECOMPUTE_BREAKS[1:], bounded=("counter-nonnegative",)),
             ),
         },
         runner="v2",
@@ -527,9 +598,12 @@ MATRIX: tuple[Config, ...] = (
         # in flight the scheduler's own count is off (it still rolls the draft's rejection
         # back from the recomputed count, the kvfail-2drafts mechanism): 4 steps, K = 1.
         # Without drafts no counterexample within 12 steps and no proof (not in the matrix)
+        # history: the fix rolls the slot's computed count back, not its total_len, which
+        # keeps the token the failed step sampled and the scheduler skipped
         _same(
             _expect(
-                proved=("predicates-agree", "counter-nonnegative", "no-token-while-prefilling"), violated=V2_POSITIONS
+                proved=("predicates-agree", "counter-nonnegative", "no-token-while-prefilling"),
+                violated=V2_POSITIONS + V2_HISTORY,
             )
         ),
         runner="v2-rollback",
@@ -602,7 +676,10 @@ MATRIX: tuple[Config, ...] = (
 _DRAINS_NOT_ON_0_29_0_30 = frozenset(
     {"v1", "v2", "v2-live", "v2-pp2", "v2-pp3", "v2-pp4", "guard-healthy", "guard-v1-healthy"}
 )
-_DRAINS_NOT_CLAIMED = frozenset({"v1-over-delivery-clamp"})
+# nor, in the two shared-block failure scenarios (a request's computed count cut back by a
+# failure on a block it shares is not inductive with the lemmas), where no counterexample
+# comes within 12 steps either
+_DRAINS_NOT_CLAIMED = frozenset({"v1-over-delivery-clamp", "v1-kvfail-shared", "v2-kvfail-shared"})
 
 
 # no-stuck-request is not claimed under over-delivery, nor for the guard's streaming

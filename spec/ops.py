@@ -38,6 +38,8 @@ class Ops(Protocol):
 
     def count(self, conds: Iterable[Term]) -> Term: ...
 
+    def floor_div(self, a: Term, unit: int) -> Term: ...
+
 
 class IntOps:
     """Concrete semantics: Python ints (unbounded, like Z3's Int) and bools."""
@@ -74,8 +76,17 @@ class IntOps:
     def count(self, conds):
         return sum(1 for c in conds if c)
 
+    def floor_div(self, a, unit):
+        return a // unit
+
 
 INT_OPS = IntOps()
+
+
+def whole_blocks(ops: Ops, tokens: Term, block_size: int) -> Term:
+    """The tokens of the whole blocks among `tokens` (a prefix-cache hit and the blocks
+    cache_blocks hashes are whole blocks): tokens rounded down to a block boundary."""
+    return ops.floor_div(tokens, block_size) * block_size
 
 
 def select(ops: Ops, items: list, index: Term, default: Term = 0) -> Term:

@@ -47,6 +47,16 @@ class Profile:
     # token [stop-trim-rolls-back-computed] (0.33.0)
     stop_trim_rolls_back_computed: bool = False
 
+    # the prefix cache after a delivery, besides the blocks allocate_slots caches when it
+    # schedules them [allocate-caches-blocks]:
+    #   "computed-less-placeholders": AsyncScheduler caches num_computed_tokens -
+    #       num_output_placeholders after every non-empty delivery to a request that was
+    #       RUNNING (0.29.0-0.32.0 [cache-after-delivery-0.32])
+    #   "computed-less-in-flight": update_from_output caches num_computed_tokens -
+    #       num_in_flight_tokens after a live non-empty delivery to a RUNNING request that
+    #       had placeholders, or always with drafts (0.33.0 [cache-after-delivery-0.33])
+    cache_after_delivery: str = "computed-less-placeholders"
+
     # ---- resumable sessions ------------------------------------------------------------------
     # a resumable stop resumes from the safe frontier c - P and drops in-flight output
     # [resumable-stop-rollback]; False: everything kept (h4, before #58259)
@@ -106,11 +116,13 @@ V0_33_0 = replace(
     name="vllm-0.33.0",
     release="0.33.0",
     doc="vLLM 0.33.0: the delivery decrement guarded by P > 0, stop trims roll back "
-    "computed tokens, sessions keep all but the last output token",
+    "computed tokens, sessions keep all but the last output token, blocks cached after a "
+    "delivery up to the tokens no longer in flight",
     delivery_decrement="guarded-all-returned",
     stop_trim_rolls_back_computed=True,
     session_keep="all-but-last",
     stale_stop_of_preempted_session=True,
+    cache_after_delivery="computed-less-in-flight",
 )
 
 H1 = replace(

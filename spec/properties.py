@@ -165,6 +165,16 @@ _ALL = (
         applies=lambda cfg: cfg.is_v2,
     ),
     Property(
+        "history-agrees",
+        "transition",
+        "the V2 runner continues the scheduler's sequence: a scheduled request's slot holds "
+        "(total_len) the scheduler's num_tokens plus what its steps in flight since its admission "
+        "sampled, so the runner's last sampled token is the scheduler's last token or one of those; "
+        "a step whose output the scheduler skips leaves its token in the runner's history",
+        "v2-total-len-advance v2-add-writes-slot skip-failed-kv-load",
+        applies=lambda cfg: cfg.is_v2,
+    ),
+    Property(
         "no-placeholder-input",
         "transition",
         "the V1 runner never feeds a placeholder token id (-1) at a position whose token the "

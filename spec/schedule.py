@@ -3,9 +3,18 @@
 from __future__ import annotations
 
 from spec.config import Config
-from spec.engine import SAMPLED_PER_STEP, has_requests, merge_checks, pending_rejections, rest_args, spec_k
+from spec.engine import (
+    SAMPLED_PER_STEP,
+    common_prefix,
+    has_requests,
+    merge_checks,
+    pending_rejections,
+    rest_args,
+    spec_k,
+)
 from spec.events import Arg, Effect
-from spec.ops import Ops
+from spec.ops import Ops, whole_blocks
+from spec.properties import in_flight_sum
 from spec.runners import Shipped, v1_decide, v2_decide
 from spec.state import Next, View
 from spec.vocabulary import Status
@@ -24,6 +33,8 @@ def schedule_args(cfg: Config) -> tuple[Arg, ...]:
     )
     if "stale-slot-read" in cfg.faults:
         args += rest_args(cfg, "rest_left_prefill_len", "rest_left_num_computed", "rest_left_total_len")
+    if cfg.has("prefix-cache"):
+        args += rest_args(cfg, "rest_hit_blocks")
     return tuple(args)
 
 
@@ -65,6 +76,16 @@ def schedule(s: View, a: View, nxt: Next, cfg: Config, ops: Ops) -> Effect:
         remaining = a.budget - a.rest_before
         prefill_scheduled, running_scheduled = a.rest_prefill, a.rest_running
     take = [False] * len(reqs)
+    prefix = cfg.has("prefix-cache")
+    tracked = prefix and not cfg.rest  # an abstract rest's hit is a pick
+    B = cfg.block_size
+    # the tokens of each request's sequence the prefix cache holds, as the step goes:
+    # allocate_slots caches what it schedules before the next request's turn
+    cache_now = [s.cached_tokens[r] for r in reqs] if tracked else []
+    start = [s.num_computed_tokens[r] for r in reqs]  # num_computed_tokens when its turn came
+    hit_of = [0] * len(reqs)  # the hit of its admission
+    hit_at = [0] * len(reqs)  # what the lookup found when the loop reached it (the abstraction's pick)
+    looked_up = [False] * len(reqs)
     n = [0] * len(reqs)
     ks = [0] * len(reqs)
     order = [0] * len(reqs)
@@ -100,6 +121,10 @@ def schedule(s: View, a: View, nxt: Next, cfg: Config, ops: Ops) -> Effect:
             asserts.append(("running-tokens-positive", ops.implies(chosen, count > 0)))
             spec_room = count + c - T - P  # [cite:spec-tokens-fit]
             spec = ops.ite(ops.all(k0 > 0, spec_room > 0), ops.min(k0, spec_room), 0)
+            if tracked:  # [cite:allocate-caches-blocks]: min(computed + new, num_tokens), whole blocks
+                cache_now[r] = ops.ite(
+                    chosen, ops.max(cache_now[r], whole_blocks(ops, ops.min(c + count, T), B)), cache_now[r]
+                )
             take[r] = ops.any(take[r], chosen)
             n[r] = ops.ite(chosen, count, n[r])
             ks[r] = ops.ite(chosen, spec, ks[r])
@@ -158,9 +183,21 @@ def schedule(s: View, a: View, nxt: Next, cfg: Config, ops: Ops) -> Effect:
             remaining_at[r] = ops.ite(turn, remaining, remaining_at[r])
             stopped_at[r] = ops.ite(turn, stopped, stopped_at[r])
             here = ops.all(admissible[r], wait_pos[r] == p, remaining > 0, ops.not_(stopped))
-            computed = s.num_computed_tokens[
-                r
-            ]  # c == 0: no prefix-cache hit; else kept ([cite:admission-prefix-lookup admission-keeps-computed])
+            # c == 0: a prefix-cache lookup, else kept ([cite:admission-prefix-lookup admission-keeps-computed])
+            computed = s.num_computed_tokens[r]
+            if prefix:
+                # the longest run of cached whole blocks, at most num_tokens - 1: the last token
+                # is computed again for its logits ([cite:prefix-cache-lookup prefix-hit-whole-blocks])
+                cap = ops.max(s.num_tokens[r] - 1, 0)
+                if cfg.rest:
+                    hit = a.rest_hit_blocks * B
+                    guard.append(ops.implies(here, hit <= cap))
+                else:
+                    hit = whole_blocks(ops, ops.max(ops.min(_cached_for(s, cfg, ops, cache_now, r), cap), 0), B)
+                hit = ops.ite(computed == 0, hit, 0)
+                hit_at[r] = ops.ite(here, hit, hit_at[r])
+                looked_up[r] = ops.any(looked_up[r], ops.all(here, computed == 0))
+                computed = computed + hit  # [cite:admission-sets-computed]
             want = s.num_tokens[r] - computed  # [cite:admission-num-new-tokens]
             pad = False
             if cfg.drafts:
@@ -185,6 +222,15 @@ def schedule(s: View, a: View, nxt: Next, cfg: Config, ops: Ops) -> Effect:
             if cfg.drafts:
                 # the threshold may cut a padded admission below 1 + K ([cite:padding-assert])
                 asserts.append(("padding-intact", ops.implies(ops.all(here, pad), count == 1 + K)))
+            start[r] = ops.ite(here, computed, start[r])
+            if prefix:
+                hit_of[r] = ops.ite(here, hit, hit_of[r])
+            if tracked:
+                cache_now[r] = ops.ite(
+                    here,
+                    ops.max(cache_now[r], whole_blocks(ops, ops.min(computed + count, s.num_tokens[r]), B)),
+                    cache_now[r],
+                )  # [cite:allocate-caches-blocks]
             take[r] = ops.any(take[r], here)
             admitted[r] = ops.any(admitted[r], here)
             admit_pos[r] = ops.ite(here, admitted_count, admit_pos[r])
@@ -211,6 +257,13 @@ def schedule(s: View, a: View, nxt: Next, cfg: Config, ops: Ops) -> Effect:
         nxt.running_rank[r] = ops.ite(admitted[r], rank_base + admit_pos[r], s.running_rank[r])
     nxt.next_running_rank = rank_base + admitted_count
     for r in reqs:
+        if tracked:
+            nxt.cached_tokens[r] = cache_now[r]
+        if prefix:
+            nxt.hit_tokens[r] = ops.ite(admitted[r], hit_of[r], s.hit_tokens[r])
+    if prefix and cfg.rest:  # one spelling per trace: no blocks picked where no lookup is made
+        guard.append(ops.implies(ops.not_(ops.any(*looked_up)), a.rest_hit_blocks == 0))
+    for r in reqs:
         nxt.finished_unshipped[r] = (
             False  # shipped in this output, then cleared ([cite:output-finished-req-ids], [cite:finished-ids-cleared])
         )
@@ -221,7 +274,7 @@ def schedule(s: View, a: View, nxt: Next, cfg: Config, ops: Ops) -> Effect:
     shipped = []
     reserved = [0] * len(reqs)
     for r in reqs:
-        c0, P0, T = s.num_computed_tokens[r], s.num_output_placeholders[r], s.num_tokens[r]
+        c0, P0, T = start[r], s.num_output_placeholders[r], s.num_tokens[r]
         c1 = c0 + n[r]
         chunk = c1 < T + P0  # [cite:is-prefill-chunk]
         reserved[r] = ops.ite(
@@ -268,11 +321,23 @@ def schedule(s: View, a: View, nxt: Next, cfg: Config, ops: Ops) -> Effect:
             checks.append(
                 (
                     "positions-agree",
+                    # the scheduler's count when the step is built: an admission's prefix-cache hit included
                     ops.implies(
                         take[r],
-                        observed["v2_rows"][r]["num_computed"]
-                        == s.num_computed_tokens[r] - pending_rejections(s, cfg, ops, r),
+                        observed["v2_rows"][r]["num_computed"] == start[r] - pending_rejections(s, cfg, ops, r),
                     ),
+                )
+            )
+        for r in reqs:
+            # what the runner holds of r's sequence when it runs this step, against the
+            # scheduler's tokens and what its current steps in flight sampled
+            ahead = in_flight_sum(
+                s, cfg, ops, r, lambda i, r=r: s.q_sampled[i, r], lambda i, r=r: s.q_epoch[i, r] == s.epoch[r]
+            )
+            checks.append(
+                (
+                    "history-agrees",
+                    ops.implies(take[r], observed["v2_rows"][r]["total_len"] == s.num_tokens[r] + ahead),
                 )
             )
     else:
@@ -288,6 +353,7 @@ def schedule(s: View, a: View, nxt: Next, cfg: Config, ops: Ops) -> Effect:
             "rest_running": flags_after_running[1],
             "rest_stopped": stopped_at[r],
             "rest_busy": has_requests(s, cfg, ops, only=[q for q in reqs if q != r]),
+            **({"rest_hit_blocks": ops.floor_div(hit_at[r], B)} if prefix else {}),
         }
         for r in reqs
     ]
@@ -321,6 +387,17 @@ def schedule(s: View, a: View, nxt: Next, cfg: Config, ops: Ops) -> Effect:
     return Effect(
         guard=ops.all(*guard), checks=merge_checks(ops, checks), asserts=merge_checks(ops, asserts), observed=observed
     )
+
+
+def _cached_for(s: View, cfg: Config, ops: Ops, cache_now: list, r: int):
+    """How much of request r's sequence the prefix cache holds, from position 0: its own
+    blocks, and another request's within the prefix their prompts share (block hashes
+    chain over every token before, [cite:block-hash-chain])."""
+    held = cache_now[r]
+    for q in range(cfg.requests):
+        if q != r:
+            held = ops.max(held, ops.min(cache_now[q], common_prefix(s, cfg, ops, r, q)))
+    return held
 
 
 def _move_skipped(s, nxt, cfg, ops, queued, blocked, wait_pos, remaining_before, stopped_before):

@@ -148,6 +148,24 @@ DECLS: tuple[VarDecl, ...] = (
         when=lambda c: c.is_v2 and c.pp > 1,
     ),
     VarDecl(
+        "cached_tokens",
+        int,
+        ("req",),
+        "tokens of the request's own sequence whose blocks the prefix cache holds (whole blocks)",
+        "[cite:allocate-caches-blocks], [cite:cache-after-delivery-0.32 cache-after-delivery-0.33]; "
+        "[cite:reset-clears-cache]",
+        # with an abstract rest a hit is a pick (any whole blocks): nothing to track
+        when=lambda c: c.has("prefix-cache") and not c.rest,
+    ),
+    VarDecl(
+        "hit_tokens",
+        int,
+        ("req",),
+        "tokens its latest admission found in the prefix cache: the blocks it shares with whoever computed them",
+        "[cite:prefix-cache-lookup prefix-hit-whole-blocks]; freed at [cite:preempt-frees-blocks]",
+        when=lambda c: c.has("prefix-cache"),
+    ),
+    VarDecl(
         "finished_unshipped",
         bool,
         ("req",),
@@ -200,6 +218,14 @@ DECLS: tuple[VarDecl, ...] = (
         "K = num_speculative_tokens when the configuration leaves it open",
         "spec-token-placeholders",
         when=lambda c: c.k_symbolic,
+    ),
+    VarDecl(
+        "shared_prefix",
+        int,
+        (),
+        "prompt tokens every request's prompt starts with (the rest of each prompt is its own)",
+        "[cite:block-hash-chain]: a hit finds another request's blocks only within the prompts' common prefix",
+        when=lambda c: c.has("prefix-cache") and not c.rest and c.requests > 1,
     ),
     # ---- scheduler globals ----------------------------------------------------------
     VarDecl(
@@ -396,6 +422,8 @@ SHORT_LABELS: tuple[tuple[str, str], ...] = (
     ("is_prefill_chunk", "X"),
     ("num_spec_tokens", "drafts"),
     ("pending_update", "update"),
+    ("cached_tokens", "cached"),
+    ("hit_tokens", "hit"),
     ("v1_num_tokens", "Nr"),
     ("v2_slot", "slot"),
     ("v2_num_computed", "g"),

@@ -2,7 +2,9 @@
 
 Everything follows the project's CPU notes: a tiny local model directory
 (targets/tiny_model/config.json, no weights, no tokenizer), a KV-cache config built by
-hand with enough blocks that allocation never fails, prefix caching off, and async
+hand with enough blocks that allocation never fails (and a cached block is never evicted
+within a case), prefix caching as the configuration says (vLLM's own KV cache manager
+computes every hit), and async
 scheduling switched back on after VllmConfig (the CPU platform turns it off,
 platforms/cpu.py:331). One VllmConfig (with its own ModelConfig) is built per distinct
 scheduler shape and cached; a fresh scheduler is built per case (about a millisecond).
@@ -45,7 +47,8 @@ from targets.vllm_env import load, tree
 TINY_MODEL = Path(__file__).resolve().parent / "tiny_model"
 
 # Token ids (the tiny model's vocabulary has 1000 entries; eos is 2 but ignored).
-PROMPT_ID = 5  # every prompt token
+PROMPT_ID = 5  # every prompt token (under prefix caching: those of the prefix the prompts share)
+OWN_ID = 100  # under prefix caching: request r's own prompt tokens are OWN_ID + r
 SAMPLED_ID = 11  # every ordinary sampled token
 STOP_ID = 999  # the stop token (SamplingParams.stop_token_ids)
 
@@ -132,11 +135,20 @@ class Shape:
     clamp: bool
     v2: bool = False
     guard: bool = False
+    prefix_caching: bool = False
 
     @classmethod
     def of(cls, cfg: Config, clamp: bool, guard: bool = False) -> "Shape":
         return cls(
-            cfg.requests, cfg.block_size, cfg.long_prefill_threshold, cfg.spec_tokens, cfg.pp, clamp, cfg.is_v2, guard
+            cfg.requests,
+            cfg.block_size,
+            cfg.long_prefill_threshold,
+            cfg.spec_tokens,
+            cfg.pp,
+            clamp,
+            cfg.is_v2,
+            guard,
+            cfg.has("prefix-cache"),
         )
 
     @property
@@ -166,7 +178,7 @@ def vllm_config(shape: Shape):
             is_encoder_decoder=False,
             scheduler_cls=shape.scheduler_cls,
         )
-        cache_config = V.CacheConfig(block_size=shape.block_size, enable_prefix_caching=False)
+        cache_config = V.CacheConfig(block_size=shape.block_size, enable_prefix_caching=shape.prefix_caching)
         extra = {}
         if shape.spec_tokens:
             extra["speculative_config"] = V.SpeculativeConfig(
@@ -205,8 +217,10 @@ def _check(config, shape: Shape, scheduler=None) -> None:
         problems.append(f"num_lookahead_tokens = {config.num_lookahead_tokens}, expected 0")
     if config.parallel_config.pipeline_parallel_size != shape.pp:
         problems.append(f"pipeline_parallel_size = {config.parallel_config.pipeline_parallel_size}")
-    if config.cache_config.enable_prefix_caching:
-        problems.append("prefix caching is on")
+    if bool(config.cache_config.enable_prefix_caching) != shape.prefix_caching:
+        problems.append(
+            f"enable_prefix_caching = {config.cache_config.enable_prefix_caching}, expected {shape.prefix_caching}"
+        )
     if config.use_v2_model_runner != shape.v2:
         problems.append(f"vllm_config.use_v2_model_runner = {config.use_v2_model_runner}, expected {shape.v2}")
     if scheduler is not None:
@@ -214,6 +228,8 @@ def _check(config, shape: Shape, scheduler=None) -> None:
             problems.append(f"scheduler.use_v2_model_runner = {scheduler.use_v2_model_runner}, expected {shape.v2}")
         if not scheduler.scheduler_config.async_scheduling:
             problems.append("the scheduler's async_scheduling is off")
+        if bool(scheduler.kv_cache_manager.enable_caching) != shape.prefix_caching:
+            problems.append(f"the KV cache manager's enable_caching = {scheduler.kv_cache_manager.enable_caching}")
     if problems:
         raise ConstructionError(f"{tree().title} scheduler construction: " + "; ".join(problems))
 
@@ -267,9 +283,29 @@ def sampling_params(max_tokens: int | None = None):
     return V.SamplingParams(max_tokens=max_tokens or MAX_TOKENS, ignore_eos=True, stop_token_ids=[STOP_ID])
 
 
-def make_request(r: int, num_tokens: int, block_size: int, resumable: bool = False, max_tokens: int | None = None):
+def prompt_tokens(r: int, num_tokens: int, shared_prefix: int | None) -> list[int]:
+    """Request r's prompt. Without prefix caching every token is PROMPT_ID (no cache reads
+    them). With it, the first `shared_prefix` tokens are PROMPT_ID, shared by every request,
+    and the rest, the last token always, are r's own: two requests' blocks are equal only
+    within min(shared_prefix, L_r - 1, L_q - 1) tokens (spec/engine.py common_prefix), and
+    outputs, which follow a request's own last token, never match another's."""
+    if shared_prefix is None:
+        return [PROMPT_ID] * num_tokens
+    common = min(shared_prefix, num_tokens - 1)
+    return [PROMPT_ID] * common + [OWN_ID + r] * (num_tokens - common)
+
+
+def make_request(
+    r: int,
+    num_tokens: int,
+    block_size: int,
+    resumable: bool = False,
+    max_tokens: int | None = None,
+    shared_prefix: int | None = None,
+):
     """A request (or a streaming update, same id) of `num_tokens` prompt tokens; max_tokens
-    None: never the reason to stop."""
+    None: never the reason to stop; shared_prefix: under prefix caching, the tokens its
+    prompt shares with every other request's (prompt_tokens)."""
     if num_tokens > MAX_MODEL_LEN // 2:
         raise ConstructionError(
             f"a request of {num_tokens} prompt tokens does not fit this target's max_model_len "
@@ -278,7 +314,7 @@ def make_request(r: int, num_tokens: int, block_size: int, resumable: bool = Fal
     V = load()
     return V.Request(
         request_id=request_id(r),
-        prompt_token_ids=[PROMPT_ID] * num_tokens,
+        prompt_token_ids=prompt_tokens(r, num_tokens, shared_prefix),
         sampling_params=sampling_params(max_tokens),
         pooling_params=None,
         block_hasher=V.get_request_block_hasher(block_size, V.sha256),

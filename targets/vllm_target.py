@@ -244,7 +244,12 @@ class VllmTarget:
         self.requests = []
         for r in range(cfg.requests):
             req = factory.make_request(
-                r, self.prompt_len[r], cfg.block_size, bool(self.resumable[r]), max_tokens=cfg.max_tokens
+                r,
+                self.prompt_len[r],
+                cfg.block_size,
+                bool(self.resumable[r]),
+                max_tokens=cfg.max_tokens,
+                shared_prefix=named.get("shared_prefix", 0) if cfg.has("prefix-cache") else None,
             )
             self.sched.add_request(req)  # sched:2616-2647, in id order
             self.requests.append(req)
