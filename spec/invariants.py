@@ -118,6 +118,8 @@ def request_shape(s: View, cfg: Config, ops: Ops):
                 s.num_in_flight_tokens[r] == in_flight_sum(s, cfg, ops, r, lambda i, r=r: s.q_scheduled[i, r]),
             ),
             s.num_stale_output_tokens[r] >= 0,
+            # an id not yet shipped to the runner as finished is a finished request's
+            ops.implies(s.finished_unshipped[r], s.status[r] == Status.FINISHED),
         ]
         # drafts exist only after a sampled step; preemption and stops clear them (a
         # resumable stop without the rollback keeps them: 0.29.0, 0.30.0, h4)

@@ -142,6 +142,33 @@ def test_no_stuck_request_proved_and_refuted_when_a_delivery_counts_its_token_as
     assert trace.stuck == ((0, "idle"),) and str(trace.fired_at_end) == "hang"
 
 
+def test_idle_only_when_done_proved_and_refuted_when_a_stop_leaves_the_update_queued(monkeypatch):
+    """has_requests() is false only when nothing is left. A mutant session stop that
+    leaves its queued update queued (the session waits for input it already has) and
+    a resumable stop without the safe-frontier rollback (its next step still in flight,
+    live) both break it, each with a replayed trace."""
+    assert prove(V1, ["idle-only-when-done"]).status == "proved"
+    no_rollback = V1.with_(name="h4", events=frozenset({"stream"}), requests=1, profile="h4-stream-no-rollback")
+    assert counterexample(no_rollback, "idle-only-when-done").states[-1][("status", 0)] == (
+        Status.WAITING_FOR_STREAMING_REQ
+    )
+    import spec.deliver as dlv
+
+    original = dlv._pop_head
+
+    def forgets(s, nxt, cfg, ops):
+        original(s, nxt, cfg, ops)
+        for r in range(cfg.requests):  # mutant: an update the stop applied stays queued
+            applied = ops.all(s.pending_update[r], ops.not_(nxt.pending_update[r]))
+            nxt.status[r] = ops.ite(applied, Status.WAITING_FOR_STREAMING_REQ, nxt.status[r])
+            nxt.pending_update[r] = ops.ite(applied, True, nxt.pending_update[r])
+
+    monkeypatch.setattr(dlv, "_pop_head", forgets)
+    weak = V1.with_(name="mutant", events=frozenset({"stream"}), requests=1)
+    last = counterexample(weak, "idle-only-when-done").states[-1]
+    assert last[("status", 0)] == Status.WAITING_FOR_STREAMING_REQ and last[("pending_update", 0)]
+
+
 def test_a_false_lemma_never_proves_anything():
     def bogus(s, cfg, ops):  # "no placeholder is ever reserved"
         return ops.all(*[s.num_output_placeholders[r] == 0 for r in range(cfg.requests)])
