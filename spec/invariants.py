@@ -368,6 +368,17 @@ def v2_tracks_scheduler(s: View, cfg: Config, ops: Ops):
     return ops.all(*conds)
 
 
+def decode_cadence(s: View, cfg: Config, ops: Ops):
+    """V2 with pipeline stages: the step counter only grows from 0, and a request's next
+    eligible decode step is at most pp steps past it (set to current_step + pp when it
+    decodes, [cite:next-decode-eligible]), so the decode skip ([cite:decode-eligible-skip])
+    holds a running request back for fewer than pp schedules."""
+    return ops.all(
+        s.current_step >= 0,
+        *[s.next_decode_eligible_step[r] <= s.current_step + cfg.pp for r in _reqs(cfg)],
+    )
+
+
 def _no(*faults_or_families):
     def applies(cfg: Config) -> bool:
         return not any(x in cfg.faults or x in cfg.events for x in faults_or_families)
@@ -491,6 +502,7 @@ LEMMAS: tuple[Lemma, ...] = (
         _all_of(lambda cfg: cfg.is_v1, _sessions_consistent, _no("over-delivery", "kvfail")),
         v1_inputs_known,
     ),
+    Lemma("decode-cadence", decode_cadence.__doc__, lambda cfg: cfg.is_v2 and cfg.pp > 1, decode_cadence),
     Lemma(
         "v2-tracks-scheduler",
         v2_tracks_scheduler.__doc__,
