@@ -103,6 +103,8 @@ def happens(interp: Interpreter, trace: Trace, prop: str) -> bool:
     """Does the (replayed) trace violate `prop` at its last step or state?"""
     if PROPERTIES[prop].kind == "transition":
         return bool(trace.checks) and trace.checks[-1].get(prop, True) is False
+    if PROPERTIES[prop].kind == "progress":  # the engine, run on from the last state, leaves a request
+        return bool(hang.shown(interp, trace.states[-1])[1])
     return not interp.state_properties(trace.states[-1])[prop]
 
 

@@ -2,7 +2,8 @@
 
 Properties say what must hold of the state or of a step, whatever vLLM does about it.
 Transition properties are conditions an event returns in `Effect.checks`; state
-properties are invariants of every reachable state.
+properties are invariants of every reachable state; a progress property is about the
+engine's own next steps from every reachable state (model/progress.py checks it).
 
 Asserts are what vLLM does about it: an `assert` statement in vLLM's code that kills
 EngineCore when it fails. An event returns each assert it passes through in
@@ -31,7 +32,7 @@ from spec.vocabulary import Status
 @dataclass(frozen=True)
 class Property:
     name: str
-    kind: str  # "transition" | "state"
+    kind: str  # "transition" | "state" | "progress"
     doc: str
     cite: str  # citation id(s) in spec/citations.toml, space-separated
     holds: Callable[[View, Config, Ops], object] | None = None  # state properties only
@@ -258,6 +259,16 @@ _ALL = (
         # without streaming sessions it says nothing has_requests() does not (every request finished);
         # a violation idles the engine rather than spinning it, which model/hang.py does not show
         applies=lambda cfg: cfg.has("stream"),
+    ),
+    Property(
+        "bounded-progress",
+        "progress",
+        "from every reachable state the engine, run on by itself with no further fault (a budget for "
+        "every request each step, every other pick at its fault-free default), schedules every request "
+        "that is waiting, running or preempted within 2 * (pp + 1) + 2 engine steps, or the request "
+        "finishes, waits for input, or an assert ends the engine",
+        "step-with-batch-queue engine-schedules engine-defers-delivery",
+        hangs=True,
     ),
     Property(
         "stale-count-nonnegative",
