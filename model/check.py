@@ -385,10 +385,11 @@ def check_config(
             why = reason if result is None else f"induction {result.status} at k={result.k} ({result.failed})"
             for prop in proved:
                 rows.append(refute(prop, note=why))
-    for prop in progressing:
-        rows.append(progress(prop, invariants, why))
     for prop in violated:
         rows.append(refute(prop))
+    # after the searches: its queries would change the Z3 context their models come from
+    for prop in progressing:
+        rows.append(progress(prop, invariants, why))
     for prop in [p for p, e in expected.items() if e.kind is Kind.FRONTIER]:
         rows.append(frontier(prop))
 
