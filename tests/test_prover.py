@@ -233,6 +233,12 @@ def test_bounded_progress_is_no_proof_when_the_engine_has_no_step(monkeypatch):
     assert prove_progress(ANY_V1).status == "no-step"
 
 
+def test_a_progress_query_that_runs_out_of_time_is_unknown_not_a_pass():
+    lemmas = [lemma.holds for lemma in lemmas_for(V1, LIVE)]
+    with pytest.raises(SolverUnknown):
+        progress.prove(Encoding(V1), lemmas, LIVE, timeout_ms=1)
+
+
 def test_a_false_lemma_never_proves_anything():
     def bogus(s, cfg, ops):  # "no placeholder is ever reserved"
         return ops.all(*[s.num_output_placeholders[r] == 0 for r in range(cfg.requests)])
