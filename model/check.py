@@ -349,7 +349,7 @@ def check_config(
         if result.status == "no-step":
             why = "a state the invariants admit has no engine step"
         else:
-            why = f"the invariants admit a state {result.bound} engine steps leave a request behind in"
+            why = f"from a state the invariants admit, {result.bound} engine steps leave a request behind"
         return refute(prop, note=why + " (perhaps unreachable)")
 
     expected = {p: Verdict.parse(e, expectation=True) for p, e in cfg.expect.items()}
