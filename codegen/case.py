@@ -106,8 +106,13 @@ def arms_for(profile: str, clamp: bool, guard: str = "none") -> dict[str, dict]:
 def watched(cfg: Config, case_property: str | None) -> list[str]:
     """The properties an arm reports. That a guard dropped a token is its job under a
     fault (the arm says how many it dropped); it is a finding only where a case is about
-    it (on a healthy path: never-drops)."""
-    return [p for p in properties_for(cfg) if p != "never-drops" or p == case_property]
+    it (on a healthy path: never-drops). A progress property runs the engine on from
+    every state, so it is read only where the case is about it."""
+    return [
+        p
+        for p in properties_for(cfg)
+        if p == case_property or (p != "never-drops" and PROPERTIES[p].kind != "progress")
+    ]
 
 
 class Tally:
@@ -134,6 +139,8 @@ class Tally:
         for prop in self.watched:
             if PROPERTIES[prop].kind == "transition":
                 broken = played.result.checks.get(prop, True) is False
+            elif PROPERTIES[prop].kind == "progress":  # the engine, run on from here, leaves a request
+                broken = bool(hang.shown(interp, played.state)[1])
             else:
                 if state_props is None:
                     state_props = interp.state_properties(played.state)

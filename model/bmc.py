@@ -72,12 +72,19 @@ class Goal:
     """What to reach: a property's violation, or a witness state."""
 
     name: str
-    kind: str  # "transition" | "state" | "witness"
-    predicate: Callable | None = None  # witness: (View, cfg, ops) -> condition
+    kind: str  # "transition" | "state" | "progress" | "witness"
+    # witness: (View, cfg, ops) -> condition; progress: (Encoding, depth) -> a formula over
+    # the steps after the trace's last state (model/progress.py goal)
+    predicate: Callable | None = None
 
     @staticmethod
     def violation(prop: str) -> "Goal":
-        return Goal(prop, PROPERTIES[prop].kind)
+        kind = PROPERTIES[prop].kind
+        if kind == "progress":
+            from model import progress  # it builds on this module
+
+            return Goal(prop, kind, progress.goal)
+        return Goal(prop, kind)
 
     @property
     def may_end_engine(self) -> bool:
@@ -135,6 +142,8 @@ class Bmc:
             return None if depth == 0 else enc.bad(goal.name, depth - 1)
         if goal.kind == "state":
             return z3.Not(enc.holds(goal.name, depth))
+        if goal.kind == "progress":
+            return goal.predicate(enc, depth)
         return enc.state_formula(goal.predicate, depth)
 
     def _check(self, assumptions: list, query: str = "BMC search") -> z3.CheckSatResult:

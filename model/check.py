@@ -1,8 +1,9 @@
 """Check one configuration: prove, refute, and show it is not vacuous.
 
 For the properties the matrix expects to hold: k-induction with the configuration's
-lemmas. If the proof does not close, BMC looks for a counterexample (a finding) and
-otherwise reports `bounded`. For the properties expected to fail: the shortest
+lemmas, and bounded progress from the invariants that proof established
+(model/progress.py). If a proof does not close, BMC looks for a counterexample (a
+finding) and otherwise reports `bounded`. For the properties expected to fail: the shortest
 counterexample, minimal picks, and further violation classes. For every
 configuration: a witness that a request completes after decoding, so an
 over-constrained model cannot prove anything.
@@ -23,12 +24,14 @@ from model.interpreter import Interpreter
 from model.itf import text as itf_text
 from model.itf import to_itf
 from model.probe import Race
+from model.progress import prove as prove_progress
 from model.results import VerdictRow
 from model.trace import Trace, confirm
 from model.witness import admitted_by_encoding, policy_run
 from spec.config import Config
 from spec.invariants import lemmas_for
 from spec.ops import Ops
+from spec.properties import PROPERTIES
 from spec.state import View
 from spec.verdicts import BOUNDED, PROVED, UNKNOWN, VIOLATED, Kind, Verdict
 from spec.verdicts import frontier as frontier_verdict
@@ -190,7 +193,8 @@ def check_config(
         # on concrete instances (one request, then two), so every trace is a real one.
         started = time.perf_counter()
         try:
-            race = walks and cfg.expect.get(prop) == "violated"
+            # the walks test a state or a step; a progress violation needs the engine run on
+            race = walks and cfg.expect.get(prop) == "violated" and PROPERTIES[prop].kind != "progress"
             found = search_violation(cfg, prop, max_depth, timeout_ms, enc, walks=race)
             first, where = found.first, found.where
             classes = (
@@ -323,9 +327,39 @@ def check_config(
             note=f"no proof for every K; proved for each K <= {K_FRONTIER_MAX} on its own",
         )
 
+    def progress(prop: str, invariants: list | None, why: str) -> VerdictRow:
+        """Bounded progress from the invariants k-induction proved (None: it proved none);
+        else, or if the invariants admit a state without it, a counterexample search."""
+        if invariants is None:
+            return refute(prop, note=why)
+        started = time.perf_counter()
+        state_props = [p for p in proved if PROPERTIES[p].kind == "state"]
+        try:
+            result = prove_progress(enc, [fn for _, fn in invariants], state_props, timeout_ms)
+        except SolverUnknown as exc:
+            return _row(cfg, prop, verdict=UNKNOWN, depth=None, seconds=time.perf_counter() - started, note=str(exc))
+        if result.status == "proved":
+            return _row(
+                cfg,
+                prop,
+                verdict=PROVED,
+                depth=result.bound,
+                seconds=result.seconds,
+                note=f"{result.bound} engine steps, from {len(invariants)} lemmas and {len(state_props)} properties",
+            )
+        if result.status == "no-step":
+            why = "a state the invariants admit has no engine step"
+        else:
+            why = f"from a state the invariants admit, {result.bound} engine steps leave a request behind"
+        return refute(prop, note=why + " (perhaps unreachable)")
+
     expected = {p: Verdict.parse(e, expectation=True) for p, e in cfg.expect.items()}
-    proved = [p for p, e in expected.items() if e.kind is Kind.PROVED]
+    claimed = [p for p, e in expected.items() if e.kind is Kind.PROVED]
+    # progress is proved from the invariants the others' k-induction establishes
+    progressing = [p for p in claimed if PROPERTIES[p].kind == "progress"]
+    proved = [p for p in claimed if p not in progressing]
     violated = [p for p, e in expected.items() if e.searches]
+    invariants, why = None, "no invariants proved to start from"
     if proved:
         lemmas = [(lemma.name, lemma.holds) for lemma in lemmas_for(cfg, proved)]
         started = time.perf_counter()
@@ -336,6 +370,7 @@ def check_config(
             reason = str(exc)
         seconds = time.perf_counter() - started
         if result is not None and result.status == "proved":
+            invariants = lemmas
             for prop in proved:
                 rows.append(
                     _row(
@@ -353,6 +388,9 @@ def check_config(
                 rows.append(refute(prop, note=why))
     for prop in violated:
         rows.append(refute(prop))
+    # after the searches: its queries would change the Z3 context their models come from
+    for prop in progressing:
+        rows.append(progress(prop, invariants, why))
     for prop in [p for p, e in expected.items() if e.kind is Kind.FRONTIER]:
         rows.append(frontier(prop))
 

@@ -65,8 +65,10 @@ class Encoding:
         ops = Z3_OPS
         enabled, merged, bad = [], {}, {p: [] for p in PROPERTIES if PROPERTIES[p].kind == "transition"}
         fires = {name: [] for name in ASSERTS}
+        self._guards = {}
         for index, event in enumerate(self.events):
             guard, writes, effect = apply(event, cur, args[event.name], cfg, ops)
+            self._guards[event.name] = _as_bool(guard)
             chosen = act == index
             enabled.append(z3.And(chosen, _as_bool(guard)))
             for key, value in writes.items():
@@ -152,6 +154,10 @@ class Encoding:
 
     def transition(self, t: int):
         return self._copy(self._trans, "step", t)
+
+    def guard(self, name: str, t: int):
+        """The named event's guard in state t with step t's arguments (enabled, if chosen)."""
+        return self._copy(self._guards[name], "step", t)
 
     def bad(self, prop: str, t: int):
         """Transition t (state t -> t+1) violates a transition property."""

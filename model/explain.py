@@ -187,8 +187,10 @@ def _prove_unreachable(enc: Encoding, cfg: Config, goal: CounterGoal, timeout_ms
     initial state is the goal."""
     if _initial_is_goal(enc, goal, timeout_ms):
         return None
-    expected = [p for p, e in cfg.expect.items() if e == "proved"]
-    unclaimed = [p for p in properties_for(cfg) if p not in cfg.expect]
+    # k-induction proves invariants: a progress property is not one, and must not be named
+    invariant = [p for p in properties_for(cfg) if PROPERTIES[p].kind != "progress"]
+    expected = [p for p, e in cfg.expect.items() if e == "proved" and p in invariant]
+    unclaimed = [p for p in invariant if p not in cfg.expect]
     tries = [expected + unclaimed, expected] if unclaimed else [expected]
     for n, proved in enumerate(tries, 1):
         lemmas = [(lemma.name, lemma.holds) for lemma in lemmas_for(cfg, proved)]

@@ -16,8 +16,8 @@ from typing import Mapping, Sequence
 
 from model.interpreter import Interpreter, State, args_for
 from spec.config import Config
-from spec.engine import has_requests
-from spec.ops import INT_OPS
+from spec.engine import has_requests, spec_k
+from spec.ops import INT_OPS, Ops
 from spec.state import View
 from spec.vocabulary import Status
 
@@ -36,8 +36,6 @@ WHY = {
     "unscheduled": ("never scheduled", "it was not scheduled in any of the engine's steps"),
 }
 
-_WAITS = (Status.WAITING, Status.RUNNING, Status.PREEMPTED)
-
 
 def engine_bound(cfg: Config) -> int:
     """Engine steps after which a request that can run has run. The frames in flight are
@@ -47,16 +45,36 @@ def engine_bound(cfg: Config) -> int:
     return 2 * cfg.queue_depth + 2
 
 
+def budget_for(s: View, cfg: Config, ops: Ops):
+    """A schedule's budget large enough for every request: 1 + the sum of each one's
+    tokens, drafts and placeholders (more than any of them can be owed; a finished one's
+    counter may be negative, so none counts below 0), capped at the configuration's
+    max_num_batched_tokens. With an abstract rest, the requests named (the focal one):
+    what the others' share leaves it (model/progress.py)."""
+    need = 1 + ops.sum(
+        ops.max(s.num_tokens[r] + spec_k(s, cfg) + s.num_output_placeholders[r], 0) for r in range(cfg.requests)
+    )
+    return need if cfg.max_budget is None else ops.min(need, cfg.max_budget)
+
+
+def waits(s: View, r: int, ops: Ops):
+    """Request r is left for the engine to run: waiting, running or preempted (not
+    finished, not a session waiting for input)."""
+    return ops.any(*[s.status[r] == st for st in (Status.WAITING, Status.RUNNING, Status.PREEMPTED)])
+
+
+def ran(s: View, cfg: Config, ops: Ops, r: int):
+    """After a schedule: request r is in the step it appended (the newest in flight)."""
+    return ops.any(*[ops.all(s.queue_len == i + 1, s.q_scheduled[i, r] > 0) for i in range(cfg.queue_depth)])
+
+
 def _picks(cfg: Config, state: State, event: str) -> dict:
     """The fault-free picks of an engine step: every argument at its default (no stop, no
     KV-load failure, no draft accepted, no fault, an idle rest), and a schedule's budget
-    large enough for every request's tokens, drafts and placeholders."""
+    large enough for every request (budget_for)."""
     if event != "schedule":
         return {}
-    s = View(cfg, state)
-    k = s.spec_tokens if cfg.k_symbolic else cfg.spec_tokens
-    need = 1 + sum(s.num_tokens[r] + k + s.num_output_placeholders[r] for r in range(cfg.requests))
-    return {"budget": need if cfg.max_budget is None else min(need, cfg.max_budget)}
+    return {"budget": budget_for(View(cfg, state), cfg, INT_OPS)}
 
 
 def run_on(interp: Interpreter, state: State) -> list[tuple[str, dict]]:
@@ -88,15 +106,12 @@ def stuck(cfg: Config, events: Sequence[str], states: Sequence[Mapping], busy: b
     if not busy or len(events) < engine_bound(cfg):
         return ()
     end = states[-1]
+    views = [View(cfg, st) for st in states]
     out = []
     for r in range(cfg.requests):
-        if end[("status", r)] not in _WAITS:
+        if not waits(views[-1], r, INT_OPS):
             continue
-        ran = any(
-            event == "schedule" and st[("q_scheduled", st[("queue_len",)] - 1, r)] > 0
-            for event, st in zip(events, states)
-        )
-        if not ran:
+        if not any(event == "schedule" and ran(v, cfg, INT_OPS, r) for event, v in zip(events, views)):
             out.append((r, _why(end, r)))
     return tuple(out)
 

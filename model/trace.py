@@ -94,15 +94,24 @@ def confirm(interp: Interpreter, trace: Trace, solver_states: list[State] | None
             raise ReplayMismatch(
                 f"{trace.config}: the counterexample for {trace.goal} does not violate it when replayed"
             )
-        if PROPERTIES[trace.goal].hangs and not (fired and fired[-1]):
-            trace.stuck = hang.shown(interp, states[-1])[1]
+        trace.stuck = left_stuck(interp, trace)
     return trace
+
+
+def left_stuck(interp: Interpreter, trace: Trace) -> tuple:
+    """For a replayed violation of a liveness property that no assert ends: the requests the
+    engine, run on from its last state, never runs again (model/hang.py); else ()."""
+    if trace.kind != "violation" or not PROPERTIES[trace.goal].hangs or (trace.fired and trace.fired[-1]):
+        return ()
+    return hang.shown(interp, trace.states[-1])[1]
 
 
 def happens(interp: Interpreter, trace: Trace, prop: str) -> bool:
     """Does the (replayed) trace violate `prop` at its last step or state?"""
     if PROPERTIES[prop].kind == "transition":
         return bool(trace.checks) and trace.checks[-1].get(prop, True) is False
+    if PROPERTIES[prop].kind == "progress":  # the engine, run on from the last state, leaves a request
+        return bool(hang.shown(interp, trace.states[-1])[1])
     return not interp.state_properties(trace.states[-1])[prop]
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from model.interpreter import Disabled, Interpreter, args_for, nested
 from model.itf import read
 from model.results import VerdictRow
-from model.trace import Trace, replay
+from model.trace import Trace, left_stuck, replay
 from spec.config import Config
 from spec.errors import SpecError
 from spec.matrix import MATRIX
@@ -133,6 +133,7 @@ def replayed(cfg: Config, path: Path) -> Trace:
             "spec/; run `make prove` again"
         ) from None
     trace.fired = fired
+    trace.stuck = left_stuck(it, trace)
     return trace
 
 

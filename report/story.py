@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from model import hang
 from model.interpreter import Interpreter, args_for, nested
 from spec import citations
 from spec.catalog import BY_NAME
@@ -252,6 +253,8 @@ def reaction_in_words(cfg: Config, trace) -> str:
         statement = ASSERTS[last[0]].statement
         what = f"`{statement}`" if statement else f"{last[0]} ({ASSERTS[last[0]].doc})"
         return f"on {where} {what} fires: the engine dies"
+    if getattr(trace, "stuck", ()):
+        return f"on {where} no assert fires and the engine, run on by itself, hangs: {hang.short(trace.stuck)}"
     return f"on {where} no assert fires: the violation is silent"
 
 

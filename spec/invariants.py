@@ -129,6 +129,12 @@ def request_shape(s: View, cfg: Config, ops: Ops):
     return ops.all(*conds)
 
 
+def unshipped_finished(s: View, cfg: Config, ops: Ops):
+    """An id not yet shipped to the runner as finished is a finished request's
+    ([cite:free-request-records-finished], cleared at the next schedule)."""
+    return ops.all(*[ops.implies(s.finished_unshipped[r], s.status[r] == Status.FINISHED) for r in _reqs(cfg)])
+
+
 def computed_unfinished(s: View, cfg: Config, ops: Ops):
     """c >= 0 while a request is unfinished. A stop that trims drafts rolls c back
     (0.33.0): after a KV-load recompute that can take a finishing request below 0."""
@@ -366,6 +372,17 @@ def v2_tracks_scheduler(s: View, cfg: Config, ops: Ops):
     return ops.all(*conds)
 
 
+def decode_cadence(s: View, cfg: Config, ops: Ops):
+    """V2 with pipeline stages: the step counter only grows from 0, and a request's next
+    eligible decode step is at most pp steps past it (set to current_step + pp when it
+    decodes, [cite:next-decode-eligible]), so the decode skip ([cite:decode-eligible-skip])
+    holds a running request back for fewer than pp schedules."""
+    return ops.all(
+        s.current_step >= 0,
+        *[s.next_decode_eligible_step[r] <= s.current_step + cfg.pp for r in _reqs(cfg)],
+    )
+
+
 def _no(*faults_or_families):
     def applies(cfg: Config) -> bool:
         return not any(x in cfg.faults or x in cfg.events for x in faults_or_families)
@@ -406,6 +423,9 @@ def _zeroes_when_idle(cfg: Config) -> bool:
 LEMMAS: tuple[Lemma, ...] = (
     Lemma("queue-shape", queue_shape.__doc__, lambda cfg: True, queue_shape),
     Lemma("request-shape", request_shape.__doc__, lambda cfg: True, request_shape),
+    # true everywhere; only idle-only-when-done (streaming sessions) needs it, and elsewhere
+    # it would cost solver work for nothing
+    Lemma("unshipped-finished", unshipped_finished.__doc__, lambda cfg: cfg.has("stream"), unshipped_finished),
     Lemma(
         "computed-unfinished",
         computed_unfinished.__doc__,
@@ -489,6 +509,7 @@ LEMMAS: tuple[Lemma, ...] = (
         _all_of(lambda cfg: cfg.is_v1, _sessions_consistent, _no("over-delivery", "kvfail")),
         v1_inputs_known,
     ),
+    Lemma("decode-cadence", decode_cadence.__doc__, lambda cfg: cfg.is_v2 and cfg.pp > 1, decode_cadence),
     Lemma(
         "v2-tracks-scheduler",
         v2_tracks_scheduler.__doc__,

@@ -2,7 +2,8 @@
 
 Properties say what must hold of the state or of a step, whatever vLLM does about it.
 Transition properties are conditions an event returns in `Effect.checks`; state
-properties are invariants of every reachable state.
+properties are invariants of every reachable state; a progress property is about the
+engine's own next steps from every reachable state (model/progress.py checks it).
 
 Asserts are what vLLM does about it: an `assert` statement in vLLM's code that kills
 EngineCore when it fails. An event returns each assert it passes through in
@@ -22,6 +23,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from spec.config import Config
+from spec.engine import has_requests
 from spec.ops import Ops
 from spec.state import View
 from spec.vocabulary import Status
@@ -30,7 +32,7 @@ from spec.vocabulary import Status
 @dataclass(frozen=True)
 class Property:
     name: str
-    kind: str  # "transition" | "state"
+    kind: str  # "transition" | "state" | "progress"
     doc: str
     cite: str  # citation id(s) in spec/citations.toml, space-separated
     holds: Callable[[View, Config, Ops], object] | None = None  # state properties only
@@ -133,6 +135,28 @@ def can_run(s: View, cfg: Config, ops: Ops):
     return ops.all(*conds)
 
 
+def idle_only_when_done(s: View, cfg: Config, ops: Ops):
+    """has_requests() is false only when nothing is left: a request it does not count is
+    finished, or a session waiting for input with no update queued (nothing else would
+    apply it) and none of its output in flight live (what is in flight is stale and
+    dropped). Once has_requests() is false and its queue drained, EngineCore waits for
+    new input. Stated per request, so it holds whatever the others do."""
+    done = []
+    for r in range(cfg.requests):
+        live = in_flight_sum(
+            s, cfg, ops, r, lambda i, r=r: s.q_scheduled[i, r], lambda i, r=r: s.q_epoch[i, r] == s.epoch[r]
+        )
+        for_input = ops.all(
+            s.status[r] == Status.WAITING_FOR_STREAMING_REQ,
+            ops.not_(s.pending_update[r]),
+            live == 0,
+            ops.implies(s.num_stale_output_tokens[r] > 0, s.drop_stale_output[r]),
+        )
+        counted = has_requests(s, cfg, ops, only=[r])
+        done.append(ops.implies(ops.not_(counted), ops.any(s.status[r] == Status.FINISHED, for_input)))
+    return ops.all(*done)
+
+
 _ALL = (
     Property(
         "counter-nonnegative",
@@ -232,6 +256,28 @@ _ALL = (
         "nothing will ever change it and the engine spins",
         "stale-output-blocks-resume running-zero-skip",
         can_run,
+        hangs=True,
+    ),
+    Property(
+        "idle-only-when-done",
+        "state",
+        "has_requests() is false only when nothing is left: every request is finished or a session "
+        "waiting for input, with no update queued and none of its output in flight live; otherwise "
+        "the engine waits for input while a request still needs it",
+        "num-unfinished-requests has-finished-requests engine-schedules stop-applies-queued-update",
+        idle_only_when_done,
+        # without streaming sessions it says nothing has_requests() does not (every request finished);
+        # a violation idles the engine rather than spinning it, which model/hang.py does not show
+        applies=lambda cfg: cfg.has("stream"),
+    ),
+    Property(
+        "bounded-progress",
+        "progress",
+        "from every reachable state the engine, run on by itself with no further fault (a budget for "
+        "every request each step, every other pick at its fault-free default), schedules every request "
+        "that is waiting, running or preempted within 2 * (pp + 1) + 2 engine steps, or the request "
+        "finishes, waits for input, or an assert ends the engine",
+        "step-with-batch-queue engine-schedules engine-defers-delivery",
         hangs=True,
     ),
     Property(

@@ -40,8 +40,9 @@ def _end(steps, cfg=UNDER_DRAIN):
     return run.interp, run.state
 
 
-def test_the_prover_reports_the_under_drain_as_a_hang():
-    trace = Bmc(Encoding(UNDER_DRAIN)).shortest(Goal.violation("stale-drains"), 6)
+@pytest.mark.parametrize("prop", ["stale-drains", "bounded-progress"])
+def test_the_prover_reports_the_under_drain_as_a_hang(prop):
+    trace = Bmc(Encoding(UNDER_DRAIN)).shortest(Goal.violation(prop), 6)
     assert trace is not None
     confirm(Interpreter(UNDER_DRAIN), trace, trace.solver_states)
     assert trace.stuck == ((0, "stale"),)
@@ -98,6 +99,17 @@ class _IdleEngine(ReferenceTarget):
 
     def engine_view(self):
         return {"has_requests": False}
+
+
+def test_bounded_progress_is_read_where_a_case_is_about_it():
+    """A progress property runs the engine on from every state: an arm reports it for a
+    case about it (violated from the stuck state on), and for no other case."""
+    interp, state = _end(STEPS)
+    more = tuple(hang.run_on(interp, state))
+    about = predict("bounded-progress", UNDER_DRAIN, {"prompt_len": [2]}, STEPS + more, len(more))
+    assert about.violations[0] == len(STEPS) and about.reaction is Reaction.HANG
+    other = predict("stale-drains", UNDER_DRAIN, {"prompt_len": [2]}, STEPS + more, len(more))
+    assert "bounded-progress" not in dict(other.others)
 
 
 def test_a_case_detects_the_hang_on_the_target_and_fails_where_the_target_does_not_hang():

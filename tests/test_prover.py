@@ -9,6 +9,7 @@ import json
 
 import pytest
 
+from model import hang, progress
 from model.bmc import Bmc, Goal, SolverUnknown
 from model.check import check_config
 from model.encoding import Encoding
@@ -17,6 +18,7 @@ from model.interpreter import Interpreter
 from model.trace import confirm
 from spec.config import Config
 from spec.invariants import LEMMAS, lemmas_for
+from spec.verdicts import VIOLATED
 from spec.vocabulary import Status
 from vllm_contract.cli import main as cli
 
@@ -121,25 +123,120 @@ def test_stale_drains_proved_and_refuted_when_preemption_overcounts_the_stale_sh
     assert last[("num_stale_output_tokens", 0)] > 0 and not last[("drop_stale_output", 0)]
 
 
-def test_no_stuck_request_proved_and_refuted_when_a_delivery_counts_its_token_as_computed(monkeypatch):
-    """The running half of no-stuck-request: a running request with nothing in flight has
-    tokens to schedule. A mutant delivery that counts the appended token as computed
-    leaves it with none, so the running loop skips it forever: a hang, shown."""
-    assert prove(V1, ["no-stuck-request"]).status == "proved"
+def _computed_too(monkeypatch) -> Config:
+    """A mutant delivery that counts the appended token as computed (c := T for a running
+    request), and a configuration to show what it does on."""
     import spec.deliver as dlv
 
     original = dlv._pop_head
 
     def computed_too(s, nxt, cfg, ops):
         original(s, nxt, cfg, ops)
-        for r in range(cfg.requests):  # mutant: c := T for a running request
+        for r in range(cfg.requests):
             running = nxt.status[r] == Status.RUNNING
             nxt.num_computed_tokens[r] = ops.ite(running, nxt.num_tokens[r], nxt.num_computed_tokens[r])
 
     monkeypatch.setattr(dlv, "_pop_head", computed_too)
-    weak = V1.with_(name="mutant", events=frozenset(), requests=1, spec_tokens=0)
+    return V1.with_(name="mutant", events=frozenset(), requests=1, spec_tokens=0)
+
+
+def test_no_stuck_request_proved_and_refuted_when_a_delivery_counts_its_token_as_computed(monkeypatch):
+    """The running half of no-stuck-request: a running request with nothing in flight has
+    tokens to schedule. A mutant delivery that counts the appended token as computed
+    leaves it with none, so the running loop skips it forever: a hang, shown."""
+    assert prove(V1, ["no-stuck-request"]).status == "proved"
+    weak = _computed_too(monkeypatch)
     trace = counterexample(weak, "no-stuck-request")
     assert trace.stuck == ((0, "idle"),) and str(trace.fired_at_end) == "hang"
+
+
+def test_idle_only_when_done_proved_and_refuted_when_a_stop_leaves_the_update_queued(monkeypatch):
+    """has_requests() is false only when nothing is left. A mutant session stop that
+    leaves its queued update queued (the session waits for input it already has) and
+    a resumable stop without the safe-frontier rollback (its next step still in flight,
+    live) both break it, each with a replayed trace."""
+    assert prove(V1, ["idle-only-when-done"]).status == "proved"
+    no_rollback = V1.with_(name="h4", events=frozenset({"stream"}), requests=1, profile="h4-stream-no-rollback")
+    assert counterexample(no_rollback, "idle-only-when-done").states[-1][("status", 0)] == (
+        Status.WAITING_FOR_STREAMING_REQ
+    )
+    import spec.deliver as dlv
+
+    original = dlv._pop_head
+
+    def forgets(s, nxt, cfg, ops):
+        original(s, nxt, cfg, ops)
+        for r in range(cfg.requests):  # mutant: an update the stop applied stays queued
+            applied = ops.all(s.pending_update[r], ops.not_(nxt.pending_update[r]))
+            nxt.status[r] = ops.ite(applied, Status.WAITING_FOR_STREAMING_REQ, nxt.status[r])
+            nxt.pending_update[r] = ops.ite(applied, True, nxt.pending_update[r])
+
+    monkeypatch.setattr(dlv, "_pop_head", forgets)
+    weak = V1.with_(name="mutant", events=frozenset({"stream"}), requests=1)
+    last = counterexample(weak, "idle-only-when-done").states[-1]
+    assert last[("status", 0)] == Status.WAITING_FOR_STREAMING_REQ and last[("pending_update", 0)]
+
+
+LIVE = ["stale-drains", "no-stuck-request"]
+
+
+def prove_progress(cfg, bound=None):
+    """bounded-progress as make prove proves it: from the invariants k-induction establishes."""
+    lemmas = [(lemma.name, lemma.holds) for lemma in lemmas_for(cfg, LIVE)]
+    enc = Encoding(cfg)
+    assert KInduction(enc).prove(LIVE, lemmas).status == "proved"
+    return progress.prove(enc, [fn for _, fn in lemmas], LIVE, 60_000, bound)
+
+
+ANY_V1 = V1.with_(name="v1-any", requests=1, rest=True, spec_tokens=None)
+
+
+@pytest.mark.parametrize("cfg", [V1, ANY_V1, ANY_V1.with_(name="v2-pp2", runner="v2", pp=2)], ids=lambda c: c.name)
+def test_bounded_progress_proved_within_the_bound_and_not_below_two_steps_per_frame(cfg):
+    """The engine delivers a frame every other step once its queue is full, so 2 * queue
+    depth steps let every request run again: proved there and at engine_bound, never at
+    one step less or at bound 1 (a too small bound is a failed proof, not a pass)."""
+    tight = 2 * cfg.queue_depth
+    assert prove_progress(cfg).status == "proved"
+    assert prove_progress(cfg, tight).status == "proved"
+    assert prove_progress(cfg, tight - 1).status == "not-proved"
+    assert prove_progress(cfg, 1).status == "not-proved"
+
+
+def test_bounded_progress_with_bound_1_is_no_proof_and_its_trace_is_real(monkeypatch):
+    """The invariants admit a state one engine step does not progress from; the prover
+    does not call that a violation but searches one from the initial state, replayed."""
+    monkeypatch.setattr(hang, "engine_bound", lambda cfg: 1)
+    cfg = V1.with_(name="v1-one", requests=1, expect={**dict.fromkeys(LIVE, "proved"), "bounded-progress": "proved"})
+    row = {r.property: r for r in check_config(cfg, walks=False).rows}["bounded-progress"]
+    assert row.verdict == VIOLATED and row.trace and "perhaps unreachable" in row.note
+
+
+def test_bounded_progress_refuted_when_a_delivery_counts_its_token_as_computed(monkeypatch):
+    """A mutant delivery leaves a running request with nothing to schedule, so the running
+    loop skips it forever: the prover reports bounded-progress violated, a hang with a
+    replayed trace."""
+    weak = _computed_too(monkeypatch)
+    report = check_config(weak.with_(expect={"no-stuck-request": "proved", "bounded-progress": "proved"}), walks=False)
+    row = {r.property: r for r in report.rows}["bounded-progress"]
+    assert row.verdict == VIOLATED and str(row.fired) == "hang"
+    assert json.loads(report.documents[row.trace])["#meta"]["violated"] == "bounded-progress"
+    trace = counterexample(weak, "bounded-progress")
+    assert trace.stuck == ((0, "idle"),)
+
+
+def test_bounded_progress_is_no_proof_when_the_engine_has_no_step(monkeypatch):
+    """Unrolled steps the engine cannot take would prove progress by having no path: the
+    first query asks for a state the invariants admit where it has none (here: a budget
+    of 0, below every schedule's)."""
+    monkeypatch.setattr(hang, "budget_for", lambda s, cfg, ops: 0)
+    assert prove_progress(ANY_V1).status == "no-step"
+
+
+def test_a_progress_query_that_runs_out_of_time_is_unknown_not_a_pass():
+    lemmas = [lemma.holds for lemma in lemmas_for(V1, LIVE)]
+    with pytest.raises(SolverUnknown):
+        progress.prove(Encoding(V1), lemmas, LIVE, timeout_ms=1)
 
 
 def test_a_false_lemma_never_proves_anything():
@@ -186,8 +283,8 @@ def test_prove_writes_a_summary_with_replayable_traces(tmp_path):
     assert cli(["prove", "v2-kvfail@0.32.0", "--out", str(out), "--jobs", "1"]) == 0
     summary = json.loads((out / "summary.json").read_text())
     verdicts = {r["property"]: r["verdict"] for r in summary["results"]}
-    liveness = [verdicts.pop("stale-drains"), verdicts.pop("no-stuck-request")]
-    assert liveness == ["proved", "proved"] and set(verdicts.values()) == {"violated"}
+    liveness = [verdicts.pop(p) for p in ("stale-drains", "no-stuck-request", "bounded-progress")]
+    assert liveness == ["proved"] * 3 and set(verdicts.values()) == {"violated"}
     violated = [r for r in summary["results"] if r["verdict"] == "violated"]
     assert {r["reaction"] for r in violated} == {"silent", "crash: placeholders-nonnegative"}
     first = violated[0]
