@@ -169,7 +169,7 @@ class Worker:
         seconds it took and where it ran. A target that cannot run here raises
         TargetUnavailable; any other exception is the task's `error`, with its traceback."""
         kind, campaign, what = task
-        started = time.time()
+        started, cpu = time.time(), time.process_time()
         try:
             if kind == "shard":
                 result = run_shard(campaign, what, self.target(what.runner), self.profile)
@@ -179,7 +179,13 @@ class Worker:
             raise
         except Exception as exc:  # a bug of ours or vLLM's, in one task: counted, never a pass
             result = {"error": f"{type(exc).__name__}: {exc}".splitlines()[0], "traceback": traceback.format_exc()}
-        return {"result": result, "seconds": time.time() - started, "host": socket.gethostname(), "pid": os.getpid()}
+        return {
+            "result": result,
+            "seconds": time.time() - started,
+            "cpu": time.process_time() - cpu,
+            "host": socket.gethostname(),
+            "pid": os.getpid(),
+        }
 
 
 def _config(preset: str, profile: str) -> Config:

@@ -180,11 +180,15 @@ class LocalPool:
             zygote.waiting.remove(handle)
 
     def _forget(self, zygote: "_Zygote") -> None:
+        """End a release's process: told by the end of its socket, it exits as a process
+        should (multiprocessing's finalizers run: no leaked semaphore reported); killed
+        only if it has not within 10 s."""
         self.zygotes.pop(zygote.release, None)
         zygote.ctrl.close()
+        zygote.process.join(10)
         if zygote.process.is_alive():
             zygote.process.kill()
-        zygote.process.join(5)
+            zygote.process.join(5)
 
     def idle_release(self, release: str) -> None:
         """No more work for this release: its process goes (if no worker of it is left)."""
@@ -418,6 +422,7 @@ def _record(task: tuple, reply: dict, attempt: int, result: dict) -> dict:
     record = {
         "task": describe(task),
         "seconds": round(reply["seconds"], 3),
+        "cpu": round(reply["cpu"], 3),
         "host": reply["host"],
         "pid": reply["pid"],
         "attempt": attempt,
