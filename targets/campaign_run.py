@@ -116,6 +116,15 @@ class LocalPool:
             kind, payload = zygote.ctrl.recv()
         except (EOFError, OSError):  # the release's process died: its unborn workers with it
             self._forget(zygote)
+            if not zygote.ready:  # it never imported the release: no worker would ever run
+                return [
+                    Event(
+                        "broken",
+                        None,
+                        f"{zygote.release}: the process importing it ended "
+                        f"(exit code {zygote.process.exitcode}) before it could take work",
+                    )
+                ]
             dead = [h for h in self.handles if h in zygote.waiting]
             for handle in dead:
                 self.handles.remove(handle)
@@ -299,10 +308,9 @@ class Progress:
     traces: int = 0
     divergent: int = 0
     retried: int = 0
+    fresh: int = 0  # traces run by this run (a resumed campaign's earlier ones left out of the rate)
     started: float = field(default_factory=time.monotonic)
     last: float = field(default_factory=time.monotonic)
-
-    fresh: int = 0  # traces run by this run (a resumed campaign's earlier ones left out of the rate)
 
     def add(self, result: dict) -> None:
         self.shards += 1
@@ -344,6 +352,7 @@ def run(
     deaths: Counter = Counter()
     records = [] if records is None else records
     announced: set[str] = set()
+    raised: set[str] = set()  # each error's traceback is printed once
     timing = {} if timing is None else timing
     progress = Progress(shards=len(done), of=len(shards))
     progress.traces = sum(len(r.get("rows", [])) for r in done.values())
@@ -383,7 +392,9 @@ def run(
                     task, reply = event.task, event.payload
                     result = reply["result"]
                     if "error" in result:
-                        say(f"   {describe(task)}: the worker raised {result['error']}\n{result['traceback']}")
+                        said = "" if result["error"] in raised else "\n" + result["traceback"]
+                        raised.add(result["error"])
+                        say(f"   {describe(task)}: the worker raised {result['error']}{said}")
                         if task[0] == "shard":
                             result = unplayed(task[2], f"the worker raised {result['error']}")
                         else:
