@@ -83,9 +83,7 @@ class LocalPool:
         zygote = self.zygotes.get(release)
         if zygote is None:
             ours, theirs = multiprocessing.Pipe()
-            process = self.context.Process(
-                target=_zygote, args=(release, theirs, os.getpid()), name=f"fuzz-{release}", daemon=True
-            )
+            process = self.context.Process(target=_zygote, args=(release, theirs, os.getpid()), name=f"fuzz-{release}")
             process.start()
             theirs.close()
             zygote = self.zygotes[release] = _Zygote(release, process, ours)
@@ -226,7 +224,9 @@ class _Zygote:
 
 def _zygote(release: str, ctrl: Connection, coordinator: int) -> None:
     """A process that loads one release and forks a worker for each "fork" it is sent,
-    handing the coordinator that worker's end of a new socket."""
+    handing the coordinator that worker's end of a new socket. The workers are
+    multiprocessing's fork processes: each runs its own exit handlers (a semaphore one
+    made is released, not reported as leaked), and they are reaped here as they end."""
     die_with_parent()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     worker = Worker(release)
@@ -236,35 +236,32 @@ def _zygote(release: str, ctrl: Connection, coordinator: int) -> None:
         ctrl.send(("broken", str(exc)))
         return
     ctrl.send(("ready", line))
-    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the kernel reaps the workers
+    forking = multiprocessing.get_context("fork")
     while True:
         try:
+            if not ctrl.poll(1.0):
+                multiprocessing.active_children()  # reaps the workers that ended
+                continue
             request = ctrl.recv()
         except (EOFError, OSError):
             return
         if request != "fork":
             return
         ours, theirs = multiprocessing.Pipe()
-        pid = os.fork()
-        if pid == 0:
-            ctrl.close()
-            ours.close()
-            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-            die_with_parent()
-            status = 1
-            try:
-                _serve(worker, theirs)
-                status = 0
-            finally:
-                os._exit(status)
+        process = forking.Process(target=_serve, args=(worker, theirs, (ctrl, ours)), name=f"fuzz-{release}-worker")
+        process.start()
         theirs.close()
-        ctrl.send(("forked", pid))
+        ctrl.send(("forked", process.pid))
         reduction.send_handle(ctrl, ours.fileno(), coordinator)
         ours.close()
 
 
-def _serve(worker: Worker, conn: Connection) -> None:
-    """A worker's loop: a task in, its result out, until told to stop."""
+def _serve(worker: Worker, conn: Connection, inherited: tuple = ()) -> None:
+    """A worker's loop: a task in, its result out, until told to stop. `inherited`: the
+    release process's sockets, which a worker closes (its own end is all it talks on)."""
+    die_with_parent()
+    for other in inherited:
+        other.close()
     import torch
 
     torch.set_num_threads(1)  # a worker is one core's worth: N workers, N cores
