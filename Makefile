@@ -149,7 +149,7 @@ test-fast: $(FULL)
 	$(PY) -m pytest $(XDIST) -m "not vllm and not kernel and not slow" --target=reference
 
 # a fuzz campaign: 350 traces per preset x 33 presets = 11,550 traces on one release (about
-# 20 minutes here on two workers); VLLM=0.33.0 (or RELEASES="0.31.0,0.33.0", or all) fuzzes
+# 15 CPU minutes; with RUNNER=real about 80); VLLM=0.33.0 (or RELEASES="0.31.0,0.33.0", or all) fuzzes
 # those releases, each against its own profile; RUNNER=real on vLLM's own runners too;
 # WORKERS=N local processes (default one per core), RAY=local|ADDRESS on Ray; the result in
 # OUT (build/fuzz); RESUME=1 goes on with an interrupted campaign there
