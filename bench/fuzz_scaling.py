@@ -16,7 +16,6 @@ and say whether a worker does the same work per trace wherever it runs.
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 import time
 from collections import Counter
@@ -75,8 +74,7 @@ def two_node_ray(plan: Campaign) -> dict:
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})
     try:
         cluster.add_node(num_cpus=1)
-        ray.init(address=cluster.address, logging_level=logging.ERROR, log_to_driver=False)
-        return measure(plan, RayPool(cluster.address, 2, attached=True))
+        return measure(plan, RayPool(cluster.address, 2))
     finally:
         ray.shutdown()
         cluster.shutdown()

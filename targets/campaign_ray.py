@@ -65,11 +65,8 @@ def connect(address: str, workers: int | None) -> tuple[int, bool]:
 class RayPool:
     """Workers as Ray actors, one CPU each, placed by Ray over the cluster's nodes."""
 
-    def __init__(self, address: str, size: int | None = None, attached: bool = False):
-        if attached:  # ray.init was called by the caller (a test's cluster)
-            self.size, self.owned = size or max(1, int(ray.cluster_resources().get("CPU", 1))), False
-        else:
-            self.size, self.owned = connect(address, size)
+    def __init__(self, address: str, size: int | None = None):
+        self.size, self.owned = connect(address, size)
         self.address = address
         self.handles: list[Handle] = []
         self.refs: dict = {}  # ObjectRef -> (handle, "prepare" | "run")

@@ -10,7 +10,6 @@ forked from. The Ray test starts a two-node cluster on this machine
 from __future__ import annotations
 
 import json
-import logging
 
 import pytest
 
@@ -102,7 +101,7 @@ def test_an_interrupted_campaign_is_partial_and_resumes_to_the_same_bytes(pool, 
 
 
 @pytest.mark.ray
-def test_a_two_node_ray_cluster_gives_the_same_bytes(one_worker, tmp_path):
+def test_a_two_node_ray_cluster_gives_the_same_bytes(one_worker, tmp_path, monkeypatch):
     try:
         import ray
         from ray.cluster_utils import Cluster
@@ -110,11 +109,11 @@ def test_a_two_node_ray_cluster_gives_the_same_bytes(one_worker, tmp_path):
         from targets.campaign_ray import RayPool
     except ImportError:
         pytest.fail("Ray is not installed: run `make venv` (it installs vllm-contract[ray])", pytrace=False)
+    monkeypatch.setenv("RAY_USAGE_STATS_ENABLED", "0")  # no usage report from this machine
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})
     try:
         cluster.add_node(num_cpus=1)
-        ray.init(address=cluster.address, logging_level=logging.ERROR, log_to_driver=False)
-        pool = RayPool(cluster.address, 2, attached=True)
+        pool = RayPool(cluster.address, 2)  # joins it, as --ray ADDRESS does
         try:
             assert execute(CAMPAIGN, pool, tmp_path / "ray", say=quiet) == ExitStatus.OK
         finally:

@@ -24,7 +24,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from spec.errors import ContractError, ExitStatus, UsageError
+from spec.errors import ContractError, CouldNotRun, ExitStatus, UsageError
 from vllm_contract.outfolder import OutFolder, Terminated, interrupts, write_atomic
 from vllm_contract.parsing import whole
 
@@ -33,7 +33,7 @@ HELP = "differential fuzzing: a campaign of random model traces on vLLM trees, o
 STATUSES = {
     ExitStatus.OK: "no divergence",
     ExitStatus.FINDING: "divergences found (each a shrunk case under --out/cases)",
-    ExitStatus.COULD_NOT_RUN: "no divergence, but some traces could not be played (counted by cause)",
+    ExitStatus.COULD_NOT_RUN: "no divergence, but some traces could not be played (counted by cause); no Ray to run on",
     ExitStatus.BAD_INPUT: "bad input (an unknown preset or mask, a campaign too large without --yes, no Ray for --ray)",
     ExitStatus.TREE: "a vLLM tree does not load or cannot be driven (the shards done stay for --resume)",
     ExitStatus.INTERRUPTED: "interrupted: what ran is written, marked PARTIAL; --resume goes on",
@@ -274,7 +274,12 @@ def make_pool(args, workers: int | None):
         raise UsageError("--ray alone joins $RAY_ADDRESS, which is not set: give --ray local or --ray ADDRESS")
     from targets.campaign_ray import RayPool
 
-    return RayPool(address, workers or (default_workers() if address == "local" else None))
+    try:
+        return RayPool(address, workers or (default_workers() if address == "local" else None))
+    except Exception as exc:  # Ray's own errors: a cluster not there, an instance that does not start
+        what = "start a Ray instance here" if address == "local" else f"join the Ray cluster at {address}"
+        cause = f"{type(exc).__name__}: {exc}".splitlines()[0]
+        raise CouldNotRun(f"--ray: could not {what} ({cause}); nothing was run") from None
 
 
 def ray_installed() -> bool:
