@@ -39,11 +39,12 @@ VLLM_TREES := .vllm_trees
 venv: $(FULL)
 
 # the project itself, installed editable with its pinned dependencies: the vllm-contract
-# command and the pytest plugin (setuptools pinned first: the build runs in the venv)
+# command and the pytest plugin (setuptools pinned first: the build runs in the venv), and
+# Ray for fuzz campaigns on a cluster (make test runs one on a two-node cluster here)
 $(STAMP_BASE): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) setuptools==78.1.1
-	$(PIP) --no-build-isolation -e '.[test,lint]'
+	$(PIP) --no-build-isolation -e '.[test,lint,ray]'
 	@touch $@
 
 # kernels (torch CPU build from this machine's disk, triton) and vLLM's scheduler
@@ -147,10 +148,15 @@ test-all: test-ready
 test-fast: $(FULL)
 	$(PY) -m pytest $(XDIST) -m "not vllm and not kernel and not slow" --target=reference
 
-# 350 traces per preset x 30 presets = 10,500 traces (about 20 minutes here);
-# VLLM=0.33.0 fuzzes that release against its own profile
+# a fuzz campaign: 350 traces per preset x 33 presets = 11,550 traces on one release (about
+# 15 CPU minutes; with RUNNER=real about 80); VLLM=0.33.0 (or RELEASES="0.31.0,0.33.0", or all) fuzzes
+# those releases, each against its own profile; RUNNER=real on vLLM's own runners too;
+# WORKERS=N local processes (default one per core), RAY=local|ADDRESS on Ray; the result in
+# OUT (build/fuzz); RESUME=1 goes on with an interrupted campaign there
 fuzz: $(FULL) vllm-trees
-	$(VC) fuzz --cases $(or $(CASES),350) --length 40 --known all --engine --seed $(or $(SEED),11) --vllm=$(or $(VLLM),0.32.0) $(if $(RUNNER),--runner $(RUNNER))
+	$(VC) fuzz --cases $(or $(CASES),350) --length 40 --known all --engine --seed $(or $(SEED),11) \
+	  --releases $(or $(RELEASES),$(VLLM),0.32.0) $(if $(RUNNER),--runner $(RUNNER)) $(if $(WORKERS),--workers $(WORKERS)) \
+	  $(if $(RAY),--ray $(RAY)) --out $(or $(OUT),build/fuzz) $(if $(RESUME),--resume)
 
 # what changed between two releases: verdict and vLLM's reaction per scenario and property
 # (from build/prove/summary.json; runs the prover first when there is none)

@@ -53,7 +53,7 @@ class Case:
     config: Mapping[str, Any]
     init: Mapping[str, Any]
     steps: tuple  # ((event, {arg: value}), ...)
-    kind: str  # "violation" | "witness"
+    kind: str  # "violation" | "witness" | "divergence" (a fuzz trace vLLM differed from the model on)
     property: str | None
     arms: Mapping[str, tuple]  # label -> (overrides, Expect)
     path: str = ""  # the generated module, for replay commands

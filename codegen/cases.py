@@ -206,11 +206,16 @@ def module_path(profile: str, scenario: str, kind: str, goal: str, index: int, u
     folder = _slug(profile)
     if user is not None:  # its own name, so it never collides with the generated cases of its config
         return f"generated_tests/cases/{folder}/{USER_PREFIX}{user}.py"
-    stem = "healthy_path" if kind == "witness" else _slug(goal) + (f"_{index}" if index else "")
+    if kind == "divergence":
+        stem = "divergence" + (f"_{index}" if index else "")
+    else:
+        stem = "healthy_path" if kind == "witness" else _slug(goal) + (f"_{index}" if index else "")
     return f"generated_tests/cases/{folder}/test_{_slug(scenario)}__{stem}.py"
 
 
-def sentence(cfg: Config, kind: str, goal: str, fired_at: int | None, mechanisms: list[str]) -> str:
+def sentence(
+    cfg: Config, kind: str, goal: str, fired_at: int | None, mechanisms: list[str], description: str = ""
+) -> str:
     who = (
         f"With {cfg.runner} and {cfg.profile}"
         + (" plus the clamp" if cfg.clamp else "")
@@ -221,6 +226,9 @@ def sentence(cfg: Config, kind: str, goal: str, fired_at: int | None, mechanisms
             f"{who}, a request prefills in chunks, decodes and finishes on a stop token; "
             f"no property is violated and no guard drops a token."
         )
+    if kind == "divergence":
+        what = description or "a trace a vLLM target differed from the model on"
+        return f"{who}: {what}. The case checks the target against the model after every step."
     how = ", ".join(mechanisms) if mechanisms else "the core path alone"
     return f"{who}, {how} violates {goal} at step {fired_at}. The property: {PROPERTIES[goal].doc}."
 
@@ -286,7 +294,7 @@ def build(trace_path: Path | str, config_override: str | None = None, index: int
                 raise CaseError(
                     f"{trace_path}: on arm {label} the guard drops {exp.dropped} token(s) on a healthy path"
                 )
-    elif not any(exp.violations or exp.fired or exp.others for _, exp in arms.values()):
+    elif kind == "violation" and not any(exp.violations or exp.fired or exp.others for _, exp in arms.values()):
         raise CaseError(f"{trace_path}: no arm shows a violation: the case would pass on both arms")
 
     path = module_path(
@@ -307,7 +315,9 @@ def build(trace_path: Path | str, config_override: str | None = None, index: int
         case=case,
         trace_path=str(trace_path),
         cfg=cfg,
-        sentence=sentence(cfg, kind, goal, last + 1 if kind == "violation" else None, trace.mechanisms),
+        sentence=sentence(
+            cfg, kind, goal, last + 1 if kind == "violation" else None, trace.mechanisms, meta.get("description", "")
+        ),
         table=step_table(cfg, trace, states, observed),
         module=path,
     )

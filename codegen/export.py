@@ -83,6 +83,8 @@ def _release_arm(src: CaseSource, release: str, guard: bool = False):
 def why_not(src: CaseSource, release: str) -> str | None:
     """Why this case is not exported for this release (None: it is)."""
     prop = src.case.property
+    if src.case.kind == "divergence":
+        return "a fuzz divergence: a check of a vLLM target against the model, not a property vLLM asserts"
     if src.case.kind != "violation":
         return "a healthy path (exported as the control of its configuration's violations)"
     if prop in NOT_YET:

@@ -20,8 +20,10 @@ spec's action and variable names: every state has `mbt::actionTaken` ("init" fir
 then an event of spec/catalog.py) and `mbt::nondetPicks` (the event's arguments; the
 first state's are the init picks, e.g. {"prompt_len": [16]}). `#meta` must say what it
 shows: `"violated": "PROPERTY"` (a counterexample: the property must be violated at
-its last step) or `"kind": "witness"` (a healthy path: a request must complete); a
-trace that says neither is refused, never taken as a witness. Its configuration is
+its last step), `"kind": "witness"` (a healthy path: a request must complete) or
+`"kind": "divergence"` (a trace a vLLM target differed from the model on, as `vllm-contract
+fuzz` writes them: its case checks the target against the model after every step); a
+trace that says none of these is refused, never taken as a witness. Its configuration is
 `#meta.config` (a record as the prover writes it) or --config NAME from spec/matrix.py.
 The states may record the spec's variables; they are compared with the replay and
 the first difference is reported (the trace is refused). The picks alone are enough.

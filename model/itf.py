@@ -9,8 +9,9 @@ violated property. Integers outside JSON's safe range use {"#bigint": "..."}.
 written by Quint or Apalache: picks may be plain values or Quint's {"tag": "Some",
 "value": ...} options. The picks drive the replay; the states it records under the spec's
 variable names are then compared with the replayed ones (codegen refuses a trace whose
-states contradict the spec). `#meta` must say what the trace shows: `"kind"` ("witness"
-or "violation") or `"violated": PROPERTY`.
+states contradict the spec). `#meta` must say what the trace shows: `"kind"` ("witness",
+"violation", or "divergence": a trace a vLLM target differed from the model on, written
+by `vllm-contract fuzz`) or `"violated": PROPERTY`.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from model.trace import Step, Trace
 from spec.errors import SpecError
 
 SAFE = 2**53 - 1
+KINDS = ("violation", "witness", "divergence")  # what a trace shows (#meta kind)
 FORMAT_URL = "https://apalache-mc.org/docs/adr/015adr-trace.html"
 
 
@@ -149,12 +151,12 @@ def read(path: Path | str) -> tuple[dict, Trace]:
     kind = meta.get("kind")
     if kind is None and meta.get("violated"):
         kind = "violation"
-    if kind not in ("violation", "witness"):
+    if kind not in KINDS:
         # a trace that says nothing is not silently a witness (it would "pass" anything)
         raise SpecError(
-            f'{path}: #meta must say what the trace shows: add "kind": "witness" (a healthy path) '
-            f'or "violated": "PROPERTY" (a counterexample) to its \'#meta\''
-            + (f"; got kind {kind!r}" if kind is not None else "")
+            f'{path}: #meta must say what the trace shows: add "kind": "witness" (a healthy path), '
+            f'"violated": "PROPERTY" (a counterexample) or "kind": "divergence" (a trace vLLM differed '
+            f"from the model on) to its '#meta'" + (f"; got kind {kind!r}" if kind is not None else "")
         )
     mechanisms = meta.get("mechanisms", [])
     if not isinstance(mechanisms, list) or not all(isinstance(m, str) for m in mechanisms):

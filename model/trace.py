@@ -37,7 +37,7 @@ class Trace:
     init: dict  # flat init picks
     steps: list[Step]
     goal: str  # the property violated, or the witness reached
-    kind: str  # "violation" | "witness"
+    kind: str  # "violation" | "witness" | "divergence" (model/itf.py KINDS)
     states: list[State] = field(default_factory=list)
     checks: list[dict] = field(default_factory=list)  # per step: transition property -> held
     fired: list[list] = field(default_factory=list)  # per step: the vLLM asserts that fired

@@ -1,24 +1,26 @@
-"""Differential fuzzing: random traces from the model, replayed on vLLM, divergences shrunk.
+"""Differential fuzzing, one trace at a time: a random trace from the model, replayed on vLLM.
 
-Each trace (model/sampler.py) is replayed on the vLLM target (targets.harness.replay);
-a divergence is minimised (targets/shrink.py) by deleting steps and shrinking numbers
-while the same kind of divergence remains. Known divergences (targets/fuzz_presets.py
-KNOWN) can be masked so the fuzzer looks past them. The presets are played under the
-profile of the vLLM tree loaded, so each release is fuzzed against its own model.
+Each trace (model/sampler.py) is drawn from its seed alone and replayed on the vLLM
+target (targets.harness.replay); `play` says how it ended in the model and what the
+target did, `shrunk` minimises a divergent one (targets/shrink.py: deleting steps and
+shrinking numbers while the same kind of divergence remains). Known divergences
+(targets/fuzz_presets.py KNOWN) can be masked so the fuzzer looks past them. The presets
+are played under the profile of the vLLM tree loaded, so each release is fuzzed against
+its own model. A campaign of many traces over releases, presets and runner modes, on
+worker processes or Ray: targets/campaign.py.
 
 runner "real" replays on vLLM's scheduler with vLLM's own V1/V2 model runner
 (targets/real_runner): what each step returns is the runner's decision, compared with
 the model's. Two things the real runner cannot take on are kept out of the traces, by
 name (`draw_for`): an `accepted` pick for drafts the runner makes placeholders is drawn
 as 0, and a trace ends at a state beyond the runner's contract (prompt-beyond-tokens);
-the report counts both. It also tallies what the runner fed (positions, placeholder and
-wrong input ids).
+the campaign counts both. It also tallies what the runner fed (positions, placeholder
+and wrong input ids).
 """
 
 from __future__ import annotations
 
 import random
-import time
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -26,12 +28,12 @@ from model.interpreter import Disabled, nested
 from model.sampler import Draw, Limits, random_trace
 from spec.config import Config
 from spec.errors import TargetUnavailable
-from targets.fuzz_presets import ignore_known
 from targets.harness import Divergence, replay
 from targets.shrink import shrink
 from targets.vllm_target import CaseEnded
 
 RUNNERS = ("model", "real")  # who decides what a step returns: the model, or vLLM's own runner
+SAME, DIVERGED, NOT_PLAYED = "same", "diverged", "could not run"  # what a target did with a trace
 
 
 def draw_for(runner: str) -> Draw:
@@ -41,33 +43,6 @@ def draw_for(runner: str) -> Draw:
     from targets.real_runner import beyond_runner_contract, drafts_are_placeholders
 
     return Draw(redraw_accepted=drafts_are_placeholders, beyond=beyond_runner_contract)
-
-
-# ------------------------------------------------------------------ replay
-
-
-@dataclass
-class Found:
-    config: str
-    signature: tuple
-    init: dict
-    steps: list
-    message: str
-    seed: int
-
-
-@dataclass
-class Report:
-    config: str
-    cases: int = 0
-    steps: int = 0
-    fired: Counter = field(default_factory=Counter)
-    divergences: list[Found] = field(default_factory=list)
-    signatures: Counter = field(default_factory=Counter)
-    seconds: float = 0.0
-    runner: Counter = field(default_factory=Counter)  # --runner real: what the runner fed (runner_tally)
-    excluded: Counter = field(default_factory=Counter)  # --runner real: traces ended early, picks redrawn
-    could_not_run: Counter = field(default_factory=Counter)  # cause -> traces the target could not play
 
 
 class NotPlayed(str):
@@ -84,6 +59,13 @@ def signature(exc) -> tuple:
             return (exc.event, special, str(exc.diff[(special,)]))
     keys = sorted({k[0] for k in exc.diff})
     return (exc.event, tuple(keys))
+
+
+def signature_text(sig: tuple) -> str:
+    """A signature as one line (results files and summaries): `deliver: num_computed_tokens, status`."""
+    if len(sig) == 3:
+        return f"{sig[0]}: {sig[1]} {sig[2]}"
+    return f"{sig[0]}: {', '.join(sig[1])}"
 
 
 def try_replay(cfg: Config, init, steps, target, ignore, engine: bool = False):
@@ -103,58 +85,68 @@ def try_replay(cfg: Config, init, steps, target, ignore, engine: bool = False):
     return None
 
 
-def fuzz_config(
+@dataclass
+class Played:
+    """One trace drawn from its seed and replayed: how the model ended it (`end`: length,
+    nothing enabled, fatal: ASSERTS, excluded: WHY) and what the target did with it."""
+
+    init: dict
+    steps: list
+    end: str
+    outcome: str = SAME  # SAME, DIVERGED or NOT_PLAYED
+    why: str = ""  # diverged: the signature's text; could not run: the cause
+    signature: tuple = ()
+    message: str = ""
+    runner: Counter = field(default_factory=Counter)  # --runner real: what the runner fed (runner_tally)
+    redrawn: Counter = field(default_factory=Counter)  # --runner real: picks drawn again
+
+    def row(self, index: int) -> list:
+        """The trace as a results row: [index, steps, end, outcome]."""
+        return [index, len(self.steps), self.end, self.outcome + (f": {self.why}" if self.why else "")]
+
+
+def draw(cfg: Config, seed: int, length: int, runner: str = "model", lim: Limits | None = None):
+    """(init, steps, ended, draw) of the trace a seed gives; the same for every process."""
+    picks = draw_for(runner)
+    init, steps, ended = random_trace(cfg, random.Random(seed), length, lim, picks)
+    return init, steps, ended, picks
+
+
+def play(
     cfg: Config,
-    cases: int,
-    length: int,
     seed: int,
-    target=None,
-    known=(),
-    lim: Limits | None = None,
-    minimize: bool = True,
-    log=print,
+    length: int,
+    target,
+    ignore=None,
     runner: str = "model",
     engine: bool = False,
-    tick=lambda case, rep: None,
-) -> Report:
-    target = target or new_target(runner)
-    ignore = ignore_known(known, runner)
-    draw = draw_for(runner)
-    rep = Report(cfg.name)
-    t0 = time.time()
+    lim: Limits | None = None,
+) -> Played:
+    """Draw the trace of `seed` and replay it on `target` beside the model."""
+    init, steps, ended, picks = draw(cfg, seed, length, runner, lim)
+    if hasattr(target, "log"):  # a target that fails to reset keeps the last trace's log: never count it twice
+        target.log = []
+    exc = try_replay(cfg, init, steps, target, ignore, engine)
+    played = Played(init, steps, ended, runner=runner_tally(getattr(target, "log", ())), redrawn=picks.redrawn)
+    if isinstance(exc, NotPlayed):
+        played.outcome, played.why = NOT_PLAYED, str(exc)
+    elif exc is not None:
+        played.outcome, played.signature, played.message = DIVERGED, signature(exc), str(exc)
+        played.why = signature_text(played.signature)
+    return played
+
+
+def shrunk(cfg: Config, played: Played, target, ignore=None, engine: bool = False) -> Played:
+    """The divergent trace `played` minimised, with the same kind of divergence and the
+    message of its shrunk replay."""
 
     def replay_one(cfg, init, steps, target, ignore):
         return try_replay(cfg, init, steps, target, ignore, engine)
 
-    for case in range(cases):
-        case_seed = seed * 100003 + case
-        rng = random.Random(case_seed)
-        init, steps, ended = random_trace(cfg, rng, length, lim, draw)
-        rep.cases += 1
-        rep.steps += len(steps)
-        if ended.startswith("fatal"):
-            rep.fired[ended[7:]] += 1
-        if ended.startswith("excluded"):
-            rep.excluded[ended[10:]] += 1
-        exc = replay_one(cfg, init, steps, target, ignore)
-        rep.runner.update(runner_tally(getattr(target, "log", ())))
-        tick(case + 1, rep)
-        if exc is None:
-            continue
-        if isinstance(exc, NotPlayed):
-            rep.could_not_run[str(exc)] += 1
-            continue
-        sig = signature(exc)
-        rep.signatures[sig] += 1
-        if rep.signatures[sig] == 1:
-            if minimize:
-                init, steps = shrink(cfg, init, steps, target, ignore, sig, replay_one, signature)
-                exc = replay_one(cfg, init, steps, target, ignore) or exc
-            rep.divergences.append(Found(cfg.name, sig, init, steps, str(exc), case_seed))
-            log(f"[{cfg.name}] new divergence {sig} (seed {case_seed})")
-    rep.seconds = time.time() - t0
-    rep.excluded.update(draw.redrawn)
-    return rep
+    init, steps = shrink(cfg, played.init, played.steps, target, ignore, played.signature, replay_one, signature)
+    exc = replay_one(cfg, init, steps, target, ignore)
+    message = str(exc) if exc is not None and not isinstance(exc, NotPlayed) else played.message
+    return Played(init, steps, played.end, DIVERGED, played.why, played.signature, message)
 
 
 def new_target(runner: str = "model"):

@@ -31,6 +31,7 @@ MARKERS = {
     "vllm": "runs on vLLM's real AsyncScheduler (and its model runners)",
     "kernel": "runs on the Triton discard kernels",
     "slow": "takes more than a few seconds (left out of make test-fast)",
+    "ray": "runs a fuzz campaign on Ray (a cluster started on this machine); Ray comes with make venv",
     "sweep": "a larger instance of a check, or an end-to-end run on an edited vLLM tree: only with --sweep "
     "(make test-all)",
 }

@@ -433,6 +433,27 @@ def test_fuzz_nonsense_is_one_line(args, says, capsys):
     assert one_line(err) and says in err
 
 
+def test_fuzz_on_ray_without_ray_says_how_to_install_it(monkeypatch, tmp_path, capsys):
+    monkeypatch.setitem(sys.modules, "ray", None)  # as if not installed: `import ray` raises ImportError
+    assert cli(["fuzz", "--ray", "local", "--cases", "1", "--out", str(tmp_path / "fuzz")]) == 2
+    err = capsys.readouterr().err
+    assert one_line(err) and "pip install 'vllm-contract[ray]'" in err
+    assert not (tmp_path / "fuzz").exists()  # refused before any work
+
+
+def test_fuzz_resume_of_another_campaign_is_one_line(tmp_path, capsys):
+    out = tmp_path / "fuzz"
+    assert cli(["fuzz", "--resume", "--out", str(out)]) == 2
+    assert one_line(capsys.readouterr().err)
+    from targets.campaign import Campaign
+    from vllm_contract.commands.fuzz import start_folder
+
+    start_folder(out, Campaign(seed=1, cases=3, length=5, releases=("0.32.0",), presets=("v1-core",)))
+    assert cli(["fuzz", "--resume", "--seed", "2", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert one_line(err) and "drop --seed" in err
+
+
 # ------------------------------------------------------------------ ITF traces
 
 

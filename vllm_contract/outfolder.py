@@ -1,7 +1,7 @@
 """Result folders a command replaces whole: a reader sees the old result or the new one, never a mix.
 
-Every command that writes a folder of results (prove, generate, report, review, explain)
-goes through `OutFolder`:
+Every command that writes a folder of results (prove, generate, report, review, explain,
+fuzz) goes through `OutFolder`:
 
   * Only a folder of ours is replaced. A marker file lists what we wrote; a folder
     holding anything else, a symbolic link, a file, the current folder or one above it
@@ -15,6 +15,9 @@ goes through `OutFolder`:
     SIGTERM is turned into an exception (`interrupts`) so the same cleanup runs as for
     Ctrl-C. Staging folders of a run killed outright are removed at the next start, once
     their process is gone.
+  * A result that grows as a run works (fuzz's finished shards, kept for --resume) is
+    written file by file with `write_atomic`, under a pattern the marker lists
+    (`shards/*`); the merged result is still swapped in whole.
   * `keep_previous` (review, report, explain: results people post or act on): while a
     run works, the previous result is moved aside to `<name>.previous`, so a run that
     fails leaves no result that reads as its own; the previous one stays there, named as
@@ -128,6 +131,17 @@ def _exchange(a: Path, b: Path) -> bool:
     if code in (errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP, errno.ENOTSUP):
         return False
     raise OSError(code, os.strerror(code), str(b))
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write one file whole: a reader (or a run resumed after a kill) sees the old file, the
+    new one or none, never a part. The temporary file is `.<name>.<pid>.tmp` beside it."""
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        temporary.write_text(text, encoding="utf-8")
+        os.replace(temporary, path)
+    finally:
+        temporary.unlink(missing_ok=True)
 
 
 def swap_in(staging: Path, target: Path, old_prefix: str) -> None:

@@ -9,6 +9,7 @@
   runner-measure    conditions about the real runner's positions and input ids, checked
   speed             make prove cold against warm, first counterexamples against a random walk, make test's stages
   explain           make explain over the whole matrix for three kinds of counters
+  fuzz-scaling      one fuzz campaign on 1 and 2 local workers and on a two-node Ray cluster
 
 Arguments after the benchmark's name are its own (`vllm-contract bench peers --help`).
 """
@@ -36,6 +37,7 @@ BENCHES = {
     "runner-measure": "bench.runner_measure",
     "speed": "bench.speed",
     "explain": "bench.explain_speed",
+    "fuzz-scaling": "bench.fuzz_scaling",
 }
 HELP = "run a benchmark (" + ", ".join(BENCHES) + ")"
 

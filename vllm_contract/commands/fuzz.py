@@ -1,203 +1,407 @@
-"""Differential fuzzing, model against vLLM: random traces from the model replayed on a vLLM tree.
+"""Differential fuzzing, model against vLLM: a campaign of random model traces replayed on vLLM trees.
 
-Every preset (targets/fuzz_presets.py) is played under the profile of the tree loaded
-(--vllm, else $VLLM, else 0.32.0), so each release is fuzzed against its own model;
-divergences are shrunk and printed as traces. --runner real replays on vLLM's own V1/V2
-model runner too (targets/real_runner). Progress is shown every few seconds; Ctrl-C
-stops with a summary of what ran, marked partial.
+A campaign is releases x presets x runner modes x traces (targets/campaign.py), run as
+shards of 25 traces on --workers local processes (default: one per core), on a Ray
+instance started here (--ray local) or on a Ray cluster (--ray ADDRESS, or --ray and
+$RAY_ADDRESS). Each preset (targets/fuzz_presets.py) is played under the profile of the
+release that runs it; --runner real replays on vLLM's own V1/V2 model runner too.
+
+--out DIR holds the result: results.json (every trace a row, sorted by release, preset,
+runner and index: the same bytes whatever the workers), summary.txt, timings.json
+(times and hosts), cases/*.itf.json (each kind of divergence shrunk, for `vllm-contract
+generate --trace`, with the command that replays its trace) and shards/ (each finished
+shard, as it finishes). An interrupted campaign goes on with --resume; Ctrl-C stops it
+with a result marked PARTIAL. Progress (traces/s, shards, divergences) every 2 s.
 """
 
 from __future__ import annotations
 
+import json
+import os
+import shutil
+import sys
 import time
 from collections import Counter
+from pathlib import Path
 
-from spec.errors import ExitStatus, UsageError
-from vllm_contract.outfolder import Terminated, interrupts
+from spec.errors import ContractError, CouldNotRun, ExitStatus, UsageError
+from vllm_contract.outfolder import OutFolder, Terminated, interrupts, write_atomic
 from vllm_contract.parsing import whole
 
 NAME = "fuzz"
-HELP = "differential fuzzing: random model traces replayed on a vLLM tree, divergences shrunk"
+HELP = "differential fuzzing: a campaign of random model traces on vLLM trees, on local workers or Ray"
 STATUSES = {
     ExitStatus.OK: "no divergence",
-    ExitStatus.FINDING: "divergences found (each printed as a shrunk trace)",
-    ExitStatus.COULD_NOT_RUN: "no divergence, but some traces could not be played (counted by cause)",
-    ExitStatus.BAD_INPUT: "bad input (an unknown preset or mask, a campaign too large without --yes)",
-    ExitStatus.TREE: "the vLLM tree does not load or cannot be driven",
-    ExitStatus.INTERRUPTED: "interrupted: the summary of what ran is printed, marked partial",
-    ExitStatus.TERMINATED: "terminated: the summary of what ran is printed, marked partial",
+    ExitStatus.FINDING: "divergences found (each a shrunk case under --out/cases)",
+    ExitStatus.COULD_NOT_RUN: "no divergence, but some traces could not be played (counted by cause); no Ray to run on",
+    ExitStatus.BAD_INPUT: "bad input (an unknown preset or mask, a campaign too large without --yes, no Ray for --ray)",
+    ExitStatus.TREE: "a vLLM tree does not load or cannot be driven (the shards done stay for --resume)",
+    ExitStatus.INTERRUPTED: "interrupted: what ran is written, marked PARTIAL; --resume goes on",
+    ExitStatus.TERMINATED: "terminated: what ran is written, marked PARTIAL; --resume goes on",
 }
 # above this many traces a campaign is confirmed with --yes (its cost is estimated first)
 CONFIRM_ABOVE = 200_000
 SECONDS_PER_TRACE = 0.12  # measured: 10,500 traces of length 40 in about 21 minutes on 2 cores
+DEFAULTS = {"cases": 100, "length": 30, "seed": 0, "runner": "model", "shard_size": 25}
+TOOL = "vllm-contract fuzz"
+RAY_MISSING = "--ray needs Ray, which is not installed here: pip install 'vllm-contract[ray]' (make venv does)"
 
 
 def add_arguments(parser) -> None:
-    from targets.fuzz import RUNNERS
     from targets.fuzz_presets import KNOWN, PRESETS
 
-    parser.add_argument("--config", action="append", help=f"preset(s): {', '.join(PRESETS)}")
-    parser.add_argument("--cases", type=whole(1), default=100, help="traces per preset (make fuzz CASES=N)")
-    parser.add_argument("--length", type=whole(1, 10_000), default=30, help="steps per trace at most")
-    parser.add_argument("--seed", type=whole(0), default=0)
-    parser.add_argument("--known", action="append", default=[], help=f"mask: {', '.join(KNOWN)} or 'all'")
-    parser.add_argument("--no-minimize", action="store_true")
-    parser.add_argument("--engine", action="store_true", help="also compare the engine loop's has_requests")
     parser.add_argument(
-        "--runner",
-        choices=RUNNERS,
-        default="model",
-        help="who decides what the runner returns: the model (default), or vLLM's own V1/V2 model runner",
+        "--presets", action="append", help=f"comma-separated presets (default all): {', '.join(PRESETS)}"
     )
+    parser.add_argument("--config", action="append", help="a preset (the same as --presets, one name)")
     parser.add_argument(
-        "--vllm",
-        default=None,
-        help="vLLM tree: 0.32.0 (installed), 0.33.0 (make vllm-0.33.0) or a checkout path "
-        "(default: $VLLM, else 0.32.0)",
+        "--releases",
+        action="append",
+        help="comma-separated vLLM trees: releases, 'all', or checkout paths (default: $VLLM, else 0.32.0)",
     )
+    parser.add_argument("--vllm", help="one vLLM tree (the same as --releases, one tree)")
+    parser.add_argument("--runner", help="model, real or model,real: who decides what a step returns (default: model)")
+    parser.add_argument("--cases", type=whole(1), help="traces per release, preset and runner (default 100)")
+    parser.add_argument("--length", type=whole(1, 10_000), help="steps per trace at most (default 30)")
+    parser.add_argument("--seed", type=whole(0), help="the campaign's seed (default 0)")
+    parser.add_argument("--index", type=whole(0), help="play one trace, this index of each preset (a replay line)")
+    parser.add_argument("--known", action="append", help=f"mask: {', '.join(KNOWN)} or 'all'")
+    parser.add_argument("--no-minimize", dest="minimize", action="store_const", const=False)
+    parser.add_argument("--engine", action="store_const", const=True, help="also compare the engine's has_requests")
+    parser.add_argument("--shard-size", type=whole(1), help="traces per shard (default 25)")
+    parser.add_argument("--workers", type=whole(1), help="worker processes or Ray actors (default: one per core)")
+    parser.add_argument(
+        "--ray",
+        nargs="?",
+        const="",
+        metavar="ADDRESS",
+        help="run on Ray: 'local' starts an instance here, an address joins a cluster (alone: $RAY_ADDRESS)",
+    )
+    parser.add_argument("--out", type=Path, default=Path("build/fuzz"), help="the campaign's folder (build/fuzz)")
+    parser.add_argument("--resume", action="store_true", help="go on with the campaign in --out")
     parser.add_argument("--yes", action="store_true", help=f"run a campaign of more than {CONFIRM_ABOVE:,} traces")
 
 
-def run(args) -> int:
-    from targets.fuzz import format_trace, fuzz_config, new_target
+# ------------------------------------------------------------------ the campaign from the arguments
+
+
+def _names(values: list[str] | None) -> list[str]:
+    return list(dict.fromkeys(n.strip() for v in values or [] for n in v.split(",") if n.strip()))
+
+
+def campaign_from(args):
+    """The campaign the arguments name (checked); None for what --resume reads from the folder."""
+    from spec.profiles import RELEASE_NAMES
+    from targets.campaign import Campaign
+    from targets.fuzz import RUNNERS
     from targets.fuzz_presets import KNOWN, PRESETS
 
-    unknown = [n for n in args.config or [] if n not in PRESETS]
-    if unknown:
-        raise UsageError(f"unknown --config {', '.join(unknown)}; presets: {', '.join(PRESETS)}")
-    bad = [n for n in args.known if n != "all" and n not in KNOWN]
+    for option, given in (("--config", args.config), ("--presets", args.presets)):
+        unknown = [n for n in _names(given) if n not in PRESETS]
+        if unknown:
+            raise UsageError(f"unknown {option} {', '.join(unknown)}; presets: {', '.join(PRESETS)}")
+    bad = [n for n in _names(args.known) if n != "all" and n not in KNOWN]
     if bad:
         raise UsageError(f"unknown --known {', '.join(bad)}; use {', '.join(KNOWN)} or 'all'")
-    known = list(KNOWN) if "all" in args.known else args.known
-    names = list(dict.fromkeys(args.config or PRESETS))  # a preset named twice runs once
-    planned = len(names) * args.cases
-    if planned > CONFIRM_ABOVE and not args.yes:
-        hours = planned * SECONDS_PER_TRACE * (args.length / 40) / 3600
+    runners = _names([args.runner]) if args.runner else None
+    if runners is not None and (not runners or any(r not in RUNNERS for r in runners)):
+        raise UsageError(f"--runner {args.runner}: choose model, real or model,real")
+    releases = _names(args.releases) + ([args.vllm] if args.vllm else [])
+    if "all" in releases:
+        releases = [r for r in releases if r != "all"] + list(RELEASE_NAMES)
+    given = {
+        "presets": _names(args.presets) + _names(args.config) or None,
+        "releases": list(dict.fromkeys(releases)) or None,
+        "runners": runners,
+        "known": (list(KNOWN) if "all" in _names(args.known) else _names(args.known)) if args.known else None,
+        "cases": args.cases,
+        "length": args.length,
+        "seed": args.seed,
+        "engine": args.engine,
+        "minimize": args.minimize,
+        "first": args.index,
+        "shard_size": args.shard_size,
+    }
+    if args.resume:
+        return None, {k: v for k, v in given.items() if v is not None}
+    index = args.index
+    campaign = Campaign(
+        seed=args.seed if args.seed is not None else DEFAULTS["seed"],
+        cases=1 if index is not None else args.cases or DEFAULTS["cases"],
+        length=args.length or DEFAULTS["length"],
+        releases=tuple(given["releases"] or [os.environ.get("VLLM") or "0.32.0"]),
+        presets=tuple(given["presets"] or PRESETS),
+        runners=tuple(runners or [DEFAULTS["runner"]]),
+        known=tuple(given["known"] or ()),
+        engine=bool(args.engine),
+        minimize=args.minimize is not False,
+        first=index or 0,
+        shard_size=args.shard_size or DEFAULTS["shard_size"],
+    )
+    return campaign, given
+
+
+def _resumed(out: Path, given: dict):
+    """The campaign in `out` (--resume), refusing options that would make it another."""
+    from targets.campaign import Campaign
+
+    try:
+        record = json.loads((out / "campaign.json").read_text())
+        campaign = Campaign.from_record(record["campaign"], record["shard_size"])
+    except (OSError, ValueError, KeyError, TypeError):
+        raise UsageError(f"--resume: {out} holds no campaign to go on with; start one without --resume") from None
+    mine = {**campaign.record(), "shard_size": campaign.shard_size}
+    differ = [k for k, v in given.items() if (list(v) if isinstance(v, tuple) else v) != mine.get(k)]
+    if differ:
         raise UsageError(
-            f"{planned:,} traces ({args.cases:,} per preset x {len(names)}) would take about {hours:,.0f} hour(s) "
-            f"here; add --yes to run it, or ask for fewer --cases"
+            f"--resume goes on with the campaign in {out} as it was started; drop "
+            + ", ".join("--" + k.replace("_", "-") for k in differ)
+            + " or start another campaign in another --out"
         )
-    from targets import vllm_env
+    return campaign
 
-    vllm_env.select(args.vllm)
-    print(f"fuzzing {vllm_env.preflight()}", flush=True)
-    if args.runner == "real":
-        from targets import real_runner
 
-        print(f"with {real_runner.preflight()}", flush=True)
-    target = new_target(args.runner)
-    profile = vllm_env.tree().profile
-    totals = {"divergent": 0, "traces": 0, "steps": 0}
-    not_played: Counter = Counter()
-    fired: Counter = Counter()
-    runner_total: Counter = Counter()
-    excluded_total: Counter = Counter()
+# ------------------------------------------------------------------ the folder
+
+
+def out_folder(path: Path) -> OutFolder:
+    return OutFolder(path, TOOL)
+
+
+def start_folder(out: Path, campaign) -> None:
+    """A fresh campaign: the folder is replaced whole by one holding campaign.json and an empty shards/."""
+    folder = _staged(out, campaign, keep_shards=False)
+    try:
+        folder.commit()
+    finally:
+        folder.abort()
+
+
+def _staged(out: Path, campaign, keep_shards: bool) -> OutFolder:
+    """The folder's next version begun in a staging folder: campaign.json, and shards/
+    holding the shards finished so far (hard links: the files are written once) or none."""
+    folder = out_folder(out)
+    staging = folder.begin()
+    try:
+        folder.write_text("campaign.json", json.dumps(_campaign_json(campaign), indent=1) + "\n")
+        folder.adopt("shards/*")
+        (staging / "shards").mkdir()
+        for path in sorted((out / "shards").glob("*.json")) if keep_shards else ():
+            try:
+                os.link(path, staging / "shards" / path.name)
+            except OSError:
+                shutil.copy2(path, staging / "shards" / path.name)
+    except BaseException:
+        folder.abort()
+        raise
+    return folder
+
+
+def _campaign_json(campaign) -> dict:
+    from targets.campaign import FORMAT
+
+    return {"format": FORMAT, "campaign": campaign.record(), "shard_size": campaign.shard_size}
+
+
+def checkpointed(out: Path, campaign) -> tuple[dict, dict]:
+    """The shards and cases a previous run of this campaign finished (a file that does not
+    match the campaign, or is damaged, is run again)."""
+    from dataclasses import asdict
+
+    from targets.campaign import CaseKey
+
+    shards = {s.number: s for s in campaign.shards()}
+    done, cases = {}, {}
+    for path in sorted((out / "shards").glob("*.json")):
+        try:
+            record = json.loads(path.read_text())
+            if "shard" in record:
+                shard = shards.get(record["shard"]["number"])
+                if shard is not None and asdict(shard) == record["shard"]:
+                    done[shard.number] = record["result"]
+            else:
+                cases[CaseKey(**record["key"])] = record["result"]
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+    return done, cases
+
+
+def checkpoint(out: Path, task: tuple, result: dict) -> None:
+    """A finished task, written whole (a reader, or --resume, never sees half of it)."""
+    from dataclasses import asdict
+
+    kind, _campaign, what = task
+    if kind == "shard":
+        name, record = f"{what.number:05d}.json", {"shard": asdict(what), "result": result}
+    else:
+        name, record = what.file(), {"key": asdict(what), "result": result}
+    write_atomic(out / "shards" / name, json.dumps(record) + "\n")
+
+
+def write_result(out: Path, campaign, done: dict, cases: dict, times: dict, stop: str | None):
+    """results.json, summary.txt, timings.json and the cases, beside the shards, swapped in whole."""
+    from targets.campaign import case_file, divergence_itf, dump, merge, summary
+
+    results = merge(campaign, done, cases)
+    folder = _staged(out, campaign, keep_shards=True)
+    try:
+        folder.write_text("results.json", dump(results))
+        text = summary(results, stop)
+        folder.write_text("summary.txt", text)
+        folder.write_text("timings.json", json.dumps(times, indent=1) + "\n")
+        from model.itf import text as itf_text
+
+        for key, found in sorted(cases.items(), key=lambda kv: case_file(kv[0])):
+            if found.get("reproduced"):
+                folder.write_text(case_file(key), itf_text(divergence_itf(campaign, key, found)))
+        folder.commit()
+    finally:
+        folder.abort()
+    return results, text
+
+
+# ------------------------------------------------------------------ running
+
+
+def make_pool(args, workers: int | None):
+    """Local worker processes, or Ray (imported only here)."""
+    from targets.campaign_run import LocalPool, default_workers
+
+    if args.ray is None:
+        return LocalPool(workers or default_workers())
+    address = args.ray or os.environ.get("RAY_ADDRESS", "")
+    if not address:
+        raise UsageError("--ray alone joins $RAY_ADDRESS, which is not set: give --ray local or --ray ADDRESS")
+    from targets.campaign_ray import RayPool
+
+    try:
+        return RayPool(address, workers or (default_workers() if address == "local" else None))
+    except Exception as exc:  # Ray's own errors: a cluster not there, an instance that does not start
+        what = "start a Ray instance here" if address == "local" else f"join the Ray cluster at {address}"
+        cause = f"{type(exc).__name__}: {exc}".splitlines()[0]
+        raise CouldNotRun(f"--ray: could not {what} ({cause}); nothing was run") from None
+
+
+def ray_installed() -> bool:
+    try:
+        import ray  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def run(args) -> int:
+    campaign, given = campaign_from(args)
+    if args.ray is not None and not ray_installed():
+        raise UsageError(RAY_MISSING)
+    folder = out_folder(args.out)
+    folder.check()
+    if campaign is None:
+        campaign = _resumed(args.out, given)
+    workers = args.workers
+    planned = campaign.traces
+    if planned > CONFIRM_ABOVE and not args.yes:
+        hours = planned * SECONDS_PER_TRACE * (campaign.length / 40) / 3600 / (workers or 2)
+        raise UsageError(
+            f"{planned:,} traces ({campaign.cases:,} per release, preset and runner) would take about "
+            f"{hours:,.0f} hour(s) on {workers or 2} worker(s) here; add --yes to run it, or ask for fewer --cases"
+        )
+    if args.ray is None or args.ray == "local":
+        from targets import vllm_tree
+
+        for release in campaign.releases:  # a tree that is not here: one line now, before any work
+            vllm_tree.resolve(release)
+    pool = make_pool(args, workers)
+    try:
+        return execute(campaign, pool, args.out, args.resume)
+    finally:
+        pool.close()
+
+
+def execute(campaign, pool, out: Path, resume: bool = False, on_dispatch=None, say=None) -> int:
+    """Run the campaign on the pool into `out` and write its result; the exit status.
+    The pool is the caller's to close."""
+    from targets import campaign_run
+    from targets.campaign import timings
+
+    say = say or (lambda line: print(line, flush=True))
+    if resume:
+        done, cases = checkpointed(out, campaign)
+    else:
+        start_folder(out, campaign)
+        done, cases = {}, {}
+    shards = campaign.shards()
+    say(
+        f"{campaign.traces} trace(s): {campaign.cases} per release, preset and runner x {len(campaign.releases)} "
+        f"release(s) x {len(campaign.presets)} preset(s) x {len(campaign.runners)} runner(s); {len(shards)} "
+        f"shard(s) of up to {campaign.shard_size}, on {pool.how}"
+        + (f"; resumed: {len(done)} shard(s) and {len(cases)} case(s) done before" if resume else "")
+    )
+    groups = _Groups(campaign, done, say)
+
+    def on_done(task: tuple, result: dict) -> None:
+        checkpoint(out, task, result)
+        if task[0] == "shard":
+            groups.finished(task[2])
+
     started = time.time()
-    last = [started]
-    done: list[str] = []
-
-    def progress(message: str) -> None:
-        print(message, flush=True)
-
-    current: dict = {}
-
-    def tick(preset: str, case: int, rep) -> None:
-        current["rep"] = rep
-        now = time.time()
-        if now - last[0] >= 2:
-            last[0] = now
-            traces = totals["traces"] + case
-            rate = traces / max(now - started, 1e-9)
-            print(
-                f"   ... {preset}: {case}/{args.cases} traces; {traces}/{planned} in all, {rate:.1f} traces/s, "
-                f"{totals['divergent'] + sum(rep.signatures.values())} divergent so far",
-                flush=True,
-            )
-
-    interrupted = None
+    stop, records, timing = None, [], {}
     try:
         with interrupts():
-            print(f"{planned} trace(s): {args.cases} per preset x {len(names)} preset(s)", flush=True)
-            for name in names:
-                rep = fuzz_config(
-                    PRESETS[name].with_(profile=profile),
-                    args.cases,
-                    args.length,
-                    args.seed,
-                    target,
-                    known,
-                    minimize=not args.no_minimize,
-                    runner=args.runner,
-                    engine=args.engine,
-                    log=progress,
-                    tick=lambda case, rep, name=name: tick(name, case, rep),
-                )
-                done.append(rep.config)
-                div = sum(rep.signatures.values())
-                totals["divergent"] += div
-                totals["traces"] += rep.cases
-                totals["steps"] += rep.steps
-                fired.update(rep.fired)
-                print(
-                    f"== {name}: {rep.cases} traces, {rep.steps} steps, {div} divergent "
-                    f"({len(rep.signatures)} kinds), model-fatal ends {dict(rep.fired)}, {rep.seconds:.1f}s"
-                )
-                if rep.excluded:
-                    excluded_total.update(rep.excluded)
-                    print(
-                        "   kept out (ended early at real_runner.beyond_runner_contract, or a pick redrawn): "
-                        + ", ".join(f"{k} {v}" for k, v in rep.excluded.items())
-                    )
-                if rep.could_not_run:
-                    not_played.update(rep.could_not_run)
-                    print(
-                        f"   could not run {sum(rep.could_not_run.values())} trace(s): "
-                        + "; ".join(f"{cause} (x{n})" for cause, n in rep.could_not_run.items())
-                    )
-                if rep.runner:
-                    runner_total.update(rep.runner)
-                    print("   runner: " + ", ".join(f"{k} {v}" for k, v in rep.runner.items()))
-                for found in rep.divergences:
-                    print(f"-- {found.signature} x{rep.signatures[found.signature]} (seed {found.seed})")
-                    print(format_trace(found.init, found.steps))
-                    print(found.message)
+            dispatched = on_dispatch or (lambda handle, task: None)
+            campaign_run.run(campaign, pool, done, cases, on_done, say, dispatched, timing=timing, records=records)
     except Terminated:
-        interrupted = ExitStatus.TERMINATED
+        stop = "SIGTERM"
     except KeyboardInterrupt:
-        interrupted = ExitStatus.INTERRUPTED
-    if interrupted is not None and current.get("rep") is not None and current["rep"].config not in done:
-        rep = current["rep"]  # the preset that was cut short: what it ran counts
-        totals["divergent"] += sum(rep.signatures.values())
-        totals["traces"] += rep.cases
-        totals["steps"] += rep.steps
-        fired.update(rep.fired)
-        not_played.update(rep.could_not_run)
-    ends = ", ".join(f"{k} {v}" for k, v in sorted(fired.items())) or "none"
-    scope = ""
-    if interrupted is not None:
-        left = [n for n in names if n not in done]
-        scope = (
-            f"PARTIAL (stopped by {'SIGTERM' if interrupted == ExitStatus.TERMINATED else 'Ctrl-C'}): "
-            f"{len(done)} of {len(names)} preset(s) completed; not run or cut short: {', '.join(left)}; "
+        stop = "Ctrl-C"
+    except ContractError as exc:
+        kept = f"{out} keeps the {len(done)} shard(s) done: --resume goes on once it is fixed"
+        raise type(exc)(f"{exc}; {kept}") from None
+    times = timings(records, time.time() - started, pool.how, timing.get("ready"))
+    results, text = write_result(out, campaign, done, cases, times, stop)
+    print(text, end="", flush=True)
+    rate = f"{times['traces_per_second']:.1f}" if times["traces_per_second"] else "no"
+    print(f"wrote {out}/results.json, summary.txt, timings.json; {rate} traces/s on {pool.how}", flush=True)
+    if stop is not None:
+        print(
+            f"{'terminated (SIGTERM)' if stop == 'SIGTERM' else 'interrupted'}: {out} holds a PARTIAL result; "
+            f"--resume goes on",
+            file=sys.stderr,
         )
-    unplayed = sum(not_played.values())
-    print(
-        f"total: {scope}{totals['traces']} traces, {totals['steps']} steps, {totals['divergent']} divergent"
-        + (f", {unplayed} could not run" if unplayed else "")
-        + "; vLLM "
-        f"asserts that ended a trace (fired in the model and in vLLM at the same step): {ends}; "
-        f"{time.time() - started:.0f}s"
-    )
-    for cause, n in not_played.items():
-        print(f"could not run (x{n}): {cause}")
-    if excluded_total:
-        print("kept out: " + ", ".join(f"{k} {v}" for k, v in excluded_total.items()))
-    if runner_total:
-        print("runner (per scheduled request): " + ", ".join(f"{k} {v}" for k, v in runner_total.items()))
-    if interrupted is not None:
-        return interrupted
+        return ExitStatus.TERMINATED if stop == "SIGTERM" else ExitStatus.INTERRUPTED
+    totals = results["totals"]
     if totals["divergent"]:
         return ExitStatus.FINDING
-    if unplayed:
+    if totals["could_not_run"] or not results["complete"]:
         return ExitStatus.COULD_NOT_RUN
     return ExitStatus.OK
+
+
+class _Groups:
+    """Says each (release, preset, runner) as its last shard finishes, and each new kind of divergence."""
+
+    def __init__(self, campaign, done: dict, say):
+        from targets.fuzz import DIVERGED
+
+        self.prefix = DIVERGED + ": "
+        self.done, self.say = done, say
+        self.shards: dict[tuple, list] = {}
+        for shard in campaign.shards():
+            self.shards.setdefault(shard.group, []).append(shard)
+        self.seen: set = set()
+
+    def finished(self, shard) -> None:
+        rows = self.done[shard.number]["rows"]
+        for index, _steps, _end, outcome in rows:
+            if outcome.startswith(self.prefix) and (shard.group, outcome) not in self.seen:
+                self.seen.add((shard.group, outcome))
+                self.say(f"   [{' '.join(shard.group)}] new divergence {outcome[len(self.prefix) :]} (trace {index})")
+        group = self.shards[shard.group]
+        if all(s.number in self.done for s in group):
+            rows = [row for s in group for row in self.done[s.number]["rows"]]
+            fatal = Counter(a for row in rows if row[2].startswith("fatal: ") for a in row[2][7:].split(","))
+            divergent = sum(1 for row in rows if row[3].startswith(self.prefix))
+            self.say(
+                f"== {' '.join(shard.group)}: {len(rows)} traces, {sum(r[1] for r in rows)} steps, {divergent} "
+                f"divergent, model-fatal ends {dict(sorted(fatal.items()))}"
+            )

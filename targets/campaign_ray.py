@@ -1,0 +1,136 @@
+"""A campaign's workers on Ray: one actor per worker, holding one release (imported only with --ray).
+
+`RayPool` is LocalPool's counterpart for targets/campaign_run.py. `--ray local` starts a
+Ray instance on this machine (no dashboard, Ray's own logs quiet, no usage report) and
+shuts it down at the end; `--ray ADDRESS` joins a cluster, whose nodes must each have
+this project installed and the releases' trees fetched (`make venv vllm-trees`), at the
+same paths. An actor that dies, or whose node does, is Ray's RayActorError: its task in
+flight goes back to the queue (campaign_run.run). Each result says which node ran it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+
+import ray
+from ray.exceptions import RayActorError
+
+from spec.errors import TargetUnavailable
+from targets.campaign import Worker
+from targets.campaign_run import Event, Handle
+
+
+@ray.remote(num_cpus=1, max_restarts=0)
+class FuzzActor:
+    """A Worker in a Ray actor: prepare() once, then run() per task."""
+
+    def __init__(self, release: str):
+        self.worker = Worker(release)
+
+    def prepare(self):
+        try:
+            return ("ready", self.worker.prepare())
+        except TargetUnavailable as exc:
+            return ("broken", str(exc))
+
+    def run(self, task):
+        import torch
+
+        torch.set_num_threads(1)
+        try:
+            reply = self.worker.run(task)
+        except TargetUnavailable as exc:
+            return ("broken", str(exc))
+        reply["node"] = ray.get_runtime_context().get_node_id()
+        return ("done", reply)
+
+
+def connect(address: str, workers: int | None) -> tuple[int, bool]:
+    """Start (`local`) or join (an address) a Ray instance; (workers, whether we started it)."""
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    local = address == "local"
+    ray.init(
+        address="local" if local else address,
+        num_cpus=workers if local else None,
+        include_dashboard=False,
+        logging_level=logging.ERROR,
+        log_to_driver=False,
+    )
+    if workers is None:
+        workers = max(1, int(ray.cluster_resources().get("CPU", 1)))
+    return workers, local
+
+
+class RayPool:
+    """Workers as Ray actors, one CPU each, placed by Ray over the cluster's nodes."""
+
+    def __init__(self, address: str, size: int | None = None):
+        self.size, self.owned = connect(address, size)
+        self.address = address
+        self.handles: list[Handle] = []
+        self.refs: dict = {}  # ObjectRef -> (handle, "prepare" | "run")
+        self.started = 0
+
+    @property
+    def how(self) -> str:
+        nodes = sum(1 for n in ray.nodes() if n.get("Alive"))
+        return f"Ray ({self.address}), {self.size} actor(s) on {nodes} node(s)"
+
+    def live(self) -> list[Handle]:
+        return list(self.handles)
+
+    def start(self, release: str) -> Handle:
+        self.started += 1
+        handle = Handle(release, self.started, actor=FuzzActor.remote(release))
+        self.refs[handle.actor.prepare.remote()] = (handle, "prepare")
+        self.handles.append(handle)
+        return handle
+
+    def submit(self, handle: Handle, task: tuple) -> None:
+        handle.task = task
+        self.refs[handle.actor.run.remote(task)] = (handle, "run")
+
+    def wait(self, timeout: float) -> list[Event]:
+        if not self.refs:
+            return []
+        ready, _ = ray.wait(list(self.refs), num_returns=1, timeout=timeout)
+        if ready:
+            more, _ = ray.wait([r for r in self.refs if r not in ready], num_returns=len(self.refs) - 1, timeout=0)
+            ready += more
+        events = []
+        for ref in ready:
+            handle, what = self.refs.pop(ref)
+            try:
+                kind, payload = ray.get(ref)
+            except RayActorError as exc:
+                if handle in self.handles:
+                    self.handles.remove(handle)
+                    events.append(Event("died", handle, f"Ray actor ended ({type(exc).__name__})", handle.task))
+                continue
+            if kind == "ready":
+                events.append(Event("ready", None, (handle.release, payload)))
+            elif kind == "broken":
+                events.append(Event("broken", handle, payload))
+            else:
+                task, handle.task = handle.task, None
+                events.append(Event("done", handle, payload, task))
+        return events
+
+    def retire(self, handle: Handle) -> None:
+        self.kill(handle)
+        if handle in self.handles:
+            self.handles.remove(handle)
+
+    def kill(self, handle: Handle) -> None:
+        ray.kill(handle.actor, no_restart=True)
+
+    def idle_release(self, release: str) -> None:
+        pass
+
+    def close(self) -> None:
+        for handle in list(self.handles):
+            self.retire(handle)
+        self.refs.clear()
+        if self.owned:
+            ray.shutdown()
