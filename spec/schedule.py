@@ -13,7 +13,7 @@ from spec.engine import (
     spec_k,
 )
 from spec.events import Arg, Effect
-from spec.ops import Ops, whole_blocks
+from spec.ops import Ops, select, whole_blocks
 from spec.properties import in_flight_sum
 from spec.runners import Shipped, v1_decide, v2_decide
 from spec.state import Next, View
@@ -243,6 +243,11 @@ def schedule(s: View, a: View, nxt: Next, cfg: Config, ops: Ops) -> Effect:
 
     remaining_before.append(remaining)
     stopped_before.append(stopped)
+    for r in reqs:  # a blocked request the loop reaches sees the budget and flag at its place
+        held_back = ops.all(queued[r], blocked[r])
+        place = wait_pos[r]
+        remaining_at[r] = ops.ite(held_back, select(ops, remaining_before, place, remaining), remaining_at[r])
+        stopped_at[r] = ops.ite(held_back, select(ops, stopped_before, place, stopped), stopped_at[r])
     if skipped_first:
         _move_skipped(s, nxt, cfg, ops, queued, blocked, wait_pos, remaining_before, stopped_before)
         for r in reqs:
