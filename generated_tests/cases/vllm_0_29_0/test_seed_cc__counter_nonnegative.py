@@ -10,19 +10,19 @@ Violated: counter-nonnegative (vLLM 0.29.0: async_scheduler.py:61-63), at step 3
 
 step  event               picks                               what changes
    0  init                prompt_len=[9118]
-   1  schedule            budget=3415 stale_read=[True]       r0: scheduled 3415, reserved 0, runner returns 1
-                                                              r0: runner rule g + n = 0 + 3415 = 3415 < prefill_len = 0? no -> samples
-                                                              r0: status WAITING->RUNNING, c 0->3415, F 0->3415, X F->T, g 0->3415
+   1  schedule            budget=2306 stale_read=[True]       r0: scheduled 2306, reserved 0, runner returns 1
+                                                              r0: runner rule g + n = 0 + 2306 = 2306 < prefill_len = 0? no -> samples
+                                                              r0: status WAITING->RUNNING, c 0->2306, F 0->2306, X F->T, g 0->2306
                                                               r0: tl 0->1
                                                               in flight 0->1
-                                                              VIOLATES predicates-agree
-   2  schedule            budget=3417                         r0: scheduled 3417, reserved 0, runner returns 1
-                                                              r0: runner rule g + n = 3415 + 3417 = 6832 < prefill_len = 0? no -> samples
-                                                              r0: c 3415->6832, F 3415->6832, g 3415->6832, tl 1->2
+                                                              VIOLATES history-agrees, predicates-agree
+   2  schedule            budget=2307                         r0: scheduled 2307, reserved 0, runner returns 1
+                                                              r0: runner rule g + n = 2306 + 2307 = 4613 < prefill_len = 0? no -> samples
+                                                              r0: c 2306->4613, F 2306->4613, g 2306->4613, tl 1->2
                                                               in flight 1->2
-                                                              VIOLATES predicates-agree
+                                                              VIOLATES history-agrees, predicates-agree
    3  deliver                                                 delivers the output of step 1
-                                                              r0: T 9118->9119, P 0->-1, F 6832->3417
+                                                              r0: T 9118->9119, P 0->-1, F 4613->2307
                                                               in flight 2->1
                                                               VIOLATES no-token-while-prefilling
 (L prompt, T tokens, c computed, P placeholders, F in flight, S stale, D drop-stale, X is_prefill_chunk, Nr V1 num_tokens, g/pl/tl V2 slot computed/prefill_len/total_len)
@@ -30,59 +30,59 @@ step  event               picks                               what changes
 What the model predicts on each arm (vLLM's reaction: CRASH = an assert kills the
 engine; SILENT = the violation passes unnoticed):
   vllm-0.29.0         CRASH at step 3: `assert request.num_output_placeholders >= 0` fires
-                      violated: counter-nonnegative at step 3; predicates-agree at 1; no-token-while-prefilling at 3; placeholder-accounting at 3
+                      violated: counter-nonnegative at step 3; predicates-agree at 1; history-agrees at 1; no-token-while-prefilling at 3; placeholder-accounting at 3
                       runs 3 step(s)
   vllm-0.29.0+clamp   SILENT: no assert fires
-                      violated: predicates-agree at 1
+                      violated: predicates-agree at 1; history-agrees at 1
                       counter-nonnegative holds on this arm
                       runs 3 step(s); the clamp drops 1 token(s)
   vllm-0.29.0+guard   SILENT: no assert fires
-                      violated: predicates-agree at 1
+                      violated: predicates-agree at 1; history-agrees at 1
                       counter-nonnegative holds on this arm
                       runs 3 step(s); the guard drops 1 token(s)
   vllm-0.30.0         CRASH at step 3: `assert request.num_output_placeholders >= 0` fires
-                      violated: counter-nonnegative at step 3; predicates-agree at 1; no-token-while-prefilling at 3; placeholder-accounting at 3
+                      violated: counter-nonnegative at step 3; predicates-agree at 1; history-agrees at 1; no-token-while-prefilling at 3; placeholder-accounting at 3
                       runs 3 step(s)
   vllm-0.30.0+clamp   SILENT: no assert fires
-                      violated: predicates-agree at 1
+                      violated: predicates-agree at 1; history-agrees at 1
                       counter-nonnegative holds on this arm
                       runs 3 step(s); the clamp drops 1 token(s)
   vllm-0.30.0+guard   SILENT: no assert fires
-                      violated: predicates-agree at 1
+                      violated: predicates-agree at 1; history-agrees at 1
                       counter-nonnegative holds on this arm
                       runs 3 step(s); the guard drops 1 token(s)
   vllm-0.31.0         CRASH at step 3: `assert request.num_output_placeholders >= 0` fires
-                      violated: counter-nonnegative at step 3; predicates-agree at 1; no-token-while-prefilling at 3; placeholder-accounting at 3
+                      violated: counter-nonnegative at step 3; predicates-agree at 1; history-agrees at 1; no-token-while-prefilling at 3; placeholder-accounting at 3
                       runs 3 step(s)
   vllm-0.31.0+clamp   SILENT: no assert fires
-                      violated: predicates-agree at 1
+                      violated: predicates-agree at 1; history-agrees at 1
                       counter-nonnegative holds on this arm
                       runs 3 step(s); the clamp drops 1 token(s)
   vllm-0.31.0+guard   SILENT: no assert fires
-                      violated: predicates-agree at 1
+                      violated: predicates-agree at 1; history-agrees at 1
                       counter-nonnegative holds on this arm
                       runs 3 step(s); the guard drops 1 token(s)
   vllm-0.32.0         CRASH at step 3: `assert request.num_output_placeholders >= 0` fires
-                      violated: counter-nonnegative at step 3; predicates-agree at 1; no-token-while-prefilling at 3; placeholder-accounting at 3
+                      violated: counter-nonnegative at step 3; predicates-agree at 1; history-agrees at 1; no-token-while-prefilling at 3; placeholder-accounting at 3
                       runs 3 step(s)
   vllm-0.32.0+clamp   SILENT: no assert fires
-                      violated: predicates-agree at 1
+                      violated: predicates-agree at 1; history-agrees at 1
                       counter-nonnegative holds on this arm
                       runs 3 step(s); the clamp drops 1 token(s)
   vllm-0.32.0+guard   SILENT: no assert fires
-                      violated: predicates-agree at 1
+                      violated: predicates-agree at 1; history-agrees at 1
                       counter-nonnegative holds on this arm
                       runs 3 step(s); the guard drops 1 token(s)
   vllm-0.33.0         SILENT: no assert fires
-                      violated: predicates-agree at 1; no-token-while-prefilling at 3
+                      violated: predicates-agree at 1; history-agrees at 1; no-token-while-prefilling at 3
                       counter-nonnegative holds on this arm
                       runs 3 step(s)
   vllm-0.33.0+clamp   SILENT: no assert fires
-                      violated: predicates-agree at 1
+                      violated: predicates-agree at 1; history-agrees at 1
                       counter-nonnegative holds on this arm
                       runs 3 step(s); the clamp drops 1 token(s)
   vllm-0.33.0+guard   SILENT: no assert fires
-                      violated: predicates-agree at 1
+                      violated: predicates-agree at 1; history-agrees at 1
                       counter-nonnegative holds on this arm
                       runs 3 step(s); the guard drops 1 token(s)
 
@@ -98,28 +98,28 @@ CASE = Case(
     config={'name': 'seed-cc@0.29.0', 'runner': 'v2', 'events': ['abort', 'preempt'], 'faults': ['stale-slot-read'], 'profile': 'vllm-0.29.0', 'clamp': False, 'requests': 1, 'pp': 1, 'spec_tokens': 0, 'max_budget': 8192, 'prompt_lens': [9118], 'long_prefill_threshold': 0, 'block_size': 16},
     init={'prompt_len': [9118]},
     steps=(
-        ('schedule', {'budget': 3415, 'stale_read': [True]}),
-        ('schedule', {'budget': 3417, 'stale_read': [False]}),
+        ('schedule', {'budget': 2306, 'stale_read': [True]}),
+        ('schedule', {'budget': 2307, 'stale_read': [False]}),
         ('deliver', {'stop': [0]}),
     ),
     kind='violation',
     property='counter-nonnegative',
     arms={
-        'vllm-0.29.0': ({'profile': 'vllm-0.29.0', 'clamp': False, 'guard': 'none'}, Expect(runs=3, fired=('placeholders-nonnegative', 3), violations=(3,), others=(('predicates-agree', 1), ('no-token-while-prefilling', 3), ('placeholder-accounting', 3)))),
-        'vllm-0.29.0+clamp': ({'profile': 'vllm-0.29.0', 'clamp': True, 'guard': 'none'}, Expect(runs=3, others=(('predicates-agree', 1),), dropped=1)),
-        'vllm-0.29.0+guard': ({'profile': 'vllm-0.29.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=3, others=(('predicates-agree', 1),), dropped=1)),
-        'vllm-0.30.0': ({'profile': 'vllm-0.30.0', 'clamp': False, 'guard': 'none'}, Expect(runs=3, fired=('placeholders-nonnegative', 3), violations=(3,), others=(('predicates-agree', 1), ('no-token-while-prefilling', 3), ('placeholder-accounting', 3)))),
-        'vllm-0.30.0+clamp': ({'profile': 'vllm-0.30.0', 'clamp': True, 'guard': 'none'}, Expect(runs=3, others=(('predicates-agree', 1),), dropped=1)),
-        'vllm-0.30.0+guard': ({'profile': 'vllm-0.30.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=3, others=(('predicates-agree', 1),), dropped=1)),
-        'vllm-0.31.0': ({'profile': 'vllm-0.31.0', 'clamp': False, 'guard': 'none'}, Expect(runs=3, fired=('placeholders-nonnegative', 3), violations=(3,), others=(('predicates-agree', 1), ('no-token-while-prefilling', 3), ('placeholder-accounting', 3)))),
-        'vllm-0.31.0+clamp': ({'profile': 'vllm-0.31.0', 'clamp': True, 'guard': 'none'}, Expect(runs=3, others=(('predicates-agree', 1),), dropped=1)),
-        'vllm-0.31.0+guard': ({'profile': 'vllm-0.31.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=3, others=(('predicates-agree', 1),), dropped=1)),
-        'vllm-0.32.0': ({'profile': 'vllm-0.32.0', 'clamp': False, 'guard': 'none'}, Expect(runs=3, fired=('placeholders-nonnegative', 3), violations=(3,), others=(('predicates-agree', 1), ('no-token-while-prefilling', 3), ('placeholder-accounting', 3)))),
-        'vllm-0.32.0+clamp': ({'profile': 'vllm-0.32.0', 'clamp': True, 'guard': 'none'}, Expect(runs=3, others=(('predicates-agree', 1),), dropped=1)),
-        'vllm-0.32.0+guard': ({'profile': 'vllm-0.32.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=3, others=(('predicates-agree', 1),), dropped=1)),
-        'vllm-0.33.0': ({'profile': 'vllm-0.33.0', 'clamp': False, 'guard': 'none'}, Expect(runs=3, others=(('predicates-agree', 1), ('no-token-while-prefilling', 3)))),
-        'vllm-0.33.0+clamp': ({'profile': 'vllm-0.33.0', 'clamp': True, 'guard': 'none'}, Expect(runs=3, others=(('predicates-agree', 1),), dropped=1)),
-        'vllm-0.33.0+guard': ({'profile': 'vllm-0.33.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=3, others=(('predicates-agree', 1),), dropped=1)),
+        'vllm-0.29.0': ({'profile': 'vllm-0.29.0', 'clamp': False, 'guard': 'none'}, Expect(runs=3, fired=('placeholders-nonnegative', 3), violations=(3,), others=(('predicates-agree', 1), ('history-agrees', 1), ('no-token-while-prefilling', 3), ('placeholder-accounting', 3)))),
+        'vllm-0.29.0+clamp': ({'profile': 'vllm-0.29.0', 'clamp': True, 'guard': 'none'}, Expect(runs=3, others=(('predicates-agree', 1), ('history-agrees', 1)), dropped=1)),
+        'vllm-0.29.0+guard': ({'profile': 'vllm-0.29.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=3, others=(('predicates-agree', 1), ('history-agrees', 1)), dropped=1)),
+        'vllm-0.30.0': ({'profile': 'vllm-0.30.0', 'clamp': False, 'guard': 'none'}, Expect(runs=3, fired=('placeholders-nonnegative', 3), violations=(3,), others=(('predicates-agree', 1), ('history-agrees', 1), ('no-token-while-prefilling', 3), ('placeholder-accounting', 3)))),
+        'vllm-0.30.0+clamp': ({'profile': 'vllm-0.30.0', 'clamp': True, 'guard': 'none'}, Expect(runs=3, others=(('predicates-agree', 1), ('history-agrees', 1)), dropped=1)),
+        'vllm-0.30.0+guard': ({'profile': 'vllm-0.30.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=3, others=(('predicates-agree', 1), ('history-agrees', 1)), dropped=1)),
+        'vllm-0.31.0': ({'profile': 'vllm-0.31.0', 'clamp': False, 'guard': 'none'}, Expect(runs=3, fired=('placeholders-nonnegative', 3), violations=(3,), others=(('predicates-agree', 1), ('history-agrees', 1), ('no-token-while-prefilling', 3), ('placeholder-accounting', 3)))),
+        'vllm-0.31.0+clamp': ({'profile': 'vllm-0.31.0', 'clamp': True, 'guard': 'none'}, Expect(runs=3, others=(('predicates-agree', 1), ('history-agrees', 1)), dropped=1)),
+        'vllm-0.31.0+guard': ({'profile': 'vllm-0.31.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=3, others=(('predicates-agree', 1), ('history-agrees', 1)), dropped=1)),
+        'vllm-0.32.0': ({'profile': 'vllm-0.32.0', 'clamp': False, 'guard': 'none'}, Expect(runs=3, fired=('placeholders-nonnegative', 3), violations=(3,), others=(('predicates-agree', 1), ('history-agrees', 1), ('no-token-while-prefilling', 3), ('placeholder-accounting', 3)))),
+        'vllm-0.32.0+clamp': ({'profile': 'vllm-0.32.0', 'clamp': True, 'guard': 'none'}, Expect(runs=3, others=(('predicates-agree', 1), ('history-agrees', 1)), dropped=1)),
+        'vllm-0.32.0+guard': ({'profile': 'vllm-0.32.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=3, others=(('predicates-agree', 1), ('history-agrees', 1)), dropped=1)),
+        'vllm-0.33.0': ({'profile': 'vllm-0.33.0', 'clamp': False, 'guard': 'none'}, Expect(runs=3, others=(('predicates-agree', 1), ('history-agrees', 1), ('no-token-while-prefilling', 3)))),
+        'vllm-0.33.0+clamp': ({'profile': 'vllm-0.33.0', 'clamp': True, 'guard': 'none'}, Expect(runs=3, others=(('predicates-agree', 1), ('history-agrees', 1)), dropped=1)),
+        'vllm-0.33.0+guard': ({'profile': 'vllm-0.33.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=3, others=(('predicates-agree', 1), ('history-agrees', 1)), dropped=1)),
     },
     path='generated_tests/cases/vllm_0_29_0/test_seed_cc__counter_nonnegative.py',
 )

@@ -11,19 +11,19 @@ Violated: positions-agree (vLLM 0.29.0: input_batch.py:598-601, states.py:106-11
 
 step  event               picks                               what changes
    0  init                prompt_len=[9118]
-   1  schedule            budget=4668                         r0: scheduled 4668, reserved 0, runner returns 0
-                                                              r0: runner rule g + n = 0 + 4668 = 4668 < prefill_len = 9118? yes -> discards
-                                                              r0: status WAITING->RUNNING, c 0->4668, F 0->4668, X F->T, g 0->4668
+   1  schedule            budget=2                            r0: scheduled 2, reserved 0, runner returns 0
+                                                              r0: runner rule g + n = 0 + 2 = 2 < prefill_len = 9118? yes -> discards
+                                                              r0: status WAITING->RUNNING, c 0->2, F 0->2, X F->T, g 0->2
                                                               r0: pl 0->9118, tl 0->9118
                                                               in flight 0->1
-   2  preempt                                                 r0: status RUNNING->PREEMPTED, c 4668->0, S 0->4668
+   2  preempt                                                 r0: status RUNNING->PREEMPTED, c 2->0, S 0->2
    3  schedule            budget=1                            in flight 1->2
    4  deliver                                                 delivers the output of step 1
-                                                              r0: F 4668->0, S 4668->0
+                                                              r0: F 2->0, S 2->0
                                                               in flight 2->1
-   5  schedule            budget=4154 stale_read=[True]       r0: scheduled 4154, reserved 0, runner returns 0
-                                                              r0: runner rule g + n = 4668 + 4154 = 8822 < prefill_len = 9118? yes -> discards
-                                                              r0: status PREEMPTED->RUNNING, c 0->4154, F 0->4154, g 4668->8822
+   5  schedule            budget=5746 stale_read=[True]       r0: scheduled 5746, reserved 0, runner returns 0
+                                                              r0: runner rule g + n = 2 + 5746 = 5748 < prefill_len = 9118? yes -> discards
+                                                              r0: status PREEMPTED->RUNNING, c 0->5746, F 0->5746, g 2->5748
                                                               in flight 1->2
                                                               VIOLATES positions-agree
 (L prompt, T tokens, c computed, P placeholders, F in flight, S stale, D drop-stale, X is_prefill_chunk, Nr V1 num_tokens, g/pl/tl V2 slot computed/prefill_len/total_len)
@@ -88,11 +88,11 @@ CASE = Case(
     config={'name': 'seed-cc@0.29.0', 'runner': 'v2', 'events': ['abort', 'preempt'], 'faults': ['stale-slot-read'], 'profile': 'vllm-0.29.0', 'clamp': False, 'requests': 1, 'pp': 1, 'spec_tokens': 0, 'max_budget': 8192, 'prompt_lens': [9118], 'long_prefill_threshold': 0, 'block_size': 16},
     init={'prompt_len': [9118]},
     steps=(
-        ('schedule', {'budget': 4668, 'stale_read': [False]}),
+        ('schedule', {'budget': 2, 'stale_read': [False]}),
         ('preempt', {'req': 0}),
         ('schedule', {'budget': 1, 'stale_read': [False]}),
         ('deliver', {'stop': [0]}),
-        ('schedule', {'budget': 4154, 'stale_read': [True]}),
+        ('schedule', {'budget': 5746, 'stale_read': [True]}),
     ),
     kind='violation',
     property='positions-agree',

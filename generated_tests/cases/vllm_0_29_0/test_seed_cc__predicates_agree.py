@@ -15,55 +15,55 @@ step  event               picks                               what changes
                                                               r0: status WAITING->RUNNING, c 0->1, F 0->1, X F->T, g 0->1
                                                               r0: tl 0->1
                                                               in flight 0->1
-                                                              VIOLATES predicates-agree
+                                                              VIOLATES history-agrees, predicates-agree
 (L prompt, T tokens, c computed, P placeholders, F in flight, S stale, D drop-stale, X is_prefill_chunk, Nr V1 num_tokens, g/pl/tl V2 slot computed/prefill_len/total_len)
 
 What the model predicts on each arm (vLLM's reaction: CRASH = an assert kills the
 engine; SILENT = the violation passes unnoticed):
   vllm-0.29.0         SILENT: no assert fires
-                      violated: predicates-agree at step 1
+                      violated: predicates-agree at step 1; history-agrees at 1
                       runs 1 step(s)
   vllm-0.29.0+clamp   SILENT: no assert fires
-                      violated: predicates-agree at step 1
+                      violated: predicates-agree at step 1; history-agrees at 1
                       runs 1 step(s)
   vllm-0.29.0+guard   SILENT: no assert fires
-                      violated: predicates-agree at step 1
+                      violated: predicates-agree at step 1; history-agrees at 1
                       runs 1 step(s)
   vllm-0.30.0         SILENT: no assert fires
-                      violated: predicates-agree at step 1
+                      violated: predicates-agree at step 1; history-agrees at 1
                       runs 1 step(s)
   vllm-0.30.0+clamp   SILENT: no assert fires
-                      violated: predicates-agree at step 1
+                      violated: predicates-agree at step 1; history-agrees at 1
                       runs 1 step(s)
   vllm-0.30.0+guard   SILENT: no assert fires
-                      violated: predicates-agree at step 1
+                      violated: predicates-agree at step 1; history-agrees at 1
                       runs 1 step(s)
   vllm-0.31.0         SILENT: no assert fires
-                      violated: predicates-agree at step 1
+                      violated: predicates-agree at step 1; history-agrees at 1
                       runs 1 step(s)
   vllm-0.31.0+clamp   SILENT: no assert fires
-                      violated: predicates-agree at step 1
+                      violated: predicates-agree at step 1; history-agrees at 1
                       runs 1 step(s)
   vllm-0.31.0+guard   SILENT: no assert fires
-                      violated: predicates-agree at step 1
+                      violated: predicates-agree at step 1; history-agrees at 1
                       runs 1 step(s)
   vllm-0.32.0         SILENT: no assert fires
-                      violated: predicates-agree at step 1
+                      violated: predicates-agree at step 1; history-agrees at 1
                       runs 1 step(s)
   vllm-0.32.0+clamp   SILENT: no assert fires
-                      violated: predicates-agree at step 1
+                      violated: predicates-agree at step 1; history-agrees at 1
                       runs 1 step(s)
   vllm-0.32.0+guard   SILENT: no assert fires
-                      violated: predicates-agree at step 1
+                      violated: predicates-agree at step 1; history-agrees at 1
                       runs 1 step(s)
   vllm-0.33.0         SILENT: no assert fires
-                      violated: predicates-agree at step 1
+                      violated: predicates-agree at step 1; history-agrees at 1
                       runs 1 step(s)
   vllm-0.33.0+clamp   SILENT: no assert fires
-                      violated: predicates-agree at step 1
+                      violated: predicates-agree at step 1; history-agrees at 1
                       runs 1 step(s)
   vllm-0.33.0+guard   SILENT: no assert fires
-                      violated: predicates-agree at step 1
+                      violated: predicates-agree at step 1; history-agrees at 1
                       runs 1 step(s)
 
 Replay:      .venv/bin/python -m pytest generated_tests/cases/vllm_0_29_0/test_seed_cc__predicates_agree.py --target=reference,vllm,vllm-clamp,vllm-guard,kernel
@@ -83,21 +83,21 @@ CASE = Case(
     kind='violation',
     property='predicates-agree',
     arms={
-        'vllm-0.29.0': ({'profile': 'vllm-0.29.0', 'clamp': False, 'guard': 'none'}, Expect(runs=1, violations=(1,))),
-        'vllm-0.29.0+clamp': ({'profile': 'vllm-0.29.0', 'clamp': True, 'guard': 'none'}, Expect(runs=1, violations=(1,))),
-        'vllm-0.29.0+guard': ({'profile': 'vllm-0.29.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=1, violations=(1,))),
-        'vllm-0.30.0': ({'profile': 'vllm-0.30.0', 'clamp': False, 'guard': 'none'}, Expect(runs=1, violations=(1,))),
-        'vllm-0.30.0+clamp': ({'profile': 'vllm-0.30.0', 'clamp': True, 'guard': 'none'}, Expect(runs=1, violations=(1,))),
-        'vllm-0.30.0+guard': ({'profile': 'vllm-0.30.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=1, violations=(1,))),
-        'vllm-0.31.0': ({'profile': 'vllm-0.31.0', 'clamp': False, 'guard': 'none'}, Expect(runs=1, violations=(1,))),
-        'vllm-0.31.0+clamp': ({'profile': 'vllm-0.31.0', 'clamp': True, 'guard': 'none'}, Expect(runs=1, violations=(1,))),
-        'vllm-0.31.0+guard': ({'profile': 'vllm-0.31.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=1, violations=(1,))),
-        'vllm-0.32.0': ({'profile': 'vllm-0.32.0', 'clamp': False, 'guard': 'none'}, Expect(runs=1, violations=(1,))),
-        'vllm-0.32.0+clamp': ({'profile': 'vllm-0.32.0', 'clamp': True, 'guard': 'none'}, Expect(runs=1, violations=(1,))),
-        'vllm-0.32.0+guard': ({'profile': 'vllm-0.32.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=1, violations=(1,))),
-        'vllm-0.33.0': ({'profile': 'vllm-0.33.0', 'clamp': False, 'guard': 'none'}, Expect(runs=1, violations=(1,))),
-        'vllm-0.33.0+clamp': ({'profile': 'vllm-0.33.0', 'clamp': True, 'guard': 'none'}, Expect(runs=1, violations=(1,))),
-        'vllm-0.33.0+guard': ({'profile': 'vllm-0.33.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=1, violations=(1,))),
+        'vllm-0.29.0': ({'profile': 'vllm-0.29.0', 'clamp': False, 'guard': 'none'}, Expect(runs=1, violations=(1,), others=(('history-agrees', 1),))),
+        'vllm-0.29.0+clamp': ({'profile': 'vllm-0.29.0', 'clamp': True, 'guard': 'none'}, Expect(runs=1, violations=(1,), others=(('history-agrees', 1),))),
+        'vllm-0.29.0+guard': ({'profile': 'vllm-0.29.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=1, violations=(1,), others=(('history-agrees', 1),))),
+        'vllm-0.30.0': ({'profile': 'vllm-0.30.0', 'clamp': False, 'guard': 'none'}, Expect(runs=1, violations=(1,), others=(('history-agrees', 1),))),
+        'vllm-0.30.0+clamp': ({'profile': 'vllm-0.30.0', 'clamp': True, 'guard': 'none'}, Expect(runs=1, violations=(1,), others=(('history-agrees', 1),))),
+        'vllm-0.30.0+guard': ({'profile': 'vllm-0.30.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=1, violations=(1,), others=(('history-agrees', 1),))),
+        'vllm-0.31.0': ({'profile': 'vllm-0.31.0', 'clamp': False, 'guard': 'none'}, Expect(runs=1, violations=(1,), others=(('history-agrees', 1),))),
+        'vllm-0.31.0+clamp': ({'profile': 'vllm-0.31.0', 'clamp': True, 'guard': 'none'}, Expect(runs=1, violations=(1,), others=(('history-agrees', 1),))),
+        'vllm-0.31.0+guard': ({'profile': 'vllm-0.31.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=1, violations=(1,), others=(('history-agrees', 1),))),
+        'vllm-0.32.0': ({'profile': 'vllm-0.32.0', 'clamp': False, 'guard': 'none'}, Expect(runs=1, violations=(1,), others=(('history-agrees', 1),))),
+        'vllm-0.32.0+clamp': ({'profile': 'vllm-0.32.0', 'clamp': True, 'guard': 'none'}, Expect(runs=1, violations=(1,), others=(('history-agrees', 1),))),
+        'vllm-0.32.0+guard': ({'profile': 'vllm-0.32.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=1, violations=(1,), others=(('history-agrees', 1),))),
+        'vllm-0.33.0': ({'profile': 'vllm-0.33.0', 'clamp': False, 'guard': 'none'}, Expect(runs=1, violations=(1,), others=(('history-agrees', 1),))),
+        'vllm-0.33.0+clamp': ({'profile': 'vllm-0.33.0', 'clamp': True, 'guard': 'none'}, Expect(runs=1, violations=(1,), others=(('history-agrees', 1),))),
+        'vllm-0.33.0+guard': ({'profile': 'vllm-0.33.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=1, violations=(1,), others=(('history-agrees', 1),))),
     },
     path='generated_tests/cases/vllm_0_29_0/test_seed_cc__predicates_agree.py',
 )

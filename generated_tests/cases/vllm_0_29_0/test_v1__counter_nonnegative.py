@@ -40,25 +40,25 @@ step  event               picks                               what changes
 What the model predicts on each arm (vLLM's reaction: CRASH = an assert kills the
 engine; SILENT = the violation passes unnoticed):
   vllm-0.29.0         CRASH at step 7: `assert request.num_output_placeholders >= 0` fires
-                      violated: counter-nonnegative at step 7; predicates-agree at 5; no-token-while-prefilling at 7; placeholder-accounting at 7
+                      violated: counter-nonnegative at step 7; predicates-agree at 5; idle-only-when-done at 6; no-token-while-prefilling at 7; placeholder-accounting at 7
                       runs 7 step(s)
   vllm-0.29.0+clamp   SILENT: no assert fires
-                      violated: predicates-agree at 5
+                      violated: predicates-agree at 5; idle-only-when-done at 6
                       counter-nonnegative holds on this arm
                       runs 7 step(s); the clamp drops 1 token(s)
   vllm-0.29.0+guard   SILENT: no assert fires
-                      violated: predicates-agree at 5
+                      violated: predicates-agree at 5; idle-only-when-done at 6
                       counter-nonnegative holds on this arm
                       runs 7 step(s); the guard drops 1 token(s)
   vllm-0.30.0         CRASH at step 7: `assert request.num_output_placeholders >= 0` fires
-                      violated: counter-nonnegative at step 7; predicates-agree at 5; no-token-while-prefilling at 7; placeholder-accounting at 7
+                      violated: counter-nonnegative at step 7; predicates-agree at 5; idle-only-when-done at 6; no-token-while-prefilling at 7; placeholder-accounting at 7
                       runs 7 step(s)
   vllm-0.30.0+clamp   SILENT: no assert fires
-                      violated: predicates-agree at 5
+                      violated: predicates-agree at 5; idle-only-when-done at 6
                       counter-nonnegative holds on this arm
                       runs 7 step(s); the clamp drops 1 token(s)
   vllm-0.30.0+guard   SILENT: no assert fires
-                      violated: predicates-agree at 5
+                      violated: predicates-agree at 5; idle-only-when-done at 6
                       counter-nonnegative holds on this arm
                       runs 7 step(s); the guard drops 1 token(s)
   vllm-0.31.0         holds: no assert fires, nothing is violated
@@ -112,12 +112,12 @@ CASE = Case(
     kind='violation',
     property='counter-nonnegative',
     arms={
-        'vllm-0.29.0': ({'profile': 'vllm-0.29.0', 'clamp': False, 'guard': 'none'}, Expect(runs=7, fired=('placeholders-nonnegative', 7), violations=(7,), others=(('predicates-agree', 5), ('no-token-while-prefilling', 7), ('placeholder-accounting', 7)))),
-        'vllm-0.29.0+clamp': ({'profile': 'vllm-0.29.0', 'clamp': True, 'guard': 'none'}, Expect(runs=7, others=(('predicates-agree', 5),), dropped=1)),
-        'vllm-0.29.0+guard': ({'profile': 'vllm-0.29.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=7, others=(('predicates-agree', 5),), dropped=1)),
-        'vllm-0.30.0': ({'profile': 'vllm-0.30.0', 'clamp': False, 'guard': 'none'}, Expect(runs=7, fired=('placeholders-nonnegative', 7), violations=(7,), others=(('predicates-agree', 5), ('no-token-while-prefilling', 7), ('placeholder-accounting', 7)))),
-        'vllm-0.30.0+clamp': ({'profile': 'vllm-0.30.0', 'clamp': True, 'guard': 'none'}, Expect(runs=7, others=(('predicates-agree', 5),), dropped=1)),
-        'vllm-0.30.0+guard': ({'profile': 'vllm-0.30.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=7, others=(('predicates-agree', 5),), dropped=1)),
+        'vllm-0.29.0': ({'profile': 'vllm-0.29.0', 'clamp': False, 'guard': 'none'}, Expect(runs=7, fired=('placeholders-nonnegative', 7), violations=(7,), others=(('predicates-agree', 5), ('idle-only-when-done', 6), ('no-token-while-prefilling', 7), ('placeholder-accounting', 7)))),
+        'vllm-0.29.0+clamp': ({'profile': 'vllm-0.29.0', 'clamp': True, 'guard': 'none'}, Expect(runs=7, others=(('predicates-agree', 5), ('idle-only-when-done', 6)), dropped=1)),
+        'vllm-0.29.0+guard': ({'profile': 'vllm-0.29.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=7, others=(('predicates-agree', 5), ('idle-only-when-done', 6)), dropped=1)),
+        'vllm-0.30.0': ({'profile': 'vllm-0.30.0', 'clamp': False, 'guard': 'none'}, Expect(runs=7, fired=('placeholders-nonnegative', 7), violations=(7,), others=(('predicates-agree', 5), ('idle-only-when-done', 6), ('no-token-while-prefilling', 7), ('placeholder-accounting', 7)))),
+        'vllm-0.30.0+clamp': ({'profile': 'vllm-0.30.0', 'clamp': True, 'guard': 'none'}, Expect(runs=7, others=(('predicates-agree', 5), ('idle-only-when-done', 6)), dropped=1)),
+        'vllm-0.30.0+guard': ({'profile': 'vllm-0.30.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=7, others=(('predicates-agree', 5), ('idle-only-when-done', 6)), dropped=1)),
         'vllm-0.31.0': ({'profile': 'vllm-0.31.0', 'clamp': False, 'guard': 'none'}, Expect(runs=5)),
         'vllm-0.31.0+clamp': ({'profile': 'vllm-0.31.0', 'clamp': True, 'guard': 'none'}, Expect(runs=5)),
         'vllm-0.31.0+guard': ({'profile': 'vllm-0.31.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=5)),

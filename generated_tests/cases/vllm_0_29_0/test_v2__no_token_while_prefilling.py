@@ -28,7 +28,7 @@ step  event               picks                               what changes
                                                               r0: status WAITING->RUNNING, c 2->3, F 1->2, X F->T, g 2->3
                                                               r0: pl 1->3, tl 3->4
                                                               in flight 1->2
-                                                              VIOLATES predicates-agree
+                                                              VIOLATES history-agrees, predicates-agree
    6  deliver             stop=[1]                            delivers the output of step 2
                                                               r0: status RUNNING->WAITING_FOR_STREAMING_REQ, T 3->4, P 1->0, F 2->1
                                                               in flight 2->1
@@ -41,25 +41,25 @@ step  event               picks                               what changes
 What the model predicts on each arm (vLLM's reaction: CRASH = an assert kills the
 engine; SILENT = the violation passes unnoticed):
   vllm-0.29.0         CRASH at step 7: `assert request.num_output_placeholders >= 0` fires
-                      violated: no-token-while-prefilling at step 7; predicates-agree at 5; counter-nonnegative at 7; placeholder-accounting at 7
+                      violated: no-token-while-prefilling at step 7; idle-only-when-done at 3; predicates-agree at 5; history-agrees at 5; counter-nonnegative at 7; placeholder-accounting at 7
                       runs 7 step(s)
   vllm-0.29.0+clamp   SILENT: no assert fires
-                      violated: predicates-agree at 5
+                      violated: idle-only-when-done at 3; predicates-agree at 5; history-agrees at 5
                       no-token-while-prefilling holds on this arm
                       runs 7 step(s); the clamp drops 1 token(s)
   vllm-0.29.0+guard   SILENT: no assert fires
-                      violated: predicates-agree at 5
+                      violated: idle-only-when-done at 3; predicates-agree at 5; history-agrees at 5
                       no-token-while-prefilling holds on this arm
                       runs 7 step(s); the guard drops 1 token(s)
   vllm-0.30.0         CRASH at step 7: `assert request.num_output_placeholders >= 0` fires
-                      violated: no-token-while-prefilling at step 7; predicates-agree at 5; counter-nonnegative at 7; placeholder-accounting at 7
+                      violated: no-token-while-prefilling at step 7; idle-only-when-done at 3; predicates-agree at 5; history-agrees at 5; counter-nonnegative at 7; placeholder-accounting at 7
                       runs 7 step(s)
   vllm-0.30.0+clamp   SILENT: no assert fires
-                      violated: predicates-agree at 5
+                      violated: idle-only-when-done at 3; predicates-agree at 5; history-agrees at 5
                       no-token-while-prefilling holds on this arm
                       runs 7 step(s); the clamp drops 1 token(s)
   vllm-0.30.0+guard   SILENT: no assert fires
-                      violated: predicates-agree at 5
+                      violated: idle-only-when-done at 3; predicates-agree at 5; history-agrees at 5
                       no-token-while-prefilling holds on this arm
                       runs 7 step(s); the guard drops 1 token(s)
   vllm-0.31.0         holds: no assert fires, nothing is violated
@@ -113,12 +113,12 @@ CASE = Case(
     kind='violation',
     property='no-token-while-prefilling',
     arms={
-        'vllm-0.29.0': ({'profile': 'vllm-0.29.0', 'clamp': False, 'guard': 'none'}, Expect(runs=7, fired=('placeholders-nonnegative', 7), violations=(7,), others=(('predicates-agree', 5), ('counter-nonnegative', 7), ('placeholder-accounting', 7)))),
-        'vllm-0.29.0+clamp': ({'profile': 'vllm-0.29.0', 'clamp': True, 'guard': 'none'}, Expect(runs=7, others=(('predicates-agree', 5),), dropped=1)),
-        'vllm-0.29.0+guard': ({'profile': 'vllm-0.29.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=7, others=(('predicates-agree', 5),), dropped=1)),
-        'vllm-0.30.0': ({'profile': 'vllm-0.30.0', 'clamp': False, 'guard': 'none'}, Expect(runs=7, fired=('placeholders-nonnegative', 7), violations=(7,), others=(('predicates-agree', 5), ('counter-nonnegative', 7), ('placeholder-accounting', 7)))),
-        'vllm-0.30.0+clamp': ({'profile': 'vllm-0.30.0', 'clamp': True, 'guard': 'none'}, Expect(runs=7, others=(('predicates-agree', 5),), dropped=1)),
-        'vllm-0.30.0+guard': ({'profile': 'vllm-0.30.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=7, others=(('predicates-agree', 5),), dropped=1)),
+        'vllm-0.29.0': ({'profile': 'vllm-0.29.0', 'clamp': False, 'guard': 'none'}, Expect(runs=7, fired=('placeholders-nonnegative', 7), violations=(7,), others=(('idle-only-when-done', 3), ('predicates-agree', 5), ('history-agrees', 5), ('counter-nonnegative', 7), ('placeholder-accounting', 7)))),
+        'vllm-0.29.0+clamp': ({'profile': 'vllm-0.29.0', 'clamp': True, 'guard': 'none'}, Expect(runs=7, others=(('idle-only-when-done', 3), ('predicates-agree', 5), ('history-agrees', 5)), dropped=1)),
+        'vllm-0.29.0+guard': ({'profile': 'vllm-0.29.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=7, others=(('idle-only-when-done', 3), ('predicates-agree', 5), ('history-agrees', 5)), dropped=1)),
+        'vllm-0.30.0': ({'profile': 'vllm-0.30.0', 'clamp': False, 'guard': 'none'}, Expect(runs=7, fired=('placeholders-nonnegative', 7), violations=(7,), others=(('idle-only-when-done', 3), ('predicates-agree', 5), ('history-agrees', 5), ('counter-nonnegative', 7), ('placeholder-accounting', 7)))),
+        'vllm-0.30.0+clamp': ({'profile': 'vllm-0.30.0', 'clamp': True, 'guard': 'none'}, Expect(runs=7, others=(('idle-only-when-done', 3), ('predicates-agree', 5), ('history-agrees', 5)), dropped=1)),
+        'vllm-0.30.0+guard': ({'profile': 'vllm-0.30.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=7, others=(('idle-only-when-done', 3), ('predicates-agree', 5), ('history-agrees', 5)), dropped=1)),
         'vllm-0.31.0': ({'profile': 'vllm-0.31.0', 'clamp': False, 'guard': 'none'}, Expect(runs=5)),
         'vllm-0.31.0+clamp': ({'profile': 'vllm-0.31.0', 'clamp': True, 'guard': 'none'}, Expect(runs=5)),
         'vllm-0.31.0+guard': ({'profile': 'vllm-0.31.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=5)),

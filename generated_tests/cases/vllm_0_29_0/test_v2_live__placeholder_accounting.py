@@ -34,22 +34,22 @@ step  event               picks                               what changes
 What the model predicts on each arm (vLLM's reaction: CRASH = an assert kills the
 engine; SILENT = the violation passes unnoticed):
   vllm-0.29.0         SILENT: no assert fires
-                      violated: placeholder-accounting at step 5
+                      violated: placeholder-accounting at step 5; idle-only-when-done at 5
                       runs 5 step(s)
   vllm-0.29.0+clamp   SILENT: no assert fires
-                      violated: placeholder-accounting at step 5
+                      violated: placeholder-accounting at step 5; idle-only-when-done at 5
                       runs 5 step(s)
   vllm-0.29.0+guard   SILENT: no assert fires
-                      violated: placeholder-accounting at step 5
+                      violated: placeholder-accounting at step 5; idle-only-when-done at 5
                       runs 5 step(s)
   vllm-0.30.0         SILENT: no assert fires
-                      violated: placeholder-accounting at step 5
+                      violated: placeholder-accounting at step 5; idle-only-when-done at 5
                       runs 5 step(s)
   vllm-0.30.0+clamp   SILENT: no assert fires
-                      violated: placeholder-accounting at step 5
+                      violated: placeholder-accounting at step 5; idle-only-when-done at 5
                       runs 5 step(s)
   vllm-0.30.0+guard   SILENT: no assert fires
-                      violated: placeholder-accounting at step 5
+                      violated: placeholder-accounting at step 5; idle-only-when-done at 5
                       runs 5 step(s)
   vllm-0.31.0         holds: no assert fires, nothing is violated
                       placeholder-accounting holds on this arm
@@ -100,12 +100,12 @@ CASE = Case(
     kind='violation',
     property='placeholder-accounting',
     arms={
-        'vllm-0.29.0': ({'profile': 'vllm-0.29.0', 'clamp': False, 'guard': 'none'}, Expect(runs=5, violations=(5,))),
-        'vllm-0.29.0+clamp': ({'profile': 'vllm-0.29.0', 'clamp': True, 'guard': 'none'}, Expect(runs=5, violations=(5,))),
-        'vllm-0.29.0+guard': ({'profile': 'vllm-0.29.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=5, violations=(5,))),
-        'vllm-0.30.0': ({'profile': 'vllm-0.30.0', 'clamp': False, 'guard': 'none'}, Expect(runs=5, violations=(5,))),
-        'vllm-0.30.0+clamp': ({'profile': 'vllm-0.30.0', 'clamp': True, 'guard': 'none'}, Expect(runs=5, violations=(5,))),
-        'vllm-0.30.0+guard': ({'profile': 'vllm-0.30.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=5, violations=(5,))),
+        'vllm-0.29.0': ({'profile': 'vllm-0.29.0', 'clamp': False, 'guard': 'none'}, Expect(runs=5, violations=(5,), others=(('idle-only-when-done', 5),))),
+        'vllm-0.29.0+clamp': ({'profile': 'vllm-0.29.0', 'clamp': True, 'guard': 'none'}, Expect(runs=5, violations=(5,), others=(('idle-only-when-done', 5),))),
+        'vllm-0.29.0+guard': ({'profile': 'vllm-0.29.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=5, violations=(5,), others=(('idle-only-when-done', 5),))),
+        'vllm-0.30.0': ({'profile': 'vllm-0.30.0', 'clamp': False, 'guard': 'none'}, Expect(runs=5, violations=(5,), others=(('idle-only-when-done', 5),))),
+        'vllm-0.30.0+clamp': ({'profile': 'vllm-0.30.0', 'clamp': True, 'guard': 'none'}, Expect(runs=5, violations=(5,), others=(('idle-only-when-done', 5),))),
+        'vllm-0.30.0+guard': ({'profile': 'vllm-0.30.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=5, violations=(5,), others=(('idle-only-when-done', 5),))),
         'vllm-0.31.0': ({'profile': 'vllm-0.31.0', 'clamp': False, 'guard': 'none'}, Expect(runs=5)),
         'vllm-0.31.0+clamp': ({'profile': 'vllm-0.31.0', 'clamp': True, 'guard': 'none'}, Expect(runs=5)),
         'vllm-0.31.0+guard': ({'profile': 'vllm-0.31.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=5)),

@@ -28,28 +28,28 @@ step  event               picks                               what changes
    6  stream_update       new_tokens=1                        r0: status WAITING_FOR_STREAMING_REQ->WAITING, L 1->3, T 2->3
    7  schedule            budget=1                            r0: status WAITING->RUNNING, X F->T, g 2->3, pl 1->3, tl 3->4
                                                               in flight 3->4
-                                                              VIOLATES positions-agree, predicates-agree, scheduled-tokens-positive
+                                                              VIOLATES positions-agree, history-agrees, predicates-agree, scheduled-tokens-positive
 (L prompt, T tokens, c computed, P placeholders, F in flight, S stale, D drop-stale, X is_prefill_chunk, Nr V1 num_tokens, g/pl/tl V2 slot computed/prefill_len/total_len)
 
 What the model predicts on each arm (vLLM's reaction: CRASH = an assert kills the
 engine; SILENT = the violation passes unnoticed):
   vllm-0.29.0         CRASH at step 7: `assert num_new_tokens > 0` fires
-                      violated: positions-agree at step 7; predicates-agree at 7; scheduled-tokens-positive at 7
+                      violated: positions-agree at step 7; idle-only-when-done at 5; predicates-agree at 7; history-agrees at 7; scheduled-tokens-positive at 7
                       runs 7 step(s)
   vllm-0.29.0+clamp   CRASH at step 7: `assert num_new_tokens > 0` fires
-                      violated: positions-agree at step 7; predicates-agree at 7; scheduled-tokens-positive at 7
+                      violated: positions-agree at step 7; idle-only-when-done at 5; predicates-agree at 7; history-agrees at 7; scheduled-tokens-positive at 7
                       runs 7 step(s)
   vllm-0.29.0+guard   CRASH at step 7: `assert num_new_tokens > 0` fires
-                      violated: positions-agree at step 7; predicates-agree at 7; scheduled-tokens-positive at 7
+                      violated: positions-agree at step 7; idle-only-when-done at 5; predicates-agree at 7; history-agrees at 7; scheduled-tokens-positive at 7
                       runs 7 step(s)
   vllm-0.30.0         CRASH at step 7: `assert num_new_tokens > 0` fires
-                      violated: positions-agree at step 7; predicates-agree at 7; scheduled-tokens-positive at 7
+                      violated: positions-agree at step 7; idle-only-when-done at 5; predicates-agree at 7; history-agrees at 7; scheduled-tokens-positive at 7
                       runs 7 step(s)
   vllm-0.30.0+clamp   CRASH at step 7: `assert num_new_tokens > 0` fires
-                      violated: positions-agree at step 7; predicates-agree at 7; scheduled-tokens-positive at 7
+                      violated: positions-agree at step 7; idle-only-when-done at 5; predicates-agree at 7; history-agrees at 7; scheduled-tokens-positive at 7
                       runs 7 step(s)
   vllm-0.30.0+guard   CRASH at step 7: `assert num_new_tokens > 0` fires
-                      violated: positions-agree at step 7; predicates-agree at 7; scheduled-tokens-positive at 7
+                      violated: positions-agree at step 7; idle-only-when-done at 5; predicates-agree at 7; history-agrees at 7; scheduled-tokens-positive at 7
                       runs 7 step(s)
   vllm-0.31.0         holds: no assert fires, nothing is violated
                       positions-agree holds on this arm
@@ -102,12 +102,12 @@ CASE = Case(
     kind='violation',
     property='positions-agree',
     arms={
-        'vllm-0.29.0': ({'profile': 'vllm-0.29.0', 'clamp': False, 'guard': 'none'}, Expect(runs=7, fired=('admission-tokens-positive', 7), violations=(7,), others=(('predicates-agree', 7), ('scheduled-tokens-positive', 7)))),
-        'vllm-0.29.0+clamp': ({'profile': 'vllm-0.29.0', 'clamp': True, 'guard': 'none'}, Expect(runs=7, fired=('admission-tokens-positive', 7), violations=(7,), others=(('predicates-agree', 7), ('scheduled-tokens-positive', 7)))),
-        'vllm-0.29.0+guard': ({'profile': 'vllm-0.29.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=7, fired=('admission-tokens-positive', 7), violations=(7,), others=(('predicates-agree', 7), ('scheduled-tokens-positive', 7)))),
-        'vllm-0.30.0': ({'profile': 'vllm-0.30.0', 'clamp': False, 'guard': 'none'}, Expect(runs=7, fired=('admission-tokens-positive', 7), violations=(7,), others=(('predicates-agree', 7), ('scheduled-tokens-positive', 7)))),
-        'vllm-0.30.0+clamp': ({'profile': 'vllm-0.30.0', 'clamp': True, 'guard': 'none'}, Expect(runs=7, fired=('admission-tokens-positive', 7), violations=(7,), others=(('predicates-agree', 7), ('scheduled-tokens-positive', 7)))),
-        'vllm-0.30.0+guard': ({'profile': 'vllm-0.30.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=7, fired=('admission-tokens-positive', 7), violations=(7,), others=(('predicates-agree', 7), ('scheduled-tokens-positive', 7)))),
+        'vllm-0.29.0': ({'profile': 'vllm-0.29.0', 'clamp': False, 'guard': 'none'}, Expect(runs=7, fired=('admission-tokens-positive', 7), violations=(7,), others=(('idle-only-when-done', 5), ('predicates-agree', 7), ('history-agrees', 7), ('scheduled-tokens-positive', 7)))),
+        'vllm-0.29.0+clamp': ({'profile': 'vllm-0.29.0', 'clamp': True, 'guard': 'none'}, Expect(runs=7, fired=('admission-tokens-positive', 7), violations=(7,), others=(('idle-only-when-done', 5), ('predicates-agree', 7), ('history-agrees', 7), ('scheduled-tokens-positive', 7)))),
+        'vllm-0.29.0+guard': ({'profile': 'vllm-0.29.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=7, fired=('admission-tokens-positive', 7), violations=(7,), others=(('idle-only-when-done', 5), ('predicates-agree', 7), ('history-agrees', 7), ('scheduled-tokens-positive', 7)))),
+        'vllm-0.30.0': ({'profile': 'vllm-0.30.0', 'clamp': False, 'guard': 'none'}, Expect(runs=7, fired=('admission-tokens-positive', 7), violations=(7,), others=(('idle-only-when-done', 5), ('predicates-agree', 7), ('history-agrees', 7), ('scheduled-tokens-positive', 7)))),
+        'vllm-0.30.0+clamp': ({'profile': 'vllm-0.30.0', 'clamp': True, 'guard': 'none'}, Expect(runs=7, fired=('admission-tokens-positive', 7), violations=(7,), others=(('idle-only-when-done', 5), ('predicates-agree', 7), ('history-agrees', 7), ('scheduled-tokens-positive', 7)))),
+        'vllm-0.30.0+guard': ({'profile': 'vllm-0.30.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=7, fired=('admission-tokens-positive', 7), violations=(7,), others=(('idle-only-when-done', 5), ('predicates-agree', 7), ('history-agrees', 7), ('scheduled-tokens-positive', 7)))),
         'vllm-0.31.0': ({'profile': 'vllm-0.31.0', 'clamp': False, 'guard': 'none'}, Expect(runs=7)),
         'vllm-0.31.0+clamp': ({'profile': 'vllm-0.31.0', 'clamp': True, 'guard': 'none'}, Expect(runs=7)),
         'vllm-0.31.0+guard': ({'profile': 'vllm-0.31.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=7)),

@@ -27,55 +27,55 @@ step  event               picks                               what changes
                                                               r0: c 0->18, F 2->20, X F->T, drafts 1->0, g 17->18
                                                               r0: tl 18->19
                                                               in flight 1->2
-                                                              VIOLATES positions-agree, predicates-agree
+                                                              VIOLATES positions-agree, history-agrees, predicates-agree
 (L prompt, T tokens, c computed, P placeholders, F in flight, S stale, D drop-stale, X is_prefill_chunk, Nr V1 num_tokens, g/pl/tl V2 slot computed/prefill_len/total_len)
 
 What the model predicts on each arm (vLLM's reaction: CRASH = an assert kills the
 engine; SILENT = the violation passes unnoticed):
   vllm-0.29.0         SILENT: no assert fires
-                      violated: predicates-agree at step 4; placeholder-accounting at 3; positions-agree at 4
+                      violated: predicates-agree at step 4; placeholder-accounting at 3; positions-agree at 4; history-agrees at 4
                       runs 4 step(s)
   vllm-0.29.0+clamp   SILENT: no assert fires
-                      violated: predicates-agree at step 4; placeholder-accounting at 3; positions-agree at 4
+                      violated: predicates-agree at step 4; placeholder-accounting at 3; positions-agree at 4; history-agrees at 4
                       runs 4 step(s)
   vllm-0.29.0+guard   SILENT: no assert fires
-                      violated: predicates-agree at step 4; placeholder-accounting at 3; positions-agree at 4
+                      violated: predicates-agree at step 4; placeholder-accounting at 3; positions-agree at 4; history-agrees at 4
                       runs 4 step(s)
   vllm-0.30.0         SILENT: no assert fires
-                      violated: predicates-agree at step 4; placeholder-accounting at 3; positions-agree at 4
+                      violated: predicates-agree at step 4; placeholder-accounting at 3; positions-agree at 4; history-agrees at 4
                       runs 4 step(s)
   vllm-0.30.0+clamp   SILENT: no assert fires
-                      violated: predicates-agree at step 4; placeholder-accounting at 3; positions-agree at 4
+                      violated: predicates-agree at step 4; placeholder-accounting at 3; positions-agree at 4; history-agrees at 4
                       runs 4 step(s)
   vllm-0.30.0+guard   SILENT: no assert fires
-                      violated: predicates-agree at step 4; placeholder-accounting at 3; positions-agree at 4
+                      violated: predicates-agree at step 4; placeholder-accounting at 3; positions-agree at 4; history-agrees at 4
                       runs 4 step(s)
   vllm-0.31.0         SILENT: no assert fires
-                      violated: predicates-agree at step 4; placeholder-accounting at 3; positions-agree at 4
+                      violated: predicates-agree at step 4; placeholder-accounting at 3; positions-agree at 4; history-agrees at 4
                       runs 4 step(s)
   vllm-0.31.0+clamp   SILENT: no assert fires
-                      violated: predicates-agree at step 4; placeholder-accounting at 3; positions-agree at 4
+                      violated: predicates-agree at step 4; placeholder-accounting at 3; positions-agree at 4; history-agrees at 4
                       runs 4 step(s)
   vllm-0.31.0+guard   SILENT: no assert fires
-                      violated: predicates-agree at step 4; placeholder-accounting at 3; positions-agree at 4
+                      violated: predicates-agree at step 4; placeholder-accounting at 3; positions-agree at 4; history-agrees at 4
                       runs 4 step(s)
   vllm-0.32.0         SILENT: no assert fires
-                      violated: predicates-agree at step 4; placeholder-accounting at 3; positions-agree at 4
+                      violated: predicates-agree at step 4; placeholder-accounting at 3; positions-agree at 4; history-agrees at 4
                       runs 4 step(s)
   vllm-0.32.0+clamp   SILENT: no assert fires
-                      violated: predicates-agree at step 4; placeholder-accounting at 3; positions-agree at 4
+                      violated: predicates-agree at step 4; placeholder-accounting at 3; positions-agree at 4; history-agrees at 4
                       runs 4 step(s)
   vllm-0.32.0+guard   SILENT: no assert fires
-                      violated: predicates-agree at step 4; placeholder-accounting at 3; positions-agree at 4
+                      violated: predicates-agree at step 4; placeholder-accounting at 3; positions-agree at 4; history-agrees at 4
                       runs 4 step(s)
   vllm-0.33.0         SILENT: no assert fires
-                      violated: predicates-agree at step 4; placeholder-accounting at 3; positions-agree at 4
+                      violated: predicates-agree at step 4; placeholder-accounting at 3; positions-agree at 4; history-agrees at 4
                       runs 4 step(s)
   vllm-0.33.0+clamp   SILENT: no assert fires
-                      violated: predicates-agree at step 4; placeholder-accounting at 3; positions-agree at 4
+                      violated: predicates-agree at step 4; placeholder-accounting at 3; positions-agree at 4; history-agrees at 4
                       runs 4 step(s)
   vllm-0.33.0+guard   SILENT: no assert fires
-                      violated: predicates-agree at step 4; placeholder-accounting at 3; positions-agree at 4
+                      violated: predicates-agree at step 4; placeholder-accounting at 3; positions-agree at 4; history-agrees at 4
                       runs 4 step(s)
 
 Replay:      .venv/bin/python -m pytest generated_tests/cases/vllm_0_29_0/test_v2_rollback_live__predicates_agree.py --target=reference,vllm,vllm-clamp,vllm-guard,kernel
@@ -98,21 +98,21 @@ CASE = Case(
     kind='violation',
     property='predicates-agree',
     arms={
-        'vllm-0.29.0': ({'profile': 'vllm-0.29.0', 'clamp': False, 'guard': 'none'}, Expect(runs=4, violations=(4,), others=(('placeholder-accounting', 3), ('positions-agree', 4)))),
-        'vllm-0.29.0+clamp': ({'profile': 'vllm-0.29.0', 'clamp': True, 'guard': 'none'}, Expect(runs=4, violations=(4,), others=(('placeholder-accounting', 3), ('positions-agree', 4)))),
-        'vllm-0.29.0+guard': ({'profile': 'vllm-0.29.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=4, violations=(4,), others=(('placeholder-accounting', 3), ('positions-agree', 4)))),
-        'vllm-0.30.0': ({'profile': 'vllm-0.30.0', 'clamp': False, 'guard': 'none'}, Expect(runs=4, violations=(4,), others=(('placeholder-accounting', 3), ('positions-agree', 4)))),
-        'vllm-0.30.0+clamp': ({'profile': 'vllm-0.30.0', 'clamp': True, 'guard': 'none'}, Expect(runs=4, violations=(4,), others=(('placeholder-accounting', 3), ('positions-agree', 4)))),
-        'vllm-0.30.0+guard': ({'profile': 'vllm-0.30.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=4, violations=(4,), others=(('placeholder-accounting', 3), ('positions-agree', 4)))),
-        'vllm-0.31.0': ({'profile': 'vllm-0.31.0', 'clamp': False, 'guard': 'none'}, Expect(runs=4, violations=(4,), others=(('placeholder-accounting', 3), ('positions-agree', 4)))),
-        'vllm-0.31.0+clamp': ({'profile': 'vllm-0.31.0', 'clamp': True, 'guard': 'none'}, Expect(runs=4, violations=(4,), others=(('placeholder-accounting', 3), ('positions-agree', 4)))),
-        'vllm-0.31.0+guard': ({'profile': 'vllm-0.31.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=4, violations=(4,), others=(('placeholder-accounting', 3), ('positions-agree', 4)))),
-        'vllm-0.32.0': ({'profile': 'vllm-0.32.0', 'clamp': False, 'guard': 'none'}, Expect(runs=4, violations=(4,), others=(('placeholder-accounting', 3), ('positions-agree', 4)))),
-        'vllm-0.32.0+clamp': ({'profile': 'vllm-0.32.0', 'clamp': True, 'guard': 'none'}, Expect(runs=4, violations=(4,), others=(('placeholder-accounting', 3), ('positions-agree', 4)))),
-        'vllm-0.32.0+guard': ({'profile': 'vllm-0.32.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=4, violations=(4,), others=(('placeholder-accounting', 3), ('positions-agree', 4)))),
-        'vllm-0.33.0': ({'profile': 'vllm-0.33.0', 'clamp': False, 'guard': 'none'}, Expect(runs=4, violations=(4,), others=(('placeholder-accounting', 3), ('positions-agree', 4)))),
-        'vllm-0.33.0+clamp': ({'profile': 'vllm-0.33.0', 'clamp': True, 'guard': 'none'}, Expect(runs=4, violations=(4,), others=(('placeholder-accounting', 3), ('positions-agree', 4)))),
-        'vllm-0.33.0+guard': ({'profile': 'vllm-0.33.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=4, violations=(4,), others=(('placeholder-accounting', 3), ('positions-agree', 4)))),
+        'vllm-0.29.0': ({'profile': 'vllm-0.29.0', 'clamp': False, 'guard': 'none'}, Expect(runs=4, violations=(4,), others=(('placeholder-accounting', 3), ('positions-agree', 4), ('history-agrees', 4)))),
+        'vllm-0.29.0+clamp': ({'profile': 'vllm-0.29.0', 'clamp': True, 'guard': 'none'}, Expect(runs=4, violations=(4,), others=(('placeholder-accounting', 3), ('positions-agree', 4), ('history-agrees', 4)))),
+        'vllm-0.29.0+guard': ({'profile': 'vllm-0.29.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=4, violations=(4,), others=(('placeholder-accounting', 3), ('positions-agree', 4), ('history-agrees', 4)))),
+        'vllm-0.30.0': ({'profile': 'vllm-0.30.0', 'clamp': False, 'guard': 'none'}, Expect(runs=4, violations=(4,), others=(('placeholder-accounting', 3), ('positions-agree', 4), ('history-agrees', 4)))),
+        'vllm-0.30.0+clamp': ({'profile': 'vllm-0.30.0', 'clamp': True, 'guard': 'none'}, Expect(runs=4, violations=(4,), others=(('placeholder-accounting', 3), ('positions-agree', 4), ('history-agrees', 4)))),
+        'vllm-0.30.0+guard': ({'profile': 'vllm-0.30.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=4, violations=(4,), others=(('placeholder-accounting', 3), ('positions-agree', 4), ('history-agrees', 4)))),
+        'vllm-0.31.0': ({'profile': 'vllm-0.31.0', 'clamp': False, 'guard': 'none'}, Expect(runs=4, violations=(4,), others=(('placeholder-accounting', 3), ('positions-agree', 4), ('history-agrees', 4)))),
+        'vllm-0.31.0+clamp': ({'profile': 'vllm-0.31.0', 'clamp': True, 'guard': 'none'}, Expect(runs=4, violations=(4,), others=(('placeholder-accounting', 3), ('positions-agree', 4), ('history-agrees', 4)))),
+        'vllm-0.31.0+guard': ({'profile': 'vllm-0.31.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=4, violations=(4,), others=(('placeholder-accounting', 3), ('positions-agree', 4), ('history-agrees', 4)))),
+        'vllm-0.32.0': ({'profile': 'vllm-0.32.0', 'clamp': False, 'guard': 'none'}, Expect(runs=4, violations=(4,), others=(('placeholder-accounting', 3), ('positions-agree', 4), ('history-agrees', 4)))),
+        'vllm-0.32.0+clamp': ({'profile': 'vllm-0.32.0', 'clamp': True, 'guard': 'none'}, Expect(runs=4, violations=(4,), others=(('placeholder-accounting', 3), ('positions-agree', 4), ('history-agrees', 4)))),
+        'vllm-0.32.0+guard': ({'profile': 'vllm-0.32.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=4, violations=(4,), others=(('placeholder-accounting', 3), ('positions-agree', 4), ('history-agrees', 4)))),
+        'vllm-0.33.0': ({'profile': 'vllm-0.33.0', 'clamp': False, 'guard': 'none'}, Expect(runs=4, violations=(4,), others=(('placeholder-accounting', 3), ('positions-agree', 4), ('history-agrees', 4)))),
+        'vllm-0.33.0+clamp': ({'profile': 'vllm-0.33.0', 'clamp': True, 'guard': 'none'}, Expect(runs=4, violations=(4,), others=(('placeholder-accounting', 3), ('positions-agree', 4), ('history-agrees', 4)))),
+        'vllm-0.33.0+guard': ({'profile': 'vllm-0.33.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=4, violations=(4,), others=(('placeholder-accounting', 3), ('positions-agree', 4), ('history-agrees', 4)))),
     },
     path='generated_tests/cases/vllm_0_29_0/test_v2_rollback_live__predicates_agree.py',
 )

@@ -22,55 +22,55 @@ step  event               picks                               what changes
                                                               r1: status WAITING->RUNNING, c 0->1, P 0->1, F 0->1, drafts 0->1
                                                               r1: slot 0->1, g 0->2, pl 0->1, tl 0->3
                                                               in flight 1->2
-                                                              VIOLATES positions-agree
+                                                              VIOLATES positions-agree, history-agrees
 (L prompt, T tokens, c computed, P placeholders, F in flight, S stale, D drop-stale, X is_prefill_chunk, Nr V1 num_tokens, g/pl/tl V2 slot computed/prefill_len/total_len)
 
 What the model predicts on each arm (vLLM's reaction: CRASH = an assert kills the
 engine; SILENT = the violation passes unnoticed):
   vllm-0.29.0         SILENT: no assert fires
-                      violated: positions-agree at step 3
+                      violated: positions-agree at step 3; history-agrees at 3
                       runs 3 step(s)
   vllm-0.29.0+clamp   SILENT: no assert fires
-                      violated: positions-agree at step 3
+                      violated: positions-agree at step 3; history-agrees at 3
                       runs 3 step(s)
   vllm-0.29.0+guard   SILENT: no assert fires
-                      violated: positions-agree at step 3
+                      violated: positions-agree at step 3; history-agrees at 3
                       runs 3 step(s)
   vllm-0.30.0         SILENT: no assert fires
-                      violated: positions-agree at step 3
+                      violated: positions-agree at step 3; history-agrees at 3
                       runs 3 step(s)
   vllm-0.30.0+clamp   SILENT: no assert fires
-                      violated: positions-agree at step 3
+                      violated: positions-agree at step 3; history-agrees at 3
                       runs 3 step(s)
   vllm-0.30.0+guard   SILENT: no assert fires
-                      violated: positions-agree at step 3
+                      violated: positions-agree at step 3; history-agrees at 3
                       runs 3 step(s)
   vllm-0.31.0         SILENT: no assert fires
-                      violated: positions-agree at step 3
+                      violated: positions-agree at step 3; history-agrees at 3
                       runs 3 step(s)
   vllm-0.31.0+clamp   SILENT: no assert fires
-                      violated: positions-agree at step 3
+                      violated: positions-agree at step 3; history-agrees at 3
                       runs 3 step(s)
   vllm-0.31.0+guard   SILENT: no assert fires
-                      violated: positions-agree at step 3
+                      violated: positions-agree at step 3; history-agrees at 3
                       runs 3 step(s)
   vllm-0.32.0         SILENT: no assert fires
-                      violated: positions-agree at step 3
+                      violated: positions-agree at step 3; history-agrees at 3
                       runs 3 step(s)
   vllm-0.32.0+clamp   SILENT: no assert fires
-                      violated: positions-agree at step 3
+                      violated: positions-agree at step 3; history-agrees at 3
                       runs 3 step(s)
   vllm-0.32.0+guard   SILENT: no assert fires
-                      violated: positions-agree at step 3
+                      violated: positions-agree at step 3; history-agrees at 3
                       runs 3 step(s)
   vllm-0.33.0         SILENT: no assert fires
-                      violated: positions-agree at step 3
+                      violated: positions-agree at step 3; history-agrees at 3
                       runs 3 step(s)
   vllm-0.33.0+clamp   SILENT: no assert fires
-                      violated: positions-agree at step 3
+                      violated: positions-agree at step 3; history-agrees at 3
                       runs 3 step(s)
   vllm-0.33.0+guard   SILENT: no assert fires
-                      violated: positions-agree at step 3
+                      violated: positions-agree at step 3; history-agrees at 3
                       runs 3 step(s)
 
 Replay:      .venv/bin/python -m pytest generated_tests/cases/vllm_0_29_0/test_v2_stale_slot__positions_agree.py --target=reference,vllm,vllm-clamp,vllm-guard,kernel
@@ -92,21 +92,21 @@ CASE = Case(
     kind='violation',
     property='positions-agree',
     arms={
-        'vllm-0.29.0': ({'profile': 'vllm-0.29.0', 'clamp': False, 'guard': 'none'}, Expect(runs=3, violations=(3,))),
-        'vllm-0.29.0+clamp': ({'profile': 'vllm-0.29.0', 'clamp': True, 'guard': 'none'}, Expect(runs=3, violations=(3,))),
-        'vllm-0.29.0+guard': ({'profile': 'vllm-0.29.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=3, violations=(3,))),
-        'vllm-0.30.0': ({'profile': 'vllm-0.30.0', 'clamp': False, 'guard': 'none'}, Expect(runs=3, violations=(3,))),
-        'vllm-0.30.0+clamp': ({'profile': 'vllm-0.30.0', 'clamp': True, 'guard': 'none'}, Expect(runs=3, violations=(3,))),
-        'vllm-0.30.0+guard': ({'profile': 'vllm-0.30.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=3, violations=(3,))),
-        'vllm-0.31.0': ({'profile': 'vllm-0.31.0', 'clamp': False, 'guard': 'none'}, Expect(runs=3, violations=(3,))),
-        'vllm-0.31.0+clamp': ({'profile': 'vllm-0.31.0', 'clamp': True, 'guard': 'none'}, Expect(runs=3, violations=(3,))),
-        'vllm-0.31.0+guard': ({'profile': 'vllm-0.31.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=3, violations=(3,))),
-        'vllm-0.32.0': ({'profile': 'vllm-0.32.0', 'clamp': False, 'guard': 'none'}, Expect(runs=3, violations=(3,))),
-        'vllm-0.32.0+clamp': ({'profile': 'vllm-0.32.0', 'clamp': True, 'guard': 'none'}, Expect(runs=3, violations=(3,))),
-        'vllm-0.32.0+guard': ({'profile': 'vllm-0.32.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=3, violations=(3,))),
-        'vllm-0.33.0': ({'profile': 'vllm-0.33.0', 'clamp': False, 'guard': 'none'}, Expect(runs=3, violations=(3,))),
-        'vllm-0.33.0+clamp': ({'profile': 'vllm-0.33.0', 'clamp': True, 'guard': 'none'}, Expect(runs=3, violations=(3,))),
-        'vllm-0.33.0+guard': ({'profile': 'vllm-0.33.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=3, violations=(3,))),
+        'vllm-0.29.0': ({'profile': 'vllm-0.29.0', 'clamp': False, 'guard': 'none'}, Expect(runs=3, violations=(3,), others=(('history-agrees', 3),))),
+        'vllm-0.29.0+clamp': ({'profile': 'vllm-0.29.0', 'clamp': True, 'guard': 'none'}, Expect(runs=3, violations=(3,), others=(('history-agrees', 3),))),
+        'vllm-0.29.0+guard': ({'profile': 'vllm-0.29.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=3, violations=(3,), others=(('history-agrees', 3),))),
+        'vllm-0.30.0': ({'profile': 'vllm-0.30.0', 'clamp': False, 'guard': 'none'}, Expect(runs=3, violations=(3,), others=(('history-agrees', 3),))),
+        'vllm-0.30.0+clamp': ({'profile': 'vllm-0.30.0', 'clamp': True, 'guard': 'none'}, Expect(runs=3, violations=(3,), others=(('history-agrees', 3),))),
+        'vllm-0.30.0+guard': ({'profile': 'vllm-0.30.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=3, violations=(3,), others=(('history-agrees', 3),))),
+        'vllm-0.31.0': ({'profile': 'vllm-0.31.0', 'clamp': False, 'guard': 'none'}, Expect(runs=3, violations=(3,), others=(('history-agrees', 3),))),
+        'vllm-0.31.0+clamp': ({'profile': 'vllm-0.31.0', 'clamp': True, 'guard': 'none'}, Expect(runs=3, violations=(3,), others=(('history-agrees', 3),))),
+        'vllm-0.31.0+guard': ({'profile': 'vllm-0.31.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=3, violations=(3,), others=(('history-agrees', 3),))),
+        'vllm-0.32.0': ({'profile': 'vllm-0.32.0', 'clamp': False, 'guard': 'none'}, Expect(runs=3, violations=(3,), others=(('history-agrees', 3),))),
+        'vllm-0.32.0+clamp': ({'profile': 'vllm-0.32.0', 'clamp': True, 'guard': 'none'}, Expect(runs=3, violations=(3,), others=(('history-agrees', 3),))),
+        'vllm-0.32.0+guard': ({'profile': 'vllm-0.32.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=3, violations=(3,), others=(('history-agrees', 3),))),
+        'vllm-0.33.0': ({'profile': 'vllm-0.33.0', 'clamp': False, 'guard': 'none'}, Expect(runs=3, violations=(3,), others=(('history-agrees', 3),))),
+        'vllm-0.33.0+clamp': ({'profile': 'vllm-0.33.0', 'clamp': True, 'guard': 'none'}, Expect(runs=3, violations=(3,), others=(('history-agrees', 3),))),
+        'vllm-0.33.0+guard': ({'profile': 'vllm-0.33.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=3, violations=(3,), others=(('history-agrees', 3),))),
     },
     path='generated_tests/cases/vllm_0_29_0/test_v2_stale_slot__positions_agree.py',
 )

@@ -26,28 +26,28 @@ step  event               picks                               what changes
                                                               in flight 2->1
    5  schedule            budget=1                            r0: status WAITING->RUNNING, X F->T, g 2->3, pl 1->3, tl 3->4
                                                               in flight 1->2
-                                                              VIOLATES positions-agree, predicates-agree, scheduled-tokens-positive
+                                                              VIOLATES positions-agree, history-agrees, predicates-agree, scheduled-tokens-positive
 (L prompt, T tokens, c computed, P placeholders, F in flight, S stale, D drop-stale, X is_prefill_chunk, Nr V1 num_tokens, g/pl/tl V2 slot computed/prefill_len/total_len)
 
 What the model predicts on each arm (vLLM's reaction: CRASH = an assert kills the
 engine; SILENT = the violation passes unnoticed):
   vllm-0.29.0         CRASH at step 5: `assert num_new_tokens > 0` fires
-                      violated: scheduled-tokens-positive at step 5; predicates-agree at 5; positions-agree at 5
+                      violated: scheduled-tokens-positive at step 5; predicates-agree at 5; positions-agree at 5; history-agrees at 5
                       runs 5 step(s)
   vllm-0.29.0+clamp   CRASH at step 5: `assert num_new_tokens > 0` fires
-                      violated: scheduled-tokens-positive at step 5; predicates-agree at 5; positions-agree at 5
+                      violated: scheduled-tokens-positive at step 5; predicates-agree at 5; positions-agree at 5; history-agrees at 5
                       runs 5 step(s)
   vllm-0.29.0+guard   CRASH at step 5: `assert num_new_tokens > 0` fires
-                      violated: scheduled-tokens-positive at step 5; predicates-agree at 5; positions-agree at 5
+                      violated: scheduled-tokens-positive at step 5; predicates-agree at 5; positions-agree at 5; history-agrees at 5
                       runs 5 step(s)
   vllm-0.30.0         CRASH at step 5: `assert num_new_tokens > 0` fires
-                      violated: scheduled-tokens-positive at step 5; predicates-agree at 5; positions-agree at 5
+                      violated: scheduled-tokens-positive at step 5; predicates-agree at 5; positions-agree at 5; history-agrees at 5
                       runs 5 step(s)
   vllm-0.30.0+clamp   CRASH at step 5: `assert num_new_tokens > 0` fires
-                      violated: scheduled-tokens-positive at step 5; predicates-agree at 5; positions-agree at 5
+                      violated: scheduled-tokens-positive at step 5; predicates-agree at 5; positions-agree at 5; history-agrees at 5
                       runs 5 step(s)
   vllm-0.30.0+guard   CRASH at step 5: `assert num_new_tokens > 0` fires
-                      violated: scheduled-tokens-positive at step 5; predicates-agree at 5; positions-agree at 5
+                      violated: scheduled-tokens-positive at step 5; predicates-agree at 5; positions-agree at 5; history-agrees at 5
                       runs 5 step(s)
   vllm-0.31.0         holds: no assert fires, nothing is violated
                       scheduled-tokens-positive holds on this arm
@@ -98,12 +98,12 @@ CASE = Case(
     kind='violation',
     property='scheduled-tokens-positive',
     arms={
-        'vllm-0.29.0': ({'profile': 'vllm-0.29.0', 'clamp': False, 'guard': 'none'}, Expect(runs=5, fired=('admission-tokens-positive', 5), violations=(5,), others=(('predicates-agree', 5), ('positions-agree', 5)))),
-        'vllm-0.29.0+clamp': ({'profile': 'vllm-0.29.0', 'clamp': True, 'guard': 'none'}, Expect(runs=5, fired=('admission-tokens-positive', 5), violations=(5,), others=(('predicates-agree', 5), ('positions-agree', 5)))),
-        'vllm-0.29.0+guard': ({'profile': 'vllm-0.29.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=5, fired=('admission-tokens-positive', 5), violations=(5,), others=(('predicates-agree', 5), ('positions-agree', 5)))),
-        'vllm-0.30.0': ({'profile': 'vllm-0.30.0', 'clamp': False, 'guard': 'none'}, Expect(runs=5, fired=('admission-tokens-positive', 5), violations=(5,), others=(('predicates-agree', 5), ('positions-agree', 5)))),
-        'vllm-0.30.0+clamp': ({'profile': 'vllm-0.30.0', 'clamp': True, 'guard': 'none'}, Expect(runs=5, fired=('admission-tokens-positive', 5), violations=(5,), others=(('predicates-agree', 5), ('positions-agree', 5)))),
-        'vllm-0.30.0+guard': ({'profile': 'vllm-0.30.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=5, fired=('admission-tokens-positive', 5), violations=(5,), others=(('predicates-agree', 5), ('positions-agree', 5)))),
+        'vllm-0.29.0': ({'profile': 'vllm-0.29.0', 'clamp': False, 'guard': 'none'}, Expect(runs=5, fired=('admission-tokens-positive', 5), violations=(5,), others=(('predicates-agree', 5), ('positions-agree', 5), ('history-agrees', 5)))),
+        'vllm-0.29.0+clamp': ({'profile': 'vllm-0.29.0', 'clamp': True, 'guard': 'none'}, Expect(runs=5, fired=('admission-tokens-positive', 5), violations=(5,), others=(('predicates-agree', 5), ('positions-agree', 5), ('history-agrees', 5)))),
+        'vllm-0.29.0+guard': ({'profile': 'vllm-0.29.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=5, fired=('admission-tokens-positive', 5), violations=(5,), others=(('predicates-agree', 5), ('positions-agree', 5), ('history-agrees', 5)))),
+        'vllm-0.30.0': ({'profile': 'vllm-0.30.0', 'clamp': False, 'guard': 'none'}, Expect(runs=5, fired=('admission-tokens-positive', 5), violations=(5,), others=(('predicates-agree', 5), ('positions-agree', 5), ('history-agrees', 5)))),
+        'vllm-0.30.0+clamp': ({'profile': 'vllm-0.30.0', 'clamp': True, 'guard': 'none'}, Expect(runs=5, fired=('admission-tokens-positive', 5), violations=(5,), others=(('predicates-agree', 5), ('positions-agree', 5), ('history-agrees', 5)))),
+        'vllm-0.30.0+guard': ({'profile': 'vllm-0.30.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=5, fired=('admission-tokens-positive', 5), violations=(5,), others=(('predicates-agree', 5), ('positions-agree', 5), ('history-agrees', 5)))),
         'vllm-0.31.0': ({'profile': 'vllm-0.31.0', 'clamp': False, 'guard': 'none'}, Expect(runs=5)),
         'vllm-0.31.0+clamp': ({'profile': 'vllm-0.31.0', 'clamp': True, 'guard': 'none'}, Expect(runs=5)),
         'vllm-0.31.0+guard': ({'profile': 'vllm-0.31.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=5)),

@@ -15,28 +15,28 @@ step  event               picks                               what changes
                                                               r0: status WAITING->RUNNING, c 0->1, F 0->1, X F->T, g 0->1
                                                               r0: pl 0->16, tl 0->16
                                                               in flight 0->1
-   2  schedule            budget=1                            r0: scheduled 1, reserved 0, runner returns 0
-                                                              r0: runner rule g + n = 1 + 1 = 2 < total_len = 16? yes -> discards
-                                                              r0: c 1->2, F 1->2, g 1->2
+   2  schedule            budget=3                            r0: scheduled 3, reserved 0, runner returns 0
+                                                              r0: runner rule g + n = 1 + 3 = 4 < total_len = 16? yes -> discards
+                                                              r0: c 1->4, F 1->4, g 1->4
                                                               in flight 1->2
    3  deliver             kv_fail_req=0                       delivers the output of step 1
-                                                              r0: c 2->0, F 2->1
+                                                              r0: c 4->0, F 4->3
                                                               in flight 2->1
-   4  schedule            budget=14                           r0: scheduled 14, reserved 0, runner returns 1
-                                                              r0: runner rule g + n = 2 + 14 = 16 < total_len = 16? no -> samples
-                                                              r0: c 0->14, F 1->15, g 2->16, tl 16->17
+   4  schedule            budget=12                           r0: scheduled 12, reserved 0, runner returns 1
+                                                              r0: runner rule g + n = 4 + 12 = 16 < total_len = 16? no -> samples
+                                                              r0: c 0->12, F 3->15, g 4->16, tl 16->17
                                                               in flight 1->2
                                                               VIOLATES positions-agree, predicates-agree
    5  deliver                                                 delivers the output of step 2
-                                                              r0: F 15->14
+                                                              r0: F 15->12
                                                               in flight 2->1
    6  schedule            budget=1                            r0: scheduled 1, reserved 0, runner returns 1
                                                               r0: runner rule g + n = 16 + 1 = 17 < total_len = 17? no -> samples
-                                                              r0: c 14->15, F 14->15, g 16->17, tl 17->18
+                                                              r0: c 12->13, F 12->13, g 16->17, tl 17->18
                                                               in flight 1->2
                                                               VIOLATES positions-agree, predicates-agree
    7  deliver                                                 delivers the output of step 4
-                                                              r0: T 16->17, P 0->-1, F 15->1
+                                                              r0: T 16->17, P 0->-1, F 13->1
                                                               in flight 2->1
                                                               VIOLATES no-token-while-prefilling
 (L prompt, T tokens, c computed, P placeholders, F in flight, S stale, D drop-stale, X is_prefill_chunk, Nr V1 num_tokens, g/pl/tl V2 slot computed/prefill_len/total_len)
@@ -113,9 +113,9 @@ CASE = Case(
     init={'prompt_len': [16]},
     steps=(
         ('schedule', {'budget': 1, 'accepted': [0]}),
-        ('schedule', {'budget': 1, 'accepted': [0]}),
+        ('schedule', {'budget': 3, 'accepted': [0]}),
         ('deliver', {'stop': [0], 'kv_fail_req': 0, 'kv_fail_block': 0}),
-        ('schedule', {'budget': 14, 'accepted': [0]}),
+        ('schedule', {'budget': 12, 'accepted': [0]}),
         ('deliver', {'stop': [0], 'kv_fail_req': -1, 'kv_fail_block': 0}),
         ('schedule', {'budget': 1, 'accepted': [0]}),
         ('deliver', {'stop': [0], 'kv_fail_req': -1, 'kv_fail_block': 0}),

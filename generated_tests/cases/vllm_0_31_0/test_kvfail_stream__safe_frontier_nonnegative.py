@@ -15,7 +15,7 @@ step  event               picks                               what changes
                                                               r0: status WAITING->RUNNING, c 0->16, P 0->1, F 0->16, drafts 0->1
                                                               r0: Nr 0->17
                                                               in flight 0->1
-   2  schedule            budget=2                            r0: scheduled 2, reserved 2, runner returns 1
+   2  schedule            budget=2 accepted=[1]               r0: scheduled 2, reserved 2, runner returns 2
                                                               r0: runner rule c + n = 16 + 2 = 18 < Nr = 17? no -> samples
                                                               r0: c 16->18, P 1->3, F 16->18, Nr 17->18
                                                               in flight 1->2
@@ -36,27 +36,27 @@ step  event               picks                               what changes
 What the model predicts on each arm (vLLM's reaction: CRASH = an assert kills the
 engine; SILENT = the violation passes unnoticed):
   vllm-0.29.0         SILENT: no assert fires
-                      violated: placeholder-accounting at 3
+                      violated: placeholder-accounting at 3; idle-only-when-done at 5
                       safe-frontier-nonnegative holds on this arm
                       runs 5 step(s)
   vllm-0.29.0+clamp   SILENT: no assert fires
-                      violated: placeholder-accounting at 3
+                      violated: placeholder-accounting at 3; idle-only-when-done at 5
                       safe-frontier-nonnegative holds on this arm
                       runs 5 step(s)
   vllm-0.29.0+guard   SILENT: no assert fires
-                      violated: placeholder-accounting at 3
+                      violated: placeholder-accounting at 3; idle-only-when-done at 5
                       safe-frontier-nonnegative holds on this arm
                       runs 5 step(s)
   vllm-0.30.0         SILENT: no assert fires
-                      violated: placeholder-accounting at 3
+                      violated: placeholder-accounting at 3; idle-only-when-done at 5
                       safe-frontier-nonnegative holds on this arm
                       runs 5 step(s)
   vllm-0.30.0+clamp   SILENT: no assert fires
-                      violated: placeholder-accounting at 3
+                      violated: placeholder-accounting at 3; idle-only-when-done at 5
                       safe-frontier-nonnegative holds on this arm
                       runs 5 step(s)
   vllm-0.30.0+guard   SILENT: no assert fires
-                      violated: placeholder-accounting at 3
+                      violated: placeholder-accounting at 3; idle-only-when-done at 5
                       safe-frontier-nonnegative holds on this arm
                       runs 5 step(s)
   vllm-0.31.0         CRASH at step 5: `assert safe_frontier >= 0` fires
@@ -100,7 +100,7 @@ CASE = Case(
     init={'prompt_len': [16], 'resumable': [True]},
     steps=(
         ('schedule', {'budget': 16, 'accepted': [0]}),
-        ('schedule', {'budget': 2, 'accepted': [0]}),
+        ('schedule', {'budget': 2, 'accepted': [1]}),
         ('deliver', {'stop': [0], 'kv_fail_req': 0, 'kv_fail_block': 0}),
         ('schedule', {'budget': 1, 'accepted': [0]}),
         ('deliver', {'stop': [1], 'kv_fail_req': -1, 'kv_fail_block': 0}),
@@ -108,12 +108,12 @@ CASE = Case(
     kind='violation',
     property='safe-frontier-nonnegative',
     arms={
-        'vllm-0.29.0': ({'profile': 'vllm-0.29.0', 'clamp': False, 'guard': 'none'}, Expect(runs=5, others=(('placeholder-accounting', 3),))),
-        'vllm-0.29.0+clamp': ({'profile': 'vllm-0.29.0', 'clamp': True, 'guard': 'none'}, Expect(runs=5, others=(('placeholder-accounting', 3),))),
-        'vllm-0.29.0+guard': ({'profile': 'vllm-0.29.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=5, others=(('placeholder-accounting', 3),))),
-        'vllm-0.30.0': ({'profile': 'vllm-0.30.0', 'clamp': False, 'guard': 'none'}, Expect(runs=5, others=(('placeholder-accounting', 3),))),
-        'vllm-0.30.0+clamp': ({'profile': 'vllm-0.30.0', 'clamp': True, 'guard': 'none'}, Expect(runs=5, others=(('placeholder-accounting', 3),))),
-        'vllm-0.30.0+guard': ({'profile': 'vllm-0.30.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=5, others=(('placeholder-accounting', 3),))),
+        'vllm-0.29.0': ({'profile': 'vllm-0.29.0', 'clamp': False, 'guard': 'none'}, Expect(runs=5, others=(('placeholder-accounting', 3), ('idle-only-when-done', 5)))),
+        'vllm-0.29.0+clamp': ({'profile': 'vllm-0.29.0', 'clamp': True, 'guard': 'none'}, Expect(runs=5, others=(('placeholder-accounting', 3), ('idle-only-when-done', 5)))),
+        'vllm-0.29.0+guard': ({'profile': 'vllm-0.29.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=5, others=(('placeholder-accounting', 3), ('idle-only-when-done', 5)))),
+        'vllm-0.30.0': ({'profile': 'vllm-0.30.0', 'clamp': False, 'guard': 'none'}, Expect(runs=5, others=(('placeholder-accounting', 3), ('idle-only-when-done', 5)))),
+        'vllm-0.30.0+clamp': ({'profile': 'vllm-0.30.0', 'clamp': True, 'guard': 'none'}, Expect(runs=5, others=(('placeholder-accounting', 3), ('idle-only-when-done', 5)))),
+        'vllm-0.30.0+guard': ({'profile': 'vllm-0.30.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=5, others=(('placeholder-accounting', 3), ('idle-only-when-done', 5)))),
         'vllm-0.31.0': ({'profile': 'vllm-0.31.0', 'clamp': False, 'guard': 'none'}, Expect(runs=5, fired=('safe-frontier-nonnegative', 5), violations=(5,), others=(('placeholder-accounting', 3), ('computed-nonnegative', 5)))),
         'vllm-0.31.0+clamp': ({'profile': 'vllm-0.31.0', 'clamp': True, 'guard': 'none'}, Expect(runs=5, fired=('safe-frontier-nonnegative', 5), violations=(5,), others=(('placeholder-accounting', 3), ('computed-nonnegative', 5)))),
         'vllm-0.31.0+guard': ({'profile': 'vllm-0.31.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=5, fired=('safe-frontier-nonnegative', 5), violations=(5,), others=(('placeholder-accounting', 3), ('computed-nonnegative', 5)))),

@@ -10,19 +10,19 @@ Violated: counter-nonnegative (vLLM 0.31.0: async_scheduler.py:69-71), at step 3
 
 step  event               picks                               what changes
    0  init                prompt_len=[9118]
-   1  schedule            budget=2261 stale_read=[True]       r0: scheduled 2261, reserved 0, runner returns 1
-                                                              r0: runner rule g + n = 0 + 2261 = 2261 < prefill_len = 0? no -> samples
-                                                              r0: status WAITING->RUNNING, c 0->2261, F 0->2261, X F->T, g 0->2261
+   1  schedule            budget=925 stale_read=[True]        r0: scheduled 925, reserved 0, runner returns 1
+                                                              r0: runner rule g + n = 0 + 925 = 925 < prefill_len = 0? no -> samples
+                                                              r0: status WAITING->RUNNING, c 0->925, F 0->925, X F->T, g 0->925
                                                               r0: tl 0->1
                                                               in flight 0->1
-                                                              VIOLATES predicates-agree
-   2  schedule            budget=1                            r0: scheduled 1, reserved 0, runner returns 1
-                                                              r0: runner rule g + n = 2261 + 1 = 2262 < prefill_len = 0? no -> samples
-                                                              r0: c 2261->2262, F 2261->2262, g 2261->2262, tl 1->2
+                                                              VIOLATES history-agrees, predicates-agree
+   2  schedule            budget=8192                         r0: scheduled 8192, reserved 0, runner returns 1
+                                                              r0: runner rule g + n = 925 + 8192 = 9117 < prefill_len = 0? no -> samples
+                                                              r0: c 925->9117, F 925->9117, g 925->9117, tl 1->2
                                                               in flight 1->2
-                                                              VIOLATES predicates-agree
+                                                              VIOLATES history-agrees, predicates-agree
    3  deliver                                                 delivers the output of step 1
-                                                              r0: T 9118->9119, P 0->-1, F 2262->1
+                                                              r0: T 9118->9119, P 0->-1, F 9117->8192
                                                               in flight 2->1
                                                               VIOLATES no-token-while-prefilling
 (L prompt, T tokens, c computed, P placeholders, F in flight, S stale, D drop-stale, X is_prefill_chunk, Nr V1 num_tokens, g/pl/tl V2 slot computed/prefill_len/total_len)
@@ -30,59 +30,59 @@ step  event               picks                               what changes
 What the model predicts on each arm (vLLM's reaction: CRASH = an assert kills the
 engine; SILENT = the violation passes unnoticed):
   vllm-0.29.0         CRASH at step 3: `assert request.num_output_placeholders >= 0` fires
-                      violated: counter-nonnegative at step 3; predicates-agree at 1; no-token-while-prefilling at 3; placeholder-accounting at 3
+                      violated: counter-nonnegative at step 3; predicates-agree at 1; history-agrees at 1; no-token-while-prefilling at 3; placeholder-accounting at 3
                       runs 3 step(s)
   vllm-0.29.0+clamp   SILENT: no assert fires
-                      violated: predicates-agree at 1
+                      violated: predicates-agree at 1; history-agrees at 1
                       counter-nonnegative holds on this arm
                       runs 3 step(s); the clamp drops 1 token(s)
   vllm-0.29.0+guard   SILENT: no assert fires
-                      violated: predicates-agree at 1
+                      violated: predicates-agree at 1; history-agrees at 1
                       counter-nonnegative holds on this arm
                       runs 3 step(s); the guard drops 1 token(s)
   vllm-0.30.0         CRASH at step 3: `assert request.num_output_placeholders >= 0` fires
-                      violated: counter-nonnegative at step 3; predicates-agree at 1; no-token-while-prefilling at 3; placeholder-accounting at 3
+                      violated: counter-nonnegative at step 3; predicates-agree at 1; history-agrees at 1; no-token-while-prefilling at 3; placeholder-accounting at 3
                       runs 3 step(s)
   vllm-0.30.0+clamp   SILENT: no assert fires
-                      violated: predicates-agree at 1
+                      violated: predicates-agree at 1; history-agrees at 1
                       counter-nonnegative holds on this arm
                       runs 3 step(s); the clamp drops 1 token(s)
   vllm-0.30.0+guard   SILENT: no assert fires
-                      violated: predicates-agree at 1
+                      violated: predicates-agree at 1; history-agrees at 1
                       counter-nonnegative holds on this arm
                       runs 3 step(s); the guard drops 1 token(s)
   vllm-0.31.0         CRASH at step 3: `assert request.num_output_placeholders >= 0` fires
-                      violated: counter-nonnegative at step 3; predicates-agree at 1; no-token-while-prefilling at 3; placeholder-accounting at 3
+                      violated: counter-nonnegative at step 3; predicates-agree at 1; history-agrees at 1; no-token-while-prefilling at 3; placeholder-accounting at 3
                       runs 3 step(s)
   vllm-0.31.0+clamp   SILENT: no assert fires
-                      violated: predicates-agree at 1
+                      violated: predicates-agree at 1; history-agrees at 1
                       counter-nonnegative holds on this arm
                       runs 3 step(s); the clamp drops 1 token(s)
   vllm-0.31.0+guard   SILENT: no assert fires
-                      violated: predicates-agree at 1
+                      violated: predicates-agree at 1; history-agrees at 1
                       counter-nonnegative holds on this arm
                       runs 3 step(s); the guard drops 1 token(s)
   vllm-0.32.0         CRASH at step 3: `assert request.num_output_placeholders >= 0` fires
-                      violated: counter-nonnegative at step 3; predicates-agree at 1; no-token-while-prefilling at 3; placeholder-accounting at 3
+                      violated: counter-nonnegative at step 3; predicates-agree at 1; history-agrees at 1; no-token-while-prefilling at 3; placeholder-accounting at 3
                       runs 3 step(s)
   vllm-0.32.0+clamp   SILENT: no assert fires
-                      violated: predicates-agree at 1
+                      violated: predicates-agree at 1; history-agrees at 1
                       counter-nonnegative holds on this arm
                       runs 3 step(s); the clamp drops 1 token(s)
   vllm-0.32.0+guard   SILENT: no assert fires
-                      violated: predicates-agree at 1
+                      violated: predicates-agree at 1; history-agrees at 1
                       counter-nonnegative holds on this arm
                       runs 3 step(s); the guard drops 1 token(s)
   vllm-0.33.0         SILENT: no assert fires
-                      violated: predicates-agree at 1; no-token-while-prefilling at 3
+                      violated: predicates-agree at 1; history-agrees at 1; no-token-while-prefilling at 3
                       counter-nonnegative holds on this arm
                       runs 3 step(s)
   vllm-0.33.0+clamp   SILENT: no assert fires
-                      violated: predicates-agree at 1
+                      violated: predicates-agree at 1; history-agrees at 1
                       counter-nonnegative holds on this arm
                       runs 3 step(s); the clamp drops 1 token(s)
   vllm-0.33.0+guard   SILENT: no assert fires
-                      violated: predicates-agree at 1
+                      violated: predicates-agree at 1; history-agrees at 1
                       counter-nonnegative holds on this arm
                       runs 3 step(s); the guard drops 1 token(s)
 
@@ -98,28 +98,28 @@ CASE = Case(
     config={'name': 'seed-cc@0.31.0', 'runner': 'v2', 'events': ['abort', 'preempt'], 'faults': ['stale-slot-read'], 'profile': 'vllm-0.31.0', 'clamp': False, 'requests': 1, 'pp': 1, 'spec_tokens': 0, 'max_budget': 8192, 'prompt_lens': [9118], 'long_prefill_threshold': 0, 'block_size': 16},
     init={'prompt_len': [9118]},
     steps=(
-        ('schedule', {'budget': 2261, 'stale_read': [True]}),
-        ('schedule', {'budget': 1, 'stale_read': [False]}),
+        ('schedule', {'budget': 925, 'stale_read': [True]}),
+        ('schedule', {'budget': 8192, 'stale_read': [False]}),
         ('deliver', {'stop': [0]}),
     ),
     kind='violation',
     property='counter-nonnegative',
     arms={
-        'vllm-0.29.0': ({'profile': 'vllm-0.29.0', 'clamp': False, 'guard': 'none'}, Expect(runs=3, fired=('placeholders-nonnegative', 3), violations=(3,), others=(('predicates-agree', 1), ('no-token-while-prefilling', 3), ('placeholder-accounting', 3)))),
-        'vllm-0.29.0+clamp': ({'profile': 'vllm-0.29.0', 'clamp': True, 'guard': 'none'}, Expect(runs=3, others=(('predicates-agree', 1),), dropped=1)),
-        'vllm-0.29.0+guard': ({'profile': 'vllm-0.29.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=3, others=(('predicates-agree', 1),), dropped=1)),
-        'vllm-0.30.0': ({'profile': 'vllm-0.30.0', 'clamp': False, 'guard': 'none'}, Expect(runs=3, fired=('placeholders-nonnegative', 3), violations=(3,), others=(('predicates-agree', 1), ('no-token-while-prefilling', 3), ('placeholder-accounting', 3)))),
-        'vllm-0.30.0+clamp': ({'profile': 'vllm-0.30.0', 'clamp': True, 'guard': 'none'}, Expect(runs=3, others=(('predicates-agree', 1),), dropped=1)),
-        'vllm-0.30.0+guard': ({'profile': 'vllm-0.30.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=3, others=(('predicates-agree', 1),), dropped=1)),
-        'vllm-0.31.0': ({'profile': 'vllm-0.31.0', 'clamp': False, 'guard': 'none'}, Expect(runs=3, fired=('placeholders-nonnegative', 3), violations=(3,), others=(('predicates-agree', 1), ('no-token-while-prefilling', 3), ('placeholder-accounting', 3)))),
-        'vllm-0.31.0+clamp': ({'profile': 'vllm-0.31.0', 'clamp': True, 'guard': 'none'}, Expect(runs=3, others=(('predicates-agree', 1),), dropped=1)),
-        'vllm-0.31.0+guard': ({'profile': 'vllm-0.31.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=3, others=(('predicates-agree', 1),), dropped=1)),
-        'vllm-0.32.0': ({'profile': 'vllm-0.32.0', 'clamp': False, 'guard': 'none'}, Expect(runs=3, fired=('placeholders-nonnegative', 3), violations=(3,), others=(('predicates-agree', 1), ('no-token-while-prefilling', 3), ('placeholder-accounting', 3)))),
-        'vllm-0.32.0+clamp': ({'profile': 'vllm-0.32.0', 'clamp': True, 'guard': 'none'}, Expect(runs=3, others=(('predicates-agree', 1),), dropped=1)),
-        'vllm-0.32.0+guard': ({'profile': 'vllm-0.32.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=3, others=(('predicates-agree', 1),), dropped=1)),
-        'vllm-0.33.0': ({'profile': 'vllm-0.33.0', 'clamp': False, 'guard': 'none'}, Expect(runs=3, others=(('predicates-agree', 1), ('no-token-while-prefilling', 3)))),
-        'vllm-0.33.0+clamp': ({'profile': 'vllm-0.33.0', 'clamp': True, 'guard': 'none'}, Expect(runs=3, others=(('predicates-agree', 1),), dropped=1)),
-        'vllm-0.33.0+guard': ({'profile': 'vllm-0.33.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=3, others=(('predicates-agree', 1),), dropped=1)),
+        'vllm-0.29.0': ({'profile': 'vllm-0.29.0', 'clamp': False, 'guard': 'none'}, Expect(runs=3, fired=('placeholders-nonnegative', 3), violations=(3,), others=(('predicates-agree', 1), ('history-agrees', 1), ('no-token-while-prefilling', 3), ('placeholder-accounting', 3)))),
+        'vllm-0.29.0+clamp': ({'profile': 'vllm-0.29.0', 'clamp': True, 'guard': 'none'}, Expect(runs=3, others=(('predicates-agree', 1), ('history-agrees', 1)), dropped=1)),
+        'vllm-0.29.0+guard': ({'profile': 'vllm-0.29.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=3, others=(('predicates-agree', 1), ('history-agrees', 1)), dropped=1)),
+        'vllm-0.30.0': ({'profile': 'vllm-0.30.0', 'clamp': False, 'guard': 'none'}, Expect(runs=3, fired=('placeholders-nonnegative', 3), violations=(3,), others=(('predicates-agree', 1), ('history-agrees', 1), ('no-token-while-prefilling', 3), ('placeholder-accounting', 3)))),
+        'vllm-0.30.0+clamp': ({'profile': 'vllm-0.30.0', 'clamp': True, 'guard': 'none'}, Expect(runs=3, others=(('predicates-agree', 1), ('history-agrees', 1)), dropped=1)),
+        'vllm-0.30.0+guard': ({'profile': 'vllm-0.30.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=3, others=(('predicates-agree', 1), ('history-agrees', 1)), dropped=1)),
+        'vllm-0.31.0': ({'profile': 'vllm-0.31.0', 'clamp': False, 'guard': 'none'}, Expect(runs=3, fired=('placeholders-nonnegative', 3), violations=(3,), others=(('predicates-agree', 1), ('history-agrees', 1), ('no-token-while-prefilling', 3), ('placeholder-accounting', 3)))),
+        'vllm-0.31.0+clamp': ({'profile': 'vllm-0.31.0', 'clamp': True, 'guard': 'none'}, Expect(runs=3, others=(('predicates-agree', 1), ('history-agrees', 1)), dropped=1)),
+        'vllm-0.31.0+guard': ({'profile': 'vllm-0.31.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=3, others=(('predicates-agree', 1), ('history-agrees', 1)), dropped=1)),
+        'vllm-0.32.0': ({'profile': 'vllm-0.32.0', 'clamp': False, 'guard': 'none'}, Expect(runs=3, fired=('placeholders-nonnegative', 3), violations=(3,), others=(('predicates-agree', 1), ('history-agrees', 1), ('no-token-while-prefilling', 3), ('placeholder-accounting', 3)))),
+        'vllm-0.32.0+clamp': ({'profile': 'vllm-0.32.0', 'clamp': True, 'guard': 'none'}, Expect(runs=3, others=(('predicates-agree', 1), ('history-agrees', 1)), dropped=1)),
+        'vllm-0.32.0+guard': ({'profile': 'vllm-0.32.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=3, others=(('predicates-agree', 1), ('history-agrees', 1)), dropped=1)),
+        'vllm-0.33.0': ({'profile': 'vllm-0.33.0', 'clamp': False, 'guard': 'none'}, Expect(runs=3, others=(('predicates-agree', 1), ('history-agrees', 1), ('no-token-while-prefilling', 3)))),
+        'vllm-0.33.0+clamp': ({'profile': 'vllm-0.33.0', 'clamp': True, 'guard': 'none'}, Expect(runs=3, others=(('predicates-agree', 1), ('history-agrees', 1)), dropped=1)),
+        'vllm-0.33.0+guard': ({'profile': 'vllm-0.33.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=3, others=(('predicates-agree', 1), ('history-agrees', 1)), dropped=1)),
     },
     path='generated_tests/cases/vllm_0_31_0/test_seed_cc__counter_nonnegative.py',
 )

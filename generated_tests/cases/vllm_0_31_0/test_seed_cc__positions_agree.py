@@ -11,69 +11,69 @@ Violated: positions-agree (vLLM 0.31.0: input_batch.py:610-613, states.py:103-11
 
 step  event               picks                               what changes
    0  init                prompt_len=[9118]
-   1  schedule            budget=8050                         r0: scheduled 8050, reserved 0, runner returns 0
-                                                              r0: runner rule g + n = 0 + 8050 = 8050 < prefill_len = 9118? yes -> discards
-                                                              r0: status WAITING->RUNNING, c 0->8050, F 0->8050, X F->T, g 0->8050
+   1  schedule            budget=5195                         r0: scheduled 5195, reserved 0, runner returns 0
+                                                              r0: runner rule g + n = 0 + 5195 = 5195 < prefill_len = 9118? yes -> discards
+                                                              r0: status WAITING->RUNNING, c 0->5195, F 0->5195, X F->T, g 0->5195
                                                               r0: pl 0->9118, tl 0->9118
                                                               in flight 0->1
-   2  preempt                                                 r0: status RUNNING->PREEMPTED, c 8050->0, S 0->8050
+   2  preempt                                                 r0: status RUNNING->PREEMPTED, c 5195->0, S 0->5195
    3  schedule            budget=1                            in flight 1->2
    4  deliver                                                 delivers the output of step 1
-                                                              r0: F 8050->0, S 8050->0
+                                                              r0: F 5195->0, S 5195->0
                                                               in flight 2->1
-   5  schedule            budget=5746 stale_read=[True]       r0: scheduled 5746, reserved 0, runner returns 1
-                                                              r0: runner rule g + n = 8050 + 5746 = 13796 < prefill_len = 9118? no -> samples
-                                                              r0: status PREEMPTED->RUNNING, c 0->5746, F 0->5746, g 8050->13796, tl 9118->9119
+   5  schedule            budget=2447 stale_read=[True]       r0: scheduled 2447, reserved 0, runner returns 0
+                                                              r0: runner rule g + n = 5195 + 2447 = 7642 < prefill_len = 9118? yes -> discards
+                                                              r0: status PREEMPTED->RUNNING, c 0->2447, F 0->2447, g 5195->7642
                                                               in flight 1->2
-                                                              VIOLATES positions-agree, predicates-agree
+                                                              VIOLATES positions-agree
 (L prompt, T tokens, c computed, P placeholders, F in flight, S stale, D drop-stale, X is_prefill_chunk, Nr V1 num_tokens, g/pl/tl V2 slot computed/prefill_len/total_len)
 
 What the model predicts on each arm (vLLM's reaction: CRASH = an assert kills the
 engine; SILENT = the violation passes unnoticed):
   vllm-0.29.0         SILENT: no assert fires
-                      violated: positions-agree at step 5; predicates-agree at 5
+                      violated: positions-agree at step 5
                       runs 5 step(s)
   vllm-0.29.0+clamp   SILENT: no assert fires
-                      violated: positions-agree at step 5; predicates-agree at 5
+                      violated: positions-agree at step 5
                       runs 5 step(s)
   vllm-0.29.0+guard   SILENT: no assert fires
-                      violated: positions-agree at step 5; predicates-agree at 5
+                      violated: positions-agree at step 5
                       runs 5 step(s)
   vllm-0.30.0         SILENT: no assert fires
-                      violated: positions-agree at step 5; predicates-agree at 5
+                      violated: positions-agree at step 5
                       runs 5 step(s)
   vllm-0.30.0+clamp   SILENT: no assert fires
-                      violated: positions-agree at step 5; predicates-agree at 5
+                      violated: positions-agree at step 5
                       runs 5 step(s)
   vllm-0.30.0+guard   SILENT: no assert fires
-                      violated: positions-agree at step 5; predicates-agree at 5
+                      violated: positions-agree at step 5
                       runs 5 step(s)
   vllm-0.31.0         SILENT: no assert fires
-                      violated: positions-agree at step 5; predicates-agree at 5
+                      violated: positions-agree at step 5
                       runs 5 step(s)
   vllm-0.31.0+clamp   SILENT: no assert fires
-                      violated: positions-agree at step 5; predicates-agree at 5
+                      violated: positions-agree at step 5
                       runs 5 step(s)
   vllm-0.31.0+guard   SILENT: no assert fires
-                      violated: positions-agree at step 5; predicates-agree at 5
+                      violated: positions-agree at step 5
                       runs 5 step(s)
   vllm-0.32.0         SILENT: no assert fires
-                      violated: positions-agree at step 5; predicates-agree at 5
+                      violated: positions-agree at step 5
                       runs 5 step(s)
   vllm-0.32.0+clamp   SILENT: no assert fires
-                      violated: positions-agree at step 5; predicates-agree at 5
+                      violated: positions-agree at step 5
                       runs 5 step(s)
   vllm-0.32.0+guard   SILENT: no assert fires
-                      violated: positions-agree at step 5; predicates-agree at 5
+                      violated: positions-agree at step 5
                       runs 5 step(s)
   vllm-0.33.0         SILENT: no assert fires
-                      violated: positions-agree at step 5; predicates-agree at 5
+                      violated: positions-agree at step 5
                       runs 5 step(s)
   vllm-0.33.0+clamp   SILENT: no assert fires
-                      violated: positions-agree at step 5; predicates-agree at 5
+                      violated: positions-agree at step 5
                       runs 5 step(s)
   vllm-0.33.0+guard   SILENT: no assert fires
-                      violated: positions-agree at step 5; predicates-agree at 5
+                      violated: positions-agree at step 5
                       runs 5 step(s)
 
 Replay:      .venv/bin/python -m pytest generated_tests/cases/vllm_0_31_0/test_seed_cc__positions_agree.py --target=reference,vllm,vllm-clamp,vllm-guard,kernel
@@ -88,30 +88,30 @@ CASE = Case(
     config={'name': 'seed-cc@0.31.0', 'runner': 'v2', 'events': ['abort', 'preempt'], 'faults': ['stale-slot-read'], 'profile': 'vllm-0.31.0', 'clamp': False, 'requests': 1, 'pp': 1, 'spec_tokens': 0, 'max_budget': 8192, 'prompt_lens': [9118], 'long_prefill_threshold': 0, 'block_size': 16},
     init={'prompt_len': [9118]},
     steps=(
-        ('schedule', {'budget': 8050, 'stale_read': [False]}),
+        ('schedule', {'budget': 5195, 'stale_read': [False]}),
         ('preempt', {'req': 0}),
         ('schedule', {'budget': 1, 'stale_read': [False]}),
         ('deliver', {'stop': [0]}),
-        ('schedule', {'budget': 5746, 'stale_read': [True]}),
+        ('schedule', {'budget': 2447, 'stale_read': [True]}),
     ),
     kind='violation',
     property='positions-agree',
     arms={
-        'vllm-0.29.0': ({'profile': 'vllm-0.29.0', 'clamp': False, 'guard': 'none'}, Expect(runs=5, violations=(5,), others=(('predicates-agree', 5),))),
-        'vllm-0.29.0+clamp': ({'profile': 'vllm-0.29.0', 'clamp': True, 'guard': 'none'}, Expect(runs=5, violations=(5,), others=(('predicates-agree', 5),))),
-        'vllm-0.29.0+guard': ({'profile': 'vllm-0.29.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=5, violations=(5,), others=(('predicates-agree', 5),))),
-        'vllm-0.30.0': ({'profile': 'vllm-0.30.0', 'clamp': False, 'guard': 'none'}, Expect(runs=5, violations=(5,), others=(('predicates-agree', 5),))),
-        'vllm-0.30.0+clamp': ({'profile': 'vllm-0.30.0', 'clamp': True, 'guard': 'none'}, Expect(runs=5, violations=(5,), others=(('predicates-agree', 5),))),
-        'vllm-0.30.0+guard': ({'profile': 'vllm-0.30.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=5, violations=(5,), others=(('predicates-agree', 5),))),
-        'vllm-0.31.0': ({'profile': 'vllm-0.31.0', 'clamp': False, 'guard': 'none'}, Expect(runs=5, violations=(5,), others=(('predicates-agree', 5),))),
-        'vllm-0.31.0+clamp': ({'profile': 'vllm-0.31.0', 'clamp': True, 'guard': 'none'}, Expect(runs=5, violations=(5,), others=(('predicates-agree', 5),))),
-        'vllm-0.31.0+guard': ({'profile': 'vllm-0.31.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=5, violations=(5,), others=(('predicates-agree', 5),))),
-        'vllm-0.32.0': ({'profile': 'vllm-0.32.0', 'clamp': False, 'guard': 'none'}, Expect(runs=5, violations=(5,), others=(('predicates-agree', 5),))),
-        'vllm-0.32.0+clamp': ({'profile': 'vllm-0.32.0', 'clamp': True, 'guard': 'none'}, Expect(runs=5, violations=(5,), others=(('predicates-agree', 5),))),
-        'vllm-0.32.0+guard': ({'profile': 'vllm-0.32.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=5, violations=(5,), others=(('predicates-agree', 5),))),
-        'vllm-0.33.0': ({'profile': 'vllm-0.33.0', 'clamp': False, 'guard': 'none'}, Expect(runs=5, violations=(5,), others=(('predicates-agree', 5),))),
-        'vllm-0.33.0+clamp': ({'profile': 'vllm-0.33.0', 'clamp': True, 'guard': 'none'}, Expect(runs=5, violations=(5,), others=(('predicates-agree', 5),))),
-        'vllm-0.33.0+guard': ({'profile': 'vllm-0.33.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=5, violations=(5,), others=(('predicates-agree', 5),))),
+        'vllm-0.29.0': ({'profile': 'vllm-0.29.0', 'clamp': False, 'guard': 'none'}, Expect(runs=5, violations=(5,))),
+        'vllm-0.29.0+clamp': ({'profile': 'vllm-0.29.0', 'clamp': True, 'guard': 'none'}, Expect(runs=5, violations=(5,))),
+        'vllm-0.29.0+guard': ({'profile': 'vllm-0.29.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=5, violations=(5,))),
+        'vllm-0.30.0': ({'profile': 'vllm-0.30.0', 'clamp': False, 'guard': 'none'}, Expect(runs=5, violations=(5,))),
+        'vllm-0.30.0+clamp': ({'profile': 'vllm-0.30.0', 'clamp': True, 'guard': 'none'}, Expect(runs=5, violations=(5,))),
+        'vllm-0.30.0+guard': ({'profile': 'vllm-0.30.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=5, violations=(5,))),
+        'vllm-0.31.0': ({'profile': 'vllm-0.31.0', 'clamp': False, 'guard': 'none'}, Expect(runs=5, violations=(5,))),
+        'vllm-0.31.0+clamp': ({'profile': 'vllm-0.31.0', 'clamp': True, 'guard': 'none'}, Expect(runs=5, violations=(5,))),
+        'vllm-0.31.0+guard': ({'profile': 'vllm-0.31.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=5, violations=(5,))),
+        'vllm-0.32.0': ({'profile': 'vllm-0.32.0', 'clamp': False, 'guard': 'none'}, Expect(runs=5, violations=(5,))),
+        'vllm-0.32.0+clamp': ({'profile': 'vllm-0.32.0', 'clamp': True, 'guard': 'none'}, Expect(runs=5, violations=(5,))),
+        'vllm-0.32.0+guard': ({'profile': 'vllm-0.32.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=5, violations=(5,))),
+        'vllm-0.33.0': ({'profile': 'vllm-0.33.0', 'clamp': False, 'guard': 'none'}, Expect(runs=5, violations=(5,))),
+        'vllm-0.33.0+clamp': ({'profile': 'vllm-0.33.0', 'clamp': True, 'guard': 'none'}, Expect(runs=5, violations=(5,))),
+        'vllm-0.33.0+guard': ({'profile': 'vllm-0.33.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=5, violations=(5,))),
     },
     path='generated_tests/cases/vllm_0_31_0/test_seed_cc__positions_agree.py',
 )

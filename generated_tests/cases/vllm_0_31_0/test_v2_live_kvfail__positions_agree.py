@@ -11,71 +11,72 @@ Violated: positions-agree (vLLM 0.31.0: input_batch.py:610-613, states.py:103-11
 
 step  event               picks                               what changes
    0  init                prompt_len=[16]
-   1  schedule            budget=1                            r0: scheduled 1, reserved 0, runner returns 0
-                                                              r0: runner rule g + n = 0 + 1 = 1 < total_len = 16? yes -> discards
-                                                              r0: status WAITING->RUNNING, c 0->1, F 0->1, X F->T, g 0->1
-                                                              r0: pl 0->16, tl 0->16
+   1  schedule            budget=16                           r0: scheduled 16, reserved 1, runner returns 1
+                                                              r0: runner rule g + n = 0 + 16 = 16 < total_len = 16? no -> samples
+                                                              r0: status WAITING->RUNNING, c 0->16, P 0->1, F 0->16, drafts 0->1
+                                                              r0: g 0->16, pl 0->16, tl 0->17
                                                               in flight 0->1
-   2  schedule            budget=1                            r0: scheduled 1, reserved 0, runner returns 0
-                                                              r0: runner rule g + n = 1 + 1 = 2 < total_len = 16? yes -> discards
-                                                              r0: c 1->2, F 1->2, g 1->2
+   2  schedule            budget=2 accepted=[1]               r0: scheduled 2, reserved 2, runner returns 2
+                                                              r0: runner rule g + n = 16 + 2 = 18 < total_len = 17? no -> samples
+                                                              r0: c 16->18, P 1->3, F 16->18, g 16->18, tl 17->19
                                                               in flight 1->2
    3  deliver             kv_fail_req=0                       delivers the output of step 1
-                                                              r0: c 2->0, F 2->1
+                                                              r0: c 18->0, F 18->2
                                                               in flight 2->1
-   4  schedule            budget=1                            r0: scheduled 1, reserved 0, runner returns 0
-                                                              r0: runner rule g + n = 2 + 1 = 3 < total_len = 16? yes -> discards
-                                                              r0: c 0->1, F 1->2, g 2->3
+   4  schedule            budget=1                            r0: scheduled 1, reserved 0, runner returns 1
+                                                              r0: runner rule g + n = 18 + 1 = 19 < total_len = 19? no -> samples
+                                                              r0: c 0->1, F 2->3, X F->T, drafts 1->0, g 18->19
+                                                              r0: tl 19->20
                                                               in flight 1->2
-                                                              VIOLATES positions-agree
+                                                              VIOLATES positions-agree, history-agrees, predicates-agree
 (L prompt, T tokens, c computed, P placeholders, F in flight, S stale, D drop-stale, X is_prefill_chunk, Nr V1 num_tokens, g/pl/tl V2 slot computed/prefill_len/total_len)
 
 What the model predicts on each arm (vLLM's reaction: CRASH = an assert kills the
 engine; SILENT = the violation passes unnoticed):
   vllm-0.29.0         SILENT: no assert fires
-                      violated: positions-agree at step 4
+                      violated: positions-agree at step 4; placeholder-accounting at 3; predicates-agree at 4; history-agrees at 4
                       runs 4 step(s)
   vllm-0.29.0+clamp   SILENT: no assert fires
-                      violated: positions-agree at step 4
+                      violated: positions-agree at step 4; placeholder-accounting at 3; predicates-agree at 4; history-agrees at 4
                       runs 4 step(s)
   vllm-0.29.0+guard   SILENT: no assert fires
-                      violated: positions-agree at step 4
+                      violated: positions-agree at step 4; placeholder-accounting at 3; predicates-agree at 4; history-agrees at 4
                       runs 4 step(s)
   vllm-0.30.0         SILENT: no assert fires
-                      violated: positions-agree at step 4
+                      violated: positions-agree at step 4; placeholder-accounting at 3; predicates-agree at 4; history-agrees at 4
                       runs 4 step(s)
   vllm-0.30.0+clamp   SILENT: no assert fires
-                      violated: positions-agree at step 4
+                      violated: positions-agree at step 4; placeholder-accounting at 3; predicates-agree at 4; history-agrees at 4
                       runs 4 step(s)
   vllm-0.30.0+guard   SILENT: no assert fires
-                      violated: positions-agree at step 4
+                      violated: positions-agree at step 4; placeholder-accounting at 3; predicates-agree at 4; history-agrees at 4
                       runs 4 step(s)
   vllm-0.31.0         SILENT: no assert fires
-                      violated: positions-agree at step 4
+                      violated: positions-agree at step 4; placeholder-accounting at 3; predicates-agree at 4; history-agrees at 4
                       runs 4 step(s)
   vllm-0.31.0+clamp   SILENT: no assert fires
-                      violated: positions-agree at step 4
+                      violated: positions-agree at step 4; placeholder-accounting at 3; predicates-agree at 4; history-agrees at 4
                       runs 4 step(s)
   vllm-0.31.0+guard   SILENT: no assert fires
-                      violated: positions-agree at step 4
+                      violated: positions-agree at step 4; placeholder-accounting at 3; predicates-agree at 4; history-agrees at 4
                       runs 4 step(s)
   vllm-0.32.0         SILENT: no assert fires
-                      violated: positions-agree at step 4
+                      violated: positions-agree at step 4; placeholder-accounting at 3; predicates-agree at 4; history-agrees at 4
                       runs 4 step(s)
   vllm-0.32.0+clamp   SILENT: no assert fires
-                      violated: positions-agree at step 4
+                      violated: positions-agree at step 4; placeholder-accounting at 3; predicates-agree at 4; history-agrees at 4
                       runs 4 step(s)
   vllm-0.32.0+guard   SILENT: no assert fires
-                      violated: positions-agree at step 4
+                      violated: positions-agree at step 4; placeholder-accounting at 3; predicates-agree at 4; history-agrees at 4
                       runs 4 step(s)
   vllm-0.33.0         SILENT: no assert fires
-                      violated: positions-agree at step 4
+                      violated: positions-agree at step 4; placeholder-accounting at 3; predicates-agree at 4; history-agrees at 4
                       runs 4 step(s)
   vllm-0.33.0+clamp   SILENT: no assert fires
-                      violated: positions-agree at step 4
+                      violated: positions-agree at step 4; placeholder-accounting at 3; predicates-agree at 4; history-agrees at 4
                       runs 4 step(s)
   vllm-0.33.0+guard   SILENT: no assert fires
-                      violated: positions-agree at step 4
+                      violated: positions-agree at step 4; placeholder-accounting at 3; predicates-agree at 4; history-agrees at 4
                       runs 4 step(s)
 
 Replay:      .venv/bin/python -m pytest generated_tests/cases/vllm_0_31_0/test_v2_live_kvfail__positions_agree.py --target=reference,vllm,vllm-clamp,vllm-guard,kernel
@@ -90,29 +91,29 @@ CASE = Case(
     config={'name': 'v2-live-kvfail@0.31.0', 'runner': 'v2-live', 'events': ['kvfail'], 'faults': [], 'profile': 'vllm-0.31.0', 'clamp': False, 'requests': 1, 'pp': 1, 'spec_tokens': 1, 'max_budget': None, 'prompt_lens': None, 'long_prefill_threshold': 0, 'block_size': 16},
     init={'prompt_len': [16]},
     steps=(
-        ('schedule', {'budget': 1, 'accepted': [0]}),
-        ('schedule', {'budget': 1, 'accepted': [0]}),
+        ('schedule', {'budget': 16, 'accepted': [0]}),
+        ('schedule', {'budget': 2, 'accepted': [1]}),
         ('deliver', {'stop': [0], 'kv_fail_req': 0, 'kv_fail_block': 0}),
         ('schedule', {'budget': 1, 'accepted': [0]}),
     ),
     kind='violation',
     property='positions-agree',
     arms={
-        'vllm-0.29.0': ({'profile': 'vllm-0.29.0', 'clamp': False, 'guard': 'none'}, Expect(runs=4, violations=(4,))),
-        'vllm-0.29.0+clamp': ({'profile': 'vllm-0.29.0', 'clamp': True, 'guard': 'none'}, Expect(runs=4, violations=(4,))),
-        'vllm-0.29.0+guard': ({'profile': 'vllm-0.29.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=4, violations=(4,))),
-        'vllm-0.30.0': ({'profile': 'vllm-0.30.0', 'clamp': False, 'guard': 'none'}, Expect(runs=4, violations=(4,))),
-        'vllm-0.30.0+clamp': ({'profile': 'vllm-0.30.0', 'clamp': True, 'guard': 'none'}, Expect(runs=4, violations=(4,))),
-        'vllm-0.30.0+guard': ({'profile': 'vllm-0.30.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=4, violations=(4,))),
-        'vllm-0.31.0': ({'profile': 'vllm-0.31.0', 'clamp': False, 'guard': 'none'}, Expect(runs=4, violations=(4,))),
-        'vllm-0.31.0+clamp': ({'profile': 'vllm-0.31.0', 'clamp': True, 'guard': 'none'}, Expect(runs=4, violations=(4,))),
-        'vllm-0.31.0+guard': ({'profile': 'vllm-0.31.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=4, violations=(4,))),
-        'vllm-0.32.0': ({'profile': 'vllm-0.32.0', 'clamp': False, 'guard': 'none'}, Expect(runs=4, violations=(4,))),
-        'vllm-0.32.0+clamp': ({'profile': 'vllm-0.32.0', 'clamp': True, 'guard': 'none'}, Expect(runs=4, violations=(4,))),
-        'vllm-0.32.0+guard': ({'profile': 'vllm-0.32.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=4, violations=(4,))),
-        'vllm-0.33.0': ({'profile': 'vllm-0.33.0', 'clamp': False, 'guard': 'none'}, Expect(runs=4, violations=(4,))),
-        'vllm-0.33.0+clamp': ({'profile': 'vllm-0.33.0', 'clamp': True, 'guard': 'none'}, Expect(runs=4, violations=(4,))),
-        'vllm-0.33.0+guard': ({'profile': 'vllm-0.33.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=4, violations=(4,))),
+        'vllm-0.29.0': ({'profile': 'vllm-0.29.0', 'clamp': False, 'guard': 'none'}, Expect(runs=4, violations=(4,), others=(('placeholder-accounting', 3), ('predicates-agree', 4), ('history-agrees', 4)))),
+        'vllm-0.29.0+clamp': ({'profile': 'vllm-0.29.0', 'clamp': True, 'guard': 'none'}, Expect(runs=4, violations=(4,), others=(('placeholder-accounting', 3), ('predicates-agree', 4), ('history-agrees', 4)))),
+        'vllm-0.29.0+guard': ({'profile': 'vllm-0.29.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=4, violations=(4,), others=(('placeholder-accounting', 3), ('predicates-agree', 4), ('history-agrees', 4)))),
+        'vllm-0.30.0': ({'profile': 'vllm-0.30.0', 'clamp': False, 'guard': 'none'}, Expect(runs=4, violations=(4,), others=(('placeholder-accounting', 3), ('predicates-agree', 4), ('history-agrees', 4)))),
+        'vllm-0.30.0+clamp': ({'profile': 'vllm-0.30.0', 'clamp': True, 'guard': 'none'}, Expect(runs=4, violations=(4,), others=(('placeholder-accounting', 3), ('predicates-agree', 4), ('history-agrees', 4)))),
+        'vllm-0.30.0+guard': ({'profile': 'vllm-0.30.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=4, violations=(4,), others=(('placeholder-accounting', 3), ('predicates-agree', 4), ('history-agrees', 4)))),
+        'vllm-0.31.0': ({'profile': 'vllm-0.31.0', 'clamp': False, 'guard': 'none'}, Expect(runs=4, violations=(4,), others=(('placeholder-accounting', 3), ('predicates-agree', 4), ('history-agrees', 4)))),
+        'vllm-0.31.0+clamp': ({'profile': 'vllm-0.31.0', 'clamp': True, 'guard': 'none'}, Expect(runs=4, violations=(4,), others=(('placeholder-accounting', 3), ('predicates-agree', 4), ('history-agrees', 4)))),
+        'vllm-0.31.0+guard': ({'profile': 'vllm-0.31.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=4, violations=(4,), others=(('placeholder-accounting', 3), ('predicates-agree', 4), ('history-agrees', 4)))),
+        'vllm-0.32.0': ({'profile': 'vllm-0.32.0', 'clamp': False, 'guard': 'none'}, Expect(runs=4, violations=(4,), others=(('placeholder-accounting', 3), ('predicates-agree', 4), ('history-agrees', 4)))),
+        'vllm-0.32.0+clamp': ({'profile': 'vllm-0.32.0', 'clamp': True, 'guard': 'none'}, Expect(runs=4, violations=(4,), others=(('placeholder-accounting', 3), ('predicates-agree', 4), ('history-agrees', 4)))),
+        'vllm-0.32.0+guard': ({'profile': 'vllm-0.32.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=4, violations=(4,), others=(('placeholder-accounting', 3), ('predicates-agree', 4), ('history-agrees', 4)))),
+        'vllm-0.33.0': ({'profile': 'vllm-0.33.0', 'clamp': False, 'guard': 'none'}, Expect(runs=4, violations=(4,), others=(('placeholder-accounting', 3), ('predicates-agree', 4), ('history-agrees', 4)))),
+        'vllm-0.33.0+clamp': ({'profile': 'vllm-0.33.0', 'clamp': True, 'guard': 'none'}, Expect(runs=4, violations=(4,), others=(('placeholder-accounting', 3), ('predicates-agree', 4), ('history-agrees', 4)))),
+        'vllm-0.33.0+guard': ({'profile': 'vllm-0.33.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=4, violations=(4,), others=(('placeholder-accounting', 3), ('predicates-agree', 4), ('history-agrees', 4)))),
     },
     path='generated_tests/cases/vllm_0_31_0/test_v2_live_kvfail__positions_agree.py',
 )

@@ -10,19 +10,20 @@ Violated: no-token-while-prefilling (vLLM 0.33.0: scheduler.py:2748-2750), at st
 
 step  event               picks                               what changes
    0  init                prompt_len=[9118]
-   1  schedule            budget=5009 stale_read=[True]       r0: scheduled 5009, reserved 0, runner returns 1
-                                                              r0: runner rule g + n = 0 + 5009 = 5009 < prefill_len = 0? no -> samples
-                                                              r0: status WAITING->RUNNING, c 0->5009, F 0->5009, X F->T, g 0->5009
+   1  schedule            budget=4148 stale_read=[True]       r0: scheduled 4148, reserved 0, runner returns 1
+                                                              r0: runner rule g + n = 0 + 4148 = 4148 < prefill_len = 0? no -> samples
+                                                              r0: status WAITING->RUNNING, c 0->4148, F 0->4148, X F->T, g 0->4148
                                                               r0: tl 0->1
                                                               in flight 0->1
-                                                              VIOLATES predicates-agree
-   2  schedule            budget=4109                         r0: scheduled 4109, reserved 1, runner returns 1
-                                                              r0: runner rule g + n = 5009 + 4109 = 9118 < prefill_len = 0? no -> samples
-                                                              r0: c 5009->9118, P 0->1, F 5009->9118, X T->F, g 5009->9118
+                                                              VIOLATES history-agrees, predicates-agree
+   2  schedule            budget=4971                         r0: scheduled 4970, reserved 1, runner returns 1
+                                                              r0: runner rule g + n = 4148 + 4970 = 9118 < prefill_len = 0? no -> samples
+                                                              r0: c 4148->9118, P 0->1, F 4148->9118, X T->F, g 4148->9118
                                                               r0: tl 1->2
                                                               in flight 1->2
+                                                              VIOLATES history-agrees
    3  deliver                                                 delivers the output of step 1
-                                                              r0: T 9118->9119, P 1->0, F 9118->4109
+                                                              r0: T 9118->9119, P 1->0, F 9118->4970
                                                               in flight 2->1
                                                               VIOLATES no-token-while-prefilling
 (L prompt, T tokens, c computed, P placeholders, F in flight, S stale, D drop-stale, X is_prefill_chunk, Nr V1 num_tokens, g/pl/tl V2 slot computed/prefill_len/total_len)
@@ -30,53 +31,53 @@ step  event               picks                               what changes
 What the model predicts on each arm (vLLM's reaction: CRASH = an assert kills the
 engine; SILENT = the violation passes unnoticed):
   vllm-0.29.0         SILENT: no assert fires
-                      violated: no-token-while-prefilling at step 3; predicates-agree at 1; placeholder-accounting at 3
+                      violated: no-token-while-prefilling at step 3; predicates-agree at 1; history-agrees at 1; placeholder-accounting at 3
                       runs 3 step(s)
   vllm-0.29.0+clamp   SILENT: no assert fires
-                      violated: no-token-while-prefilling at step 3; predicates-agree at 1; placeholder-accounting at 3
+                      violated: no-token-while-prefilling at step 3; predicates-agree at 1; history-agrees at 1; placeholder-accounting at 3
                       runs 3 step(s)
   vllm-0.29.0+guard   SILENT: no assert fires
-                      violated: predicates-agree at 1
+                      violated: predicates-agree at 1; history-agrees at 1
                       no-token-while-prefilling holds on this arm
                       runs 3 step(s); the guard drops 1 token(s)
   vllm-0.30.0         SILENT: no assert fires
-                      violated: no-token-while-prefilling at step 3; predicates-agree at 1; placeholder-accounting at 3
+                      violated: no-token-while-prefilling at step 3; predicates-agree at 1; history-agrees at 1; placeholder-accounting at 3
                       runs 3 step(s)
   vllm-0.30.0+clamp   SILENT: no assert fires
-                      violated: no-token-while-prefilling at step 3; predicates-agree at 1; placeholder-accounting at 3
+                      violated: no-token-while-prefilling at step 3; predicates-agree at 1; history-agrees at 1; placeholder-accounting at 3
                       runs 3 step(s)
   vllm-0.30.0+guard   SILENT: no assert fires
-                      violated: predicates-agree at 1
+                      violated: predicates-agree at 1; history-agrees at 1
                       no-token-while-prefilling holds on this arm
                       runs 3 step(s); the guard drops 1 token(s)
   vllm-0.31.0         SILENT: no assert fires
-                      violated: no-token-while-prefilling at step 3; predicates-agree at 1; placeholder-accounting at 3
+                      violated: no-token-while-prefilling at step 3; predicates-agree at 1; history-agrees at 1; placeholder-accounting at 3
                       runs 3 step(s)
   vllm-0.31.0+clamp   SILENT: no assert fires
-                      violated: no-token-while-prefilling at step 3; predicates-agree at 1; placeholder-accounting at 3
+                      violated: no-token-while-prefilling at step 3; predicates-agree at 1; history-agrees at 1; placeholder-accounting at 3
                       runs 3 step(s)
   vllm-0.31.0+guard   SILENT: no assert fires
-                      violated: predicates-agree at 1
+                      violated: predicates-agree at 1; history-agrees at 1
                       no-token-while-prefilling holds on this arm
                       runs 3 step(s); the guard drops 1 token(s)
   vllm-0.32.0         SILENT: no assert fires
-                      violated: no-token-while-prefilling at step 3; predicates-agree at 1; placeholder-accounting at 3
+                      violated: no-token-while-prefilling at step 3; predicates-agree at 1; history-agrees at 1; placeholder-accounting at 3
                       runs 3 step(s)
   vllm-0.32.0+clamp   SILENT: no assert fires
-                      violated: no-token-while-prefilling at step 3; predicates-agree at 1; placeholder-accounting at 3
+                      violated: no-token-while-prefilling at step 3; predicates-agree at 1; history-agrees at 1; placeholder-accounting at 3
                       runs 3 step(s)
   vllm-0.32.0+guard   SILENT: no assert fires
-                      violated: predicates-agree at 1
+                      violated: predicates-agree at 1; history-agrees at 1
                       no-token-while-prefilling holds on this arm
                       runs 3 step(s); the guard drops 1 token(s)
   vllm-0.33.0         SILENT: no assert fires
-                      violated: no-token-while-prefilling at step 3; predicates-agree at 1; placeholder-accounting at 3
+                      violated: no-token-while-prefilling at step 3; predicates-agree at 1; history-agrees at 1; placeholder-accounting at 3
                       runs 3 step(s)
   vllm-0.33.0+clamp   SILENT: no assert fires
-                      violated: no-token-while-prefilling at step 3; predicates-agree at 1; placeholder-accounting at 3
+                      violated: no-token-while-prefilling at step 3; predicates-agree at 1; history-agrees at 1; placeholder-accounting at 3
                       runs 3 step(s)
   vllm-0.33.0+guard   SILENT: no assert fires
-                      violated: predicates-agree at 1
+                      violated: predicates-agree at 1; history-agrees at 1
                       no-token-while-prefilling holds on this arm
                       runs 3 step(s); the guard drops 1 token(s)
 
@@ -92,28 +93,28 @@ CASE = Case(
     config={'name': 'seed-cc@0.33.0', 'runner': 'v2', 'events': ['abort', 'preempt'], 'faults': ['stale-slot-read'], 'profile': 'vllm-0.33.0', 'clamp': False, 'requests': 1, 'pp': 1, 'spec_tokens': 0, 'max_budget': 8192, 'prompt_lens': [9118], 'long_prefill_threshold': 0, 'block_size': 16},
     init={'prompt_len': [9118]},
     steps=(
-        ('schedule', {'budget': 5009, 'stale_read': [True]}),
-        ('schedule', {'budget': 4109, 'stale_read': [False]}),
+        ('schedule', {'budget': 4148, 'stale_read': [True]}),
+        ('schedule', {'budget': 4971, 'stale_read': [False]}),
         ('deliver', {'stop': [0]}),
     ),
     kind='violation',
     property='no-token-while-prefilling',
     arms={
-        'vllm-0.29.0': ({'profile': 'vllm-0.29.0', 'clamp': False, 'guard': 'none'}, Expect(runs=3, violations=(3,), others=(('predicates-agree', 1), ('placeholder-accounting', 3)))),
-        'vllm-0.29.0+clamp': ({'profile': 'vllm-0.29.0', 'clamp': True, 'guard': 'none'}, Expect(runs=3, violations=(3,), others=(('predicates-agree', 1), ('placeholder-accounting', 3)))),
-        'vllm-0.29.0+guard': ({'profile': 'vllm-0.29.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=3, others=(('predicates-agree', 1),), dropped=1)),
-        'vllm-0.30.0': ({'profile': 'vllm-0.30.0', 'clamp': False, 'guard': 'none'}, Expect(runs=3, violations=(3,), others=(('predicates-agree', 1), ('placeholder-accounting', 3)))),
-        'vllm-0.30.0+clamp': ({'profile': 'vllm-0.30.0', 'clamp': True, 'guard': 'none'}, Expect(runs=3, violations=(3,), others=(('predicates-agree', 1), ('placeholder-accounting', 3)))),
-        'vllm-0.30.0+guard': ({'profile': 'vllm-0.30.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=3, others=(('predicates-agree', 1),), dropped=1)),
-        'vllm-0.31.0': ({'profile': 'vllm-0.31.0', 'clamp': False, 'guard': 'none'}, Expect(runs=3, violations=(3,), others=(('predicates-agree', 1), ('placeholder-accounting', 3)))),
-        'vllm-0.31.0+clamp': ({'profile': 'vllm-0.31.0', 'clamp': True, 'guard': 'none'}, Expect(runs=3, violations=(3,), others=(('predicates-agree', 1), ('placeholder-accounting', 3)))),
-        'vllm-0.31.0+guard': ({'profile': 'vllm-0.31.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=3, others=(('predicates-agree', 1),), dropped=1)),
-        'vllm-0.32.0': ({'profile': 'vllm-0.32.0', 'clamp': False, 'guard': 'none'}, Expect(runs=3, violations=(3,), others=(('predicates-agree', 1), ('placeholder-accounting', 3)))),
-        'vllm-0.32.0+clamp': ({'profile': 'vllm-0.32.0', 'clamp': True, 'guard': 'none'}, Expect(runs=3, violations=(3,), others=(('predicates-agree', 1), ('placeholder-accounting', 3)))),
-        'vllm-0.32.0+guard': ({'profile': 'vllm-0.32.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=3, others=(('predicates-agree', 1),), dropped=1)),
-        'vllm-0.33.0': ({'profile': 'vllm-0.33.0', 'clamp': False, 'guard': 'none'}, Expect(runs=3, violations=(3,), others=(('predicates-agree', 1), ('placeholder-accounting', 3)))),
-        'vllm-0.33.0+clamp': ({'profile': 'vllm-0.33.0', 'clamp': True, 'guard': 'none'}, Expect(runs=3, violations=(3,), others=(('predicates-agree', 1), ('placeholder-accounting', 3)))),
-        'vllm-0.33.0+guard': ({'profile': 'vllm-0.33.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=3, others=(('predicates-agree', 1),), dropped=1)),
+        'vllm-0.29.0': ({'profile': 'vllm-0.29.0', 'clamp': False, 'guard': 'none'}, Expect(runs=3, violations=(3,), others=(('predicates-agree', 1), ('history-agrees', 1), ('placeholder-accounting', 3)))),
+        'vllm-0.29.0+clamp': ({'profile': 'vllm-0.29.0', 'clamp': True, 'guard': 'none'}, Expect(runs=3, violations=(3,), others=(('predicates-agree', 1), ('history-agrees', 1), ('placeholder-accounting', 3)))),
+        'vllm-0.29.0+guard': ({'profile': 'vllm-0.29.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=3, others=(('predicates-agree', 1), ('history-agrees', 1)), dropped=1)),
+        'vllm-0.30.0': ({'profile': 'vllm-0.30.0', 'clamp': False, 'guard': 'none'}, Expect(runs=3, violations=(3,), others=(('predicates-agree', 1), ('history-agrees', 1), ('placeholder-accounting', 3)))),
+        'vllm-0.30.0+clamp': ({'profile': 'vllm-0.30.0', 'clamp': True, 'guard': 'none'}, Expect(runs=3, violations=(3,), others=(('predicates-agree', 1), ('history-agrees', 1), ('placeholder-accounting', 3)))),
+        'vllm-0.30.0+guard': ({'profile': 'vllm-0.30.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=3, others=(('predicates-agree', 1), ('history-agrees', 1)), dropped=1)),
+        'vllm-0.31.0': ({'profile': 'vllm-0.31.0', 'clamp': False, 'guard': 'none'}, Expect(runs=3, violations=(3,), others=(('predicates-agree', 1), ('history-agrees', 1), ('placeholder-accounting', 3)))),
+        'vllm-0.31.0+clamp': ({'profile': 'vllm-0.31.0', 'clamp': True, 'guard': 'none'}, Expect(runs=3, violations=(3,), others=(('predicates-agree', 1), ('history-agrees', 1), ('placeholder-accounting', 3)))),
+        'vllm-0.31.0+guard': ({'profile': 'vllm-0.31.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=3, others=(('predicates-agree', 1), ('history-agrees', 1)), dropped=1)),
+        'vllm-0.32.0': ({'profile': 'vllm-0.32.0', 'clamp': False, 'guard': 'none'}, Expect(runs=3, violations=(3,), others=(('predicates-agree', 1), ('history-agrees', 1), ('placeholder-accounting', 3)))),
+        'vllm-0.32.0+clamp': ({'profile': 'vllm-0.32.0', 'clamp': True, 'guard': 'none'}, Expect(runs=3, violations=(3,), others=(('predicates-agree', 1), ('history-agrees', 1), ('placeholder-accounting', 3)))),
+        'vllm-0.32.0+guard': ({'profile': 'vllm-0.32.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=3, others=(('predicates-agree', 1), ('history-agrees', 1)), dropped=1)),
+        'vllm-0.33.0': ({'profile': 'vllm-0.33.0', 'clamp': False, 'guard': 'none'}, Expect(runs=3, violations=(3,), others=(('predicates-agree', 1), ('history-agrees', 1), ('placeholder-accounting', 3)))),
+        'vllm-0.33.0+clamp': ({'profile': 'vllm-0.33.0', 'clamp': True, 'guard': 'none'}, Expect(runs=3, violations=(3,), others=(('predicates-agree', 1), ('history-agrees', 1), ('placeholder-accounting', 3)))),
+        'vllm-0.33.0+guard': ({'profile': 'vllm-0.33.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=3, others=(('predicates-agree', 1), ('history-agrees', 1)), dropped=1)),
     },
     path='generated_tests/cases/vllm_0_33_0/test_seed_cc__no_token_while_prefilling.py',
 )

@@ -11,19 +11,19 @@ Violated: positions-agree (vLLM 0.33.0: input_batch.py:630-633, states.py:106-11
 
 step  event               picks                               what changes
    0  init                prompt_len=[9118]
-   1  schedule            budget=84                           r0: scheduled 84, reserved 0, runner returns 0
-                                                              r0: runner rule g + n = 0 + 84 = 84 < prefill_len = 9118? yes -> discards
-                                                              r0: status WAITING->RUNNING, c 0->84, F 0->84, X F->T, g 0->84
+   1  schedule            budget=2                            r0: scheduled 2, reserved 0, runner returns 0
+                                                              r0: runner rule g + n = 0 + 2 = 2 < prefill_len = 9118? yes -> discards
+                                                              r0: status WAITING->RUNNING, c 0->2, F 0->2, X F->T, g 0->2
                                                               r0: pl 0->9118, tl 0->9118
                                                               in flight 0->1
-   2  preempt                                                 r0: status RUNNING->PREEMPTED, c 84->0, S 0->84
+   2  preempt                                                 r0: status RUNNING->PREEMPTED, c 2->0, S 0->2
    3  schedule            budget=1                            in flight 1->2
    4  deliver                                                 delivers the output of step 1
-                                                              r0: F 84->0, S 84->0
+                                                              r0: F 2->0, S 2->0
                                                               in flight 2->1
-   5  schedule            budget=7228 stale_read=[True]       r0: scheduled 7228, reserved 0, runner returns 0
-                                                              r0: runner rule g + n = 84 + 7228 = 7312 < prefill_len = 9118? yes -> discards
-                                                              r0: status PREEMPTED->RUNNING, c 0->7228, F 0->7228, g 84->7312
+   5  schedule            budget=1 stale_read=[True]          r0: scheduled 1, reserved 0, runner returns 0
+                                                              r0: runner rule g + n = 2 + 1 = 3 < prefill_len = 9118? yes -> discards
+                                                              r0: status PREEMPTED->RUNNING, c 0->1, F 0->1, g 2->3
                                                               in flight 1->2
                                                               VIOLATES positions-agree
 (L prompt, T tokens, c computed, P placeholders, F in flight, S stale, D drop-stale, X is_prefill_chunk, Nr V1 num_tokens, g/pl/tl V2 slot computed/prefill_len/total_len)
@@ -88,11 +88,11 @@ CASE = Case(
     config={'name': 'seed-cc@0.33.0', 'runner': 'v2', 'events': ['abort', 'preempt'], 'faults': ['stale-slot-read'], 'profile': 'vllm-0.33.0', 'clamp': False, 'requests': 1, 'pp': 1, 'spec_tokens': 0, 'max_budget': 8192, 'prompt_lens': [9118], 'long_prefill_threshold': 0, 'block_size': 16},
     init={'prompt_len': [9118]},
     steps=(
-        ('schedule', {'budget': 84, 'stale_read': [False]}),
+        ('schedule', {'budget': 2, 'stale_read': [False]}),
         ('preempt', {'req': 0}),
         ('schedule', {'budget': 1, 'stale_read': [False]}),
         ('deliver', {'stop': [0]}),
-        ('schedule', {'budget': 7228, 'stale_read': [True]}),
+        ('schedule', {'budget': 1, 'stale_read': [True]}),
     ),
     kind='violation',
     property='positions-agree',

@@ -19,7 +19,7 @@ step  event               picks                               what changes
                                                               r1: status WAITING->RUNNING, c 0->1, F 0->1, X F->T, g 0->1
                                                               r1: tl 0->1
                                                               in flight 0->1
-                                                              VIOLATES predicates-agree
+                                                              VIOLATES history-agrees, predicates-agree
    2  schedule            budget=3                            r0: scheduled 2, reserved 2, runner returns 1
                                                               r0: runner rule g + n = 1 + 2 = 3 < prefill_len = 1? no -> samples
                                                               r0: c 1->3, P 1->3, F 1->3, g 1->2, tl 2->3
@@ -28,6 +28,7 @@ step  event               picks                               what changes
                                                               r1: c 1->2, P 0->1, F 1->2, X T->F, drafts 0->1
                                                               r1: g 1->2, tl 1->2
                                                               in flight 1->2
+                                                              VIOLATES history-agrees
    3  deliver                                                 delivers the output of step 1
                                                               r0: T 1->2, P 3->2, F 3->2
                                                               r1: T 2->3, P 1->0, F 2->1
@@ -40,6 +41,7 @@ step  event               picks                               what changes
                                                               r1: runner rule g + n = 2 + 2 = 4 < prefill_len = 0? no -> samples
                                                               r1: c 2->4, P 0->2, F 1->3, g 2->4, tl 2->4
                                                               in flight 1->2
+                                                              VIOLATES history-agrees
    5  deliver                                                 delivers the output of step 2
                                                               r0: T 2->3, c 5->4, P 4->2, F 4->2
                                                               r1: T 3->4, P 2->1, F 3->2
@@ -57,58 +59,58 @@ step  event               picks                               what changes
 What the model predicts on each arm (vLLM's reaction: CRASH = an assert kills the
 engine; SILENT = the violation passes unnoticed):
   vllm-0.29.0         CRASH at step 7: `assert request.num_output_placeholders >= 0` fires
-                      violated: counter-nonnegative at step 7; predicates-agree at 1; no-token-while-prefilling at 3; placeholder-accounting at 3
+                      violated: counter-nonnegative at step 7; predicates-agree at 1; history-agrees at 1; no-token-while-prefilling at 3; placeholder-accounting at 3
                       runs 7 step(s)
   vllm-0.29.0+clamp   SILENT: no assert fires
-                      violated: predicates-agree at 1; no-token-while-prefilling at 3; placeholder-accounting at 3
+                      violated: predicates-agree at 1; history-agrees at 1; no-token-while-prefilling at 3; placeholder-accounting at 3
                       counter-nonnegative holds on this arm
                       runs 7 step(s); the clamp drops 1 token(s)
   vllm-0.29.0+guard   SILENT: no assert fires
-                      violated: predicates-agree at 1
+                      violated: predicates-agree at 1; history-agrees at 1
                       counter-nonnegative holds on this arm
                       runs 7 step(s); the guard drops 1 token(s)
   vllm-0.30.0         CRASH at step 7: `assert request.num_output_placeholders >= 0` fires
-                      violated: counter-nonnegative at step 7; predicates-agree at 1; no-token-while-prefilling at 3; placeholder-accounting at 3
+                      violated: counter-nonnegative at step 7; predicates-agree at 1; history-agrees at 1; no-token-while-prefilling at 3; placeholder-accounting at 3
                       runs 7 step(s)
   vllm-0.30.0+clamp   SILENT: no assert fires
-                      violated: predicates-agree at 1; no-token-while-prefilling at 3; placeholder-accounting at 3
+                      violated: predicates-agree at 1; history-agrees at 1; no-token-while-prefilling at 3; placeholder-accounting at 3
                       counter-nonnegative holds on this arm
                       runs 7 step(s); the clamp drops 1 token(s)
   vllm-0.30.0+guard   SILENT: no assert fires
-                      violated: predicates-agree at 1
+                      violated: predicates-agree at 1; history-agrees at 1
                       counter-nonnegative holds on this arm
                       runs 7 step(s); the guard drops 1 token(s)
   vllm-0.31.0         CRASH at step 7: `assert request.num_output_placeholders >= 0` fires
-                      violated: counter-nonnegative at step 7; predicates-agree at 1; no-token-while-prefilling at 3; placeholder-accounting at 3
+                      violated: counter-nonnegative at step 7; predicates-agree at 1; history-agrees at 1; no-token-while-prefilling at 3; placeholder-accounting at 3
                       runs 7 step(s)
   vllm-0.31.0+clamp   SILENT: no assert fires
-                      violated: predicates-agree at 1; no-token-while-prefilling at 3; placeholder-accounting at 3
+                      violated: predicates-agree at 1; history-agrees at 1; no-token-while-prefilling at 3; placeholder-accounting at 3
                       counter-nonnegative holds on this arm
                       runs 7 step(s); the clamp drops 1 token(s)
   vllm-0.31.0+guard   SILENT: no assert fires
-                      violated: predicates-agree at 1
+                      violated: predicates-agree at 1; history-agrees at 1
                       counter-nonnegative holds on this arm
                       runs 7 step(s); the guard drops 1 token(s)
   vllm-0.32.0         CRASH at step 7: `assert request.num_output_placeholders >= 0` fires
-                      violated: counter-nonnegative at step 7; predicates-agree at 1; no-token-while-prefilling at 3; placeholder-accounting at 3
+                      violated: counter-nonnegative at step 7; predicates-agree at 1; history-agrees at 1; no-token-while-prefilling at 3; placeholder-accounting at 3
                       runs 7 step(s)
   vllm-0.32.0+clamp   SILENT: no assert fires
-                      violated: predicates-agree at 1; no-token-while-prefilling at 3; placeholder-accounting at 3
+                      violated: predicates-agree at 1; history-agrees at 1; no-token-while-prefilling at 3; placeholder-accounting at 3
                       counter-nonnegative holds on this arm
                       runs 7 step(s); the clamp drops 1 token(s)
   vllm-0.32.0+guard   SILENT: no assert fires
-                      violated: predicates-agree at 1
+                      violated: predicates-agree at 1; history-agrees at 1
                       counter-nonnegative holds on this arm
                       runs 7 step(s); the guard drops 1 token(s)
   vllm-0.33.0         CRASH at step 7: `assert request.num_output_placeholders >= 0` fires
-                      violated: counter-nonnegative at step 7; predicates-agree at 1; no-token-while-prefilling at 3; placeholder-accounting at 3
+                      violated: counter-nonnegative at step 7; predicates-agree at 1; history-agrees at 1; no-token-while-prefilling at 3; placeholder-accounting at 3
                       runs 7 step(s)
   vllm-0.33.0+clamp   SILENT: no assert fires
-                      violated: predicates-agree at 1; no-token-while-prefilling at 3; placeholder-accounting at 3
+                      violated: predicates-agree at 1; history-agrees at 1; no-token-while-prefilling at 3; placeholder-accounting at 3
                       counter-nonnegative holds on this arm
                       runs 7 step(s); the clamp drops 1 token(s)
   vllm-0.33.0+guard   SILENT: no assert fires
-                      violated: predicates-agree at 1
+                      violated: predicates-agree at 1; history-agrees at 1
                       counter-nonnegative holds on this arm
                       runs 7 step(s); the guard drops 1 token(s)
 
@@ -135,21 +137,21 @@ CASE = Case(
     kind='violation',
     property='counter-nonnegative',
     arms={
-        'vllm-0.29.0': ({'profile': 'vllm-0.29.0', 'clamp': False, 'guard': 'none'}, Expect(runs=7, fired=('placeholders-nonnegative', 7), violations=(7,), others=(('predicates-agree', 1), ('no-token-while-prefilling', 3), ('placeholder-accounting', 3)))),
-        'vllm-0.29.0+clamp': ({'profile': 'vllm-0.29.0', 'clamp': True, 'guard': 'none'}, Expect(runs=7, others=(('predicates-agree', 1), ('no-token-while-prefilling', 3), ('placeholder-accounting', 3)), dropped=1)),
-        'vllm-0.29.0+guard': ({'profile': 'vllm-0.29.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=7, others=(('predicates-agree', 1),), dropped=1)),
-        'vllm-0.30.0': ({'profile': 'vllm-0.30.0', 'clamp': False, 'guard': 'none'}, Expect(runs=7, fired=('placeholders-nonnegative', 7), violations=(7,), others=(('predicates-agree', 1), ('no-token-while-prefilling', 3), ('placeholder-accounting', 3)))),
-        'vllm-0.30.0+clamp': ({'profile': 'vllm-0.30.0', 'clamp': True, 'guard': 'none'}, Expect(runs=7, others=(('predicates-agree', 1), ('no-token-while-prefilling', 3), ('placeholder-accounting', 3)), dropped=1)),
-        'vllm-0.30.0+guard': ({'profile': 'vllm-0.30.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=7, others=(('predicates-agree', 1),), dropped=1)),
-        'vllm-0.31.0': ({'profile': 'vllm-0.31.0', 'clamp': False, 'guard': 'none'}, Expect(runs=7, fired=('placeholders-nonnegative', 7), violations=(7,), others=(('predicates-agree', 1), ('no-token-while-prefilling', 3), ('placeholder-accounting', 3)))),
-        'vllm-0.31.0+clamp': ({'profile': 'vllm-0.31.0', 'clamp': True, 'guard': 'none'}, Expect(runs=7, others=(('predicates-agree', 1), ('no-token-while-prefilling', 3), ('placeholder-accounting', 3)), dropped=1)),
-        'vllm-0.31.0+guard': ({'profile': 'vllm-0.31.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=7, others=(('predicates-agree', 1),), dropped=1)),
-        'vllm-0.32.0': ({'profile': 'vllm-0.32.0', 'clamp': False, 'guard': 'none'}, Expect(runs=7, fired=('placeholders-nonnegative', 7), violations=(7,), others=(('predicates-agree', 1), ('no-token-while-prefilling', 3), ('placeholder-accounting', 3)))),
-        'vllm-0.32.0+clamp': ({'profile': 'vllm-0.32.0', 'clamp': True, 'guard': 'none'}, Expect(runs=7, others=(('predicates-agree', 1), ('no-token-while-prefilling', 3), ('placeholder-accounting', 3)), dropped=1)),
-        'vllm-0.32.0+guard': ({'profile': 'vllm-0.32.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=7, others=(('predicates-agree', 1),), dropped=1)),
-        'vllm-0.33.0': ({'profile': 'vllm-0.33.0', 'clamp': False, 'guard': 'none'}, Expect(runs=7, fired=('placeholders-nonnegative', 7), violations=(7,), others=(('predicates-agree', 1), ('no-token-while-prefilling', 3), ('placeholder-accounting', 3)))),
-        'vllm-0.33.0+clamp': ({'profile': 'vllm-0.33.0', 'clamp': True, 'guard': 'none'}, Expect(runs=7, others=(('predicates-agree', 1), ('no-token-while-prefilling', 3), ('placeholder-accounting', 3)), dropped=1)),
-        'vllm-0.33.0+guard': ({'profile': 'vllm-0.33.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=7, others=(('predicates-agree', 1),), dropped=1)),
+        'vllm-0.29.0': ({'profile': 'vllm-0.29.0', 'clamp': False, 'guard': 'none'}, Expect(runs=7, fired=('placeholders-nonnegative', 7), violations=(7,), others=(('predicates-agree', 1), ('history-agrees', 1), ('no-token-while-prefilling', 3), ('placeholder-accounting', 3)))),
+        'vllm-0.29.0+clamp': ({'profile': 'vllm-0.29.0', 'clamp': True, 'guard': 'none'}, Expect(runs=7, others=(('predicates-agree', 1), ('history-agrees', 1), ('no-token-while-prefilling', 3), ('placeholder-accounting', 3)), dropped=1)),
+        'vllm-0.29.0+guard': ({'profile': 'vllm-0.29.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=7, others=(('predicates-agree', 1), ('history-agrees', 1)), dropped=1)),
+        'vllm-0.30.0': ({'profile': 'vllm-0.30.0', 'clamp': False, 'guard': 'none'}, Expect(runs=7, fired=('placeholders-nonnegative', 7), violations=(7,), others=(('predicates-agree', 1), ('history-agrees', 1), ('no-token-while-prefilling', 3), ('placeholder-accounting', 3)))),
+        'vllm-0.30.0+clamp': ({'profile': 'vllm-0.30.0', 'clamp': True, 'guard': 'none'}, Expect(runs=7, others=(('predicates-agree', 1), ('history-agrees', 1), ('no-token-while-prefilling', 3), ('placeholder-accounting', 3)), dropped=1)),
+        'vllm-0.30.0+guard': ({'profile': 'vllm-0.30.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=7, others=(('predicates-agree', 1), ('history-agrees', 1)), dropped=1)),
+        'vllm-0.31.0': ({'profile': 'vllm-0.31.0', 'clamp': False, 'guard': 'none'}, Expect(runs=7, fired=('placeholders-nonnegative', 7), violations=(7,), others=(('predicates-agree', 1), ('history-agrees', 1), ('no-token-while-prefilling', 3), ('placeholder-accounting', 3)))),
+        'vllm-0.31.0+clamp': ({'profile': 'vllm-0.31.0', 'clamp': True, 'guard': 'none'}, Expect(runs=7, others=(('predicates-agree', 1), ('history-agrees', 1), ('no-token-while-prefilling', 3), ('placeholder-accounting', 3)), dropped=1)),
+        'vllm-0.31.0+guard': ({'profile': 'vllm-0.31.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=7, others=(('predicates-agree', 1), ('history-agrees', 1)), dropped=1)),
+        'vllm-0.32.0': ({'profile': 'vllm-0.32.0', 'clamp': False, 'guard': 'none'}, Expect(runs=7, fired=('placeholders-nonnegative', 7), violations=(7,), others=(('predicates-agree', 1), ('history-agrees', 1), ('no-token-while-prefilling', 3), ('placeholder-accounting', 3)))),
+        'vllm-0.32.0+clamp': ({'profile': 'vllm-0.32.0', 'clamp': True, 'guard': 'none'}, Expect(runs=7, others=(('predicates-agree', 1), ('history-agrees', 1), ('no-token-while-prefilling', 3), ('placeholder-accounting', 3)), dropped=1)),
+        'vllm-0.32.0+guard': ({'profile': 'vllm-0.32.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=7, others=(('predicates-agree', 1), ('history-agrees', 1)), dropped=1)),
+        'vllm-0.33.0': ({'profile': 'vllm-0.33.0', 'clamp': False, 'guard': 'none'}, Expect(runs=7, fired=('placeholders-nonnegative', 7), violations=(7,), others=(('predicates-agree', 1), ('history-agrees', 1), ('no-token-while-prefilling', 3), ('placeholder-accounting', 3)))),
+        'vllm-0.33.0+clamp': ({'profile': 'vllm-0.33.0', 'clamp': True, 'guard': 'none'}, Expect(runs=7, others=(('predicates-agree', 1), ('history-agrees', 1), ('no-token-while-prefilling', 3), ('placeholder-accounting', 3)), dropped=1)),
+        'vllm-0.33.0+guard': ({'profile': 'vllm-0.33.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=7, others=(('predicates-agree', 1), ('history-agrees', 1)), dropped=1)),
     },
     path='generated_tests/cases/vllm_0_33_0/test_v2_stale_slot__counter_nonnegative.py',
 )
