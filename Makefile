@@ -148,7 +148,7 @@ test-all: test-ready
 test-fast: $(FULL)
 	$(PY) -m pytest $(XDIST) -m "not vllm and not kernel and not slow" --target=reference
 
-# a fuzz campaign: 350 traces per preset x 33 presets = 11,550 traces on one release (about
+# a fuzz campaign: 350 traces per preset x 38 presets = 13,300 traces on one release (about
 # 15 CPU minutes; with RUNNER=real about 80); VLLM=0.33.0 (or RELEASES="0.31.0,0.33.0", or all) fuzzes
 # those releases, each against its own profile; RUNNER=real on vLLM's own runners too;
 # WORKERS=N local processes (default one per core), RAY=local|ADDRESS on Ray; the result in

@@ -121,6 +121,46 @@ PRESETS: dict[str, Config] = {
         ),
         # the under-drain fault: the scheduler output's counts rewritten short
         Config("v1-under-drain", runner="v1", faults=F({"under-drain"}), events=F({"preempt", "preempt-drop"})),
+        # prefix caching: blocks of 4 so that short prompts share and hit them; a trace draws
+        # how long a prefix its prompts share; hits after preemption, resets, shared-block
+        # KV-load failures, and with length stops
+        Config(
+            "v1-prefix",
+            runner="v1",
+            spec_tokens=1,
+            block_size=4,
+            events=F({"prefix-cache", "preempt", "preempt-drop", "reset", "abort"}),
+        ),
+        Config(
+            "v2-prefix",
+            runner="v2",
+            spec_tokens=1,
+            block_size=4,
+            events=F({"prefix-cache", "preempt", "preempt-drop", "reset", "abort"}),
+        ),
+        Config(
+            "v1-prefix-kvfail",
+            runner="v1",
+            requests=3,
+            block_size=4,
+            events=F({"prefix-cache", "kvfail", "preempt", "abort"}),
+        ),
+        Config(
+            "v2-prefix-kvfail",
+            runner="v2",
+            spec_tokens=1,
+            block_size=4,
+            events=F({"prefix-cache", "kvfail", "preempt-drop", "reset"}),
+        ),
+        Config(
+            "v2-prefix-length",
+            runner="v2",
+            spec_tokens=2,
+            block_size=4,
+            max_model_len=24,
+            max_tokens=6,
+            events=F({"prefix-cache", "kvfail", "preempt", "reset", "abort"}),
+        ),
     )
 }
 
