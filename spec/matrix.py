@@ -133,13 +133,13 @@ def _same(expect: dict) -> dict:
     return {p.release: expect for p in RELEASES}
 
 
-# the seed's deployment (#57562, ../shared/seed): V2, chunked prefill,
+# the seed's deployment (#57562, ../shared/seed): V2, chunked prefill, prefix caching
+# (--enable-prefix-caching: with the abstract rest, any hit of whole blocks at an admission),
 # max_num_batched_tokens=8192, --max-num-seqs 64 (the abstract rest: any number of others),
-# a 9118-token prompt, no draft tokens; preemption under KV pressure and aborts. Prefix
-# caching is not modelled yet (admission computes from position 0).
+# a 9118-token prompt, no draft tokens; preemption under KV pressure and aborts
 SEED = {
     "runner": "v2",
-    "events": frozenset({"preempt", "abort"}),
+    "events": frozenset({"preempt", "abort", "prefix-cache"}),
     "max_budget": 8192,
     "prompt_lens": (9118,),
     "requests": 1,
@@ -151,8 +151,8 @@ MATRIX: tuple[Config, ...] = (
     # ---- the seed's configuration first: the report's index starts with it ----------------
     *_releases(
         "seed",
-        "the seed's deployment: V2, chunked prefill, budget 8192, up to 64 sequences, a 9118-token "
-        "prompt, preemption and aborts (prefix caching not modelled yet)",
+        "the seed's deployment: V2, chunked prefill, prefix caching, budget 8192, up to 64 sequences, "
+        "a 9118-token prompt, preemption and aborts",
         _same(_expect(proved=SAFETY + V2_POSITIONS + V2_HISTORY)),
         **SEED,
     ),
