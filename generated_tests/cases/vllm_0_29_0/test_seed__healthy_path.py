@@ -2,21 +2,21 @@
 """With v2 and vllm-0.29.0, a request prefills in chunks, decodes and finishes on a stop
 token; no property is violated and no guard drops a token.
 
-Configuration seed@0.29.0: the seed's deployment: V2, chunked prefill, budget 8192, up to 64 sequences, a 9118-token prompt, preemption and aborts (prefix caching not modelled yet)
-  runner v2; events abort, preempt; faults none;
+Configuration seed@0.29.0: the seed's deployment: V2, chunked prefill, prefix caching, budget 8192, up to 64 sequences, a 9118-token prompt, preemption and aborts
+  runner v2; events abort, preempt, prefix-cache; faults none;
   profile vllm-0.29.0; clamp off; 1 request(s), pp 1, 0 draft token(s) per step
 
 step  event               picks                               what changes
    0  init                prompt_len=[9118]
    1  schedule            budget=4559                         r0: scheduled 4559, reserved 0, runner returns 0
                                                               r0: runner rule g + n = 0 + 4559 = 4559 < prefill_len = 9118? yes -> discards
-                                                              r0: status WAITING->RUNNING, c 0->4559, F 0->4559, X F->T, g 0->4559
-                                                              r0: pl 0->9118, tl 0->9118
+                                                              r0: status WAITING->RUNNING, c 0->4559, F 0->4559, X F->T, cached 0->4544
+                                                              r0: g 0->4559, pl 0->9118, tl 0->9118
                                                               in flight 0->1
    2  schedule            budget=4559                         r0: scheduled 4559, reserved 1, runner returns 1
                                                               r0: runner rule g + n = 4559 + 4559 = 9118 < prefill_len = 9118? no -> samples
-                                                              r0: c 4559->9118, P 0->1, F 4559->9118, X T->F, g 4559->9118
-                                                              r0: tl 9118->9119
+                                                              r0: c 4559->9118, P 0->1, F 4559->9118, X T->F, cached 4544->9104
+                                                              r0: g 4559->9118, tl 9118->9119
                                                               in flight 1->2
    3  deliver                                                 delivers the output of step 1
                                                               r0: F 9118->4559
@@ -79,7 +79,7 @@ from targets.harness import Case, Expect, check_case
 
 CASE = Case(
     name='seed__healthy_path',
-    config={'name': 'seed@0.29.0', 'runner': 'v2', 'events': ['abort', 'preempt'], 'faults': [], 'profile': 'vllm-0.29.0', 'clamp': False, 'requests': 1, 'pp': 1, 'spec_tokens': 0, 'max_budget': 8192, 'prompt_lens': [9118], 'long_prefill_threshold': 0, 'block_size': 16},
+    config={'name': 'seed@0.29.0', 'runner': 'v2', 'events': ['abort', 'preempt', 'prefix-cache'], 'faults': [], 'profile': 'vllm-0.29.0', 'clamp': False, 'requests': 1, 'pp': 1, 'spec_tokens': 0, 'max_budget': 8192, 'prompt_lens': [9118], 'long_prefill_threshold': 0, 'block_size': 16},
     init={'prompt_len': [9118]},
     steps=(
         ('schedule', {'budget': 4559}),

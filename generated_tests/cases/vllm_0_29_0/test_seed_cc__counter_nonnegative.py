@@ -4,25 +4,25 @@ property: num_output_placeholders is never negative (0.32.0 asserts it after eve
 live delivery; 0.33.0 only after a delivery that found it positive).
 
 Configuration seed-cc@0.29.0: the seed's deployment under Confidential Computing: the V2 slot read as its previous occupant left it (the stale UVA buffers the seed discussion suspects)
-  runner v2; events abort, preempt; faults stale-slot-read;
+  runner v2; events abort, preempt, prefix-cache; faults stale-slot-read;
   profile vllm-0.29.0; clamp off; 1 request(s), pp 1, 0 draft token(s) per step
 Violated: counter-nonnegative (vLLM 0.29.0: async_scheduler.py:61-63), at step 3.
 
 step  event               picks                               what changes
    0  init                prompt_len=[9118]
-   1  schedule            budget=2306 stale_read=[True]       r0: scheduled 2306, reserved 0, runner returns 1
-                                                              r0: runner rule g + n = 0 + 2306 = 2306 < prefill_len = 0? no -> samples
-                                                              r0: status WAITING->RUNNING, c 0->2306, F 0->2306, X F->T, g 0->2306
-                                                              r0: tl 0->1
+   1  schedule            budget=18 stale_read=[True]         r0: scheduled 18, reserved 0, runner returns 1
+                                                              r0: runner rule g + n = 0 + 18 = 18 < prefill_len = 0? no -> samples
+                                                              r0: status WAITING->RUNNING, c 0->18, F 0->18, X F->T, cached 0->16
+                                                              r0: g 0->18, tl 0->1
                                                               in flight 0->1
                                                               VIOLATES history-agrees, predicates-agree
-   2  schedule            budget=2307                         r0: scheduled 2307, reserved 0, runner returns 1
-                                                              r0: runner rule g + n = 2306 + 2307 = 4613 < prefill_len = 0? no -> samples
-                                                              r0: c 2306->4613, F 2306->4613, g 2306->4613, tl 1->2
+   2  schedule            budget=28                           r0: scheduled 28, reserved 0, runner returns 1
+                                                              r0: runner rule g + n = 18 + 28 = 46 < prefill_len = 0? no -> samples
+                                                              r0: c 18->46, F 18->46, cached 16->32, g 18->46, tl 1->2
                                                               in flight 1->2
                                                               VIOLATES history-agrees, predicates-agree
    3  deliver                                                 delivers the output of step 1
-                                                              r0: T 9118->9119, P 0->-1, F 4613->2307
+                                                              r0: T 9118->9119, P 0->-1, F 46->28
                                                               in flight 2->1
                                                               VIOLATES no-token-while-prefilling
 (L prompt, T tokens, c computed, P placeholders, F in flight, S stale, D drop-stale, X is_prefill_chunk, Nr V1 num_tokens, g/pl/tl V2 slot computed/prefill_len/total_len)
@@ -95,11 +95,11 @@ from targets.harness import Case, Expect, check_case
 
 CASE = Case(
     name='seed_cc__counter_nonnegative',
-    config={'name': 'seed-cc@0.29.0', 'runner': 'v2', 'events': ['abort', 'preempt'], 'faults': ['stale-slot-read'], 'profile': 'vllm-0.29.0', 'clamp': False, 'requests': 1, 'pp': 1, 'spec_tokens': 0, 'max_budget': 8192, 'prompt_lens': [9118], 'long_prefill_threshold': 0, 'block_size': 16},
+    config={'name': 'seed-cc@0.29.0', 'runner': 'v2', 'events': ['abort', 'preempt', 'prefix-cache'], 'faults': ['stale-slot-read'], 'profile': 'vllm-0.29.0', 'clamp': False, 'requests': 1, 'pp': 1, 'spec_tokens': 0, 'max_budget': 8192, 'prompt_lens': [9118], 'long_prefill_threshold': 0, 'block_size': 16},
     init={'prompt_len': [9118]},
     steps=(
-        ('schedule', {'budget': 2306, 'stale_read': [True]}),
-        ('schedule', {'budget': 2307, 'stale_read': [False]}),
+        ('schedule', {'budget': 18, 'stale_read': [True]}),
+        ('schedule', {'budget': 28, 'stale_read': [False]}),
         ('deliver', {'stop': [0]}),
     ),
     kind='violation',

@@ -4,26 +4,26 @@ The property: no live delivery appends a token for a step the scheduler classifi
 a prefill chunk.
 
 Configuration seed-cc@0.29.0: the seed's deployment under Confidential Computing: the V2 slot read as its previous occupant left it (the stale UVA buffers the seed discussion suspects)
-  runner v2; events abort, preempt; faults stale-slot-read;
+  runner v2; events abort, preempt, prefix-cache; faults stale-slot-read;
   profile vllm-0.29.0; clamp off; 1 request(s), pp 1, 0 draft token(s) per step
 Violated: no-token-while-prefilling (vLLM 0.29.0: scheduler.py:2274-2276), at step 3.
 
 step  event               picks                               what changes
    0  init                prompt_len=[9118]
-   1  schedule            budget=2028 stale_read=[True]       r0: scheduled 2028, reserved 0, runner returns 1
-                                                              r0: runner rule g + n = 0 + 2028 = 2028 < prefill_len = 0? no -> samples
-                                                              r0: status WAITING->RUNNING, c 0->2028, F 0->2028, X F->T, g 0->2028
-                                                              r0: tl 0->1
+   1  schedule            budget=7680 stale_read=[True]       r0: scheduled 7680, reserved 0, runner returns 1
+                                                              r0: runner rule g + n = 0 + 7680 = 7680 < prefill_len = 0? no -> samples
+                                                              r0: status WAITING->RUNNING, c 0->7680, F 0->7680, X F->T, cached 0->7680
+                                                              r0: g 0->7680, tl 0->1
                                                               in flight 0->1
                                                               VIOLATES history-agrees, predicates-agree
-   2  schedule            budget=8192                         r0: scheduled 7090, reserved 1, runner returns 1
-                                                              r0: runner rule g + n = 2028 + 7090 = 9118 < prefill_len = 0? no -> samples
-                                                              r0: c 2028->9118, P 0->1, F 2028->9118, X T->F, g 2028->9118
-                                                              r0: tl 1->2
+   2  schedule            budget=1438                         r0: scheduled 1438, reserved 1, runner returns 1
+                                                              r0: runner rule g + n = 7680 + 1438 = 9118 < prefill_len = 0? no -> samples
+                                                              r0: c 7680->9118, P 0->1, F 7680->9118, X T->F, cached 7680->9104
+                                                              r0: g 7680->9118, tl 1->2
                                                               in flight 1->2
                                                               VIOLATES history-agrees
    3  deliver                                                 delivers the output of step 1
-                                                              r0: T 9118->9119, P 1->0, F 9118->7090
+                                                              r0: T 9118->9119, P 1->0, F 9118->1438
                                                               in flight 2->1
                                                               VIOLATES no-token-while-prefilling
 (L prompt, T tokens, c computed, P placeholders, F in flight, S stale, D drop-stale, X is_prefill_chunk, Nr V1 num_tokens, g/pl/tl V2 slot computed/prefill_len/total_len)
@@ -90,11 +90,11 @@ from targets.harness import Case, Expect, check_case
 
 CASE = Case(
     name='seed_cc__no_token_while_prefilling',
-    config={'name': 'seed-cc@0.29.0', 'runner': 'v2', 'events': ['abort', 'preempt'], 'faults': ['stale-slot-read'], 'profile': 'vllm-0.29.0', 'clamp': False, 'requests': 1, 'pp': 1, 'spec_tokens': 0, 'max_budget': 8192, 'prompt_lens': [9118], 'long_prefill_threshold': 0, 'block_size': 16},
+    config={'name': 'seed-cc@0.29.0', 'runner': 'v2', 'events': ['abort', 'preempt', 'prefix-cache'], 'faults': ['stale-slot-read'], 'profile': 'vllm-0.29.0', 'clamp': False, 'requests': 1, 'pp': 1, 'spec_tokens': 0, 'max_budget': 8192, 'prompt_lens': [9118], 'long_prefill_threshold': 0, 'block_size': 16},
     init={'prompt_len': [9118]},
     steps=(
-        ('schedule', {'budget': 2028, 'stale_read': [True]}),
-        ('schedule', {'budget': 8192, 'stale_read': [False]}),
+        ('schedule', {'budget': 7680, 'stale_read': [True]}),
+        ('schedule', {'budget': 1438, 'stale_read': [False]}),
         ('deliver', {'stop': [0]}),
     ),
     kind='violation',

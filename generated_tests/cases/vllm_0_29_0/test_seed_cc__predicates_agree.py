@@ -4,7 +4,7 @@ property: the runner samples a scheduled request iff the scheduler reserved
 placeholders for it (runner discard <=> is_prefill_chunk).
 
 Configuration seed-cc@0.29.0: the seed's deployment under Confidential Computing: the V2 slot read as its previous occupant left it (the stale UVA buffers the seed discussion suspects)
-  runner v2; events abort, preempt; faults stale-slot-read;
+  runner v2; events abort, preempt, prefix-cache; faults stale-slot-read;
   profile vllm-0.29.0; clamp off; 1 request(s), pp 1, 0 draft token(s) per step
 Violated: predicates-agree (vLLM 0.29.0: scheduler.py:1466-1468, async_scheduler.py:28-41, gpu_model_runner.py:2113-2120, input_batch.py:494-520), at step 1.
 
@@ -75,7 +75,7 @@ from targets.harness import Case, Expect, check_case
 
 CASE = Case(
     name='seed_cc__predicates_agree',
-    config={'name': 'seed-cc@0.29.0', 'runner': 'v2', 'events': ['abort', 'preempt'], 'faults': ['stale-slot-read'], 'profile': 'vllm-0.29.0', 'clamp': False, 'requests': 1, 'pp': 1, 'spec_tokens': 0, 'max_budget': 8192, 'prompt_lens': [9118], 'long_prefill_threshold': 0, 'block_size': 16},
+    config={'name': 'seed-cc@0.29.0', 'runner': 'v2', 'events': ['abort', 'preempt', 'prefix-cache'], 'faults': ['stale-slot-read'], 'profile': 'vllm-0.29.0', 'clamp': False, 'requests': 1, 'pp': 1, 'spec_tokens': 0, 'max_budget': 8192, 'prompt_lens': [9118], 'long_prefill_threshold': 0, 'block_size': 16},
     init={'prompt_len': [9118]},
     steps=(
         ('schedule', {'budget': 1, 'stale_read': [True]}),

@@ -4,25 +4,25 @@ property: num_output_placeholders is never negative (0.32.0 asserts it after eve
 live delivery; 0.33.0 only after a delivery that found it positive).
 
 Configuration seed-cc@0.31.0: the seed's deployment under Confidential Computing: the V2 slot read as its previous occupant left it (the stale UVA buffers the seed discussion suspects)
-  runner v2; events abort, preempt; faults stale-slot-read;
+  runner v2; events abort, preempt, prefix-cache; faults stale-slot-read;
   profile vllm-0.31.0; clamp off; 1 request(s), pp 1, 0 draft token(s) per step
 Violated: counter-nonnegative (vLLM 0.31.0: async_scheduler.py:69-71), at step 3.
 
 step  event               picks                               what changes
    0  init                prompt_len=[9118]
-   1  schedule            budget=925 stale_read=[True]        r0: scheduled 925, reserved 0, runner returns 1
-                                                              r0: runner rule g + n = 0 + 925 = 925 < prefill_len = 0? no -> samples
-                                                              r0: status WAITING->RUNNING, c 0->925, F 0->925, X F->T, g 0->925
-                                                              r0: tl 0->1
+   1  schedule            budget=32 stale_read=[True]         r0: scheduled 32, reserved 0, runner returns 1
+                                                              r0: runner rule g + n = 0 + 32 = 32 < prefill_len = 0? no -> samples
+                                                              r0: status WAITING->RUNNING, c 0->32, F 0->32, X F->T, cached 0->32
+                                                              r0: g 0->32, tl 0->1
                                                               in flight 0->1
                                                               VIOLATES history-agrees, predicates-agree
-   2  schedule            budget=8192                         r0: scheduled 8192, reserved 0, runner returns 1
-                                                              r0: runner rule g + n = 925 + 8192 = 9117 < prefill_len = 0? no -> samples
-                                                              r0: c 925->9117, F 925->9117, g 925->9117, tl 1->2
+   2  schedule            budget=16                           r0: scheduled 16, reserved 0, runner returns 1
+                                                              r0: runner rule g + n = 32 + 16 = 48 < prefill_len = 0? no -> samples
+                                                              r0: c 32->48, F 32->48, cached 32->48, g 32->48, tl 1->2
                                                               in flight 1->2
                                                               VIOLATES history-agrees, predicates-agree
    3  deliver                                                 delivers the output of step 1
-                                                              r0: T 9118->9119, P 0->-1, F 9117->8192
+                                                              r0: T 9118->9119, P 0->-1, F 48->16
                                                               in flight 2->1
                                                               VIOLATES no-token-while-prefilling
 (L prompt, T tokens, c computed, P placeholders, F in flight, S stale, D drop-stale, X is_prefill_chunk, Nr V1 num_tokens, g/pl/tl V2 slot computed/prefill_len/total_len)
@@ -95,11 +95,11 @@ from targets.harness import Case, Expect, check_case
 
 CASE = Case(
     name='seed_cc__counter_nonnegative',
-    config={'name': 'seed-cc@0.31.0', 'runner': 'v2', 'events': ['abort', 'preempt'], 'faults': ['stale-slot-read'], 'profile': 'vllm-0.31.0', 'clamp': False, 'requests': 1, 'pp': 1, 'spec_tokens': 0, 'max_budget': 8192, 'prompt_lens': [9118], 'long_prefill_threshold': 0, 'block_size': 16},
+    config={'name': 'seed-cc@0.31.0', 'runner': 'v2', 'events': ['abort', 'preempt', 'prefix-cache'], 'faults': ['stale-slot-read'], 'profile': 'vllm-0.31.0', 'clamp': False, 'requests': 1, 'pp': 1, 'spec_tokens': 0, 'max_budget': 8192, 'prompt_lens': [9118], 'long_prefill_threshold': 0, 'block_size': 16},
     init={'prompt_len': [9118]},
     steps=(
-        ('schedule', {'budget': 925, 'stale_read': [True]}),
-        ('schedule', {'budget': 8192, 'stale_read': [False]}),
+        ('schedule', {'budget': 32, 'stale_read': [True]}),
+        ('schedule', {'budget': 16, 'stale_read': [False]}),
         ('deliver', {'stop': [0]}),
     ),
     kind='violation',

@@ -4,82 +4,78 @@ The property: no live delivery appends a token for a step the scheduler classifi
 a prefill chunk.
 
 Configuration seed-cc@0.31.0: the seed's deployment under Confidential Computing: the V2 slot read as its previous occupant left it (the stale UVA buffers the seed discussion suspects)
-  runner v2; events abort, preempt; faults stale-slot-read;
+  runner v2; events abort, preempt, prefix-cache; faults stale-slot-read;
   profile vllm-0.31.0; clamp off; 1 request(s), pp 1, 0 draft token(s) per step
 Violated: no-token-while-prefilling (vLLM 0.31.0: scheduler.py:2438-2440), at step 3.
 
 step  event               picks                               what changes
    0  init                prompt_len=[9118]
-   1  schedule            budget=3762 stale_read=[True]       r0: scheduled 3762, reserved 0, runner returns 1
-                                                              r0: runner rule g + n = 0 + 3762 = 3762 < prefill_len = 0? no -> samples
-                                                              r0: status WAITING->RUNNING, c 0->3762, F 0->3762, X F->T, g 0->3762
-                                                              r0: tl 0->1
+   1  schedule            budget=5015 stale_read=[True]       r0: scheduled 5015, reserved 0, runner returns 1
+                                                              r0: runner rule g + n = 0 + 5015 = 5015 < prefill_len = 0? no -> samples
+                                                              r0: status WAITING->RUNNING, c 0->5015, F 0->5015, X F->T, cached 0->5008
+                                                              r0: g 0->5015, tl 0->1
                                                               in flight 0->1
                                                               VIOLATES history-agrees, predicates-agree
-   2  schedule            budget=3525                         r0: scheduled 3525, reserved 0, runner returns 1
-                                                              r0: runner rule g + n = 3762 + 3525 = 7287 < prefill_len = 0? no -> samples
-                                                              r0: c 3762->7287, F 3762->7287, g 3762->7287, tl 1->2
+   2  schedule            budget=8192                         r0: scheduled 4103, reserved 1, runner returns 1
+                                                              r0: runner rule g + n = 5015 + 4103 = 9118 < prefill_len = 0? no -> samples
+                                                              r0: c 5015->9118, P 0->1, F 5015->9118, X T->F, cached 5008->9104
+                                                              r0: g 5015->9118, tl 1->2
                                                               in flight 1->2
-                                                              VIOLATES history-agrees, predicates-agree
+                                                              VIOLATES history-agrees
    3  deliver                                                 delivers the output of step 1
-                                                              r0: T 9118->9119, P 0->-1, F 7287->3525
+                                                              r0: T 9118->9119, P 1->0, F 9118->4103
                                                               in flight 2->1
                                                               VIOLATES no-token-while-prefilling
 (L prompt, T tokens, c computed, P placeholders, F in flight, S stale, D drop-stale, X is_prefill_chunk, Nr V1 num_tokens, g/pl/tl V2 slot computed/prefill_len/total_len)
 
 What the model predicts on each arm (vLLM's reaction: CRASH = an assert kills the
 engine; SILENT = the violation passes unnoticed):
-  vllm-0.29.0         CRASH at step 3: `assert request.num_output_placeholders >= 0` fires
-                      violated: no-token-while-prefilling at step 3; predicates-agree at 1; history-agrees at 1; counter-nonnegative at 3; placeholder-accounting at 3
+  vllm-0.29.0         SILENT: no assert fires
+                      violated: no-token-while-prefilling at step 3; predicates-agree at 1; history-agrees at 1; placeholder-accounting at 3
                       runs 3 step(s)
   vllm-0.29.0+clamp   SILENT: no assert fires
-                      violated: predicates-agree at 1; history-agrees at 1
-                      no-token-while-prefilling holds on this arm
-                      runs 3 step(s); the clamp drops 1 token(s)
+                      violated: no-token-while-prefilling at step 3; predicates-agree at 1; history-agrees at 1; placeholder-accounting at 3
+                      runs 3 step(s)
   vllm-0.29.0+guard   SILENT: no assert fires
                       violated: predicates-agree at 1; history-agrees at 1
                       no-token-while-prefilling holds on this arm
                       runs 3 step(s); the guard drops 1 token(s)
-  vllm-0.30.0         CRASH at step 3: `assert request.num_output_placeholders >= 0` fires
-                      violated: no-token-while-prefilling at step 3; predicates-agree at 1; history-agrees at 1; counter-nonnegative at 3; placeholder-accounting at 3
+  vllm-0.30.0         SILENT: no assert fires
+                      violated: no-token-while-prefilling at step 3; predicates-agree at 1; history-agrees at 1; placeholder-accounting at 3
                       runs 3 step(s)
   vllm-0.30.0+clamp   SILENT: no assert fires
-                      violated: predicates-agree at 1; history-agrees at 1
-                      no-token-while-prefilling holds on this arm
-                      runs 3 step(s); the clamp drops 1 token(s)
+                      violated: no-token-while-prefilling at step 3; predicates-agree at 1; history-agrees at 1; placeholder-accounting at 3
+                      runs 3 step(s)
   vllm-0.30.0+guard   SILENT: no assert fires
                       violated: predicates-agree at 1; history-agrees at 1
                       no-token-while-prefilling holds on this arm
                       runs 3 step(s); the guard drops 1 token(s)
-  vllm-0.31.0         CRASH at step 3: `assert request.num_output_placeholders >= 0` fires
-                      violated: no-token-while-prefilling at step 3; predicates-agree at 1; history-agrees at 1; counter-nonnegative at 3; placeholder-accounting at 3
+  vllm-0.31.0         SILENT: no assert fires
+                      violated: no-token-while-prefilling at step 3; predicates-agree at 1; history-agrees at 1; placeholder-accounting at 3
                       runs 3 step(s)
   vllm-0.31.0+clamp   SILENT: no assert fires
-                      violated: predicates-agree at 1; history-agrees at 1
-                      no-token-while-prefilling holds on this arm
-                      runs 3 step(s); the clamp drops 1 token(s)
+                      violated: no-token-while-prefilling at step 3; predicates-agree at 1; history-agrees at 1; placeholder-accounting at 3
+                      runs 3 step(s)
   vllm-0.31.0+guard   SILENT: no assert fires
                       violated: predicates-agree at 1; history-agrees at 1
                       no-token-while-prefilling holds on this arm
                       runs 3 step(s); the guard drops 1 token(s)
-  vllm-0.32.0         CRASH at step 3: `assert request.num_output_placeholders >= 0` fires
-                      violated: no-token-while-prefilling at step 3; predicates-agree at 1; history-agrees at 1; counter-nonnegative at 3; placeholder-accounting at 3
+  vllm-0.32.0         SILENT: no assert fires
+                      violated: no-token-while-prefilling at step 3; predicates-agree at 1; history-agrees at 1; placeholder-accounting at 3
                       runs 3 step(s)
   vllm-0.32.0+clamp   SILENT: no assert fires
-                      violated: predicates-agree at 1; history-agrees at 1
-                      no-token-while-prefilling holds on this arm
-                      runs 3 step(s); the clamp drops 1 token(s)
+                      violated: no-token-while-prefilling at step 3; predicates-agree at 1; history-agrees at 1; placeholder-accounting at 3
+                      runs 3 step(s)
   vllm-0.32.0+guard   SILENT: no assert fires
                       violated: predicates-agree at 1; history-agrees at 1
                       no-token-while-prefilling holds on this arm
                       runs 3 step(s); the guard drops 1 token(s)
   vllm-0.33.0         SILENT: no assert fires
-                      violated: no-token-while-prefilling at step 3; predicates-agree at 1; history-agrees at 1
+                      violated: no-token-while-prefilling at step 3; predicates-agree at 1; history-agrees at 1; placeholder-accounting at 3
                       runs 3 step(s)
   vllm-0.33.0+clamp   SILENT: no assert fires
-                      violated: predicates-agree at 1; history-agrees at 1
-                      no-token-while-prefilling holds on this arm
-                      runs 3 step(s); the clamp drops 1 token(s)
+                      violated: no-token-while-prefilling at step 3; predicates-agree at 1; history-agrees at 1; placeholder-accounting at 3
+                      runs 3 step(s)
   vllm-0.33.0+guard   SILENT: no assert fires
                       violated: predicates-agree at 1; history-agrees at 1
                       no-token-while-prefilling holds on this arm
@@ -94,30 +90,30 @@ from targets.harness import Case, Expect, check_case
 
 CASE = Case(
     name='seed_cc__no_token_while_prefilling',
-    config={'name': 'seed-cc@0.31.0', 'runner': 'v2', 'events': ['abort', 'preempt'], 'faults': ['stale-slot-read'], 'profile': 'vllm-0.31.0', 'clamp': False, 'requests': 1, 'pp': 1, 'spec_tokens': 0, 'max_budget': 8192, 'prompt_lens': [9118], 'long_prefill_threshold': 0, 'block_size': 16},
+    config={'name': 'seed-cc@0.31.0', 'runner': 'v2', 'events': ['abort', 'preempt', 'prefix-cache'], 'faults': ['stale-slot-read'], 'profile': 'vllm-0.31.0', 'clamp': False, 'requests': 1, 'pp': 1, 'spec_tokens': 0, 'max_budget': 8192, 'prompt_lens': [9118], 'long_prefill_threshold': 0, 'block_size': 16},
     init={'prompt_len': [9118]},
     steps=(
-        ('schedule', {'budget': 3762, 'stale_read': [True]}),
-        ('schedule', {'budget': 3525, 'stale_read': [False]}),
+        ('schedule', {'budget': 5015, 'stale_read': [True]}),
+        ('schedule', {'budget': 8192, 'stale_read': [False]}),
         ('deliver', {'stop': [0]}),
     ),
     kind='violation',
     property='no-token-while-prefilling',
     arms={
-        'vllm-0.29.0': ({'profile': 'vllm-0.29.0', 'clamp': False, 'guard': 'none'}, Expect(runs=3, fired=('placeholders-nonnegative', 3), violations=(3,), others=(('predicates-agree', 1), ('history-agrees', 1), ('counter-nonnegative', 3), ('placeholder-accounting', 3)))),
-        'vllm-0.29.0+clamp': ({'profile': 'vllm-0.29.0', 'clamp': True, 'guard': 'none'}, Expect(runs=3, others=(('predicates-agree', 1), ('history-agrees', 1)), dropped=1)),
+        'vllm-0.29.0': ({'profile': 'vllm-0.29.0', 'clamp': False, 'guard': 'none'}, Expect(runs=3, violations=(3,), others=(('predicates-agree', 1), ('history-agrees', 1), ('placeholder-accounting', 3)))),
+        'vllm-0.29.0+clamp': ({'profile': 'vllm-0.29.0', 'clamp': True, 'guard': 'none'}, Expect(runs=3, violations=(3,), others=(('predicates-agree', 1), ('history-agrees', 1), ('placeholder-accounting', 3)))),
         'vllm-0.29.0+guard': ({'profile': 'vllm-0.29.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=3, others=(('predicates-agree', 1), ('history-agrees', 1)), dropped=1)),
-        'vllm-0.30.0': ({'profile': 'vllm-0.30.0', 'clamp': False, 'guard': 'none'}, Expect(runs=3, fired=('placeholders-nonnegative', 3), violations=(3,), others=(('predicates-agree', 1), ('history-agrees', 1), ('counter-nonnegative', 3), ('placeholder-accounting', 3)))),
-        'vllm-0.30.0+clamp': ({'profile': 'vllm-0.30.0', 'clamp': True, 'guard': 'none'}, Expect(runs=3, others=(('predicates-agree', 1), ('history-agrees', 1)), dropped=1)),
+        'vllm-0.30.0': ({'profile': 'vllm-0.30.0', 'clamp': False, 'guard': 'none'}, Expect(runs=3, violations=(3,), others=(('predicates-agree', 1), ('history-agrees', 1), ('placeholder-accounting', 3)))),
+        'vllm-0.30.0+clamp': ({'profile': 'vllm-0.30.0', 'clamp': True, 'guard': 'none'}, Expect(runs=3, violations=(3,), others=(('predicates-agree', 1), ('history-agrees', 1), ('placeholder-accounting', 3)))),
         'vllm-0.30.0+guard': ({'profile': 'vllm-0.30.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=3, others=(('predicates-agree', 1), ('history-agrees', 1)), dropped=1)),
-        'vllm-0.31.0': ({'profile': 'vllm-0.31.0', 'clamp': False, 'guard': 'none'}, Expect(runs=3, fired=('placeholders-nonnegative', 3), violations=(3,), others=(('predicates-agree', 1), ('history-agrees', 1), ('counter-nonnegative', 3), ('placeholder-accounting', 3)))),
-        'vllm-0.31.0+clamp': ({'profile': 'vllm-0.31.0', 'clamp': True, 'guard': 'none'}, Expect(runs=3, others=(('predicates-agree', 1), ('history-agrees', 1)), dropped=1)),
+        'vllm-0.31.0': ({'profile': 'vllm-0.31.0', 'clamp': False, 'guard': 'none'}, Expect(runs=3, violations=(3,), others=(('predicates-agree', 1), ('history-agrees', 1), ('placeholder-accounting', 3)))),
+        'vllm-0.31.0+clamp': ({'profile': 'vllm-0.31.0', 'clamp': True, 'guard': 'none'}, Expect(runs=3, violations=(3,), others=(('predicates-agree', 1), ('history-agrees', 1), ('placeholder-accounting', 3)))),
         'vllm-0.31.0+guard': ({'profile': 'vllm-0.31.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=3, others=(('predicates-agree', 1), ('history-agrees', 1)), dropped=1)),
-        'vllm-0.32.0': ({'profile': 'vllm-0.32.0', 'clamp': False, 'guard': 'none'}, Expect(runs=3, fired=('placeholders-nonnegative', 3), violations=(3,), others=(('predicates-agree', 1), ('history-agrees', 1), ('counter-nonnegative', 3), ('placeholder-accounting', 3)))),
-        'vllm-0.32.0+clamp': ({'profile': 'vllm-0.32.0', 'clamp': True, 'guard': 'none'}, Expect(runs=3, others=(('predicates-agree', 1), ('history-agrees', 1)), dropped=1)),
+        'vllm-0.32.0': ({'profile': 'vllm-0.32.0', 'clamp': False, 'guard': 'none'}, Expect(runs=3, violations=(3,), others=(('predicates-agree', 1), ('history-agrees', 1), ('placeholder-accounting', 3)))),
+        'vllm-0.32.0+clamp': ({'profile': 'vllm-0.32.0', 'clamp': True, 'guard': 'none'}, Expect(runs=3, violations=(3,), others=(('predicates-agree', 1), ('history-agrees', 1), ('placeholder-accounting', 3)))),
         'vllm-0.32.0+guard': ({'profile': 'vllm-0.32.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=3, others=(('predicates-agree', 1), ('history-agrees', 1)), dropped=1)),
-        'vllm-0.33.0': ({'profile': 'vllm-0.33.0', 'clamp': False, 'guard': 'none'}, Expect(runs=3, violations=(3,), others=(('predicates-agree', 1), ('history-agrees', 1)))),
-        'vllm-0.33.0+clamp': ({'profile': 'vllm-0.33.0', 'clamp': True, 'guard': 'none'}, Expect(runs=3, others=(('predicates-agree', 1), ('history-agrees', 1)), dropped=1)),
+        'vllm-0.33.0': ({'profile': 'vllm-0.33.0', 'clamp': False, 'guard': 'none'}, Expect(runs=3, violations=(3,), others=(('predicates-agree', 1), ('history-agrees', 1), ('placeholder-accounting', 3)))),
+        'vllm-0.33.0+clamp': ({'profile': 'vllm-0.33.0', 'clamp': True, 'guard': 'none'}, Expect(runs=3, violations=(3,), others=(('predicates-agree', 1), ('history-agrees', 1), ('placeholder-accounting', 3)))),
         'vllm-0.33.0+guard': ({'profile': 'vllm-0.33.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=3, others=(('predicates-agree', 1), ('history-agrees', 1)), dropped=1)),
     },
     path='generated_tests/cases/vllm_0_31_0/test_seed_cc__no_token_while_prefilling.py',

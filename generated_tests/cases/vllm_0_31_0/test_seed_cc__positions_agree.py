@@ -5,25 +5,25 @@ position: the slot's GPU num_computed_tokens equals the scheduler's
 num_computed_tokens less the drafts of in-flight steps still to be rejected.
 
 Configuration seed-cc@0.31.0: the seed's deployment under Confidential Computing: the V2 slot read as its previous occupant left it (the stale UVA buffers the seed discussion suspects)
-  runner v2; events abort, preempt; faults stale-slot-read;
+  runner v2; events abort, preempt, prefix-cache; faults stale-slot-read;
   profile vllm-0.31.0; clamp off; 1 request(s), pp 1, 0 draft token(s) per step
 Violated: positions-agree (vLLM 0.31.0: input_batch.py:610-613, states.py:103-112, scheduler.py:2051-2069, scheduler.py:3236-3238), at step 5.
 
 step  event               picks                               what changes
    0  init                prompt_len=[9118]
-   1  schedule            budget=5195                         r0: scheduled 5195, reserved 0, runner returns 0
-                                                              r0: runner rule g + n = 0 + 5195 = 5195 < prefill_len = 9118? yes -> discards
-                                                              r0: status WAITING->RUNNING, c 0->5195, F 0->5195, X F->T, g 0->5195
+   1  schedule            budget=7                            r0: scheduled 7, reserved 0, runner returns 0
+                                                              r0: runner rule g + n = 0 + 7 = 7 < prefill_len = 9118? yes -> discards
+                                                              r0: status WAITING->RUNNING, c 0->7, F 0->7, X F->T, g 0->7
                                                               r0: pl 0->9118, tl 0->9118
                                                               in flight 0->1
-   2  preempt                                                 r0: status RUNNING->PREEMPTED, c 5195->0, S 0->5195
+   2  preempt                                                 r0: status RUNNING->PREEMPTED, c 7->0, S 0->7
    3  schedule            budget=1                            in flight 1->2
    4  deliver                                                 delivers the output of step 1
-                                                              r0: F 5195->0, S 5195->0
+                                                              r0: F 7->0, S 7->0
                                                               in flight 2->1
-   5  schedule            budget=2447 stale_read=[True]       r0: scheduled 2447, reserved 0, runner returns 0
-                                                              r0: runner rule g + n = 5195 + 2447 = 7642 < prefill_len = 9118? yes -> discards
-                                                              r0: status PREEMPTED->RUNNING, c 0->2447, F 0->2447, g 5195->7642
+   5  schedule            budget=3 stale_read=[True]          r0: scheduled 3, reserved 0, runner returns 0
+                                                              r0: runner rule g + n = 7 + 3 = 10 < prefill_len = 9118? yes -> discards
+                                                              r0: status PREEMPTED->RUNNING, c 0->3, F 0->3, g 7->10
                                                               in flight 1->2
                                                               VIOLATES positions-agree
 (L prompt, T tokens, c computed, P placeholders, F in flight, S stale, D drop-stale, X is_prefill_chunk, Nr V1 num_tokens, g/pl/tl V2 slot computed/prefill_len/total_len)
@@ -85,14 +85,14 @@ from targets.harness import Case, Expect, check_case
 
 CASE = Case(
     name='seed_cc__positions_agree',
-    config={'name': 'seed-cc@0.31.0', 'runner': 'v2', 'events': ['abort', 'preempt'], 'faults': ['stale-slot-read'], 'profile': 'vllm-0.31.0', 'clamp': False, 'requests': 1, 'pp': 1, 'spec_tokens': 0, 'max_budget': 8192, 'prompt_lens': [9118], 'long_prefill_threshold': 0, 'block_size': 16},
+    config={'name': 'seed-cc@0.31.0', 'runner': 'v2', 'events': ['abort', 'preempt', 'prefix-cache'], 'faults': ['stale-slot-read'], 'profile': 'vllm-0.31.0', 'clamp': False, 'requests': 1, 'pp': 1, 'spec_tokens': 0, 'max_budget': 8192, 'prompt_lens': [9118], 'long_prefill_threshold': 0, 'block_size': 16},
     init={'prompt_len': [9118]},
     steps=(
-        ('schedule', {'budget': 5195, 'stale_read': [False]}),
+        ('schedule', {'budget': 7, 'stale_read': [False]}),
         ('preempt', {'req': 0}),
         ('schedule', {'budget': 1, 'stale_read': [False]}),
         ('deliver', {'stop': [0]}),
-        ('schedule', {'budget': 2447, 'stale_read': [True]}),
+        ('schedule', {'budget': 3, 'stale_read': [True]}),
     ),
     kind='violation',
     property='positions-agree',
