@@ -53,6 +53,7 @@ ORDER = (
 )
 
 _IS_CHUNK = attrgetter("is_prefill_chunk")
+_NONE: frozenset = frozenset()
 _PLACEHOLDERS = attrgetter("num_output_placeholders")
 _COMPUTED = attrgetter("num_computed_tokens")
 
@@ -187,15 +188,17 @@ class FrontEnd:
         self.seq, self.event, self.rid, self.value = seq, event, rid, value
 
 
-@dataclass
 class Pending:
     """What delivering() learned before update_from_output runs, for delivered()."""
 
-    record: Delivered
-    suspects: set
-    before: dict  # request id -> (num_tokens, stale, placeholders, status) before the delivery
-    finished_before: set
-    written: bool = False
+    __slots__ = ("record", "suspects", "before", "finished_before", "written")
+
+    def __init__(self, record: Delivered, suspects: set, before: dict, finished_before):
+        self.record = record
+        self.suspects = suspects
+        self.before = before  # request id -> (num_tokens, stale, placeholders, status) before the delivery
+        self.finished_before = finished_before
+        self.written = False
 
 
 # ------------------------------------------------------------------ the monitor
@@ -297,8 +300,12 @@ class Monitor:
         """After _update_after_schedule: the step as the model's schedule event sees it."""
         counts = dict(so.num_scheduled_tokens)
         spec = dict(so.scheduled_spec_decode_tokens) if so.scheduled_spec_decode_tokens else None
-        reqs = self.sched.requests
-        chunks = set(compress(counts, map(_IS_CHUNK, map(reqs.__getitem__, counts))))
+        # every request of the step is in Scheduler.running now (admissions appended); a
+        # running request it left out keeps an older flag, and is not in counts
+        running = self.sched.running
+        chunks = {r.request_id for r in compress(running, map(_IS_CHUNK, running))}
+        if chunks:
+            chunks.intersection_update(counts)
         admitted = {d.req_id for d in so.scheduled_new_reqs}
         cached = getattr(so, "scheduled_cached_reqs", None)
         resumed = getattr(cached, "resumed_req_ids", None)
@@ -311,7 +318,10 @@ class Monitor:
     # ---------------------------------------------------------------- deliver
     def _take(self, so) -> Scheduled | None:
         key = id(so)
-        for i, rec in enumerate(self.in_flight):
+        flight = self.in_flight
+        if flight and flight[0].so_id == key:  # the engine delivers the oldest step
+            return flight.popleft()
+        for i, rec in enumerate(flight):
             if rec.so_id == key:
                 del self.in_flight[i]
                 return rec
@@ -353,7 +363,9 @@ class Monitor:
             record.kv = self._kv_failure(rec, kv)
             suspects.update(rec.counts)
         counts = rec.counts
-        watched = {rid for rid in (self.watch | self.stale | self.sessions) if rid in counts}
+        watched = set()
+        if self.watch or self.stale or self.sessions:
+            watched = {rid for rid in (self.watch | self.stale | self.sessions) if rid in counts}
         before = {}
         for rid in suspects | watched:
             request = self.sched.requests.get(rid)
@@ -364,7 +376,8 @@ class Monitor:
                     request.num_output_placeholders,
                     request.status,
                 )
-        return Pending(record, suspects, before, set(self.sched.finished_req_ids))
+        finished = self.sched.finished_req_ids
+        return Pending(record, suspects, before, set(finished) if finished else _NONE)
 
     def _kv_failure(self, rec: Scheduled, kv) -> tuple:
         """The request whose load failed (admitted in that step, holding the first invalid
@@ -403,7 +416,8 @@ class Monitor:
     def delivered(self, pending: Pending, mro) -> None:
         """After update_from_output: who stopped, then the checks on vLLM's state."""
         record, rec = pending.record, pending.record.step
-        for rid in self.sched.finished_req_ids - pending.finished_before:
+        finished = self.sched.finished_req_ids
+        for rid in (finished - pending.finished_before) if finished else ():
             adm = self.admitted.get(rid)
             if adm is not None:
                 record.ended[rid] = self._after(adm.request)

@@ -115,7 +115,11 @@ class MonitoredAsyncScheduler(AsyncScheduler):
 
     def _update_after_schedule(self, scheduler_output) -> None:
         super()._update_after_schedule(scheduler_output)
-        self._watch(self.monitor.scheduled, scheduler_output)
+        if self.monitoring:  # every step: the hook inline, not through _watch
+            try:
+                self.monitor.scheduled(scheduler_output)
+            except Exception as exc:
+                self._monitor_failed(exc)
 
     def _drop_unreserved(self, req_id: str, tokens: list[int], reserved: int) -> list[int]:
         """The guard's cut (_CutAtRead calls it when update_from_output reads a row)."""
@@ -144,6 +148,9 @@ class MonitoredAsyncScheduler(AsyncScheduler):
             raise
         finally:
             model_runner_output.sampled_token_ids = rows
-        if pending is not None:
-            self._watch(monitor.delivered, pending, model_runner_output)
+        if pending is not None and self.monitoring:
+            try:
+                monitor.delivered(pending, model_runner_output)
+            except Exception as exc:
+                self._monitor_failed(exc)
         return outputs
