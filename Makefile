@@ -21,7 +21,7 @@ VLLM ?=
 # what a second release needs to run: the generated cases, the scheduler target's own
 # tests and the contract monitor's (the rest is release-independent and runs once, with
 # 0.32.0); make test-all adds the real-runner and differential suites
-VLLM_SUITES := generated_tests tests/test_vllm_target.py tests/test_clamp_scheduler.py tests/test_monitor.py
+VLLM_SUITES := generated_tests tests/test_vllm_target.py tests/test_clamp_scheduler.py tests/test_monitor.py tests/test_monitor_end_to_end.py
 VLLM_SUITES_ALL := $(VLLM_SUITES) tests/test_differential.py tests/test_real_runner.py
 VLLM_TARGETS := --target=vllm,vllm-clamp,vllm-guard,runner,runner-clamp
 # the releases before 0.32.0: make test plays every generated case on their scheduler

@@ -356,18 +356,16 @@ def adopt(
             text = json.dumps(derived, indent=1) + "\n"
             with tempfile.TemporaryDirectory() as tmp:
                 (Path(tmp) / dest.name).write_text(text)
-                build(Path(tmp) / dest.name, None, user=True)
-        else:
-            build(path, config, user=True)  # refuses a bad trace before anything is copied
-        if derived is not None:
-            pass  # text is the shrunk trace
+                build(Path(tmp) / dest.name, None, user=True)  # refuses a bad trace before anything is copied
         elif config:
+            build(path, config, user=True)
             from spec.matrix import by_name
 
             doc = json.loads(path.read_text())
             doc.setdefault("#meta", {})["config"] = by_name([config])[0].record()
             text = json.dumps(doc, indent=1) + "\n"
         else:
+            build(path, None, user=True)
             text = path.read_text()
         same_file = dest.exists() and dest.resolve() == path.resolve()
         if dest.exists() and not same_file and dest.read_text() != text:
