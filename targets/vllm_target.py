@@ -53,9 +53,9 @@ from model.run import Played, is_named
 from spec import profiles
 from spec.config import Config
 from spec.properties import BY_STATEMENT, statement_key
-from spec.vocabulary import Status
 from targets import vllm_env as env
 from targets import vllm_factory as factory
+from targets.monitor import status_code
 from targets.orders import request_id
 from targets.protocol import Outcome
 
@@ -108,19 +108,7 @@ def assert_name(site: tuple[str, int, str] | None) -> str | None:
 
 def status_of(status) -> int:
     """RequestStatus (req:370-386) -> spec.vocabulary.Status."""
-    V = env.load()
-    S = V.RequestStatus
-    if status == S.WAITING:
-        return Status.WAITING
-    if status == S.RUNNING:
-        return Status.RUNNING
-    if status == S.PREEMPTED:
-        return Status.PREEMPTED
-    if status == S.WAITING_FOR_STREAMING_REQ:
-        return Status.WAITING_FOR_STREAMING_REQ
-    if S.is_finished(status):
-        return Status.FINISHED
-    raise ValueError(f"request status {status!r} is outside the contract")
+    return status_code(status, env.load().RequestStatus)
 
 
 def _rid(r: int) -> str:
@@ -196,13 +184,16 @@ class VllmTarget:
     name = "vllm"
     observes_asserts = True
 
-    def __init__(self, clamp: bool | None = None, guard: bool = False):
+    def __init__(self, clamp: bool | None = None, guard: bool = False, monitor: bool = False):
         """clamp: None follows cfg.clamp; True/False forces the scheduler class
         (a second arm: the model's projection then differs where the clamp acts).
-        guard: this target plays the step-reservation guard's arms (and only those)."""
+        guard: this target plays the step-reservation guard's arms (and only those).
+        monitor: the scheduler is the contract monitor's class (targets/monitor_scheduler.py;
+        with guard, in its drop mode), which must play every arm as vLLM's own does."""
         env.load()  # TargetUnavailable if vLLM is not importable
-        self.clamp_option = clamp
+        self.clamp_option = False if monitor and clamp is None else clamp
         self.guard_option = guard
+        self.monitor_option = monitor
         self.cfg: Config | None = None
         self.tree = env.tree()
         self.replay_option = env.replay_option()
@@ -211,6 +202,8 @@ class VllmTarget:
             self.name = "vllm-clamp"
         if guard:
             self.name = "vllm-guard"
+        if monitor:
+            self.name = "vllm-monitor" + ("-drop" if guard else "")
 
     def accepts(self, cfg: Config) -> str | None:
         """A loaded tree plays the arms of the profile it is checked against, one clamp arm
@@ -240,7 +233,7 @@ class VllmTarget:
         self.prompt_len = list(named["prompt_len"])
         self.resumable = list(named.get("resumable", [False] * cfg.requests))
         self.model_state = None  # the model's state after the last step (handed in by step)
-        self.sched = factory.new_scheduler(cfg, clamp=self.clamp)
+        self.sched = factory.new_scheduler(cfg, clamp=self.clamp, monitor=self.monitor_option)
         self.requests = []
         for r in range(cfg.requests):
             req = factory.make_request(

@@ -262,3 +262,61 @@ def test_an_unknown_release_is_one_line_naming_the_known_ones(tmp_path, capsys):
     assert code == 2 and err.count("\n") == 0
     assert "--release 0.28.0" in err and "0.29.0, 0.30.0, 0.31.0, 0.32.0, 0.33.0" in err
     assert not (tmp_path / "explain").exists()
+
+
+# ------------------------------------------------------------------- explain --trace
+
+
+def _case_trace(tmp_path, module: str):
+    """A generated counterexample as the ITF file a monitor would write (no vLLM needed)."""
+    import importlib
+
+    from model.interpreter import Interpreter, args_for, flat
+    from model.itf import text, to_itf
+    from model.trace import Step, Trace, confirm
+    from spec.config import Config
+
+    case = importlib.import_module(module).CASE
+    cfg = Config.from_record(case.config)
+    it = Interpreter(cfg)
+    steps = [Step(e, args_for(it.event(e), cfg, a)) for e, a in case.steps]
+    trace = confirm(it, Trace(cfg.name, flat(case.init), steps, case.property, "violation"))
+    path = tmp_path / "case.itf.json"
+    path.write_text(text(to_itf(trace, cfg.record(), "a generated case")))
+    return path
+
+
+def test_explain_trace_names_the_mechanism_of_a_counterexample(tmp_path, capsys):
+    path = _case_trace(tmp_path, "generated_tests.cases.vllm_0_29_0.test_v2_kvfail_shared__counter_nonnegative")
+    assert cli(["explain", "--trace", str(path)]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert out.startswith("the recorded trace is kv-load-failure, prefix-hit, shared-block-failure (vLLM's own events)")
+    assert "generated_tests/cases/vllm_0_29_0/test_v2_kvfail_shared__counter_nonnegative.py" in out
+    assert cli(["explain", "--trace", str(path), "--json"]) == 0
+    answer = json.loads(capsys.readouterr().out)
+    assert answer["mechanisms"] == ["kv-load-failure", "prefix-hit", "shared-block-failure"]
+
+
+def test_explain_trace_a_value_the_model_does_not_give_is_a_finding(tmp_path, capsys):
+    path = _case_trace(tmp_path, "generated_tests.cases.vllm_0_29_0.test_v2_kvfail__counter_nonnegative")
+    doc = json.loads(path.read_text())
+    doc["states"][4]["q_sampled"][1][0] = 0  # the runner said to have discarded the recompute
+    path.write_text(json.dumps(doc))
+    assert cli(["explain", "--trace", str(path)]) == 1
+    out = " ".join(capsys.readouterr().out.split())
+    assert "leaves the model" in out and "state 4, after step 4 (schedule): q_sampled[1][0]" in out
+    assert "a finding about the model" in out
+
+
+@pytest.mark.parametrize(
+    "argv, words",
+    [
+        (["explain"], "give the counters or --trace FILE"),
+        (["explain", "placeholders=-1", "--trace", "x.itf.json"], "give the counters or --trace FILE"),
+        (["explain", "--trace", "/nonexistent.itf.json"], "cannot be read"),
+    ],
+)
+def test_explain_trace_bad_input_is_one_line(argv, words, capsys):
+    assert cli(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and words in err

@@ -28,9 +28,10 @@ class RealRunnerTarget(VllmTarget):
 
     name = "runner"
 
-    def __init__(self, clamp: bool | None = None):
-        super().__init__(clamp=clamp)
-        self.name = "runner-clamp" if clamp else "runner"
+    def __init__(self, clamp: bool | None = None, monitor: bool = False):
+        """monitor: the scheduler is the contract monitor's class, as VllmTarget's."""
+        super().__init__(clamp=clamp, monitor=monitor)
+        self.name = "runner-monitor" if monitor else "runner-clamp" if clamp else "runner"
         setup()
         self.log: list[dict] = []  # per step: the runner observations (see module docstring)
 

@@ -10,6 +10,7 @@
   speed             make prove cold against warm, first counterexamples against a random walk, make test's stages
   explain           make explain over the whole matrix for three kinds of counters
   fuzz-scaling      one fuzz campaign on 1 and 2 local workers and on a two-node Ray cluster
+  monitor           vLLM's scheduler with and without the contract monitor: step time and memory
 
 Arguments after the benchmark's name are its own (`vllm-contract bench peers --help`).
 """
@@ -38,6 +39,7 @@ BENCHES = {
     "speed": "bench.speed",
     "explain": "bench.explain_speed",
     "fuzz-scaling": "bench.fuzz_scaling",
+    "monitor": "bench.monitor_cost",
 }
 HELP = "run a benchmark (" + ", ".join(BENCHES) + ")"
 

@@ -1,5 +1,9 @@
 """Which mechanisms can produce the counters an operator saw: a shortest trace, a proof that none can, or unknown.
 
+With --trace FILE instead of counters: which modelled mechanism a recorded trace (the
+contract monitor's, targets/monitor_scheduler.py) is, or where it leaves the model
+(report/explain_trace.py).
+
 COUNTERS is one request's counters at the crash, in any of three forms:
   the seed's log line   placeholders=-1 new_tokens=1 computed=8448 num_tokens=9119 prompt=9118
                         output=1 prefill_chunk=True
@@ -30,11 +34,15 @@ from vllm_contract.parsing import seconds, whole
 NAME = "explain"
 HELP = "which configurations reach an operator's counters (a log line, JSON or a Request repr)"
 STATUSES = {
-    ExitStatus.OK: "some configuration reaches the counters",
-    ExitStatus.FINDING: "no configuration reaches them (each is proved unreachable or unknown)",
-    ExitStatus.BAD_INPUT: "bad input (a malformed counter: one line naming the field and the accepted names)",
+    ExitStatus.OK: "some configuration reaches the counters; --trace: the model reproduces the recorded violation "
+    "(its mechanism is named)",
+    ExitStatus.FINDING: "no configuration reaches them (each is proved unreachable or unknown); --trace: the "
+    "recorded trace leaves the model (a finding about the model)",
+    ExitStatus.BAD_INPUT: "bad input (a malformed counter: one line naming the field and the accepted names; a "
+    "trace that cannot be read; both counters and --trace, or neither)",
     ExitStatus.COULD_NOT_RUN: "some configuration could not run (its cause is printed), or the reaching traces "
-    "could not be written (the answer was printed)",
+    "could not be written (the answer was printed); --trace: the trace leaves the model where the recording "
+    "cannot decide it (requests outside the trace acted, or the window began after an admission)",
     ExitStatus.INTERRUPTED: "interrupted",
     ExitStatus.TERMINATED: "terminated",
 }
@@ -43,7 +51,15 @@ STATUSES = {
 def add_arguments(parser) -> None:
     from model.explain import BUDGET_S, MAX_DEPTH, TIMEOUT_S
 
-    parser.add_argument("counters", help="the log line, a JSON object, a Request repr, or @FILE")
+    parser.add_argument("counters", nargs="?", help="the log line, a JSON object, a Request repr, or @FILE")
+    parser.add_argument(
+        "--trace",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="instead of counters: an ITF trace the contract monitor recorded (or any violation trace with its "
+        "configuration): which modelled mechanism it is, or where it leaves the model",
+    )
     parser.add_argument("--configs", nargs="*", default=None, help="configurations or scenarios (default: the matrix)")
     parser.add_argument(
         "--release",
@@ -73,6 +89,10 @@ def run(args) -> int:
     from model.prove import import_matrix
     from report import explain
 
+    if (args.trace is None) == (args.counters is None):
+        raise explain.InputError("give the counters or --trace FILE (one of them)")
+    if args.trace is not None:
+        return run_trace(args)
     text = args.counters
     if text.startswith("@"):
         try:
@@ -144,3 +164,12 @@ def run(args) -> int:
     finally:
         folder.abort()
     return status
+
+
+def run_trace(args) -> int:
+    """explain --trace FILE: the answer printed, its status returned."""
+    from report import explain_trace
+
+    answer = explain_trace.explain_trace(args.trace)
+    print(explain_trace.dumps(answer) if args.json else explain_trace.render(answer))
+    return answer.status

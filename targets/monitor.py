@@ -1,0 +1,604 @@
+"""The online contract monitor: what a running vLLM scheduler did, recorded and checked at every step.
+
+`MonitoredAsyncScheduler` (targets/monitor_scheduler.py) calls a `Monitor` from its hooks;
+the Monitor keeps a window of the last N events in the model's vocabulary (schedule with
+its budget, scheduled tokens and drafts; deliver with what the runner returned, KV-load
+failures and stops; preemption, reset, abort, streaming updates), each request's
+admission, and checks the contract on vLLM's own Request objects. On the first violation
+(or just before one of vLLM's asserts would fire) it writes the window as an ITF trace
+(targets/monitor_trace.py) and logs one line.
+
+The checks cost little because each step first runs a screen that is necessary for a
+violation at that step and reads only what the step touched (docs/monitor.md says why
+each screen is complete); a request the screen flags is then checked with the spec's own
+definitions (spec/properties.py), evaluated on a state built from vLLM's objects. Nothing
+here imports vLLM: the scheduler class hands in the status mapping and the logger.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import deque
+from dataclasses import dataclass
+from itertools import compress
+from operator import attrgetter, not_
+from pathlib import Path
+from typing import Any, Callable
+
+from spec.config import Config
+from spec.ops import INT_OPS
+from spec.profiles import release_profile
+from spec.properties import ASSERTS, PROPERTIES
+from spec.state import View
+from spec.vocabulary import Status
+
+ENV_FOLDER = "VLLM_CONTRACT_MONITOR_DIR"
+ENV_WINDOW = "VLLM_CONTRACT_MONITOR_WINDOW"
+ENV_DROP = "VLLM_CONTRACT_MONITOR_DROP"
+ENV_TRACES = "VLLM_CONTRACT_MONITOR_TRACES"
+
+# the state properties checked on vLLM's objects, by the spec's own definitions; the
+# transition ones the scheduler can see are checked here at the delivery of their step
+STATE_CHECKS = ("counter-nonnegative", "placeholder-accounting", "computed-nonnegative", "stale-drains")
+# which property a trace is named after when a step violates several: the one an assert
+# reports, then the delivery's own, then the runner's (which the model places at the
+# step the runner ran, an earlier one)
+ORDER = (
+    "counter-nonnegative",
+    "no-token-while-prefilling",
+    "placeholder-accounting",
+    "computed-nonnegative",
+    "stale-drains",
+    "predicates-agree",
+)
+
+_IS_CHUNK = attrgetter("is_prefill_chunk")
+_NONE: frozenset = frozenset()
+_PLACEHOLDERS = attrgetter("num_output_placeholders")
+_COMPUTED = attrgetter("num_computed_tokens")
+
+
+def status_code(status, statuses, outside: int | None = None) -> int:
+    """vLLM's RequestStatus (`statuses` is the enum) -> spec.vocabulary.Status; a status
+    the contract leaves out (waiting for remote KV, for a grammar) is `outside`, or a
+    ValueError when None."""
+    if status == statuses.WAITING:
+        return Status.WAITING
+    if status == statuses.RUNNING:
+        return Status.RUNNING
+    if status == statuses.PREEMPTED:
+        return Status.PREEMPTED
+    if status == statuses.WAITING_FOR_STREAMING_REQ:
+        return Status.WAITING_FOR_STREAMING_REQ
+    if statuses.is_finished(status):
+        return Status.FINISHED
+    if outside is None:
+        raise ValueError(f"request status {status!r} is outside the contract")
+    return outside
+
+
+class SettingsError(ValueError):
+    """A monitor setting in the environment that cannot be read: one line naming it."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Where traces go, how many events the window keeps, whether to drop as the
+    step-reservation guard does, how many traces one process writes at most."""
+
+    folder: Path = Path("vllm-contract-monitor")
+    window: int = 1024
+    drop: bool = False
+    max_traces: int = 4
+
+    @staticmethod
+    def from_env(environ=os.environ) -> "Settings":
+        def whole(name: str, default: int, least: int) -> int:
+            raw = environ.get(name, "")
+            if raw == "":
+                return default
+            if not raw.strip().isdigit() or int(raw) < least:
+                raise SettingsError(f"{name}={raw!r}: expected a whole number >= {least}")
+            return int(raw)
+
+        drop = environ.get(ENV_DROP, "0").strip().lower()
+        if drop not in ("", "0", "1", "true", "false", "yes", "no"):
+            raise SettingsError(f"{ENV_DROP}={drop!r}: expected 1 (drop as the step-reservation guard does) or 0")
+        return Settings(
+            folder=Path(environ.get(ENV_FOLDER) or Settings.folder),
+            window=whole(ENV_WINDOW, Settings.window, 8),
+            drop=drop in ("1", "true", "yes"),
+            max_traces=whole(ENV_TRACES, Settings.max_traces, 0),
+        )
+
+
+# ------------------------------------------------------------------ the window's records
+
+
+class Admitted:
+    """A request as add_request saw it (its admission is where a replay starts)."""
+
+    __slots__ = ("rid", "seq", "request", "prompt_len", "resumable", "max_tokens")
+
+    def __init__(self, rid: str, seq: int, request: Any):
+        self.rid, self.seq, self.request = rid, seq, request
+        self.prompt_len = len(request.prompt_token_ids or ())
+        self.resumable = bool(getattr(request, "resumable", False))
+        params = getattr(request, "sampling_params", None)
+        self.max_tokens = getattr(params, "max_tokens", None)
+
+
+class Scheduled:
+    """One schedule(): the budget, what each request got, and the reservations it made
+    (a prefill chunk reserves nothing; any other request 1 plus its drafts)."""
+
+    __slots__ = ("seq", "so_id", "budget", "counts", "spec", "chunks", "admitted", "ids", "lens", "short", "failed")
+
+    def __init__(self, seq, so_id, budget, counts, spec, chunks, admitted):
+        self.seq, self.so_id, self.budget = seq, so_id, budget
+        self.counts: dict[str, int] = counts
+        self.spec: dict | None = spec
+        self.chunks: set[str] = chunks
+        self.admitted: set[str] = admitted
+        self.ids: list[str] | None = None  # the runner's rows, once delivered
+        self.lens: list[int] | None = None
+        # tokens the output handed to update_from_output counts short of what was scheduled
+        # (a plugin rewrote num_scheduled_tokens: the under-drain fault, tpu-inference #3492)
+        self.short: dict[str, int] | None = None
+        self.failed = False  # one of vLLM's asserts ended this schedule(): nothing of it was seen
+
+    def drafts(self, rid: str) -> int:
+        return len(self.spec.get(rid, ())) if self.spec else 0
+
+    def reserved(self, rid: str) -> int:
+        return 0 if rid in self.chunks else 1 + self.drafts(rid)
+
+    def returned(self, rid: str) -> int | None:
+        """Tokens the runner returned for the request (None: not delivered yet)."""
+        if self.lens is None:
+            return None
+        try:
+            return self.lens[self.ids.index(rid)]
+        except ValueError:
+            return 0
+
+
+class Delivered:
+    """One update_from_output: which step it carried, a KV-load failure, who stopped."""
+
+    __slots__ = ("seq", "step", "kv", "ended")
+
+    def __init__(self, seq: int, step: Scheduled):
+        self.seq, self.step = seq, step
+        self.kv: tuple | None = None  # (loader id, block index) or (None, why)
+        # request id -> (num_tokens, num_computed_tokens, num_output_placeholders, Status) after its stop
+        self.ended: dict[str, tuple] = {}
+
+    def kv_touches(self, rid: str) -> bool:
+        """The delivery reported a KV-load failure: update_from_output may skip rid's output."""
+        return self.kv is not None
+
+
+class FrontEnd:
+    """preempt / reset_prefix_cache / abort / stream_update, between engine steps."""
+
+    __slots__ = ("seq", "event", "rid", "value")
+
+    def __init__(self, seq: int, event: str, rid: str | None, value: Any = None):
+        self.seq, self.event, self.rid, self.value = seq, event, rid, value
+
+
+class Pending:
+    """What delivering() learned before update_from_output runs, for delivered()."""
+
+    __slots__ = ("record", "suspects", "before", "finished_before", "written")
+
+    def __init__(self, record: Delivered, suspects: set, before: dict, finished_before):
+        self.record = record
+        self.suspects = suspects
+        self.before = before  # request id -> (num_tokens, stale, placeholders, status) before the delivery
+        self.finished_before = finished_before
+        self.written = False
+
+
+# ------------------------------------------------------------------ the monitor
+
+
+class Monitor:
+    """Recording and checking for one scheduler. `status_of` maps vLLM's RequestStatus to
+    spec.vocabulary.Status, `waiting_input` is vLLM's WAITING_FOR_STREAMING_REQ; `log`
+    takes one line."""
+
+    def __init__(
+        self,
+        scheduler,
+        settings: Settings,
+        release: str,
+        status_of: Callable,
+        waiting_input: Any,
+        log: Callable[[str], None],
+    ):
+        self.sched = scheduler
+        self.settings = settings
+        self.release = release
+        self.status_of = status_of
+        self.waiting_input = waiting_input
+        self.log = log
+        self.seq = 0
+        self.window: deque = deque(maxlen=settings.window)
+        self.evicted = 0  # seq of the last event the window let go (0: none yet)
+        self.in_flight: deque[Scheduled] = deque()
+        self.admitted: dict[str, Admitted] = {}
+        self.bumped: dict[str, int] = {}  # request id -> seq of its last preemption or resumable stop
+        self.stale: set[str] = set()  # requests with stale output: stale-drains is checked each step
+        self.sessions: set[str] = set()  # resumable requests
+        self.watch: set[str] = set()  # requests found in violation: checked exactly at every delivery
+        self.found: dict[str, int] = {}  # property -> violations seen
+        self.written: list[Path] = []
+        self.dropped = 0
+        self.dropped_at: set[int] = set()  # deliveries (seq) in which the drop mode cut a row
+        self._resetting: list[str] | None = None
+        self.spec_tokens = int(getattr(scheduler, "num_spec_tokens", 0) or 0)
+        self.rolls_back = release_profile(release).stop_rolls_back
+
+    def _next(self) -> int:
+        self.seq += 1
+        return self.seq
+
+    def _keep(self, record) -> None:
+        """Append to the window, remembering the last event it lets go."""
+        window = self.window
+        if len(window) == window.maxlen:
+            self.evicted = window[0].seq
+        window.append(record)
+
+    # ---------------------------------------------------------------- front end
+    def added(self, request) -> None:
+        """Before add_request: a new request's admission, or a session's next input."""
+        rid = request.request_id
+        if rid in self.sched.requests:
+            self._keep(FrontEnd(self._next(), "stream_update", rid, len(request.prompt_token_ids or ())))
+            return
+        adm = Admitted(rid, self._next(), request)
+        self.admitted[rid] = adm
+        if adm.resumable:
+            self.sessions.add(rid)
+        if len(self.admitted) > 4 * self.settings.window:
+            self._forget()
+
+    def _forget(self) -> None:
+        """Drop admissions the window no longer reaches, of requests vLLM no longer holds."""
+        for rid in [r for r, a in self.admitted.items() if a.seq <= self.evicted and r not in self.sched.requests]:
+            del self.admitted[rid]
+            self.sessions.discard(rid)
+
+    def preempted(self, request, drop: bool) -> None:
+        """After _preempt_request: its steps in flight are of an earlier epoch now."""
+        rid = request.request_id
+        self.bumped[rid] = self.seq + 1
+        if request.num_stale_output_tokens > 0:
+            self.stale.add(rid)
+        if self._resetting is not None:
+            self._resetting.append(rid)
+        else:
+            self._keep(FrontEnd(self._next(), "preempt", rid, bool(drop)))
+
+    def resetting(self) -> None:
+        self._resetting = []
+
+    def reset_done(self) -> None:
+        preempted, self._resetting = self._resetting or [], None
+        self._keep(FrontEnd(self._next(), "reset_prefix_cache", None, preempted))
+
+    def aborted(self, rids) -> None:
+        seq = self._next()
+        for rid in rids:
+            self._keep(FrontEnd(seq, "abort", rid))
+
+    # ---------------------------------------------------------------- schedule
+    def scheduled(self, so) -> None:
+        """After _update_after_schedule: the step as the model's schedule event sees it."""
+        counts = dict(so.num_scheduled_tokens)
+        spec = dict(so.scheduled_spec_decode_tokens) if so.scheduled_spec_decode_tokens else None
+        # every request of the step is in Scheduler.running now (admissions appended); a
+        # running request it left out keeps an older flag, and is not in counts
+        running = self.sched.running
+        chunks = {r.request_id for r in compress(running, map(_IS_CHUNK, running))}
+        if chunks:
+            chunks.intersection_update(counts)
+        admitted = {d.req_id for d in so.scheduled_new_reqs}
+        cached = getattr(so, "scheduled_cached_reqs", None)
+        resumed = getattr(cached, "resumed_req_ids", None)
+        if resumed:
+            admitted.update(resumed)
+        rec = Scheduled(self._next(), id(so), int(self.sched.max_num_scheduled_tokens), counts, spec, chunks, admitted)
+        self._keep(rec)
+        self.in_flight.append(rec)
+
+    # ---------------------------------------------------------------- deliver
+    def _take(self, so) -> Scheduled | None:
+        key = id(so)
+        flight = self.in_flight
+        if flight and flight[0].so_id == key:  # the engine delivers the oldest step
+            return flight.popleft()
+        for i, rec in enumerate(flight):
+            if rec.so_id == key:
+                del self.in_flight[i]
+                return rec
+        return None
+
+    def delivering(self, so, mro) -> Pending | None:
+        """Before update_from_output: record what the runner returned and run the screens.
+        Returns what delivered() needs, with the requests the screens flagged."""
+        rec = self._take(so)
+        if rec is None:
+            return None
+        if so.num_scheduled_tokens != rec.counts:
+            now = so.num_scheduled_tokens
+            rec.short = {rid: n - now.get(rid, 0) for rid, n in rec.counts.items() if now.get(rid, 0) != n}
+        ids = list(mro.req_ids)
+        rows = mro.sampled_token_ids
+        lens = list(map(len, rows)) if rows else [0] * len(ids)
+        rec.ids, rec.lens = ids, lens
+        record = Delivered(self._next(), rec)
+        self._keep(record)
+        suspects: set[str] = set()
+        index = mro.req_id_to_index
+        for rid in rec.chunks:  # a prefill chunk's step returned tokens
+            i = index.get(rid)
+            if i is not None and lens[i]:
+                suspects.add(rid)
+        if 0 in lens:  # a step that reserved returned nothing
+            for i in compress(range(len(lens)), map(not_, lens)):
+                rid = ids[i]
+                if rid in rec.counts and rid not in rec.chunks:
+                    suspects.add(rid)
+        if lens and max(lens) > 1:  # more than the sampled token and the step's drafts
+            if rec.spec:
+                suspects.update(rid for rid, n in zip(ids, lens) if n > 1 + rec.drafts(rid))
+            else:
+                suspects.update(rid for rid, n in zip(ids, lens) if n > 1)
+        kv = getattr(mro, "kv_connector_output", None)
+        if kv is not None and (getattr(kv, "invalid_block_ids", None) or getattr(kv, "failed_recving", None)):
+            record.kv = self._kv_failure(rec, kv)
+            suspects.update(rec.counts)
+        counts = rec.counts
+        watched = set()
+        if self.watch or self.stale or self.sessions:
+            watched = {rid for rid in (self.watch | self.stale | self.sessions) if rid in counts}
+        before = {}
+        for rid in suspects | watched:
+            request = self.sched.requests.get(rid)
+            if request is not None:
+                before[rid] = (
+                    request.num_tokens,
+                    request.num_stale_output_tokens,
+                    request.num_output_placeholders,
+                    request.status,
+                )
+        finished = self.sched.finished_req_ids
+        return Pending(record, suspects, before, set(finished) if finished else _NONE)
+
+    def _kv_failure(self, rec: Scheduled, kv) -> tuple:
+        """The request whose load failed (admitted in that step, holding the first invalid
+        block) and the block's index among its blocks: the model's kv_fail_req / block."""
+        invalid = set(getattr(kv, "invalid_block_ids", None) or ())
+        if not invalid:
+            return (None, "a failed receive (failed_recving), which the model leaves out")
+        manager = self.sched.kv_cache_manager
+        found = []
+        for rid in rec.counts:
+            if rid not in rec.admitted or rid not in self.sched.requests:
+                continue
+            blocks = manager.get_block_ids(rid)[0]
+            for i, block in enumerate(blocks):
+                if block in invalid:
+                    found.append((rid, i))
+                    break
+        if not found:
+            return (None, f"invalid block(s) {sorted(invalid)} of no request admitted in that step")
+        return found[0]
+
+    def live_overflow(self, pending: Pending, mro) -> dict[int, tuple[str, int]]:
+        """Rows of live requests that carry more tokens than their step reserved (row
+        index -> (request id, reserved)): what the step-reservation guard cuts."""
+        rec = pending.record.step
+        out = {}
+        for rid in pending.suspects:
+            seen = pending.before.get(rid)
+            if seen is None or seen[1] != 0 or rid not in rec.counts:
+                continue
+            i = mro.req_id_to_index.get(rid)
+            if i is not None and rec.lens[i] > rec.reserved(rid):
+                out[i] = (rid, rec.reserved(rid))
+        return out
+
+    def delivered(self, pending: Pending, mro) -> None:
+        """After update_from_output: who stopped, then the checks on vLLM's state."""
+        record, rec = pending.record, pending.record.step
+        finished = self.sched.finished_req_ids
+        for rid in (finished - pending.finished_before) if finished else ():
+            adm = self.admitted.get(rid)
+            if adm is not None:
+                record.ended[rid] = self._after(adm.request)
+        for rid in self.sessions & pending.before.keys():  # a session stops into a waiting state
+            request = self.sched.requests.get(rid)
+            if request is None or self.status_of(pending.before[rid][3]) != Status.RUNNING:
+                continue
+            if self.status_of(request.status) in (Status.WAITING, Status.WAITING_FOR_STREAMING_REQ):
+                record.ended[rid] = self._after(request)
+                if self.rolls_back:  # the safe-frontier rollback starts an epoch (spec/deliver.py)
+                    self.bumped[rid] = record.seq
+        check = set(pending.suspects) | {rid for rid in self.watch if rid in rec.counts}
+        check.update(rid for rid in record.ended if rid in self.sessions)  # a stop that trims keeps placeholders
+        if self.spec_tokens or record.kv is not None:  # a rejection or a cut can lower c and P
+            present = [r for r in map(self.sched.requests.get, rec.ids) if r is not None]
+            if present and (min(map(_PLACEHOLDERS, present)) < 0 or min(map(_COMPUTED, present)) < 0):
+                check.update(
+                    r.request_id for r in present if r.num_output_placeholders < 0 or r.num_computed_tokens < 0
+                )
+        for rid in list(self.stale):
+            request = self.sched.requests.get(rid)
+            if request is None or request.num_stale_output_tokens <= 0:
+                self.stale.discard(rid)
+            else:
+                check.add(rid)
+        for rid in sorted(check):
+            broken = self.violations(rid, pending)
+            if broken:
+                self.watch.add(rid)
+                self.violated(broken, rid, pending, "after")
+
+    def _after(self, request) -> tuple:
+        return (
+            request.num_tokens,
+            request.num_computed_tokens,
+            request.num_output_placeholders,
+            self.status_of(request.status),
+        )
+
+    # ---------------------------------------------------------------- checks
+    def violations(self, rid: str, pending: Pending | None) -> list[str]:
+        """The properties request rid violates now: the spec's state properties on a state
+        built from vLLM's Request and the steps in flight, and, for the step just
+        delivered, no-token-while-prefilling and predicates-agree."""
+        request = self.sched.requests.get(rid)
+        if request is None:
+            adm = self.admitted.get(rid)
+            request = adm.request if adm is not None else None
+        if request is None:
+            return []
+        cfg, view = self.state_of(request)
+        broken = [name for name in STATE_CHECKS if not PROPERTIES[name].holds(view, cfg, INT_OPS)]
+        if pending is not None and rid in pending.record.step.counts:
+            rec = pending.record.step
+            returned = rec.returned(rid) or 0
+            seen = pending.before.get(rid)
+            live = seen is not None and seen[1] == 0 and not pending.record.kv_touches(rid)
+            if rid in rec.chunks and returned and live and request.num_tokens > seen[0]:
+                broken.append("no-token-while-prefilling")
+            if bool(returned) == (rid in rec.chunks):
+                broken.append("predicates-agree")
+        return [name for name in ORDER if name in broken]
+
+    def state_of(self, request) -> tuple[Config, View]:
+        """Request r's state as the spec names it (one request, the steps in flight, its
+        epoch): the View the spec's state properties read."""
+        rid = request.request_id
+        depth = self.sched.parallel_config.pipeline_parallel_size + 1
+        cfg = Config("monitor", runner="v2" if self.sched.use_v2_model_runner else "v1", requests=1, pp=depth - 1)
+        status = self.status_of(request.status)
+        values: dict[tuple, Any] = {
+            ("status", 0): status,
+            ("num_tokens", 0): request.num_tokens,
+            ("num_computed_tokens", 0): request.num_computed_tokens,
+            ("num_output_placeholders", 0): request.num_output_placeholders,
+            ("num_stale_output_tokens", 0): request.num_stale_output_tokens,
+            ("drop_stale_output", 0): bool(request.drop_stale_output),
+            ("epoch", 0): 1,
+        }
+        flight = list(self.in_flight)
+        values[("queue_len",)] = min(len(flight), depth)
+        epoch_start = self.bumped.get(rid, 0)
+        for i in range(depth):
+            rec = flight[i] if i < len(flight) else None
+            scheduled = rec.counts.get(rid, 0) if rec is not None else 0
+            values[("q_scheduled", i, 0)] = scheduled
+            values[("q_reserved", i, 0)] = rec.reserved(rid) if scheduled else 0
+            values[("q_epoch", i, 0)] = 1 if scheduled and rec.seq > epoch_start else 0
+        return cfg, View(cfg, values)
+
+    # ---------------------------------------------------------------- violations
+    def before_delivery(self, pending: Pending, overflow: dict) -> None:
+        """Live rows beyond their step's reservation, before update_from_output: the model,
+        replaying the window through this delivery, says whether one of vLLM's asserts
+        fires now (the trace is written first) and, in drop mode, what the delivery would
+        have violated had the monitor not dropped."""
+        from targets import monitor_trace
+
+        rid = overflow[min(overflow)][0]
+        try:
+            window = monitor_trace.build(self, rid, pending, "before")
+        except Exception as exc:  # a window the builder cannot read: the assert, if any, is caught after
+            self.log(f"vllm-contract monitor: the window of {rid} could not be replayed ({exc})")
+            return
+        fires = window.replay.fired[0] if window.replay.fired else ""
+        broken = [ASSERTS[fires].property] if fires else []
+        if self.settings.drop:
+            broken += [p for p in ORDER if p in window.replay.violated and p not in broken]
+        if broken:
+            self.watch.add(rid)
+            self.violated(broken, rid, pending, "before", fires, window)
+
+    def assert_fired(self, exc: BaseException, pending: Pending | None) -> None:
+        """One of vLLM's asserts fired in update_from_output: unless the trace was written
+        just before, write it now (the exception then goes on as vLLM raised it)."""
+        from targets.vllm_target import assert_name, assert_site
+
+        if pending is None or pending.written:
+            return
+        name = assert_name(assert_site(exc))
+        prop = ASSERTS[name].property if name else "counter-nonnegative"
+        rec = pending.record.step
+        negative = [
+            q for q in rec.counts if q in self.sched.requests and self.sched.requests[q].num_output_placeholders < 0
+        ]
+        rid = (negative or sorted(pending.suspects) or list(rec.counts))[0]
+        self.violated([prop], rid, pending, "at the assert", name or "")
+
+    def schedule_failed(self, exc: BaseException) -> None:
+        """One of vLLM's asserts fired inside schedule(): the step is recorded as far as it
+        is known (its budget), the trace written, and the exception goes on."""
+        rec = Scheduled(self._next(), 0, int(self.sched.max_num_scheduled_tokens), {}, None, set(), set())
+        rec.failed = True
+        self._keep(rec)
+        self.assert_outside_delivery(exc)
+
+    def assert_outside_delivery(self, exc: BaseException) -> None:
+        """An assert of schedule() or add_request: the request it was handling (read from
+        vLLM's frame), the trace of the window ending with that event."""
+        from targets.vllm_target import assert_name, assert_site
+
+        name = assert_name(assert_site(exc))
+        prop = ASSERTS[name].property if name else "scheduled-tokens-positive"
+        rid = _request_in(exc) or next(iter(self.sched.requests), None)
+        if rid is not None and rid in self.admitted:
+            self.violated([prop], rid, None, "at the assert", name or "")
+
+    def violated(
+        self, broken: list[str], rid: str, pending: Pending | None, when: str, fires: str = "", window=None
+    ) -> Path | None:
+        """A violation seen: count it; write the window as a trace (the first of each
+        property, up to the setting's number) and log one line."""
+        from targets import monitor_trace
+
+        prop = broken[0]
+        self.found[prop] = self.found.get(prop, 0) + 1
+        if self.found[prop] > 1 or len(self.written) >= self.settings.max_traces:
+            if fires and pending is not None:
+                self.log(
+                    f"vllm-contract monitor: vLLM's assert {fires} fires at {rid} ({prop}); traces: {self.written}"
+                )
+            return None
+        try:
+            path, words = monitor_trace.write(self, prop, rid, pending, when, fires, window)
+        except Exception as exc:  # the engine goes on (or dies of its own assert): say why there is no file
+            self.log(f"vllm-contract monitor: {prop} violated by {rid}; the trace could not be written ({exc})")
+            return None
+        self.written.append(path)
+        if pending is not None:
+            pending.written = True
+        self.log(words)
+        return path
+
+
+def _request_in(exc: BaseException) -> str | None:
+    """The request vLLM's innermost scheduler frame was handling when the assert fired
+    (its local `request`), read from the traceback."""
+    tb, found = exc.__traceback__, None
+    while tb is not None:
+        if "/vllm/v1/core/sched/" in tb.tb_frame.f_code.co_filename.replace("\\", "/"):
+            request = tb.tb_frame.f_locals.get("request")
+            found = getattr(request, "request_id", None) or found
+        tb = tb.tb_next
+    return found

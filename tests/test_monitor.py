@@ -1,0 +1,239 @@
+"""The contract monitor (targets/monitor_scheduler.py) on the loaded vLLM release (`--vllm`).
+
+Every generated case is played on vLLM's scheduler with the monitor as its scheduler_cls:
+it must pass as on vLLM's own AsyncScheduler (the monitor changes nothing), write nothing
+on a healthy path (the negative control), write a trace wherever the case shows the
+scheduler a violation it can see (an assert, or a property broken at a delivery), and
+every trace it writes must be one the model reproduces (`vllm-contract explain --trace`
+names its mechanism). The same in drop mode on the step-reservation guard's arms. Then:
+it loads through vLLM's own SchedulerConfig.get_scheduler_cls, its window stays bounded,
+a recording becomes a generated case that reproduces it on this release's scheduler,
+and a recording that leaves the model is said to.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+from pathlib import Path
+
+import pytest
+
+from codegen.cases import build, from_monitor
+from report.explain_trace import explain_trace
+from spec.config import Config
+from spec.errors import ExitStatus
+from targets import vllm_env, vllm_factory
+from targets.harness import replay_case
+from targets.monitor import ENV_FOLDER, ENV_WINDOW, Settings, SettingsError
+from targets.vllm_target import VllmTarget
+from vllm_contract.cli import main as cli
+
+# a vLLM tree the run cannot load stops it (the plugin's preflight), never a skip
+pytestmark = pytest.mark.vllm
+
+V = vllm_env.load()
+PROFILE = vllm_env.tree().profile
+RELEASE = PROFILE.removeprefix("vllm-")
+REPO = Path(__file__).resolve().parent.parent
+CASES = sorted((REPO / "generated_tests" / "cases").glob("*/test_*.py"))
+# what the scheduler sees of the contract: an assert, or one of these broken at a delivery
+SEEN_AT_DELIVERY = {
+    "counter-nonnegative",
+    "placeholder-accounting",
+    "computed-nonnegative",
+    "stale-drains",
+    "no-token-while-prefilling",
+}
+
+
+def case_of(path: Path):
+    return importlib.import_module(".".join(path.relative_to(REPO).with_suffix("").parts)).CASE
+
+
+def must_write(case, expect) -> bool:
+    """The case shows the monitor a violation: an assert fires, or a property it checks at
+    a delivery is first broken at one."""
+    if expect.fired:
+        return True
+    firsts = dict(expect.others)
+    if expect.violations:
+        firsts[case.property] = expect.violations[0]
+    return any(prop in SEEN_AT_DELIVERY and case.steps[step - 1][0] == "deliver" for prop, step in firsts.items())
+
+
+def _play(case, target, folder: Path, monkeypatch) -> list[Path]:
+    monkeypatch.setenv(ENV_FOLDER, str(folder))
+    ran = replay_case(case, target)  # every arm as the model predicts it: the monitor changed nothing
+    assert ran, "the monitor's target ran no arm"
+    return sorted(folder.glob("*.itf.json")) if folder.exists() else []
+
+
+def _reproduced(path: Path) -> None:
+    answer = explain_trace(path)
+    assert answer.status == ExitStatus.OK, f"{path.name}: {answer.headline}"
+
+
+@pytest.mark.parametrize("path", CASES, ids=lambda p: f"{p.parent.name}/{p.stem}")
+def test_a_generated_case_through_the_monitor(path, tmp_path, monkeypatch):
+    case = case_of(path)
+    target = VllmTarget(monitor=True)
+    files = _play(case, target, tmp_path, monkeypatch)
+    expect = case.arms[PROFILE][1]
+    if case.kind == "witness":
+        assert not files, f"a healthy path made the monitor write {[f.name for f in files]}"
+    if must_write(case, expect):
+        assert files, f"{case.name}: the model says vLLM {RELEASE} shows {expect} and the monitor wrote nothing"
+    for file in files:
+        _reproduced(file)
+
+
+GUARDED = [p for p in CASES if case_of(p).kind != "witness"]
+
+
+@pytest.mark.parametrize("path", GUARDED, ids=lambda p: f"{p.parent.name}/{p.stem}")
+def test_the_drop_mode_plays_the_guards_arm(path, tmp_path, monkeypatch):
+    """VLLM_CONTRACT_MONITOR_DROP=1 is the step-reservation guard: the +guard arm as the
+    model predicts it, the same tokens dropped; what it writes, the model reproduces."""
+    case = case_of(path)
+    target = VllmTarget(monitor=True, guard=True)
+    for file in _play(case, target, tmp_path, monkeypatch):
+        _reproduced(file)
+    assert target.sched.guard_dropped == {} or case.arms[f"{PROFILE}+guard"][1].dropped > 0
+
+
+# ------------------------------------------------------------------- loading
+
+
+def test_loads_through_vllms_own_scheduler_cls():
+    from targets.monitor_scheduler import MonitoredAsyncScheduler
+
+    cfg = Config("monitor-load", runner="v1", requests=1, profile=PROFILE)
+    config = vllm_factory.vllm_config(vllm_factory.Shape.of(cfg, clamp=False, monitor=True))
+    assert config.scheduler_config.scheduler_cls == vllm_factory.MONITOR_SCHEDULER_CLS
+    assert config.scheduler_config.get_scheduler_cls() is MonitoredAsyncScheduler
+    assert issubclass(MonitoredAsyncScheduler, V.AsyncScheduler)
+    sched = vllm_factory.new_scheduler(cfg, monitor=True)
+    assert type(sched) is MonitoredAsyncScheduler and sched.monitor.release == RELEASE
+
+
+def test_settings_come_from_the_environment_and_bad_ones_are_one_line():
+    settings = Settings.from_env({ENV_FOLDER: "/x", ENV_WINDOW: "64", "VLLM_CONTRACT_MONITOR_DROP": "1"})
+    assert settings == Settings(Path("/x"), 64, True, 4)
+    with pytest.raises(SettingsError, match=f"{ENV_WINDOW}='many'"):
+        Settings.from_env({ENV_WINDOW: "many"})
+
+
+def _engine(requests: int, prompt: int, monitor=True):
+    cfg = Config("monitor-unit", runner="v1", requests=requests, profile=PROFILE)
+    sched = vllm_factory.new_scheduler(cfg, monitor=monitor)
+    for r in range(requests):
+        sched.add_request(vllm_factory.make_request(r, prompt, cfg.block_size))
+    return sched
+
+
+def _deliver(sched, out, tokens_of=lambda rid: [vllm_factory.SAMPLED_ID], kv=None):
+    ids = list(out.num_scheduled_tokens)
+    return sched.update_from_output(
+        out,
+        V.ModelRunnerOutput(
+            req_ids=ids,
+            req_id_to_index={r: i for i, r in enumerate(ids)},
+            sampled_token_ids=[list(tokens_of(r)) for r in ids],
+            kv_connector_output=kv,
+        ),
+    )
+
+
+def test_the_window_is_bounded(tmp_path, monkeypatch):
+    monkeypatch.setenv(ENV_FOLDER, str(tmp_path))
+    monkeypatch.setenv(ENV_WINDOW, "16")
+    sched = _engine(3, 20)
+    vllm_factory.set_budget(sched, 64)
+    flight = []
+    for _ in range(100):
+        flight.append(sched.schedule())
+        if len(flight) == 2:
+            _deliver(sched, flight.pop(0))
+    monitor = sched.monitor
+    assert len(monitor.window) == 16 and monitor.evicted > 0
+    assert len(monitor.in_flight) == 1 and not monitor.written
+
+
+# ------------------------------------------------------------------- trace to case
+
+
+def test_a_recorded_crash_becomes_a_case_of_this_release(tmp_path, monkeypatch):
+    """The v2-kvfail counterexample recorded by the monitor: explain names the KV-load
+    failure; generate --trace shrinks it and the case reproduces it on this release."""
+    case = case_of(REPO / "generated_tests/cases/vllm_0_29_0/test_v2_kvfail__counter_nonnegative.py")
+    (file,) = _play(case, VllmTarget(monitor=True), tmp_path / "monitor", monkeypatch)
+    meta = json.loads(file.read_text())["#meta"]
+    crash = PROFILE != "vllm-0.33.0"
+    assert meta["monitor"]["release"] == RELEASE and meta["config"]["runner"] == "v2"
+    assert meta["violated"] == ("counter-nonnegative" if crash else "no-token-while-prefilling")
+    assert meta["monitor"]["fires"] == ("placeholders-nonnegative" if crash else "")
+    assert cli(["explain", "--trace", str(file)]) == ExitStatus.OK
+    answer = explain_trace(file)
+    assert answer.mechanisms == ["kv-load-failure"]
+    assert ("crash" in answer.headline) == crash
+    assert any("test_v2_kvfail__" in m for m in answer.same)
+
+    document = from_monitor(file)
+    assert document["#meta"]["derived_from"]["file"] == str(file)
+    shrunk = tmp_path / "shrunk.itf.json"
+    shrunk.write_text(json.dumps(document))
+    src = build(shrunk, None, user=True)
+    assert src.case.kind == "violation" and src.cfg.profile == PROFILE
+    assert PROFILE in replay_case(src.case, VllmTarget())  # reproduces on this release's scheduler
+
+
+def test_a_recording_that_leaves_the_model_is_said_to(tmp_path, monkeypatch):
+    """A connector that fails a block of a request already decoding (the model's KV-load
+    failure is reported with the step that loaded the block): vLLM cuts the request back
+    while its next step is in flight and skips the delivered step's output, so its
+    placeholders keep that step's reservation; the monitor writes at once, and again when
+    a runner samples the recompute chunk. The model cannot take the failure, so each trace
+    leaves it, and explain says where: a finding about the model (exit 1), no mechanism."""
+    monkeypatch.setenv(ENV_FOLDER, str(tmp_path))
+    sched = _engine(1, 40)
+    vllm_factory.set_budget(sched, 64)
+    first = sched.schedule()  # the whole prompt
+    second = sched.schedule()  # a decode step
+    _deliver(sched, first)
+    third = sched.schedule()
+    block = sched.kv_cache_manager.get_block_ids("r0")[0][1]
+    _deliver(sched, second, kv=V.KVConnectorOutput(invalid_block_ids={block}))
+    request = sched.requests["r0"]
+    assert request.num_computed_tokens < 40  # vLLM cut it back to the failed block
+    vllm_factory.set_budget(sched, 8)
+    fourth = sched.schedule()  # a recompute chunk: it reserves nothing
+    assert request.is_prefill_chunk
+    _deliver(sched, third)
+    try:
+        _deliver(sched, fourth)  # the runner samples the chunk anyway
+    except AssertionError:
+        pass  # 0.29.0-0.32.0: the counter assert (the monitor wrote before it fired)
+    files = sorted(tmp_path.glob("*.itf.json"), key=lambda f: int(f.name.rsplit("-", 1)[1].split(".")[0]))
+    assert [json.loads(f.read_text())["#meta"]["violated"] for f in files][0] == "placeholder-accounting"
+    for file in files:
+        notes = " ".join(json.loads(file.read_text())["#meta"]["monitor"]["notes"])
+        assert "a KV-load failure the trace cannot name" in notes
+        answer = explain_trace(file)
+        assert answer.status == ExitStatus.FINDING and "leaves the model" in answer.headline
+        assert "a finding about the model" in answer.headline and not answer.mechanisms
+        assert cli(["explain", "--trace", str(file)]) == ExitStatus.FINDING
+
+
+def test_an_error_of_the_monitor_never_stops_the_engine(tmp_path, monkeypatch, caplog):
+    monkeypatch.setenv(ENV_FOLDER, str(tmp_path))
+    sched = _engine(1, 4)
+
+    def broken(*args):
+        raise KeyError("a bug of ours")
+
+    monkeypatch.setattr(sched.monitor, "scheduled", broken)
+    out = sched.schedule()  # vLLM's step goes on
+    assert out.num_scheduled_tokens == {"r0": 4} and not sched.monitoring
+    _deliver(sched, out)  # and so does every later one, unmonitored
+    assert "stopped after an error of its own" in caplog.text
