@@ -228,6 +228,7 @@ def test_a_recording_that_leaves_the_model_is_said_to(tmp_path, monkeypatch):
 def test_an_error_of_the_monitor_never_stops_the_engine(tmp_path, monkeypatch, caplog):
     monkeypatch.setenv(ENV_FOLDER, str(tmp_path))
     sched = _engine(1, 4)
+    vllm_factory.set_budget(sched, 64)
 
     def broken(*args):
         raise KeyError("a bug of ours")
