@@ -54,7 +54,9 @@ class Shipped:
     chunk: Term = False  # the scheduler classified the step as a prefill chunk (is_prefill_chunk)
 
 
-def v1_decide(s: View, nxt: Next, cfg: Config, ops: Ops, shipped: list[Shipped]) -> tuple[list[Term], list[dict]]:
+def v1_decide(
+    s: View, a: View, nxt: Next, cfg: Config, ops: Ops, shipped: list[Shipped]
+) -> tuple[list[Term], list[dict]]:
     """V1: returns, per request, whether the runner discards the step's sample, and the
     rule's inputs (for the step tables of generated cases)."""
     discards, rows = [], []
@@ -92,7 +94,17 @@ def v1_decide(s: View, nxt: Next, cfg: Config, ops: Ops, shipped: list[Shipped])
         entered_at = ops.ite(entering, ops.ite(sh.as_new, sh.num_tokens, aligned), s.v1_entered_at[r])
         stays = ops.all(s.v1_prev_sampled[r], ops.not_(admitted))
         from_host = sh.n - sh.ks - ops.ite(stays, 1, 0)  # non-draft positions read from the host ids
-        placeholder_input = ops.all(sh.on, from_host > 0, sh.c0 + from_host > entered_at)
+        # the hole: the host position the optimistic draft extend steps over without writing
+        # it (num_tokens_no_spec += prev_num_draft_len, [cite:v1-optimistic-draft-extend]): the
+        # bonus position of a sampled draft step whose drafts were not all but one rejected (the
+        # deferred correction moves the sample write back onto it otherwise). It holds the
+        # row's old content (zeros), not -1; entering rewrites the row and forgets it.
+        hole = ops.ite(entering, 0, s.v1_hole[r])
+        lo = ops.ite(sh.c0 > entered_at, sh.c0, entered_at)  # first host position above the written ids
+        hi = sh.c0 + from_host
+        placeholder_input = ops.all(
+            sh.on, from_host > 0, hi > lo, ops.not_(ops.all(hi - lo == 1, lo == hole))
+        )
         rows.append(
             {
                 "scheduled": sh.on,
@@ -110,6 +122,13 @@ def v1_decide(s: View, nxt: Next, cfg: Config, ops: Ops, shipped: list[Shipped])
         # ([cite:v1-async-placeholder-outputs v1-cached-outputs-extend])
         nxt.v1_num_tokens[r] = ops.ite(sh.on, num_tokens_now + ops.ite(discard, 0, 1), nr)
         nxt.v1_prev_draft_len[r] = ops.ite(sh.on, sh.ks, prev_draft)
+        # the sample's -1 lands at num_tokens_now, the drafts' -1s at the ks positions from
+        # there ([cite:v1-async-placeholder-outputs]); a write on the hole fills it
+        written_hi = num_tokens_now + ops.ite(discard, sh.ks, ops.ite(sh.ks > 1, sh.ks, 1))
+        filled = ops.all(sh.on, hole >= num_tokens_now, hole < written_hi)
+        accepted = a.accepted[r] if cfg.drafts else 0
+        new_hole = ops.all(sh.on, ops.not_(discard), sh.ks > 0, accepted != sh.ks - 1)
+        nxt.v1_hole[r] = ops.ite(new_hole, num_tokens_now + sh.ks, ops.ite(filled, 0, hole))
         # unscheduled (or finished) requests leave the persistent batch ([cite:v1-finished-leave-batch],
         # [cite:v1-unscheduled-leave-batch]); scheduled ones are in it after this step
         nxt.v1_in_batch[r] = sh.on

@@ -318,7 +318,7 @@ def schedule(s: View, a: View, nxt: Next, cfg: Config, ops: Ops) -> Effect:
 
     # ---- the runner executes the step ([cite:engine-executes])
     if cfg.is_v1:
-        discards, observed["v1_rows"] = v1_decide(s, nxt, cfg, ops, shipped)
+        discards, observed["v1_rows"] = v1_decide(s, a, nxt, cfg, ops, shipped)
     else:
         discards, observed["v2_rows"] = v2_decide(s, a, nxt, cfg, ops, shipped, status)
     if cfg.is_v2:

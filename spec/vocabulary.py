@@ -314,6 +314,14 @@ DECLS: tuple[VarDecl, ...] = (
         "[cite:v1-async-placeholder-outputs v1-cached-outputs-extend]",
         when=lambda c: c.is_v1,
     ),
+    VarDecl(
+        "v1_hole",
+        int,
+        ("req",),
+        "the host position above v1_entered_at that the optimistic draft extend left unwritten (0: none)",
+        "[cite:v1-optimistic-draft-extend]",
+        when=lambda c: c.is_v1,
+    ),
     # ---- V2 runner ------------------------------------------------------------------------
     VarDecl(
         "v2_present",
