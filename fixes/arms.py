@@ -11,8 +11,9 @@ guard: every generated case's `+guard` arm of the tree's release, played by the 
   (targets/guard_scheduler.py) the vllm-guard target loads. The tokens the tree's guard
   drops are read from its per-occurrence debug line, the only trace the patch leaves.
 rollback: every generated V2 case's plain arm of the tree's release with the runner
-  swapped for `v2-rollback` (the model of fixes/v2-recompute-rollback), played by vLLM's
-  own V2 model runner (targets/real_runner.py) beside its scheduler.
+  swapped for `v2-rollback-history` and the scheduler's `release_skipped` on (the model
+  of fixes/v2-recompute-rollback), played by vLLM's own V2 model runner
+  (targets/real_runner/) beside the tree's scheduler.
 
 Each arm is checked against the model's prediction for it, computed now from spec/ (a
 generated module's recorded expectation may predate the fix's arms; one that differs is
@@ -65,6 +66,7 @@ class ArmResult:
     detail: str = ""
     violated: tuple = ()  # the properties the model says this arm violates
     before: tuple = ()  # ... and the same trace on the release as it is
+    faulted: bool = False  # the case injects a fault (outside every fix's proved scope)
 
     def row(self) -> str:
         verdict = "holds" if self.holds else "FAILS"
@@ -95,11 +97,28 @@ def fix_acts(case, fixed: dict, baseline: dict) -> bool:
     return any(x.get(k) != y[k] for x, y in zip(a, b) for k in y if k in x)
 
 
-# what each fix claims (spec/matrix.py: guard-*, v2-rollback-kvfail), within its proved scope
+# what each fix claims (spec/matrix.py: guard-*, v2-rollback-history), within its proved scope
 CLAIMS = {
     "guard": ("counter-nonnegative", "no-token-while-prefilling"),
-    "rollback": ("predicates-agree", "counter-nonnegative", "no-token-while-prefilling"),
+    "rollback": (
+        "predicates-agree",
+        "counter-nonnegative",
+        "no-token-while-prefilling",
+        "placeholder-accounting",
+        "history-agrees",
+    ),
 }
+# claims proved only without injected faults: under a stale slot read (a fault) the slot's
+# total_len is another request's, with the fix or without it
+FAULT_FREE_CLAIMS = {"rollback": ("placeholder-accounting", "history-agrees")}
+
+
+def claimed(result: ArmResult, check: str, names: tuple | None = None) -> list[str]:
+    """The properties among `names` (default: the arm's violations with the fix) that the
+    fix claims for this arm: all of CLAIMS, less FAULT_FREE_CLAIMS on an arm with a fault."""
+    names = result.violated if names is None else names
+    out_of_scope = FAULT_FREE_CLAIMS.get(check, ()) if result.faulted else ()
+    return [n for n in names if n in CLAIMS[check] and n not in out_of_scope]
 
 
 def _violated(case, expect) -> tuple:
@@ -219,8 +238,9 @@ def check_guard(cases, target, profile: str) -> list[ArmResult]:
 
 def runner_target():
     """vLLM's scheduler with vLLM's own V2 model runner (targets/real_runner.py), which
-    here also plays `v2-rollback`: the loaded tree's runner is taken to carry
-    fixes/v2-recompute-rollback (on a tree without it, the control arms fail)."""
+    here also plays `v2-rollback-history` with `release_skipped`: the loaded tree's
+    runner and scheduler are taken to carry fixes/v2-recompute-rollback (on a tree
+    without it, the control arms fail)."""
     from spec.errors import TargetUnavailable
 
     try:
@@ -231,7 +251,7 @@ def runner_target():
 
     class NativeRollbackRunner(RealRunnerTarget):
         def accepts(self, cfg):
-            """The patched tree implements the whole recompute fix (v2-rollback) natively."""
+            """The patched tree implements the whole recompute fix (v2-rollback-history) natively."""
             if cfg.run.rolls_back and cfg.run.follows_scheduler:
                 return VllmTarget.accepts(self, cfg)
             return super().accepts(cfg)
@@ -239,8 +259,15 @@ def runner_target():
         def __init__(self):
             super().__init__()
             self.name = "runner-native-rollback"
+            self.releases_skipped = True  # the patched scheduler's half
 
     return NativeRollbackRunner()
+
+
+# the model of the whole patch: the V2 runner with the whole recompute fix, and the
+# scheduler that releases a skipped step (spec/matrix.py: v2-rollback-history)
+FIXED_V2 = {"runner": "v2-rollback-history", "release_skipped": True}
+FIXED_LABEL = "+v2-rollback-history"
 
 
 def check_rollback(cases, target, profile: str) -> list[ArmResult]:
@@ -258,25 +285,26 @@ def check_rollback(cases, target, profile: str) -> list[ArmResult]:
                 or overrides.get("guard", "none") != "none"
             ):
                 continue
-            swapped = {**overrides, "runner": "v2-rollback"}
+            swapped = {**overrides, **FIXED_V2}
             baseline = {**overrides, "runner": "v2"}
             acts = fix_acts(case, swapped, baseline)
             before = predict(case.property, case.config_for(baseline), case.init, case.steps)
             try:
-                holds, why, fresh = _replay(case, label + "+v2-rollback", swapped, target)
+                holds, why, fresh = _replay(case, label + FIXED_LABEL, swapped, target)
             except TargetUnavailable as exc:  # e.g. a pick real code cannot realise
-                results.append(ArmResult(case.name, label + "+v2-rollback", acts, False, False, f"skipped: {exc}"))
+                results.append(ArmResult(case.name, label + FIXED_LABEL, acts, False, False, f"skipped: {exc}"))
                 continue
             results.append(
                 ArmResult(
                     case.name,
-                    label + "+v2-rollback",
+                    label + FIXED_LABEL,
                     acts,
                     holds,
                     stale=False,
                     detail=why,
                     violated=_violated(case, fresh),
                     before=_violated(case, before),
+                    faulted=bool(case.config.get("faults")),
                 )
             )
     return results
@@ -310,10 +338,6 @@ def verdict(results: list[ArmResult], expect: str) -> tuple[bool, list[str]]:
 
 def summary(results: list[ArmResult], check: str) -> dict:
     ran = [r for r in results if not r.detail.startswith("skipped:")]
-    claims = CLAIMS[check]
-
-    def claimed(names):
-        return [n for n in names if n in claims]
 
     return {
         "arms": len(results),
@@ -325,6 +349,6 @@ def summary(results: list[ArmResult], check: str) -> dict:
         "quiet_and_holds": sum((not r.acts) and r.holds for r in ran),
         "stale_recorded": sum(r.stale for r in ran),
         # the fix's claimed properties, in the model: arms violating one without and with the fix
-        "claims_violated_before": sum(bool(claimed(r.before)) for r in ran),
-        "claims_violated_after": sum(bool(claimed(r.violated)) for r in ran),
+        "claims_violated_before": sum(bool(claimed(r, check, r.before)) for r in ran),
+        "claims_violated_after": sum(bool(claimed(r, check)) for r in ran),
     }

@@ -11,8 +11,9 @@ its own process (one vLLM tree per process):
     variant    --expect minus    some arm where the fix acts fails; nothing else does
 
 step-reservation-guard plays the cases' `+guard` arms on the tree's plain AsyncScheduler;
-v2-recompute-rollback plays the V2 cases' plain arms with the `v2-rollback` runner model
-on vLLM's own V2 model runner (targets/real_runner.py). Writes
+v2-recompute-rollback plays the V2 cases' plain arms with the `v2-rollback-history` runner
+model and the scheduler's `release_skipped` on vLLM's own V2 model runner
+(targets/real_runner/) beside the tree's scheduler. Writes
 build/fixes/<release>+<fix>/<run>.json and check.json; exit 0 when every run is as
 expected, 1 when one is not, 4 when a run cannot start (e.g. the real-runner target
 cannot run the patched tree yet).

@@ -79,6 +79,18 @@ VARIANTS: dict[str, dict[str, Variant]] = {
             "",
             "the runner rolls slots back but decides on its own (seq_len < prefill_len) what to discard",
         ),
+        "no-release": Variant(
+            "vllm/v1/core/sched/async_scheduler.py",
+            "            request.num_output_placeholders -= num_reserved\n",
+            "",
+            "the scheduler tells the runner what it skipped but keeps the skipped step's reservation",
+        ),
+        "no-drop": Variant(
+            "vllm/v1/worker/gpu/model_runner.py",
+            "            self.drop_skipped_tokens(scheduler_output)\n",
+            "",
+            "the runner keeps the tokens the scheduler skipped in the slot's history",
+        ),
     },
 }
 

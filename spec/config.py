@@ -95,6 +95,11 @@ class Config:
     block_size: KV block size; KV-load failures roll back to block boundaries.
     via: mechanisms (MECHANISMS) every counterexample search must go through; proofs
         are not restricted.
+    release_skipped: the scheduler's half of fixes/v2-recompute-rollback: when
+        update_from_output skips a request's output for a KV-load failure (the failed
+        request, or a sharer of the failed block), it releases what that step reserved
+        and tells the runner, in the next SchedulerOutput, the tokens it did not take.
+        vLLM keeps the reservation (the v1-kvfail-leak finding) and tells nothing.
     """
 
     name: str
@@ -104,6 +109,7 @@ class Config:
     profile: str = "vllm-0.32.0"
     clamp: bool = False
     guard: str = "none"
+    release_skipped: bool = False
     requests: int = 2
     pp: int = 1
     spec_tokens: int | None = 0
@@ -142,6 +148,12 @@ class Config:
     def drops(self) -> bool:
         """A guard that may drop tokens the runner returned: the seed's clamp or ours."""
         return self.clamp or self.guard != "none"
+
+    @property
+    def ships_skipped(self) -> bool:
+        """The scheduler tells the runner which sampled tokens it skipped for a KV-load
+        failure (fixes/v2-recompute-rollback, the scheduler's half: release_skipped)."""
+        return self.release_skipped and self.has("kvfail")
 
     @property
     def slots(self) -> int:
@@ -199,6 +211,7 @@ class Config:
             "profile": self.profile,
             "clamp": self.clamp,
             **({"guard": self.guard} if self.guard != "none" else {}),
+            **({"release_skipped": True} if self.release_skipped else {}),
             "requests": self.requests,
             "pp": self.pp,
             "spec_tokens": self.spec_tokens,
@@ -275,11 +288,13 @@ class Config:
                 fixed[name] = frozenset(value)
         if not isinstance(self.rest, bool):
             raise SpecError(f"{where}: rest must be True or False, got {self.rest!r}")
-        if not isinstance(self.clamp, bool):
-            raise SpecError(
-                f"{where}: clamp must be True or False, got {self.clamp!r} "
-                f"({type(self.clamp).__name__}; a string like 'no' would count as on)"
-            )
+        for name in ("clamp", "release_skipped"):
+            value = getattr(self, name)
+            if not isinstance(value, bool):
+                raise SpecError(
+                    f"{where}: {name} must be True or False, got {value!r} "
+                    f"({type(value).__name__}; a string like 'no' would count as on)"
+                )
         for name in (
             "requests",
             "pp",

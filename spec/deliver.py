@@ -107,6 +107,15 @@ def deliver(s: View, a: View, nxt: Next, cfg: Config, ops: Ops) -> Effect:
         )
         live = ops.not_(stale)
 
+        if cfg.ships_skipped:
+            # fixes/v2-recompute-rollback, the scheduler's half: a live step whose output is
+            # skipped for a KV-load failure ([cite:skip-failed-kv-load] keeps its reservation
+            # and says nothing) gives back what it reserved, and the runner is told in the
+            # next SchedulerOutput the tokens it sampled there
+            skipping = ops.all(in_step, failed, live)
+            P = ops.ite(skipping, P - reserved, P)
+            nxt.skipped_unshipped[r] = s.skipped_unshipped[r] + ops.ite(skipping, sampled, 0)
+
         if cfg.drops:  # what the runner returned beyond this step's reservation
             beyond = ops.ite(ops.all(proceed, live), ops.max(sampled - reserved, 0), 0)
             nxt.unreserved[r] = s.unreserved[r] + beyond

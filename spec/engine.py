@@ -177,6 +177,8 @@ def init(a: View, nxt: Next, cfg: Config, ops: Ops) -> Effect:
             nxt.guard_dropped[r] = 0
         if cfg.drops:
             nxt.unreserved[r] = 0
+        if cfg.ships_skipped:
+            nxt.skipped_unshipped[r] = 0
         if cfg.is_v1:
             nxt.v1_num_tokens[r] = 0
             nxt.v1_in_batch[r] = False

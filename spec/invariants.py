@@ -372,6 +372,36 @@ def v2_tracks_scheduler(s: View, cfg: Config, ops: Ops):
     return ops.all(*conds)
 
 
+def v2_history(s: View, cfg: Config, ops: Ops):
+    """The recompute fix keeps a running request's slot on the scheduler's sequence: its
+    total_len is T, plus what its current steps in flight sampled, plus the tokens of a
+    skipped step the scheduler has still to tell the runner about (history-agrees once
+    they are dropped, at the next SchedulerOutput)."""
+    conds = []
+    for r in _reqs(cfg):
+        sampled_ahead = in_flight_sum(
+            s, cfg, ops, r, lambda i, r=r: s.q_sampled[i, r], lambda i, r=r: s.q_epoch[i, r] == s.epoch[r]
+        )
+        held = s.num_tokens[r] + sampled_ahead + s.skipped_unshipped[r]
+        conds.append(ops.implies(s.status[r] == Status.RUNNING, ops.all(s.v2_present[r], s.v2_total_len[r] == held)))
+    return ops.all(*conds)
+
+
+def v2_never_behind(s: View, cfg: Config, ops: Ops):
+    """Without drafts, the recompute fix keeps a running request's slot count at or above
+    the scheduler's: a KV-load failure only lowers the scheduler's, and the next step that
+    schedules the request rolls the slot back to it (positions-agree at that step)."""
+    return ops.all(
+        *[
+            ops.implies(
+                s.status[r] == Status.RUNNING,
+                ops.all(s.v2_present[r], s.v2_num_computed[r] >= s.num_computed_tokens[r]),
+            )
+            for r in _reqs(cfg)
+        ]
+    )
+
+
 def decode_cadence(s: View, cfg: Config, ops: Ops):
     """V2 with pipeline stages: the step counter only grows from 0, and a request's next
     eligible decode step is at most pp steps past it (set to current_step + pp when it
@@ -508,6 +538,26 @@ LEMMAS: tuple[Lemma, ...] = (
         v1_inputs_known.__doc__,
         _all_of(lambda cfg: cfg.is_v1, _sessions_consistent, _no("over-delivery", "kvfail")),
         v1_inputs_known,
+    ),
+    Lemma(
+        "v2-history",
+        v2_history.__doc__,
+        _all_of(
+            lambda cfg: cfg.is_v2 and cfg.run.drops_skipped and cfg.ships_skipped,
+            _no("stale-slot-read", "over-delivery"),
+            _sessions_consistent,
+        ),
+        v2_history,
+    ),
+    Lemma(
+        "v2-never-behind",
+        v2_never_behind.__doc__,
+        _all_of(
+            lambda cfg: cfg.is_v2 and cfg.run.rolls_back and cfg.spec_tokens == 0,
+            _no("stale-slot-read", "over-delivery"),
+            _sessions_consistent,
+        ),
+        v2_never_behind,
     ),
     Lemma("decode-cadence", decode_cadence.__doc__, lambda cfg: cfg.is_v2 and cfg.pp > 1, decode_cadence),
     Lemma(

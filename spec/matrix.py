@@ -55,6 +55,14 @@ V1_INPUTS = ("no-placeholder-input",)
 V2_POSITIONS = ("positions-agree",)
 # and continues the scheduler's token history (the slot's total_len)
 V2_HISTORY = ("history-agrees",)
+# what the whole V2 recompute fix proves (fixes/v2-recompute-rollback)
+ROLLBACK_FIXED = (
+    "predicates-agree",
+    "counter-nonnegative",
+    "no-token-while-prefilling",
+    "placeholder-accounting",
+    *V2_HISTORY,
+)
 # V1 under KV-load failures: runner and scheduler still agree on what is sampled
 V1_RECOMPUTES = (
     "counter-nonnegative",
@@ -591,15 +599,15 @@ MATRIX: tuple[Config, ...] = (
     ),
     *_releases(
         "v2-rollback-kvfail",
-        "the V2 recompute fix: the runner follows the scheduler's prefill-chunk "
-        "decision and rolls the slot's computed count back after a KV-load failure; every event but "
-        "streaming sessions, any size",
+        "the V2 recompute fix's runner half as first written (v2-rollback): the runner follows the scheduler's "
+        "prefill-chunk decision and rolls the slot's computed count back after a KV-load failure; every event "
+        "but streaming sessions, any size",
         # positions: the fix runs the recompute at the scheduler's positions, but with a draft
         # in flight the scheduler's own count is off (it still rolls the draft's rejection
-        # back from the recomputed count, the kvfail-2drafts mechanism): 4 steps, K = 1.
-        # Without drafts no counterexample within 12 steps and no proof (not in the matrix)
-        # history: the fix rolls the slot's computed count back, not its total_len, which
-        # keeps the token the failed step sampled and the scheduler skipped
+        # back from the recomputed count, the kvfail-2drafts mechanism): 4 steps, K = 1
+        # history: this half rolls the slot's computed count back, not its total_len, which
+        # keeps the token the failed step sampled and the scheduler skipped (v2-rollback-history
+        # below is the whole fix)
         _same(
             _expect(
                 proved=("predicates-agree", "counter-nonnegative", "no-token-while-prefilling"),
@@ -609,6 +617,60 @@ MATRIX: tuple[Config, ...] = (
         runner="v2-rollback",
         events=KVFAIL - {"stream"},
         **ANY_SIZE,
+    ),
+    # the whole recompute fix: both halves of fixes/v2-recompute-rollback
+    *_releases(
+        "v2-rollback-history",
+        "the whole V2 recompute fix: the runner follows the scheduler's prefill-chunk decision and rolls the "
+        "slot's computed count back; the scheduler releases the reservation of a step whose output it skips for "
+        "a KV-load failure and tells the runner the tokens sampled there, which leave the slot's history; every "
+        "event but streaming sessions, any size",
+        # positions: with a draft in flight the scheduler's own count is off after the recompute
+        # (it still rolls the draft's rejection back from the recomputed count, the kvfail-2drafts
+        # mechanism, which this fix does not touch): 4 steps, K = 1; without drafts, proved below
+        _same(_expect(proved=ROLLBACK_FIXED, violated=V2_POSITIONS)),
+        runner="v2-rollback-history",
+        events=KVFAIL - {"stream"},
+        release_skipped=True,
+        **ANY_SIZE,
+    ),
+    *_releases(
+        "v2-rollback-history-prefix",
+        "the whole V2 recompute fix with prefix caching: admissions at cached blocks, and a KV-load failure on "
+        "a block another request found in the cache, which skips that request's step too; any size",
+        _same(_expect(proved=ROLLBACK_FIXED)),
+        runner="v2-rollback-history",
+        events=PREFIX | {"kvfail"},
+        release_skipped=True,
+        **ANY_SIZE,
+    ),
+    *_releases(
+        "v2-rollback-history-nodrafts",
+        "the whole V2 recompute fix without draft tokens: the recompute also runs at the scheduler's positions",
+        _same(_expect(proved=ROLLBACK_FIXED + V2_POSITIONS)),
+        runner="v2-rollback-history",
+        events=KVFAIL - {"stream"},
+        release_skipped=True,
+        **{**ANY_SIZE, "spec_tokens": 0},
+    ),
+    *_releases(
+        "v2-rollback-no-release",
+        "negative control of the whole V2 recompute fix: its runner half on vLLM's own scheduler, which keeps "
+        "the reservation of a step it skips for a KV-load failure and tells the runner nothing",
+        _same(_expect(violated=("placeholder-accounting",) + V2_HISTORY)),
+        runner="v2-rollback-history",
+        events=frozenset({"kvfail"}),
+        requests=1,
+    ),
+    *_releases(
+        "v2-rollback-no-drop",
+        "negative control of the whole V2 recompute fix: its scheduler half with the runner of v2-rollback, "
+        "which rolls the slot's computed count back but keeps the skipped token in total_len",
+        _same(_expect(violated=V2_HISTORY)),
+        runner="v2-rollback",
+        events=frozenset({"kvfail"}),
+        release_skipped=True,
+        requests=1,
     ),
     *_releases(
         "v2-rollback-live",

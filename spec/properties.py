@@ -194,7 +194,8 @@ _ALL = (
         "the V2 runner continues the scheduler's sequence: a scheduled request's slot holds "
         "(total_len) the scheduler's num_tokens plus what its steps in flight since its admission "
         "sampled, so the runner's last sampled token is the scheduler's last token or one of those; "
-        "a step whose output the scheduler skips leaves its token in the runner's history",
+        "in the releases, a step whose output the scheduler skips for a KV-load failure leaves its token "
+        "in the runner's history",
         "v2-total-len-advance v2-add-writes-slot skip-failed-kv-load",
         applies=lambda cfg: cfg.is_v2,
     ),

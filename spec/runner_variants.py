@@ -60,6 +60,9 @@ class Runner:
     # the slot state: its decision is the scheduler's (an in-flight-agreement lemma holds
     # under KV-load failures)
     follows_scheduler: bool = False
+    # the recompute fix's history half: the tokens the scheduler says it skipped for a
+    # KV-load failure leave the slot's history (total_len), before the step runs
+    drops_skipped: bool = False
     kernel: str | None = None  # the discard kernel variant that implements the rule (kernels/discard.py)
     in_vllm: bool = True  # vLLM's own code has it (the real-runner target can run it; v2-live with one patch)
     title: str = ""  # a diagram's participant
@@ -129,4 +132,20 @@ V2_ROLLBACK_LIVE = Runner(
     cite="v2-discard-kernel v2-add-writes-slot",
 )
 
-RUNNERS: dict[str, Runner] = {r.name: r for r in (V1, V2, V2_LIVE, V2_ROLLBACK, V2_ROLLBACK_LIVE)}
+V2_ROLLBACK_HISTORY = Runner(
+    "v2-rollback-history",
+    "V2 with the whole recompute fix (fixes/v2-recompute-rollback): v2-rollback, and the tokens the scheduler says "
+    "it skipped for a KV-load failure (SchedulerOutput.skipped_output_tokens) leave the slot's history: total_len, "
+    "the token ids after them and the last sampled token",
+    "v2",
+    CHUNK_RULE,
+    rolls_back=True,
+    follows_scheduler=True,
+    drops_skipped=True,
+    in_vllm=False,
+    title="Runner (V2, the scheduler's chunk flag, skipped tokens dropped)",
+    phrase="the V2 runner with the whole recompute fix",
+    cite="v2-discard-kernel v2-add-writes-slot v2-total-len-advance",
+)
+
+RUNNERS: dict[str, Runner] = {r.name: r for r in (V1, V2, V2_LIVE, V2_ROLLBACK, V2_ROLLBACK_HISTORY, V2_ROLLBACK_LIVE)}

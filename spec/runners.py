@@ -52,6 +52,9 @@ class Shipped:
     as_resumed: Term  # resumed from preemption (scheduled_resumed_reqs; V2 moves it to new)
     admit_pos: Term  # position in the waiting loop's admission order
     chunk: Term = False  # the scheduler classified the step as a prefill chunk (is_prefill_chunk)
+    # tokens the runner sampled for the request in steps whose output the scheduler skipped
+    # for a KV-load failure since its last SchedulerOutput (the recompute fix ships them)
+    skipped: Term = 0
 
 
 def v1_decide(
@@ -193,6 +196,15 @@ def v2_decide(
             ops.any(status_before[r] == Status.FINISHED, status_before[r] == Status.PREEMPTED),
         )
         _vacate(nxt, cfg, ops, gone, r)
+
+    # the recompute fix: the tokens the scheduler skipped leave the slot's history
+    # (fixes/v2-recompute-rollback), before any add writes a slot afresh: total_len, the
+    # ids post_update wrote at total_len, and the last sampled token the next step is fed
+    # ([cite:v2-history-advance v2-last-sampled-input])
+    if cfg.run.drops_skipped and cfg.ships_skipped:
+        for r in reqs:
+            total = nxt.v2_total_len[r]
+            nxt.v2_total_len[r] = ops.ite(nxt.v2_present[r], total - shipped[r].skipped, total)
 
     # 2. add_requests, in scheduled_new_reqs order: WAITING admissions, then resumed ones
     #    ([cite:v2-resumed-as-new]); each first drops an old state of the same id ([cite:v2-add-drops-old-state])

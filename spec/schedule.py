@@ -313,8 +313,11 @@ def schedule(s: View, a: View, nxt: Next, cfg: Config, ops: Ops) -> Effect:
                 as_resumed=ops.all(admitted[r], status[r] == Status.PREEMPTED),
                 admit_pos=admit_pos[r],
                 chunk=chunk,
+                skipped=s.skipped_unshipped[r] if cfg.ships_skipped else 0,
             )
         )
+        if cfg.ships_skipped:
+            nxt.skipped_unshipped[r] = 0  # shipped in this output
 
     # ---- the runner executes the step ([cite:engine-executes])
     if cfg.is_v1:

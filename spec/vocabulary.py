@@ -404,6 +404,17 @@ DECLS: tuple[VarDecl, ...] = (
         when=lambda c: c.guard != "none",
     ),
     VarDecl(
+        "skipped_unshipped",
+        int,
+        ("req",),
+        "tokens the runner sampled in a step whose output update_from_output skipped for a KV-load failure, "
+        "not yet shipped to the runner (the scheduler's half of the recompute fix)",
+        "ghost (fixes/v2-recompute-rollback: Scheduler.skipped_output_tokens, shipped as "
+        "SchedulerOutput.skipped_output_tokens)",
+        ghost=True,
+        when=lambda c: c.ships_skipped,
+    ),
+    VarDecl(
         "unreserved",
         int,
         ("req",),

@@ -194,6 +194,9 @@ class VllmTarget:
         self.clamp_option = False if monitor and clamp is None else clamp
         self.guard_option = guard
         self.monitor_option = monitor
+        # the tree's scheduler releases a step whose output it skips for a KV-load failure
+        # (fixes/v2-recompute-rollback, the release_skipped arms): set by fixes/arms.py
+        self.releases_skipped = False
         self.cfg: Config | None = None
         self.tree = env.tree()
         self.replay_option = env.replay_option()
@@ -223,6 +226,11 @@ class VllmTarget:
             )
         if self.clamp_option is not None and cfg.clamp != self.clamp_option:
             return f"{self.name} runs the clamp-{'on' if self.clamp_option else 'off'} arm"
+        if cfg.release_skipped and not self.releases_skipped:
+            return (
+                f"{self.name} runs the release's scheduler, which keeps the reservation of a step it skips; "
+                "the scheduler of fixes/v2-recompute-rollback plays these arms (make fix-check)"
+            )
         return None
 
     # ------------------------------------------------------------------ reset

@@ -2,9 +2,13 @@
 
 The step-reservation guard is one line in the model (keep at most the step's
 reservation): without it, each scenario the guard is proved on has a counterexample to
-the very properties proved there. The V2 recompute fix has two halves: without the
+the very properties proved there. The V2 recompute fix has four parts: without the
 scheduler's prefill-chunk decision the runner disagrees (spec/matrix.py keeps that as
-the configuration v2-rollback-live); without the guard it is the 0.32.0/0.33.0 runner.
+the configuration v2-rollback-live); without the rollback it is the 0.32.0/0.33.0
+runner; without the scheduler's release of a skipped step (release_skipped) the
+placeholders leak and the runner is told nothing, so the skipped token stays in its
+history; without the runner's drop (v2-rollback) the token stays although the scheduler
+says it skipped it (spec/matrix.py: v2-rollback-no-release, v2-rollback-no-drop).
 """
 
 from __future__ import annotations
@@ -56,4 +60,20 @@ def test_the_recompute_fix_without_the_schedulers_decision_disagrees():
     assert fixed.expect["predicates-agree"] == "proved"
     assert half.runner == "v2-rollback-live" and half.expect["predicates-agree"] == "violated"
     trace = counterexample(half, "predicates-agree")
+    assert trace is not None and "kv-load-failure" in trace.mechanisms
+
+
+@pytest.mark.parametrize(
+    "scenario,minus,prop",
+    [
+        ("v2-rollback-history@0.32.0", {"release_skipped": False}, "placeholder-accounting"),
+        ("v2-rollback-history@0.32.0", {"release_skipped": False}, "history-agrees"),
+        ("v2-rollback-history@0.33.0", {"runner": "v2-rollback"}, "history-agrees"),
+        ("v2-rollback-history-prefix@0.32.0", {"runner": "v2-rollback"}, "history-agrees"),
+    ],
+)
+def test_the_whole_recompute_fix_minus_either_half_fails_what_it_proves(scenario, minus, prop):
+    (cfg,) = by_name([scenario])
+    assert cfg.expect[prop] == "proved" and cfg.release_skipped and cfg.run.drops_skipped
+    trace = counterexample(cfg.with_(**minus), prop)
     assert trace is not None and "kv-load-failure" in trace.mechanisms

@@ -8,7 +8,8 @@
   tree's plain AsyncScheduler; the unpatched release fails exactly the arms where the
   guard drops a token; the patch minus its cut fails some of those and nothing else.
 * The V2 recompute fix: the same three on vLLM's own V2 model runner (the real-runner
-  target), with the V2 cases' runner swapped for `v2-rollback`.
+  target) beside the patched scheduler, with the V2 cases' runner swapped for
+  `v2-rollback-history` and the scheduler's `release_skipped` on.
 * A check that cannot run (no release tree, no GNU patch, a tree the target cannot
   drive) fails with its cause and what to do; none is skipped.
 * The scheduler_cls class is the one definition the vllm-guard target loads.
@@ -21,6 +22,8 @@ and unpatched; make test-all (--sweep) every release and the key-line-less varia
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
 import subprocess
 import sys
@@ -62,12 +65,14 @@ TOUCHES = {
         "vllm/v1/core/sched/scheduler.py",
     },
     "v2-recompute-rollback": {
+        "vllm/v1/core/sched/async_scheduler.py",
         "vllm/v1/core/sched/output.py",
         "vllm/v1/core/sched/scheduler.py",
         "vllm/v1/worker/gpu/input_batch.py",
         "vllm/v1/worker/gpu/model_runner.py",
         "vllm/v1/worker/gpu/sample/sampler.py",
         "vllm/v1/worker/gpu/spec_decode/rejection_sampler.py",
+        "vllm/v1/worker/gpu/states.py",
         "vllm/v1/worker/gpu/ubatch_utils.py",
     },
 }
@@ -92,7 +97,14 @@ GUARD_CASES = ",".join(
     )
 )
 ROLLBACK_CASES = ",".join(
-    ("v2_kvfail__*", "v2_stale_slot__*", "v2_rollback_live__*", "v2__healthy_path", "v2_pp2__healthy_path")
+    (
+        "v2_kvfail__*",
+        "v2_stale_slot__*",
+        "v2_rollback_live__*",
+        "v2_rollback_kvfail__history_agrees",
+        "v2__healthy_path",
+        "v2_pp2__healthy_path",
+    )
 )
 
 # vLLM trees patched and driven in child processes (minutes)
@@ -149,8 +161,10 @@ def test_the_two_fixes_apply_together_in_either_order(tmp_path, release, first):
     second = next(f for f in trees.FIXES if f != first)
     root = trees.build(first, release, dest=tmp_path / "tree")
     trees.apply_patch(trees.patch_path(second, release), root)
-    assert "_drop_unreserved_tokens" in (root / "vllm/v1/core/sched/scheduler.py").read_text()
-    assert "prefill_chunk_req_ids" in (root / "vllm/v1/core/sched/scheduler.py").read_text()
+    scheduler = (root / "vllm/v1/core/sched/scheduler.py").read_text()
+    assert "_drop_unreserved_tokens" in scheduler
+    assert "prefill_chunk_req_ids" in scheduler and "_skip_output" in scheduler
+    assert "def _skip_output" in (root / "vllm/v1/core/sched/async_scheduler.py").read_text()
 
 
 @pytest.mark.parametrize("fix,release", PAIRS)
@@ -261,6 +275,84 @@ def test_the_v2_recompute_fix_holds_on_the_patched_runner_and_fails_without_it(r
     assert patched["acts"] > 0 and patched["fails"] == 0
     assert unpatched["acts_and_fails"] == unpatched["acts"] == patched["acts"]
     assert patched["claims_violated_before"] > 0 and patched["claims_violated_after"] == 0
+
+
+# The recompute fix's skip, part by part, on a patched tree (its own process), with distinct
+# token ids: the generated cases' stub forward pass samples one id everywhere, so the
+# real-runner target sees what total_len the slot keeps, not which tokens.
+SKIP_SCRIPT = """
+import json
+from types import SimpleNamespace
+
+from targets.real_runner.cpu import setup
+
+setup()  # the tree, and vLLM's CPU patches (no pinned memory)
+import torch
+from vllm.v1.core.sched.async_scheduler import AsyncScheduler
+from vllm.v1.worker.gpu.model_runner import GPUModelRunner
+from vllm.v1.worker.gpu.states import RequestState
+
+out = {}
+# a skipped step of r that sampled 1 token with 1 draft scheduled; one of q, a prefill chunk
+sched = AsyncScheduler.__new__(AsyncScheduler)
+sched.skipped_output_tokens = {}
+sched.num_sampled_tokens_per_step = 1
+step = SimpleNamespace(prefill_chunk_req_ids={"q"}, scheduled_spec_decode_tokens={"r": [-1]})
+r = SimpleNamespace(request_id="r", num_tokens=16, num_output_placeholders=4)
+q = SimpleNamespace(request_id="q", num_tokens=8, num_output_placeholders=0)
+sched._skip_output(r, step, 1)
+sched._skip_output(q, step, 0)
+out["skipped"] = {k: list(v) for k, v in sched.skipped_output_tokens.items()}
+out["placeholders"] = [r.num_output_placeholders, q.num_output_placeholders]
+
+# a slot holding the prompt 1 2 3 4, the skipped step's 10, then a later step's 11 12
+states = RequestState(2, 16, 16, 1, 32, torch.device("cpu"))
+states.add_request("r", prompt_len=4, all_token_ids=[1, 2, 3, 4], num_computed_tokens=0, max_tokens=8)
+states.apply_staged_writes()
+i = states.req_id_to_index["r"]
+states.all_token_ids.gpu[i, 4:7] = torch.tensor([10, 11, 12], dtype=torch.int32)
+states.total_len.gpu[i] = 7
+states.last_sampled_tokens[i] = 12
+counts = torch.zeros(2, 32, dtype=torch.int32)
+counts[i, 10:13] = 1
+penalties = SimpleNamespace(output_bin_counts=counts)
+runner = SimpleNamespace(req_states=states, is_last_pp_rank=True, sampler=SimpleNamespace(penalties_state=penalties))
+
+
+def slot():
+    total = int(states.total_len.gpu[i])
+    return {
+        "history": states.all_token_ids.gpu[i, :total].tolist(),
+        "last": int(states.last_sampled_tokens[i]),
+        "counts": counts[i, 10:13].tolist(),
+    }
+
+
+# "gone" has no slot (finished or preempted since): nothing to drop
+GPUModelRunner.drop_skipped_tokens(runner, SimpleNamespace(skipped_output_tokens={"r": (4, 1), "gone": (3, 1)}))
+out["middle"] = slot()
+GPUModelRunner.drop_skipped_tokens(runner, SimpleNamespace(skipped_output_tokens={"r": (5, 1)}))
+out["last"] = slot()
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.parametrize("release", _releases("v2-recompute-rollback"))
+def test_the_recompute_fix_drops_exactly_the_tokens_of_a_skipped_step(built, release):
+    """The scheduler records (position, count) of the skipped step's tokens and gives back
+    its reservation (1 + its draft), nothing for a prefill chunk; the runner removes those
+    tokens from the slot's history, moves the later ones down, and takes them out of the
+    last sampled token and the penalty counts."""
+    root = built("v2-recompute-rollback", release)
+    env = {**os.environ, "VLLM": str(root), "VLLM_PROFILE": release}
+    done = subprocess.run(
+        [sys.executable, "-c", SKIP_SCRIPT], cwd=REPO, env=env, capture_output=True, text=True, timeout=600
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    got = json.loads(done.stdout.strip().splitlines()[-1])
+    assert got["skipped"] == {"r": [16, 1]} and got["placeholders"] == [2, 0]
+    assert got["middle"] == {"history": [1, 2, 3, 4, 11, 12], "last": 12, "counts": [0, 1, 1]}
+    assert got["last"] == {"history": [1, 2, 3, 4, 11], "last": 11, "counts": [0, 1, 0]}
 
 
 @pytest.mark.parametrize("fix,variant,release", VARIANT_RUNS)

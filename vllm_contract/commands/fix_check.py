@@ -35,7 +35,7 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
-    from fixes.arms import CLAIMS
+    from fixes.arms import CLAIMS, FAULT_FREE_CLAIMS
     from fixes.check import CHECK_OF, check
     from fixes.trees import tree_name
 
@@ -62,8 +62,13 @@ def run(args) -> int:
                     print("    " + line.strip())
     patched = report["details"].get("patched", {}).get("summary") or {}
     if patched:
+        check_name = CHECK_OF[args.fix]
+        scope = FAULT_FREE_CLAIMS.get(check_name, ())
+        claims = ", ".join(CLAIMS[check_name]) + (
+            f"; {', '.join(scope)} on arms without an injected fault" if scope else ""
+        )
         print(
-            f"  in the model, arms violating what the fix claims ({', '.join(CLAIMS[CHECK_OF[args.fix]])}): "
+            f"  in the model, arms violating what the fix claims ({claims}): "
             f"{patched['claims_violated_before']} without the fix, {patched['claims_violated_after']} with it"
         )
     print({ExitStatus.OK: "OK", ExitStatus.FINDING: "FAILED"}.get(status, "INCOMPLETE: some runs could not run"))
