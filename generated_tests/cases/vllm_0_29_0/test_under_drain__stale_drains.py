@@ -18,22 +18,18 @@ step  event               picks                               what changes
                                                               r0: runner rule c + n = 0 + 2 = 2 < Nr = 2? no -> samples
                                                               r0: status WAITING->RUNNING, c 0->2, P 0->1, F 0->2, Nr 0->3
                                                               in flight 0->1
-   2  schedule            budget=1                            r0: scheduled 1, reserved 1, runner returns 1
-                                                              r0: runner rule c + n = 2 + 1 = 3 < Nr = 3? no -> samples
-                                                              r0: c 2->3, P 1->2, F 2->3, Nr 3->4
-                                                              in flight 1->2
-   3  deliver             short=[1]                           delivers the output of step 1
-                                                              r0: T 2->3, P 2->1, F 3->2
+   2  preempt                                                 r0: status RUNNING->PREEMPTED, c 2->0, P 1->0, S 0->2
+   3  schedule            budget=1                            in flight 1->2
+   4  deliver             short=[1]                           delivers the output of step 1
+                                                              r0: T 2->3, F 2->1, S 2->1
                                                               in flight 2->1
-   4  preempt                                                 r0: status RUNNING->PREEMPTED, c 3->0, P 1->0, S 0->2
    5  schedule            budget=4                            in flight 1->2
-   6  deliver                                                 delivers the output of step 2
-                                                              r0: T 3->4, F 2->1, S 2->1
+   6  deliver                                                 delivers the output of step 3
                                                               in flight 2->1
-   7  schedule            budget=5                            in flight 1->2
+   7  schedule            budget=4                            in flight 1->2
    8  deliver                                                 delivers the output of step 5
                                                               in flight 2->1
-   9  schedule            budget=5                            in flight 1->2
+   9  schedule            budget=4                            in flight 1->2
   10  deliver                                                 delivers the output of step 7
                                                               in flight 2->1
 (L prompt, T tokens, c computed, P placeholders, F in flight, S stale, D drop-stale, X is_prefill_chunk, Nr V1 num_tokens, g/pl/tl V2 slot computed/prefill_len/total_len)
@@ -41,49 +37,49 @@ step  event               picks                               what changes
 What the model predicts on each arm (vLLM's reaction: CRASH = an assert kills the
 engine; HANG = the engine runs on and never runs the request again; SILENT = the violation passes unnoticed):
   vllm-0.29.0         HANG: no assert fires; r0 never runs again (stale output nothing is left to drain)
-                      violated: stale-drains at step 4, 5, 6, 7, 8, 9, 10; no-stuck-request at 6
+                      violated: stale-drains at step 4, 5, 6, 7, 8, 9, 10; no-stuck-request at 4
                       runs 10 step(s)
   vllm-0.29.0+clamp   HANG: no assert fires; r0 never runs again (stale output nothing is left to drain)
-                      violated: stale-drains at step 4, 5, 6, 7, 8, 9, 10; no-stuck-request at 6
+                      violated: stale-drains at step 4, 5, 6, 7, 8, 9, 10; no-stuck-request at 4
                       runs 10 step(s)
   vllm-0.29.0+guard   HANG: no assert fires; r0 never runs again (stale output nothing is left to drain)
-                      violated: stale-drains at step 4, 5, 6, 7, 8, 9, 10; no-stuck-request at 6
+                      violated: stale-drains at step 4, 5, 6, 7, 8, 9, 10; no-stuck-request at 4
                       runs 10 step(s)
   vllm-0.30.0         HANG: no assert fires; r0 never runs again (stale output nothing is left to drain)
-                      violated: stale-drains at step 4, 5, 6, 7, 8, 9, 10; no-stuck-request at 6
+                      violated: stale-drains at step 4, 5, 6, 7, 8, 9, 10; no-stuck-request at 4
                       runs 10 step(s)
   vllm-0.30.0+clamp   HANG: no assert fires; r0 never runs again (stale output nothing is left to drain)
-                      violated: stale-drains at step 4, 5, 6, 7, 8, 9, 10; no-stuck-request at 6
+                      violated: stale-drains at step 4, 5, 6, 7, 8, 9, 10; no-stuck-request at 4
                       runs 10 step(s)
   vllm-0.30.0+guard   HANG: no assert fires; r0 never runs again (stale output nothing is left to drain)
-                      violated: stale-drains at step 4, 5, 6, 7, 8, 9, 10; no-stuck-request at 6
+                      violated: stale-drains at step 4, 5, 6, 7, 8, 9, 10; no-stuck-request at 4
                       runs 10 step(s)
   vllm-0.31.0         HANG: no assert fires; r0 never runs again (stale output nothing is left to drain)
-                      violated: stale-drains at step 4, 5, 6, 7, 8, 9, 10; no-stuck-request at 6
+                      violated: stale-drains at step 4, 5, 6, 7, 8, 9, 10; no-stuck-request at 4
                       runs 10 step(s)
   vllm-0.31.0+clamp   HANG: no assert fires; r0 never runs again (stale output nothing is left to drain)
-                      violated: stale-drains at step 4, 5, 6, 7, 8, 9, 10; no-stuck-request at 6
+                      violated: stale-drains at step 4, 5, 6, 7, 8, 9, 10; no-stuck-request at 4
                       runs 10 step(s)
   vllm-0.31.0+guard   HANG: no assert fires; r0 never runs again (stale output nothing is left to drain)
-                      violated: stale-drains at step 4, 5, 6, 7, 8, 9, 10; no-stuck-request at 6
+                      violated: stale-drains at step 4, 5, 6, 7, 8, 9, 10; no-stuck-request at 4
                       runs 10 step(s)
   vllm-0.32.0         HANG: no assert fires; r0 never runs again (stale output nothing is left to drain)
-                      violated: stale-drains at step 4, 5, 6, 7, 8, 9, 10; no-stuck-request at 6
+                      violated: stale-drains at step 4, 5, 6, 7, 8, 9, 10; no-stuck-request at 4
                       runs 10 step(s)
   vllm-0.32.0+clamp   HANG: no assert fires; r0 never runs again (stale output nothing is left to drain)
-                      violated: stale-drains at step 4, 5, 6, 7, 8, 9, 10; no-stuck-request at 6
+                      violated: stale-drains at step 4, 5, 6, 7, 8, 9, 10; no-stuck-request at 4
                       runs 10 step(s)
   vllm-0.32.0+guard   HANG: no assert fires; r0 never runs again (stale output nothing is left to drain)
-                      violated: stale-drains at step 4, 5, 6, 7, 8, 9, 10; no-stuck-request at 6
+                      violated: stale-drains at step 4, 5, 6, 7, 8, 9, 10; no-stuck-request at 4
                       runs 10 step(s)
   vllm-0.33.0         HANG: no assert fires; r0 never runs again (stale output nothing is left to drain)
-                      violated: stale-drains at step 4, 5, 6, 7, 8, 9, 10; no-stuck-request at 6
+                      violated: stale-drains at step 4, 5, 6, 7, 8, 9, 10; no-stuck-request at 4
                       runs 10 step(s)
   vllm-0.33.0+clamp   HANG: no assert fires; r0 never runs again (stale output nothing is left to drain)
-                      violated: stale-drains at step 4, 5, 6, 7, 8, 9, 10; no-stuck-request at 6
+                      violated: stale-drains at step 4, 5, 6, 7, 8, 9, 10; no-stuck-request at 4
                       runs 10 step(s)
   vllm-0.33.0+guard   HANG: no assert fires; r0 never runs again (stale output nothing is left to drain)
-                      violated: stale-drains at step 4, 5, 6, 7, 8, 9, 10; no-stuck-request at 6
+                      violated: stale-drains at step 4, 5, 6, 7, 8, 9, 10; no-stuck-request at 4
                       runs 10 step(s)
 
 Replay:      .venv/bin/python -m pytest generated_tests/cases/vllm_0_29_0/test_under_drain__stale_drains.py --target=reference,vllm,vllm-clamp,vllm-guard,kernel
@@ -99,34 +95,34 @@ CASE = Case(
     init={'prompt_len': [2]},
     steps=(
         ('schedule', {'budget': 2}),
+        ('preempt', {'req': 0, 'drop': False}),
         ('schedule', {'budget': 1}),
         ('deliver', {'stop': [0], 'short': [1]}),
-        ('preempt', {'req': 0, 'drop': False}),
         ('schedule', {'budget': 4}),
         ('deliver', {'stop': [0], 'short': [0]}),
-        ('schedule', {'budget': 5}),
+        ('schedule', {'budget': 4}),
         ('deliver', {'stop': [0], 'short': [0]}),
-        ('schedule', {'budget': 5}),
+        ('schedule', {'budget': 4}),
         ('deliver', {'stop': [0], 'short': [0]}),
     ),
     kind='violation',
     property='stale-drains',
     arms={
-        'vllm-0.29.0': ({'profile': 'vllm-0.29.0', 'clamp': False, 'guard': 'none'}, Expect(runs=10, violations=(4, 5, 6, 7, 8, 9, 10), others=(('no-stuck-request', 6),), stuck=((0, 'stale'),))),
-        'vllm-0.29.0+clamp': ({'profile': 'vllm-0.29.0', 'clamp': True, 'guard': 'none'}, Expect(runs=10, violations=(4, 5, 6, 7, 8, 9, 10), others=(('no-stuck-request', 6),), stuck=((0, 'stale'),))),
-        'vllm-0.29.0+guard': ({'profile': 'vllm-0.29.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=10, violations=(4, 5, 6, 7, 8, 9, 10), others=(('no-stuck-request', 6),), stuck=((0, 'stale'),))),
-        'vllm-0.30.0': ({'profile': 'vllm-0.30.0', 'clamp': False, 'guard': 'none'}, Expect(runs=10, violations=(4, 5, 6, 7, 8, 9, 10), others=(('no-stuck-request', 6),), stuck=((0, 'stale'),))),
-        'vllm-0.30.0+clamp': ({'profile': 'vllm-0.30.0', 'clamp': True, 'guard': 'none'}, Expect(runs=10, violations=(4, 5, 6, 7, 8, 9, 10), others=(('no-stuck-request', 6),), stuck=((0, 'stale'),))),
-        'vllm-0.30.0+guard': ({'profile': 'vllm-0.30.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=10, violations=(4, 5, 6, 7, 8, 9, 10), others=(('no-stuck-request', 6),), stuck=((0, 'stale'),))),
-        'vllm-0.31.0': ({'profile': 'vllm-0.31.0', 'clamp': False, 'guard': 'none'}, Expect(runs=10, violations=(4, 5, 6, 7, 8, 9, 10), others=(('no-stuck-request', 6),), stuck=((0, 'stale'),))),
-        'vllm-0.31.0+clamp': ({'profile': 'vllm-0.31.0', 'clamp': True, 'guard': 'none'}, Expect(runs=10, violations=(4, 5, 6, 7, 8, 9, 10), others=(('no-stuck-request', 6),), stuck=((0, 'stale'),))),
-        'vllm-0.31.0+guard': ({'profile': 'vllm-0.31.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=10, violations=(4, 5, 6, 7, 8, 9, 10), others=(('no-stuck-request', 6),), stuck=((0, 'stale'),))),
-        'vllm-0.32.0': ({'profile': 'vllm-0.32.0', 'clamp': False, 'guard': 'none'}, Expect(runs=10, violations=(4, 5, 6, 7, 8, 9, 10), others=(('no-stuck-request', 6),), stuck=((0, 'stale'),))),
-        'vllm-0.32.0+clamp': ({'profile': 'vllm-0.32.0', 'clamp': True, 'guard': 'none'}, Expect(runs=10, violations=(4, 5, 6, 7, 8, 9, 10), others=(('no-stuck-request', 6),), stuck=((0, 'stale'),))),
-        'vllm-0.32.0+guard': ({'profile': 'vllm-0.32.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=10, violations=(4, 5, 6, 7, 8, 9, 10), others=(('no-stuck-request', 6),), stuck=((0, 'stale'),))),
-        'vllm-0.33.0': ({'profile': 'vllm-0.33.0', 'clamp': False, 'guard': 'none'}, Expect(runs=10, violations=(4, 5, 6, 7, 8, 9, 10), others=(('no-stuck-request', 6),), stuck=((0, 'stale'),))),
-        'vllm-0.33.0+clamp': ({'profile': 'vllm-0.33.0', 'clamp': True, 'guard': 'none'}, Expect(runs=10, violations=(4, 5, 6, 7, 8, 9, 10), others=(('no-stuck-request', 6),), stuck=((0, 'stale'),))),
-        'vllm-0.33.0+guard': ({'profile': 'vllm-0.33.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=10, violations=(4, 5, 6, 7, 8, 9, 10), others=(('no-stuck-request', 6),), stuck=((0, 'stale'),))),
+        'vllm-0.29.0': ({'profile': 'vllm-0.29.0', 'clamp': False, 'guard': 'none'}, Expect(runs=10, violations=(4, 5, 6, 7, 8, 9, 10), others=(('no-stuck-request', 4),), stuck=((0, 'stale'),))),
+        'vllm-0.29.0+clamp': ({'profile': 'vllm-0.29.0', 'clamp': True, 'guard': 'none'}, Expect(runs=10, violations=(4, 5, 6, 7, 8, 9, 10), others=(('no-stuck-request', 4),), stuck=((0, 'stale'),))),
+        'vllm-0.29.0+guard': ({'profile': 'vllm-0.29.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=10, violations=(4, 5, 6, 7, 8, 9, 10), others=(('no-stuck-request', 4),), stuck=((0, 'stale'),))),
+        'vllm-0.30.0': ({'profile': 'vllm-0.30.0', 'clamp': False, 'guard': 'none'}, Expect(runs=10, violations=(4, 5, 6, 7, 8, 9, 10), others=(('no-stuck-request', 4),), stuck=((0, 'stale'),))),
+        'vllm-0.30.0+clamp': ({'profile': 'vllm-0.30.0', 'clamp': True, 'guard': 'none'}, Expect(runs=10, violations=(4, 5, 6, 7, 8, 9, 10), others=(('no-stuck-request', 4),), stuck=((0, 'stale'),))),
+        'vllm-0.30.0+guard': ({'profile': 'vllm-0.30.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=10, violations=(4, 5, 6, 7, 8, 9, 10), others=(('no-stuck-request', 4),), stuck=((0, 'stale'),))),
+        'vllm-0.31.0': ({'profile': 'vllm-0.31.0', 'clamp': False, 'guard': 'none'}, Expect(runs=10, violations=(4, 5, 6, 7, 8, 9, 10), others=(('no-stuck-request', 4),), stuck=((0, 'stale'),))),
+        'vllm-0.31.0+clamp': ({'profile': 'vllm-0.31.0', 'clamp': True, 'guard': 'none'}, Expect(runs=10, violations=(4, 5, 6, 7, 8, 9, 10), others=(('no-stuck-request', 4),), stuck=((0, 'stale'),))),
+        'vllm-0.31.0+guard': ({'profile': 'vllm-0.31.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=10, violations=(4, 5, 6, 7, 8, 9, 10), others=(('no-stuck-request', 4),), stuck=((0, 'stale'),))),
+        'vllm-0.32.0': ({'profile': 'vllm-0.32.0', 'clamp': False, 'guard': 'none'}, Expect(runs=10, violations=(4, 5, 6, 7, 8, 9, 10), others=(('no-stuck-request', 4),), stuck=((0, 'stale'),))),
+        'vllm-0.32.0+clamp': ({'profile': 'vllm-0.32.0', 'clamp': True, 'guard': 'none'}, Expect(runs=10, violations=(4, 5, 6, 7, 8, 9, 10), others=(('no-stuck-request', 4),), stuck=((0, 'stale'),))),
+        'vllm-0.32.0+guard': ({'profile': 'vllm-0.32.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=10, violations=(4, 5, 6, 7, 8, 9, 10), others=(('no-stuck-request', 4),), stuck=((0, 'stale'),))),
+        'vllm-0.33.0': ({'profile': 'vllm-0.33.0', 'clamp': False, 'guard': 'none'}, Expect(runs=10, violations=(4, 5, 6, 7, 8, 9, 10), others=(('no-stuck-request', 4),), stuck=((0, 'stale'),))),
+        'vllm-0.33.0+clamp': ({'profile': 'vllm-0.33.0', 'clamp': True, 'guard': 'none'}, Expect(runs=10, violations=(4, 5, 6, 7, 8, 9, 10), others=(('no-stuck-request', 4),), stuck=((0, 'stale'),))),
+        'vllm-0.33.0+guard': ({'profile': 'vllm-0.33.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=10, violations=(4, 5, 6, 7, 8, 9, 10), others=(('no-stuck-request', 4),), stuck=((0, 'stale'),))),
     },
     path='generated_tests/cases/vllm_0_29_0/test_under_drain__stale_drains.py',
     engine_steps=6,

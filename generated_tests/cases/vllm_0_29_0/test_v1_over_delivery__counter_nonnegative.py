@@ -10,17 +10,17 @@ Violated: counter-nonnegative (vLLM 0.29.0: async_scheduler.py:61-63), at step 3
 
 step  event               picks                               what changes
    0  init                prompt_len=[1]
-   1  schedule            budget=1 extra=[2]                  r0: scheduled 1, reserved 1, runner returns 3
+   1  schedule            budget=1 extra=[3]                  r0: scheduled 1, reserved 1, runner returns 4
                                                               r0: runner rule c + n = 0 + 1 = 1 < Nr = 1? no -> samples
                                                               r0: status WAITING->RUNNING, c 0->1, P 0->1, F 0->1, drafts 0->1
                                                               r0: Nr 0->2
                                                               in flight 0->1
-   2  schedule            budget=1                            r0: scheduled 1, reserved 1, runner returns 1
-                                                              r0: runner rule c + n = 1 + 1 = 2 < Nr = 2? no -> samples
-                                                              r0: c 1->2, P 1->2, F 1->2, Nr 2->3
+   2  schedule            budget=2 accepted=[1]               r0: scheduled 2, reserved 2, runner returns 2
+                                                              r0: runner rule c + n = 1 + 2 = 3 < Nr = 2? no -> samples
+                                                              r0: c 1->3, P 1->3, F 1->3, Nr 2->3
                                                               in flight 1->2
    3  deliver                                                 delivers the output of step 1
-                                                              r0: T 1->4, P 2->-1, F 2->1
+                                                              r0: T 1->5, P 3->-1, F 3->2
                                                               in flight 2->1
 (L prompt, T tokens, c computed, P placeholders, F in flight, S stale, D drop-stale, X is_prefill_chunk, Nr V1 num_tokens, g/pl/tl V2 slot computed/prefill_len/total_len)
 
@@ -35,7 +35,7 @@ engine; SILENT = the violation passes unnoticed):
                       runs 3 step(s); the clamp drops 1 token(s)
   vllm-0.29.0+guard   holds: no assert fires, nothing is violated
                       counter-nonnegative holds on this arm
-                      runs 3 step(s); the guard drops 2 token(s)
+                      runs 3 step(s); the guard drops 3 token(s)
   vllm-0.30.0         CRASH at step 3: `assert request.num_output_placeholders >= 0` fires
                       violated: counter-nonnegative at step 3; placeholder-accounting at 3
                       runs 3 step(s)
@@ -45,7 +45,7 @@ engine; SILENT = the violation passes unnoticed):
                       runs 3 step(s); the clamp drops 1 token(s)
   vllm-0.30.0+guard   holds: no assert fires, nothing is violated
                       counter-nonnegative holds on this arm
-                      runs 3 step(s); the guard drops 2 token(s)
+                      runs 3 step(s); the guard drops 3 token(s)
   vllm-0.31.0         CRASH at step 3: `assert request.num_output_placeholders >= 0` fires
                       violated: counter-nonnegative at step 3; placeholder-accounting at 3
                       runs 3 step(s)
@@ -55,7 +55,7 @@ engine; SILENT = the violation passes unnoticed):
                       runs 3 step(s); the clamp drops 1 token(s)
   vllm-0.31.0+guard   holds: no assert fires, nothing is violated
                       counter-nonnegative holds on this arm
-                      runs 3 step(s); the guard drops 2 token(s)
+                      runs 3 step(s); the guard drops 3 token(s)
   vllm-0.32.0         CRASH at step 3: `assert request.num_output_placeholders >= 0` fires
                       violated: counter-nonnegative at step 3; placeholder-accounting at 3
                       runs 3 step(s)
@@ -65,7 +65,7 @@ engine; SILENT = the violation passes unnoticed):
                       runs 3 step(s); the clamp drops 1 token(s)
   vllm-0.32.0+guard   holds: no assert fires, nothing is violated
                       counter-nonnegative holds on this arm
-                      runs 3 step(s); the guard drops 2 token(s)
+                      runs 3 step(s); the guard drops 3 token(s)
   vllm-0.33.0         CRASH at step 3: `assert request.num_output_placeholders >= 0` fires
                       violated: counter-nonnegative at step 3; placeholder-accounting at 3
                       runs 3 step(s)
@@ -75,7 +75,7 @@ engine; SILENT = the violation passes unnoticed):
                       runs 3 step(s); the clamp drops 1 token(s)
   vllm-0.33.0+guard   holds: no assert fires, nothing is violated
                       counter-nonnegative holds on this arm
-                      runs 3 step(s); the guard drops 2 token(s)
+                      runs 3 step(s); the guard drops 3 token(s)
 
 Replay:      .venv/bin/python -m pytest generated_tests/cases/vllm_0_29_0/test_v1_over_delivery__counter_nonnegative.py --target=reference,vllm,vllm-clamp,vllm-guard,kernel
              (add --vllm=0.33.0 for the 0.33.0 arms, SHOW_VLLM_TRACEBACK=1 to see vLLM's own traceback)
@@ -89,8 +89,8 @@ CASE = Case(
     config={'name': 'v1-over-delivery@0.29.0', 'runner': 'v1', 'events': [], 'faults': ['over-delivery'], 'profile': 'vllm-0.29.0', 'clamp': False, 'requests': 1, 'pp': 1, 'spec_tokens': 1, 'max_budget': None, 'prompt_lens': None, 'long_prefill_threshold': 0, 'block_size': 16},
     init={'prompt_len': [1]},
     steps=(
-        ('schedule', {'budget': 1, 'accepted': [0], 'extra': [2]}),
-        ('schedule', {'budget': 1, 'accepted': [0], 'extra': [0]}),
+        ('schedule', {'budget': 1, 'accepted': [0], 'extra': [3]}),
+        ('schedule', {'budget': 2, 'accepted': [1], 'extra': [0]}),
         ('deliver', {'stop': [0]}),
     ),
     kind='violation',
@@ -98,19 +98,19 @@ CASE = Case(
     arms={
         'vllm-0.29.0': ({'profile': 'vllm-0.29.0', 'clamp': False, 'guard': 'none'}, Expect(runs=3, fired=('placeholders-nonnegative', 3), violations=(3,), others=(('placeholder-accounting', 3),))),
         'vllm-0.29.0+clamp': ({'profile': 'vllm-0.29.0', 'clamp': True, 'guard': 'none'}, Expect(runs=3, others=(('placeholder-accounting', 3),), dropped=1)),
-        'vllm-0.29.0+guard': ({'profile': 'vllm-0.29.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=3, dropped=2)),
+        'vllm-0.29.0+guard': ({'profile': 'vllm-0.29.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=3, dropped=3)),
         'vllm-0.30.0': ({'profile': 'vllm-0.30.0', 'clamp': False, 'guard': 'none'}, Expect(runs=3, fired=('placeholders-nonnegative', 3), violations=(3,), others=(('placeholder-accounting', 3),))),
         'vllm-0.30.0+clamp': ({'profile': 'vllm-0.30.0', 'clamp': True, 'guard': 'none'}, Expect(runs=3, others=(('placeholder-accounting', 3),), dropped=1)),
-        'vllm-0.30.0+guard': ({'profile': 'vllm-0.30.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=3, dropped=2)),
+        'vllm-0.30.0+guard': ({'profile': 'vllm-0.30.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=3, dropped=3)),
         'vllm-0.31.0': ({'profile': 'vllm-0.31.0', 'clamp': False, 'guard': 'none'}, Expect(runs=3, fired=('placeholders-nonnegative', 3), violations=(3,), others=(('placeholder-accounting', 3),))),
         'vllm-0.31.0+clamp': ({'profile': 'vllm-0.31.0', 'clamp': True, 'guard': 'none'}, Expect(runs=3, others=(('placeholder-accounting', 3),), dropped=1)),
-        'vllm-0.31.0+guard': ({'profile': 'vllm-0.31.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=3, dropped=2)),
+        'vllm-0.31.0+guard': ({'profile': 'vllm-0.31.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=3, dropped=3)),
         'vllm-0.32.0': ({'profile': 'vllm-0.32.0', 'clamp': False, 'guard': 'none'}, Expect(runs=3, fired=('placeholders-nonnegative', 3), violations=(3,), others=(('placeholder-accounting', 3),))),
         'vllm-0.32.0+clamp': ({'profile': 'vllm-0.32.0', 'clamp': True, 'guard': 'none'}, Expect(runs=3, others=(('placeholder-accounting', 3),), dropped=1)),
-        'vllm-0.32.0+guard': ({'profile': 'vllm-0.32.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=3, dropped=2)),
+        'vllm-0.32.0+guard': ({'profile': 'vllm-0.32.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=3, dropped=3)),
         'vllm-0.33.0': ({'profile': 'vllm-0.33.0', 'clamp': False, 'guard': 'none'}, Expect(runs=3, fired=('placeholders-nonnegative', 3), violations=(3,), others=(('placeholder-accounting', 3),))),
         'vllm-0.33.0+clamp': ({'profile': 'vllm-0.33.0', 'clamp': True, 'guard': 'none'}, Expect(runs=3, others=(('placeholder-accounting', 3),), dropped=1)),
-        'vllm-0.33.0+guard': ({'profile': 'vllm-0.33.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=3, dropped=2)),
+        'vllm-0.33.0+guard': ({'profile': 'vllm-0.33.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=3, dropped=3)),
     },
     path='generated_tests/cases/vllm_0_29_0/test_v1_over_delivery__counter_nonnegative.py',
 )

@@ -3,8 +3,8 @@
 property: the V2 runner continues the scheduler's sequence: a scheduled request's slot
 holds (total_len) the scheduler's num_tokens plus what its steps in flight since its
 admission sampled, so the runner's last sampled token is the scheduler's last token or
-one of those; a step whose output the scheduler skips leaves its token in the runner's
-history.
+one of those; in the releases, a step whose output the scheduler skips for a KV-load
+failure leaves its token in the runner's history.
 
 Configuration v2-kvfail@0.29.0: V2: a recompute after a KV-load failure re-prefills below prefill_len
   runner v2; events kvfail; faults none;

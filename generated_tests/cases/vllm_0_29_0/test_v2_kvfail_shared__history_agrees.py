@@ -3,8 +3,9 @@
 history-agrees at step 4. The property: the V2 runner continues the scheduler's
 sequence: a scheduled request's slot holds (total_len) the scheduler's num_tokens plus
 what its steps in flight since its admission sampled, so the runner's last sampled
-token is the scheduler's last token or one of those; a step whose output the scheduler
-skips leaves its token in the runner's history.
+token is the scheduler's last token or one of those; in the releases, a step whose
+output the scheduler skips for a KV-load failure leaves its token in the runner's
+history.
 
 Configuration v2-kvfail-shared@0.29.0: V2: a KV-load failure on a block a second request found in the prefix cache, its whole prompt but the last token, so that it decoded at once: vLLM scans every running request, the loader recomputes the block, and the sharer gives up the token its step sampled and that step's position while its next step is in flight; the runner keeps both
   runner v2; events kvfail, prefix-cache; faults none;

@@ -2,7 +2,7 @@
 """With v2-rollback and vllm-0.29.0, a request prefills in chunks, decodes and finishes
 on a stop token; no property is violated and no guard drops a token.
 
-Configuration v2-rollback-kvfail@0.29.0: the V2 recompute fix: the runner follows the scheduler's prefill-chunk decision and rolls the slot's computed count back after a KV-load failure; every event but streaming sessions, any size
+Configuration v2-rollback-kvfail@0.29.0: the V2 recompute fix's runner half as first written (v2-rollback): the runner follows the scheduler's prefill-chunk decision and rolls the slot's computed count back after a KV-load failure; every event but streaming sessions, any size
   runner v2-rollback; events abort, kvfail, preempt, preempt-drop, reset; faults none;
   profile vllm-0.29.0; clamp off; 1 request(s), pp 1, 1 draft token(s) per step
 

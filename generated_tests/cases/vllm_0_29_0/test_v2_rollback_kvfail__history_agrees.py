@@ -3,10 +3,10 @@
 The property: the V2 runner continues the scheduler's sequence: a scheduled request's
 slot holds (total_len) the scheduler's num_tokens plus what its steps in flight since
 its admission sampled, so the runner's last sampled token is the scheduler's last
-token or one of those; a step whose output the scheduler skips leaves its token in the
-runner's history.
+token or one of those; in the releases, a step whose output the scheduler skips for a
+KV-load failure leaves its token in the runner's history.
 
-Configuration v2-rollback-kvfail@0.29.0: the V2 recompute fix: the runner follows the scheduler's prefill-chunk decision and rolls the slot's computed count back after a KV-load failure; every event but streaming sessions, any size
+Configuration v2-rollback-kvfail@0.29.0: the V2 recompute fix's runner half as first written (v2-rollback): the runner follows the scheduler's prefill-chunk decision and rolls the slot's computed count back after a KV-load failure; every event but streaming sessions, any size
   runner v2-rollback; events abort, kvfail, preempt, preempt-drop, reset; faults none;
   profile vllm-0.29.0; clamp off; 1 request(s), pp 1, 0 draft token(s) per step
 Violated: history-agrees (vLLM 0.29.0: input_batch.py:572, states.py:106-115, scheduler.py:1877-1879), at step 4.

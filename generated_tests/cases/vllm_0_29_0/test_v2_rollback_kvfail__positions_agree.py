@@ -4,7 +4,7 @@ The property: the V2 runner computes a scheduled request's tokens from the sched
 position: the slot's GPU num_computed_tokens equals the scheduler's
 num_computed_tokens less the drafts of in-flight steps still to be rejected.
 
-Configuration v2-rollback-kvfail@0.29.0: the V2 recompute fix: the runner follows the scheduler's prefill-chunk decision and rolls the slot's computed count back after a KV-load failure; every event but streaming sessions, any size
+Configuration v2-rollback-kvfail@0.29.0: the V2 recompute fix's runner half as first written (v2-rollback): the runner follows the scheduler's prefill-chunk decision and rolls the slot's computed count back after a KV-load failure; every event but streaming sessions, any size
   runner v2-rollback; events abort, kvfail, preempt, preempt-drop, reset; faults none;
   profile vllm-0.29.0; clamp off; 1 request(s), pp 1, 1 draft token(s) per step
 Violated: positions-agree (vLLM 0.29.0: input_batch.py:598-601, states.py:106-115, scheduler.py:1899-1917, scheduler.py:2999-3001), at step 4.

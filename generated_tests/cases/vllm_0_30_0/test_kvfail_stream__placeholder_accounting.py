@@ -15,12 +15,12 @@ step  event               picks                               what changes
                                                               r0: status WAITING->RUNNING, c 0->16, P 0->1, F 0->16, drafts 0->1
                                                               r0: Nr 0->17
                                                               in flight 0->1
-   2  schedule            budget=1                            r0: scheduled 1, reserved 1, runner returns 1
-                                                              r0: runner rule c + n = 16 + 1 = 17 < Nr = 17? no -> samples
-                                                              r0: c 16->17, P 1->2, F 16->17, Nr 17->18
+   2  schedule            budget=2 accepted=[1]               r0: scheduled 2, reserved 2, runner returns 2
+                                                              r0: runner rule c + n = 16 + 2 = 18 < Nr = 17? no -> samples
+                                                              r0: c 16->18, P 1->3, F 16->18, Nr 17->18
                                                               in flight 1->2
    3  deliver             kv_fail_req=0                       delivers the output of step 1
-                                                              r0: c 17->0, F 17->1
+                                                              r0: c 18->0, F 18->2
                                                               in flight 2->1
 (L prompt, T tokens, c computed, P placeholders, F in flight, S stale, D drop-stale, X is_prefill_chunk, Nr V1 num_tokens, g/pl/tl V2 slot computed/prefill_len/total_len)
 
@@ -85,7 +85,7 @@ CASE = Case(
     init={'prompt_len': [16], 'resumable': [False]},
     steps=(
         ('schedule', {'budget': 16, 'accepted': [0]}),
-        ('schedule', {'budget': 1, 'accepted': [0]}),
+        ('schedule', {'budget': 2, 'accepted': [1]}),
         ('deliver', {'stop': [0], 'kv_fail_req': 0, 'kv_fail_block': 0}),
     ),
     kind='violation',

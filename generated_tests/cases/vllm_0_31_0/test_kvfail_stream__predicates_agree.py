@@ -10,31 +10,31 @@ Violated: predicates-agree (vLLM 0.31.0: scheduler.py:1601-1603, async_scheduler
 
 step  event               picks                               what changes
    0  init                prompt_len=[16] resumable=[True]
-   1  schedule            budget=16                           r0: scheduled 16, reserved 1, runner returns 1
-                                                              r0: runner rule c + n = 0 + 16 = 16 < Nr = 16? no -> samples
-                                                              r0: status WAITING->RUNNING, c 0->16, P 0->1, F 0->16, drafts 0->1
-                                                              r0: Nr 0->17
+   1  schedule            budget=1                            r0: scheduled 1, reserved 0, runner returns 0
+                                                              r0: runner rule c + n = 0 + 1 = 1 < Nr = 16? yes -> discards
+                                                              r0: status WAITING->RUNNING, c 0->1, F 0->1, X F->T, Nr 0->16
                                                               in flight 0->1
-   2  stream_update       new_tokens=1                        r0: update F->T
-   3  schedule            budget=1                            r0: scheduled 1, reserved 1, runner returns 1
-                                                              r0: runner rule c + n = 16 + 1 = 17 < Nr = 17? no -> samples
-                                                              r0: c 16->17, P 1->2, F 16->17, Nr 17->18
+   2  schedule            budget=15                           r0: scheduled 15, reserved 1, runner returns 1
+                                                              r0: runner rule c + n = 1 + 15 = 16 < Nr = 16? no -> samples
+                                                              r0: c 1->16, P 0->1, F 1->16, X T->F, drafts 0->1
+                                                              r0: Nr 16->17
                                                               in flight 1->2
-   4  deliver             kv_fail_req=0                       delivers the output of step 1
-                                                              r0: c 17->0, F 17->1
+   3  deliver             kv_fail_req=0                       delivers the output of step 1
+                                                              r0: c 16->0, F 16->15
                                                               in flight 2->1
+   4  stream_update       new_tokens=1                        r0: update F->T
    5  schedule            budget=1                            r0: scheduled 1, reserved 0, runner returns 0
-                                                              r0: runner rule c + n = 0 + 1 = 1 < Nr = 18? yes -> discards
-                                                              r0: c 0->1, F 1->2, X F->T, drafts 1->0
-                                                              in flight 1->2
-   6  deliver             stop=[1]                            delivers the output of step 3
-                                                              r0: status RUNNING->WAITING, L 16->17, T 16->1, c 1->0, P 2->0
-                                                              r0: F 2->1, S 0->1, D F->T, update T->F
-                                                              in flight 2->1
-   7  schedule            budget=1                            r0: scheduled 1, reserved 1, runner returns 0
                                                               r0: runner rule c + n = 0 + 1 = 1 < Nr = 17? yes -> discards
-                                                              r0: status WAITING->RUNNING, c 0->1, P 0->1, F 1->2, X T->F
-                                                              r0: drafts 0->1, Nr 18->17
+                                                              r0: c 0->1, F 15->16, X F->T, drafts 1->0
+                                                              in flight 1->2
+   6  deliver             stop=[1]                            delivers the output of step 2
+                                                              r0: status RUNNING->WAITING, L 16->17, T 16->2, P 1->0, F 16->1
+                                                              r0: S 0->1, D F->T, update T->F
+                                                              in flight 2->1
+   7  schedule            budget=2                            r0: scheduled 2, reserved 2, runner returns 0
+                                                              r0: runner rule c + n = 1 + 2 = 3 < Nr = 17? yes -> discards
+                                                              r0: status WAITING->RUNNING, c 1->3, P 0->2, F 1->3, X T->F
+                                                              r0: drafts 0->1
                                                               in flight 1->2
                                                               VIOLATES predicates-agree
 (L prompt, T tokens, c computed, P placeholders, F in flight, S stale, D drop-stale, X is_prefill_chunk, Nr V1 num_tokens, g/pl/tl V2 slot computed/prefill_len/total_len)
@@ -42,57 +42,48 @@ step  event               picks                               what changes
 What the model predicts on each arm (vLLM's reaction: CRASH = an assert kills the
 engine; SILENT = the violation passes unnoticed):
   vllm-0.29.0         SILENT: no assert fires
-                      violated: placeholder-accounting at 4
-                      predicates-agree holds on this arm
+                      violated: predicates-agree at step 7
                       runs 7 step(s)
   vllm-0.29.0+clamp   SILENT: no assert fires
-                      violated: placeholder-accounting at 4
-                      predicates-agree holds on this arm
+                      violated: predicates-agree at step 7
                       runs 7 step(s)
   vllm-0.29.0+guard   SILENT: no assert fires
-                      violated: placeholder-accounting at 4
-                      predicates-agree holds on this arm
+                      violated: predicates-agree at step 7
                       runs 7 step(s)
   vllm-0.30.0         SILENT: no assert fires
-                      violated: placeholder-accounting at 4
-                      predicates-agree holds on this arm
+                      violated: predicates-agree at step 7
                       runs 7 step(s)
   vllm-0.30.0+clamp   SILENT: no assert fires
-                      violated: placeholder-accounting at 4
-                      predicates-agree holds on this arm
+                      violated: predicates-agree at step 7
                       runs 7 step(s)
   vllm-0.30.0+guard   SILENT: no assert fires
-                      violated: placeholder-accounting at 4
-                      predicates-agree holds on this arm
+                      violated: predicates-agree at step 7
                       runs 7 step(s)
   vllm-0.31.0         SILENT: no assert fires
-                      violated: predicates-agree at step 7; placeholder-accounting at 4
+                      violated: predicates-agree at step 7
                       runs 7 step(s)
   vllm-0.31.0+clamp   SILENT: no assert fires
-                      violated: predicates-agree at step 7; placeholder-accounting at 4
+                      violated: predicates-agree at step 7
                       runs 7 step(s)
   vllm-0.31.0+guard   SILENT: no assert fires
-                      violated: predicates-agree at step 7; placeholder-accounting at 4
+                      violated: predicates-agree at step 7
                       runs 7 step(s)
   vllm-0.32.0         SILENT: no assert fires
-                      violated: predicates-agree at step 7; placeholder-accounting at 4
+                      violated: predicates-agree at step 7
                       runs 7 step(s)
   vllm-0.32.0+clamp   SILENT: no assert fires
-                      violated: predicates-agree at step 7; placeholder-accounting at 4
+                      violated: predicates-agree at step 7
                       runs 7 step(s)
   vllm-0.32.0+guard   SILENT: no assert fires
-                      violated: predicates-agree at step 7; placeholder-accounting at 4
+                      violated: predicates-agree at step 7
                       runs 7 step(s)
-  vllm-0.33.0         SILENT: no assert fires
-                      violated: placeholder-accounting at 4
+  vllm-0.33.0         holds: no assert fires, nothing is violated
                       predicates-agree holds on this arm
                       runs 7 step(s)
-  vllm-0.33.0+clamp   SILENT: no assert fires
-                      violated: placeholder-accounting at 4
+  vllm-0.33.0+clamp   holds: no assert fires, nothing is violated
                       predicates-agree holds on this arm
                       runs 7 step(s)
-  vllm-0.33.0+guard   SILENT: no assert fires
-                      violated: placeholder-accounting at 4
+  vllm-0.33.0+guard   holds: no assert fires, nothing is violated
                       predicates-agree holds on this arm
                       runs 7 step(s)
 
@@ -108,32 +99,32 @@ CASE = Case(
     config={'name': 'kvfail-stream@0.31.0', 'runner': 'v1', 'events': ['kvfail', 'stream'], 'faults': [], 'profile': 'vllm-0.31.0', 'clamp': False, 'requests': 1, 'pp': 1, 'spec_tokens': 1, 'max_budget': None, 'prompt_lens': None, 'long_prefill_threshold': 0, 'block_size': 16},
     init={'prompt_len': [16], 'resumable': [True]},
     steps=(
-        ('schedule', {'budget': 16, 'accepted': [0]}),
+        ('schedule', {'budget': 1, 'accepted': [0]}),
+        ('schedule', {'budget': 15, 'accepted': [0]}),
+        ('deliver', {'stop': [0], 'kv_fail_req': 0, 'kv_fail_block': 0}),
         ('stream_update', {'req': 0, 'new_tokens': 1}),
         ('schedule', {'budget': 1, 'accepted': [0]}),
-        ('deliver', {'stop': [0], 'kv_fail_req': 0, 'kv_fail_block': 0}),
-        ('schedule', {'budget': 1, 'accepted': [0]}),
         ('deliver', {'stop': [1], 'kv_fail_req': -1, 'kv_fail_block': 0}),
-        ('schedule', {'budget': 1, 'accepted': [0]}),
+        ('schedule', {'budget': 2, 'accepted': [0]}),
     ),
     kind='violation',
     property='predicates-agree',
     arms={
-        'vllm-0.29.0': ({'profile': 'vllm-0.29.0', 'clamp': False, 'guard': 'none'}, Expect(runs=7, others=(('placeholder-accounting', 4),))),
-        'vllm-0.29.0+clamp': ({'profile': 'vllm-0.29.0', 'clamp': True, 'guard': 'none'}, Expect(runs=7, others=(('placeholder-accounting', 4),))),
-        'vllm-0.29.0+guard': ({'profile': 'vllm-0.29.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=7, others=(('placeholder-accounting', 4),))),
-        'vllm-0.30.0': ({'profile': 'vllm-0.30.0', 'clamp': False, 'guard': 'none'}, Expect(runs=7, others=(('placeholder-accounting', 4),))),
-        'vllm-0.30.0+clamp': ({'profile': 'vllm-0.30.0', 'clamp': True, 'guard': 'none'}, Expect(runs=7, others=(('placeholder-accounting', 4),))),
-        'vllm-0.30.0+guard': ({'profile': 'vllm-0.30.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=7, others=(('placeholder-accounting', 4),))),
-        'vllm-0.31.0': ({'profile': 'vllm-0.31.0', 'clamp': False, 'guard': 'none'}, Expect(runs=7, violations=(7,), others=(('placeholder-accounting', 4),))),
-        'vllm-0.31.0+clamp': ({'profile': 'vllm-0.31.0', 'clamp': True, 'guard': 'none'}, Expect(runs=7, violations=(7,), others=(('placeholder-accounting', 4),))),
-        'vllm-0.31.0+guard': ({'profile': 'vllm-0.31.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=7, violations=(7,), others=(('placeholder-accounting', 4),))),
-        'vllm-0.32.0': ({'profile': 'vllm-0.32.0', 'clamp': False, 'guard': 'none'}, Expect(runs=7, violations=(7,), others=(('placeholder-accounting', 4),))),
-        'vllm-0.32.0+clamp': ({'profile': 'vllm-0.32.0', 'clamp': True, 'guard': 'none'}, Expect(runs=7, violations=(7,), others=(('placeholder-accounting', 4),))),
-        'vllm-0.32.0+guard': ({'profile': 'vllm-0.32.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=7, violations=(7,), others=(('placeholder-accounting', 4),))),
-        'vllm-0.33.0': ({'profile': 'vllm-0.33.0', 'clamp': False, 'guard': 'none'}, Expect(runs=7, others=(('placeholder-accounting', 4),))),
-        'vllm-0.33.0+clamp': ({'profile': 'vllm-0.33.0', 'clamp': True, 'guard': 'none'}, Expect(runs=7, others=(('placeholder-accounting', 4),))),
-        'vllm-0.33.0+guard': ({'profile': 'vllm-0.33.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=7, others=(('placeholder-accounting', 4),))),
+        'vllm-0.29.0': ({'profile': 'vllm-0.29.0', 'clamp': False, 'guard': 'none'}, Expect(runs=7, violations=(7,))),
+        'vllm-0.29.0+clamp': ({'profile': 'vllm-0.29.0', 'clamp': True, 'guard': 'none'}, Expect(runs=7, violations=(7,))),
+        'vllm-0.29.0+guard': ({'profile': 'vllm-0.29.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=7, violations=(7,))),
+        'vllm-0.30.0': ({'profile': 'vllm-0.30.0', 'clamp': False, 'guard': 'none'}, Expect(runs=7, violations=(7,))),
+        'vllm-0.30.0+clamp': ({'profile': 'vllm-0.30.0', 'clamp': True, 'guard': 'none'}, Expect(runs=7, violations=(7,))),
+        'vllm-0.30.0+guard': ({'profile': 'vllm-0.30.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=7, violations=(7,))),
+        'vllm-0.31.0': ({'profile': 'vllm-0.31.0', 'clamp': False, 'guard': 'none'}, Expect(runs=7, violations=(7,))),
+        'vllm-0.31.0+clamp': ({'profile': 'vllm-0.31.0', 'clamp': True, 'guard': 'none'}, Expect(runs=7, violations=(7,))),
+        'vllm-0.31.0+guard': ({'profile': 'vllm-0.31.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=7, violations=(7,))),
+        'vllm-0.32.0': ({'profile': 'vllm-0.32.0', 'clamp': False, 'guard': 'none'}, Expect(runs=7, violations=(7,))),
+        'vllm-0.32.0+clamp': ({'profile': 'vllm-0.32.0', 'clamp': True, 'guard': 'none'}, Expect(runs=7, violations=(7,))),
+        'vllm-0.32.0+guard': ({'profile': 'vllm-0.32.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=7, violations=(7,))),
+        'vllm-0.33.0': ({'profile': 'vllm-0.33.0', 'clamp': False, 'guard': 'none'}, Expect(runs=7)),
+        'vllm-0.33.0+clamp': ({'profile': 'vllm-0.33.0', 'clamp': True, 'guard': 'none'}, Expect(runs=7)),
+        'vllm-0.33.0+guard': ({'profile': 'vllm-0.33.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=7)),
     },
     path='generated_tests/cases/vllm_0_31_0/test_kvfail_stream__predicates_agree.py',
 )
