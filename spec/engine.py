@@ -186,6 +186,9 @@ def init(a: View, nxt: Next, cfg: Config, ops: Ops) -> Effect:
             nxt.v1_prev_sampled[r] = False
             nxt.v1_entered_at[r] = 0
             nxt.v1_hole[r] = 0
+            nxt.v1_top[r] = 0
+            nxt.v1_ntns[r] = 0
+            nxt.v1_corr[r] = 0
         if cfg.is_v2:
             nxt.v2_present[r] = False
             nxt.v2_slot[r] = 0

@@ -97,14 +97,30 @@ def v1_decide(
         entered_at = ops.ite(entering, ops.ite(sh.as_new, sh.num_tokens, aligned), s.v1_entered_at[r])
         stays = ops.all(s.v1_prev_sampled[r], ops.not_(admitted))
         from_host = sh.n - sh.ks - ops.ite(stays, 1, 0)  # non-draft positions read from the host ids
-        # the hole: the host position the optimistic draft extend steps over without writing
-        # it (num_tokens_no_spec += prev_num_draft_len, [cite:v1-optimistic-draft-extend]): the
-        # bonus position of a sampled draft step whose drafts were not all but one rejected (the
-        # deferred correction moves the sample write back onto it otherwise). It holds the
-        # row's old content (zeros), not -1; entering rewrites the row and forgets it.
+        # what the host row holds above the written ids. The runner writes r's row only at
+        # its host count num_tokens_no_spec (ntns), which is not Nr: the optimistic draft
+        # extend advances both by prev_draft without writing ([cite:v1-optimistic-draft-extend],
+        # ngram_gpu), the trim realigns both to the scheduler's T + P ([cite:v1-trim-outputs]),
+        # and the deferred correction, run after the step's inputs are read, takes the
+        # rejected drafts of r's last sampled step back from ntns only (not from Nr).
+        # The step's drafts' -1s land at [ntns, ntns + ks) before the inputs are read, the
+        # sample's -1 at ntns - correction after ([cite:v1-async-placeholder-outputs]). Above the highest
+        # position written since entering (v1_top) the row holds its old content (zeros), not -1;
+        # below it, a position some write stepped over (v1_hole, only the latest kept) holds zeros
+        # too. Entering rewrites the row ([0, entered_at)) and forgets both.
         hole = ops.ite(entering, 0, s.v1_hole[r])
+        top = ops.ite(entering, entered_at, s.v1_top[r])
+        ntns = ops.ite(entering, entered_at, ops.ite(aligned < nr + prev_draft, aligned, s.v1_ntns[r] + prev_draft))
+        shift = ops.ite(ops.all(ops.not_(entering), s.v1_prev_sampled[r]), s.v1_corr[r], 0)
+        drafts_written = ops.all(sh.on, sh.ks > 0)
+        hole = ops.ite(
+            ops.all(drafts_written, ntns > top),
+            top,
+            ops.ite(ops.all(drafts_written, hole >= ntns, hole < ntns + sh.ks), 0, hole),
+        )
+        top = ops.ite(ops.all(drafts_written, ntns + sh.ks > top), ntns + sh.ks, top)
         lo = ops.ite(sh.c0 > entered_at, sh.c0, entered_at)  # first host position above the written ids
-        hi = sh.c0 + from_host
+        hi = ops.min(sh.c0 + from_host, top)  # one past the last -1 the step can read
         placeholder_input = ops.all(
             sh.on, from_host > 0, hi > lo, ops.not_(ops.all(hi - lo == 1, lo == hole))
         )
@@ -125,13 +141,17 @@ def v1_decide(
         # ([cite:v1-async-placeholder-outputs v1-cached-outputs-extend])
         nxt.v1_num_tokens[r] = ops.ite(sh.on, num_tokens_now + ops.ite(discard, 0, 1), nr)
         nxt.v1_prev_draft_len[r] = ops.ite(sh.on, sh.ks, prev_draft)
-        # the sample's -1 lands at num_tokens_now, the drafts' -1s at the ks positions from
-        # there ([cite:v1-async-placeholder-outputs]); a write on the hole fills it
-        written_hi = num_tokens_now + ops.ite(discard, sh.ks, ops.ite(sh.ks > 1, sh.ks, 1))
-        filled = ops.all(sh.on, hole >= num_tokens_now, hole < written_hi)
+        # the sample's -1 lands at ntns - shift after the correction ([cite:v1-async-placeholder-outputs])
+        sampled = ops.all(sh.on, ops.not_(discard))
+        at = ntns - shift
+        nxt.v1_hole[r] = ops.ite(
+            ops.all(sampled, at > top), top, ops.ite(ops.all(sampled, at == hole), 0, hole)
+        )
+        nxt.v1_top[r] = ops.ite(ops.all(sampled, at + 1 > top), at + 1, top)
+        nxt.v1_ntns[r] = ops.ite(sh.on, at + ops.ite(sampled, 1, 0), s.v1_ntns[r])
+        # the correction the next step applies: this step's rejected drafts
         accepted = a.accepted[r] if cfg.drafts else 0
-        new_hole = ops.all(sh.on, ops.not_(discard), sh.ks > 0, accepted != sh.ks - 1)
-        nxt.v1_hole[r] = ops.ite(new_hole, num_tokens_now + sh.ks, ops.ite(filled, 0, hole))
+        nxt.v1_corr[r] = ops.ite(sampled, sh.ks - accepted, 0)
         # unscheduled (or finished) requests leave the persistent batch ([cite:v1-finished-leave-batch],
         # [cite:v1-unscheduled-leave-batch]); scheduled ones are in it after this step
         nxt.v1_in_batch[r] = sh.on
