@@ -102,12 +102,14 @@ def v1_decide(
         # extend advances both by prev_draft without writing ([cite:v1-optimistic-draft-extend],
         # ngram_gpu), the trim realigns both to the scheduler's T + P ([cite:v1-trim-outputs]),
         # and the deferred correction, run after the step's inputs are read, takes the
-        # rejected drafts of r's last sampled step back from ntns only (not from Nr).
-        # The step's drafts' -1s land at [ntns, ntns + ks) before the inputs are read, the
-        # sample's -1 at ntns - correction after ([cite:v1-async-placeholder-outputs]). Above the highest
-        # position written since entering (v1_top) the row holds its old content (zeros), not -1;
-        # below it, a position some write stepped over (v1_hole, only the latest kept) holds zeros
-        # too. Entering rewrites the row ([0, entered_at)) and forgets both.
+        # rejected drafts of r's last sampled step back from ntns only (not from Nr)
+        # ([cite:v1-deferred-draft-correction]). The step's drafts' -1s land at
+        # [ntns, ntns + ks) before the inputs are read ([cite:v1-drafts-written-at-host-count]),
+        # the sample's -1 at ntns - correction after ([cite:v1-async-placeholder-outputs]).
+        # Above the highest position written since entering (v1_top) the row holds its old
+        # content (zeros), not -1; below it, a position some write stepped over (v1_hole, only
+        # the latest kept) holds zeros too. Entering rewrites the row ([0, entered_at)) and
+        # forgets both.
         hole = ops.ite(entering, 0, s.v1_hole[r])
         top = ops.ite(entering, entered_at, s.v1_top[r])
         ntns = ops.ite(entering, entered_at, ops.ite(aligned < nr + prev_draft, aligned, s.v1_ntns[r] + prev_draft))
@@ -121,9 +123,7 @@ def v1_decide(
         top = ops.ite(ops.all(drafts_written, ntns + sh.ks > top), ntns + sh.ks, top)
         lo = ops.ite(sh.c0 > entered_at, sh.c0, entered_at)  # first host position above the written ids
         hi = ops.min(sh.c0 + from_host, top)  # one past the last -1 the step can read
-        placeholder_input = ops.all(
-            sh.on, from_host > 0, hi > lo, ops.not_(ops.all(hi - lo == 1, lo == hole))
-        )
+        placeholder_input = ops.all(sh.on, from_host > 0, hi > lo, ops.not_(ops.all(hi - lo == 1, lo == hole)))
         rows.append(
             {
                 "scheduled": sh.on,
@@ -144,9 +144,7 @@ def v1_decide(
         # the sample's -1 lands at ntns - shift after the correction ([cite:v1-async-placeholder-outputs])
         sampled = ops.all(sh.on, ops.not_(discard))
         at = ntns - shift
-        nxt.v1_hole[r] = ops.ite(
-            ops.all(sampled, at > top), top, ops.ite(ops.all(sampled, at == hole), 0, hole)
-        )
+        nxt.v1_hole[r] = ops.ite(ops.all(sampled, at > top), top, ops.ite(ops.all(sampled, at == hole), 0, hole))
         nxt.v1_top[r] = ops.ite(ops.all(sampled, at + 1 > top), at + 1, top)
         nxt.v1_ntns[r] = ops.ite(sh.on, at + ops.ite(sampled, 1, 0), s.v1_ntns[r])
         # the correction the next step applies: this step's rejected drafts
