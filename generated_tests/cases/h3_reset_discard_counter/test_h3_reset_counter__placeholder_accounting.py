@@ -16,7 +16,7 @@ step  event               picks                               what changes
                                                               r0: status WAITING->RUNNING, c 0->1, P 0->1, F 0->1, drafts 0->2
                                                               r0: Nr 0->2
                                                               in flight 0->1
-   2  schedule            budget=2                            r0: scheduled 2, reserved 2, runner returns 1
+   2  schedule            budget=2 accepted=[1]               r0: scheduled 2, reserved 2, runner returns 2
                                                               r0: runner rule c + n = 1 + 2 = 3 < Nr = 2? no -> samples
                                                               r0: c 1->3, P 1->3, F 1->3, Nr 2->3
                                                               in flight 1->2
@@ -31,12 +31,12 @@ step  event               picks                               what changes
    6  deliver                                                 delivers the output of step 2
                                                               r0: F 4->2, to_discard 2->1
                                                               in flight 2->1
-   7  schedule            budget=1                            r0: scheduled 1, reserved 1, runner returns 1
-                                                              r0: runner rule c + n = 2 + 1 = 3 < Nr = 3? no -> samples
-                                                              r0: c 2->3, P 1->2, F 2->3, Nr 3->4
+   7  schedule            budget=2 accepted=[1]               r0: scheduled 2, reserved 2, runner returns 2
+                                                              r0: runner rule c + n = 2 + 2 = 4 < Nr = 3? no -> samples
+                                                              r0: c 2->4, P 1->3, F 2->4, Nr 3->4
                                                               in flight 1->2
    8  deliver                                                 delivers the output of step 5
-                                                              r0: F 3->1, to_discard 1->0
+                                                              r0: F 4->2, to_discard 1->0
                                                               in flight 2->1
 (L prompt, T tokens, c computed, P placeholders, F in flight, S stale, D drop-stale, X is_prefill_chunk, Nr V1 num_tokens, g/pl/tl V2 slot computed/prefill_len/total_len)
 
@@ -104,12 +104,12 @@ CASE = Case(
     init={'prompt_len': [1]},
     steps=(
         ('schedule', {'budget': 1, 'accepted': [0]}),
-        ('schedule', {'budget': 2, 'accepted': [0]}),
+        ('schedule', {'budget': 2, 'accepted': [1]}),
         ('deliver', {'stop': [0]}),
         ('reset_prefix_cache', {}),
         ('schedule', {'budget': 2, 'accepted': [0]}),
         ('deliver', {'stop': [0]}),
-        ('schedule', {'budget': 1, 'accepted': [0]}),
+        ('schedule', {'budget': 2, 'accepted': [1]}),
         ('deliver', {'stop': [0]}),
     ),
     kind='violation',

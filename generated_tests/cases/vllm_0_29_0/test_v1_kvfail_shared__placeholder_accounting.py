@@ -11,21 +11,22 @@ Violated: placeholder-accounting (vLLM 0.29.0: async_scheduler.py:28-41, async_s
 
 step  event               picks                               what changes
    0  init                prompt_len=[17, 17] shared_prefix=16
-   1  schedule            budget=17                           r0: scheduled 17, reserved 1, runner returns 1
+   1  schedule            budget=18                           r0: scheduled 17, reserved 1, runner returns 1
                                                               r0: runner rule c + n = 0 + 17 = 17 < Nr = 17? no -> samples
                                                               r0: status WAITING->RUNNING, c 0->17, P 0->1, F 0->17, cached 0->16
                                                               r0: Nr 0->18
-                                                              in flight 0->1
-   2  schedule            budget=2                            r0: scheduled 1, reserved 1, runner returns 1
-                                                              r0: runner rule c + n = 17 + 1 = 18 < Nr = 18? no -> samples
-                                                              r0: c 17->18, P 1->2, F 17->18, Nr 18->19
                                                               r1: scheduled 1, reserved 1, runner returns 1
                                                               r1: runner rule c + n = 16 + 1 = 17 < Nr = 17? no -> samples
                                                               r1: status WAITING->RUNNING, c 0->17, P 0->1, F 0->1, cached 0->16
                                                               r1: hit 0->16, Nr 0->18
+                                                              in flight 0->1
+   2  schedule            budget=1                            r0: scheduled 1, reserved 1, runner returns 1
+                                                              r0: runner rule c + n = 17 + 1 = 18 < Nr = 18? no -> samples
+                                                              r0: c 17->18, P 1->2, F 17->18, Nr 18->19
                                                               in flight 1->2
    3  deliver             kv_fail_req=0                       delivers the output of step 1
                                                               r0: c 18->0, F 18->1
+                                                              r1: c 17->16, F 1->0
                                                               in flight 2->1
 (L prompt, T tokens, c computed, P placeholders, F in flight, S stale, D drop-stale, X is_prefill_chunk, Nr V1 num_tokens, g/pl/tl V2 slot computed/prefill_len/total_len)
 
@@ -89,8 +90,8 @@ CASE = Case(
     config={'name': 'v1-kvfail-shared@0.29.0', 'runner': 'v1', 'events': ['kvfail', 'prefix-cache'], 'faults': [], 'profile': 'vllm-0.29.0', 'clamp': False, 'requests': 2, 'pp': 1, 'spec_tokens': 0, 'max_budget': None, 'prompt_lens': None, 'long_prefill_threshold': 0, 'block_size': 16, 'via': ['shared-block-failure']},
     init={'prompt_len': [17, 17], 'shared_prefix': 16},
     steps=(
-        ('schedule', {'budget': 17}),
-        ('schedule', {'budget': 2}),
+        ('schedule', {'budget': 18}),
+        ('schedule', {'budget': 1}),
         ('deliver', {'stop': [0, 0], 'kv_fail_req': 0, 'kv_fail_block': 0}),
     ),
     kind='violation',

@@ -10,25 +10,25 @@ Violated: predicates-agree (vLLM 0.31.0: scheduler.py:1601-1603, async_scheduler
 
 step  event               picks                               what changes
    0  init                prompt_len=[16] resumable=[True]
-   1  schedule            budget=1                            r0: scheduled 1, reserved 0, runner returns 0
-                                                              r0: runner rule c + n = 0 + 1 = 1 < Nr = 16? yes -> discards
-                                                              r0: status WAITING->RUNNING, c 0->1, F 0->1, X F->T, Nr 0->16
+   1  stream_update       new_tokens=1                        r0: update F->T
+   2  schedule            budget=15                           r0: scheduled 15, reserved 0, runner returns 0
+                                                              r0: runner rule c + n = 0 + 15 = 15 < Nr = 16? yes -> discards
+                                                              r0: status WAITING->RUNNING, c 0->15, F 0->15, X F->T, Nr 0->16
                                                               in flight 0->1
-   2  schedule            budget=15                           r0: scheduled 15, reserved 1, runner returns 1
-                                                              r0: runner rule c + n = 1 + 15 = 16 < Nr = 16? no -> samples
-                                                              r0: c 1->16, P 0->1, F 1->16, X T->F, drafts 0->1
+   3  schedule            budget=1                            r0: scheduled 1, reserved 1, runner returns 1
+                                                              r0: runner rule c + n = 15 + 1 = 16 < Nr = 16? no -> samples
+                                                              r0: c 15->16, P 0->1, F 15->16, X T->F, drafts 0->1
                                                               r0: Nr 16->17
                                                               in flight 1->2
-   3  deliver             kv_fail_req=0                       delivers the output of step 1
-                                                              r0: c 16->0, F 16->15
+   4  deliver             kv_fail_req=0                       delivers the output of step 2
+                                                              r0: c 16->0, F 16->1
                                                               in flight 2->1
-   4  stream_update       new_tokens=1                        r0: update F->T
    5  schedule            budget=1                            r0: scheduled 1, reserved 0, runner returns 0
                                                               r0: runner rule c + n = 0 + 1 = 1 < Nr = 17? yes -> discards
-                                                              r0: c 0->1, F 15->16, X F->T, drafts 1->0
+                                                              r0: c 0->1, F 1->2, X F->T, drafts 1->0
                                                               in flight 1->2
-   6  deliver             stop=[1]                            delivers the output of step 2
-                                                              r0: status RUNNING->WAITING, L 16->17, T 16->2, P 1->0, F 16->1
+   6  deliver             stop=[1]                            delivers the output of step 3
+                                                              r0: status RUNNING->WAITING, L 16->17, T 16->2, P 1->0, F 2->1
                                                               r0: S 0->1, D F->T, update T->F
                                                               in flight 2->1
    7  schedule            budget=2                            r0: scheduled 2, reserved 2, runner returns 0
@@ -99,10 +99,10 @@ CASE = Case(
     config={'name': 'kvfail-stream@0.31.0', 'runner': 'v1', 'events': ['kvfail', 'stream'], 'faults': [], 'profile': 'vllm-0.31.0', 'clamp': False, 'requests': 1, 'pp': 1, 'spec_tokens': 1, 'max_budget': None, 'prompt_lens': None, 'long_prefill_threshold': 0, 'block_size': 16},
     init={'prompt_len': [16], 'resumable': [True]},
     steps=(
-        ('schedule', {'budget': 1, 'accepted': [0]}),
-        ('schedule', {'budget': 15, 'accepted': [0]}),
-        ('deliver', {'stop': [0], 'kv_fail_req': 0, 'kv_fail_block': 0}),
         ('stream_update', {'req': 0, 'new_tokens': 1}),
+        ('schedule', {'budget': 15, 'accepted': [0]}),
+        ('schedule', {'budget': 1, 'accepted': [0]}),
+        ('deliver', {'stop': [0], 'kv_fail_req': 0, 'kv_fail_block': 0}),
         ('schedule', {'budget': 1, 'accepted': [0]}),
         ('deliver', {'stop': [1], 'kv_fail_req': -1, 'kv_fail_block': 0}),
         ('schedule', {'budget': 2, 'accepted': [0]}),
