@@ -54,21 +54,30 @@ def reaction(row: VerdictRow) -> str:
     return f"**{row.verdict}**"
 
 
-def scope(row: VerdictRow) -> str:
+SHORT_SIZES = {"requests": "N=", "spec_tokens": "K=", "pp": "pp="}
+
+
+def scope(row: VerdictRow, short: bool = False) -> str:
     """What the verdict covers: its depth (all depths for a proof, the length of the
     counterexample, the search bound) and the sizes it holds for: the row's own `scope`
-    when the prover writes one, else the configuration's."""
+    when the prover writes one, else the configuration's. `short`: as prove prints it
+    (N= K= pp=), for the folded verdict table."""
     depth, kind = row.depth, row.verdict.kind
     if kind is Kind.PROVED:
         what = f"all depths (k={depth})"
     elif kind is Kind.VIOLATED:
-        what = f"at {depth} steps"
+        what = f"{depth} steps" if short else f"at {depth} steps"
     elif kind is Kind.BOUNDED:
-        what = f"none within {depth} steps"
+        what = f"none in {depth} steps" if short else f"none within {depth} steps"
     else:
         what = (row.note or "")[:60]
     given = row.scope
-    if isinstance(given, dict):
+    if isinstance(given, dict) and short:
+        size = " ".join(
+            f"{SHORT_SIZES.get(k, k + ' ')}{'/'.join(map(str, v)) if isinstance(v, (list, tuple)) else v}"
+            for k, v in given.items()
+        )
+    elif isinstance(given, dict):
         size = ", ".join(
             f"{k} {'/'.join(map(str, v)) if isinstance(v, (list, tuple)) else v}" for k, v in given.items()
         )
@@ -79,7 +88,11 @@ def scope(row: VerdictRow) -> str:
     else:
         try:
             cfg = config_of(row)
-            size = f"requests {cfg.requests}, spec_tokens {cfg.spec_tokens}, pp {cfg.pp}"
+            size = (
+                f"N={cfg.requests} K={cfg.spec_tokens} pp={cfg.pp}"
+                if short
+                else f"requests {cfg.requests}, spec_tokens {cfg.spec_tokens}, pp {cfg.pp}"
+            )
         except ReportError:
             size = ""
     return f"{what}; {size}" if size else what
@@ -144,7 +157,13 @@ def summary_md(summary: dict, cxs: list[Counterexample], base: str, compact: boo
         lines += _cx_table(mine, base, compact) if mine else ["none"]
         lines.append("")
     lines += ["### Every verdict", ""]
-    if compact:  # proved rows folded per configuration, releases with the same rows side by side
+    if compact:
+        lines += [
+            "Folded to fit one comment: a configuration's proved properties in one row, releases "
+            "with the same rows side by side, sizes as `prove` prints them (N requests, K draft "
+            "tokens); a crash's assert is in the tables above.",
+            "",
+        ]  # proved rows folded per configuration, releases with the same rows side by side
         table = [["configuration", "property", "verdict", "scope", "vLLM reaction"]]
         folded: dict = {}
         for name in configs:
@@ -153,10 +172,10 @@ def summary_md(summary: dict, cxs: list[Counterexample], base: str, compact: boo
             held = [r for r in mine if r.verdict.kind is Kind.PROVED]
             cells = []
             if held:
-                cells.append((f"{len(held)} properties", "proved", scope(held[0]), "holds"))
-            for r in mine:
+                cells.append((f"{len(held)} properties", "proved", scope(held[0], short=True), "holds"))
+            for r in mine:  # the assert of a crash is in the tables above, on the row's page
                 if r.verdict.kind is not Kind.PROVED:
-                    cells.append((r.property, str(r.verdict), scope(r), reaction(r)))
+                    cells.append((r.property, str(r.verdict), scope(r, short=True), reaction(r).split(" (")[0]))
             folded.setdefault((scenario, tuple(cells)), []).append(name.partition("@")[2] or "")
         for (scenario, cells), releases in folded.items():
             label = f"`{scenario}`" + (f" @ {', '.join(releases)}" if any(releases) else "")
@@ -194,7 +213,7 @@ def _seed_md(rows: list[VerdictRow]) -> list[str]:
         "### The seed's configuration",
         "",
         "V2, chunked prefill, budget 8192, up to 64 sequences (any number), a 9118-token prompt; "
-        "`seed-cc` with the slot read stale (Confidential Computing). Prefix caching is not modelled yet.",
+        "`seed-cc` with the slot read stale (Confidential Computing); both with prefix caching on (any hit).",
         "",
         *md_table(table),
         "",
