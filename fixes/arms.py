@@ -193,8 +193,8 @@ def native_guard_target():
         def reset(self, cfg, init) -> None:
             real = factory.new_scheduler
 
-            def plain(c, clamp=False, guard=None):
-                return real(c, clamp=clamp, guard=False)
+            def plain(c, clamp=False, guard=None, monitor=False):
+                return real(c, clamp=clamp, guard=False, monitor=monitor)
 
             factory.new_scheduler = plain  # VllmTarget.reset builds the scheduler through it
             try:

@@ -22,7 +22,7 @@ import pytest
 from codegen.cases import build, from_monitor
 from report.explain_trace import explain_trace
 from spec.config import Config
-from spec.errors import ExitStatus
+from spec.errors import ExitStatus, TargetUnavailable
 from targets import vllm_env, vllm_factory
 from targets.harness import replay_case
 from targets.monitor import ENV_FOLDER, ENV_WINDOW, Settings, SettingsError
@@ -64,7 +64,10 @@ def must_write(case, expect) -> bool:
 
 def _play(case, target, folder: Path, monkeypatch) -> list[Path]:
     monkeypatch.setenv(ENV_FOLDER, str(folder))
-    ran = replay_case(case, target)  # every arm as the model predicts it: the monitor changed nothing
+    try:
+        ran = replay_case(case, target)  # every arm as the model predicts it: the monitor changed nothing
+    except TargetUnavailable as exc:  # e.g. the V2 recompute fix's arms: its patched scheduler plays them
+        pytest.skip(f"{target.name}: {exc}")
     assert ran, "the monitor's target ran no arm"
     return sorted(folder.glob("*.itf.json")) if folder.exists() else []
 
