@@ -28,21 +28,12 @@ from vllm.logger import init_logger
 from vllm.v1.core.sched.async_scheduler import AsyncScheduler
 from vllm.v1.request import RequestStatus
 
-from spec.profiles import RELEASES
 from spec.vocabulary import Status
 from targets.guard_scheduler import _guard
 from targets.monitor import Monitor, Settings, status_code
+from targets.vllm_tree import nearest_release
 
 logger = init_logger(__name__)
-
-
-def release_of(version: str) -> str:
-    """The modelled release a vLLM version runs as: itself, else the newest release not
-    newer than it (a checkout's dev version is checked against the release it follows)."""
-    core = version.split("+")[0].split(".dev")[0]
-    numbers = tuple(int(part) for part in core.split(".")[:3] if part.isdigit())
-    known = [p.release for p in RELEASES if tuple(int(x) for x in p.release.split(".")) <= numbers]
-    return known[-1] if known else RELEASES[0].release
 
 
 def status_of(status) -> int:
@@ -55,7 +46,12 @@ class MonitoredAsyncScheduler(AsyncScheduler):
         super().__init__(*args, **kwargs)
         settings = Settings.from_env()
         self.monitor = Monitor(
-            self, settings, release_of(VLLM_VERSION), status_of, RequestStatus.WAITING_FOR_STREAMING_REQ, logger.warning
+            self,
+            settings,
+            nearest_release(VLLM_VERSION)[0],
+            status_of,
+            RequestStatus.WAITING_FOR_STREAMING_REQ,
+            logger.warning,
         )
         self.monitoring = True  # off after an error of the monitor's own: vLLM runs on, unmonitored
         # request id -> tokens the drop mode dropped (the guard's counter, for tests)
