@@ -50,6 +50,9 @@ RECORD_FIELDS = {
     "Runner": ("spec.runner_variants", "cite"),
 }
 
+# the detail of a citation whose file the tree does not have
+FILE_GONE = "file not in the tree"
+
 # how close a block must be to count as the cited text "changed" rather than "vanished"
 SIMILAR = 0.6
 
@@ -363,7 +366,7 @@ def anchor(
         file, line, want = c.file_in(base), c.lines[base], _norm(c.text_in(base).split("\n"))
         have = lines_of(file)
         if have is None:
-            findings[c.id] = Finding(c.id, base, "vanished", file, line, detail="file not in the tree")
+            findings[c.id] = Finding(c.id, base, "vanished", file, line, detail=FILE_GONE)
         elif _at(have, want, line):
             findings[c.id] = Finding(c.id, base, "ok", file, line)
         else:
@@ -399,19 +402,41 @@ def anchor(
         predicted = line + _shift_near(findings, base, file, line)
         ratio, first, length = _similar(have, want, predicted)
         got = have[first - 1 : first - 1 + length]
-        if ratio >= SIMILAR:
+        unrelated = _unrelated(want, got, have, first, predicted)
+        if ratio >= SIMILAR and not unrelated:
             findings[c.id] = Finding(c.id, base, "changed", file, line, first, _diff(want, got), f"{ratio:.0%} similar")
         else:
-            findings[c.id] = Finding(
-                c.id,
-                base,
-                "vanished",
-                file,
-                line,
-                None,
-                detail=f"text not in the file; best block {ratio:.0%} similar, at line {first}",
-            )
+            why = unrelated or f"best block {ratio:.0%} similar, at line {first}"
+            findings[c.id] = Finding(c.id, base, "vanished", file, line, None, detail=f"text not in the file; {why}")
     return [findings[c.id] for c, _ in todo]
+
+
+# names too common in vLLM's scheduler to tell one mechanism from another
+_COMMON_NAMES = frozenset(
+    {"request", "requests", "req_id", "request_id", "num_tokens", "scheduler_output", "self", "return"}
+)
+# how far (lines) from where its neighbours moved a changed block may be without sharing a name
+NEAR = 40
+
+
+def _names(lines: list[str]) -> set[str]:
+    """The distinctive identifiers of some code: names with an underscore, less the common ones."""
+    return {n for n in re.findall(r"[A-Za-z_][A-Za-z0-9_]*", "\n".join(lines)) if "_" in n.strip("_")} - _COMMON_NAMES
+
+
+def _unrelated(want: list[str], got: list[str], have: list[str], first: int, predicted: int) -> str:
+    """Why the most similar block is not the cited mechanism changed, or "": a block far from
+    where the neighbouring citations moved that keeps none of the cited text's distinctive
+    names is an unrelated line that happens to look alike (a `.clear()` for a deleted
+    set's `.clear()`); the names no longer anywhere in the file say what went."""
+    names = _names(want)
+    if not names or names & _names(got) or abs(first - predicted) <= NEAR:
+        return ""
+    text = "\n".join(have)
+    gone = sorted(n for n in names if n not in text)
+    if gone:
+        return f"{', '.join(gone)} no longer in the file"
+    return f"the most similar block (line {first}) is far from where its neighbours moved and shares none of its names"
 
 
 def _shift_near(findings: dict[str, Finding], base: str, file: str, line: int) -> int:

@@ -3,7 +3,7 @@
 When a live (non-stale) delivery carries more tokens than the request has reserved
 placeholders, keep only the reserved number, before the parent appends them. A
 negative counter reserves nothing. `codegen`'s vLLM arm implements the same rule as a
-real scheduler class (targets/clamp_scheduler.py); this is its definition.
+real scheduler class (adapter/clamp_scheduler.py); this is its definition.
 """
 
 from __future__ import annotations

@@ -408,6 +408,11 @@ class Config:
         if self.long_prefill_threshold < 0 or self.block_size < 1:
             raise SpecError(f"{where}: long_prefill_threshold >= 0 and block_size >= 1 required")
         prof = PROFILES[self.profile]
+        if self.is_v1 and not prof.has_v1_runner:
+            raise SpecError(
+                f"{where}: vLLM {prof.release} has no V1 model runner ([cite:v1-runner-removed]); "
+                "V1 configurations end at 0.33.0: use a V2 runner or an earlier profile"
+            )
         if prof.historical and not prof.stop_rolls_back and "stream" not in self.events:
             raise SpecError(f"{where}: profile {self.profile} only differs on the stream events; add 'stream'")
         if prof.historical and prof.reset != "preempt-drop-stale" and "reset" not in self.events:

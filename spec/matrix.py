@@ -117,10 +117,13 @@ def _span(key: str) -> list[str]:
     return known[first : last + 1]
 
 
-def _releases(scenario: str, note: str, expect: dict, **kw) -> tuple[Config, ...]:
+def _releases(scenario: str, note: str, expect: dict, runner_without_v1: str | None = None, **kw) -> tuple[Config, ...]:
     """One configuration per release: expect maps a release ("0.32.0") or a range of
     them ("0.29.0..0.32.0") to its expectations, or to (note for those releases,
-    expectations). A release absent from every key gets no configuration."""
+    expectations). A release absent from every key gets no configuration. A V1 scenario
+    has none on a release without the V1 runner (0.34.0 on, [cite:v1-runner-removed]),
+    unless `runner_without_v1` names the runner it runs there instead: a mechanism of
+    the scheduler's, which vLLM's only runner then meets."""
     chosen: dict[str, object] = {}
     for key, entry in expect.items():
         for release in _span(key):
@@ -133,7 +136,12 @@ def _releases(scenario: str, note: str, expect: dict, **kw) -> tuple[Config, ...
             continue
         entry = chosen[profile.release]
         text, wanted = entry if isinstance(entry, tuple) else (note, entry)
-        out.append(_cfg(f"{scenario}@{profile.release}", text, wanted, profile=profile.name, **kw))
+        cfg = _cfg(f"{scenario}@{profile.release}", text, wanted, profile=profile.name, **kw)
+        if cfg.is_v1 and not profile.has_v1_runner:
+            if runner_without_v1 is None:
+                continue
+            cfg = cfg.with_(runner=runner_without_v1)
+        out.append(cfg)
     return tuple(out)
 
 
@@ -174,7 +182,7 @@ MATRIX: tuple[Config, ...] = (
             ),
             # 0.33.0 asserts only a counter that was positive: at the seed's sizes no trace
             # within 12 steps drives it negative (with any sizes, v2-stale-slot: 7 steps)
-            "0.33.0": _expect(
+            "0.33.0..0.34.0": _expect(
                 violated=("predicates-agree", "no-token-while-prefilling") + V2_POSITIONS,
                 bounded=("counter-nonnegative",),
             ),
@@ -192,7 +200,7 @@ MATRIX: tuple[Config, ...] = (
             # V1 input rule says it does (the runner targets, 7 steps); the rule is 0.32.0's
             "0.29.0..0.30.0": _expect(violated=NO_ROLLBACK),
             "0.31.0..0.32.0": _expect(proved=SAFETY + V1_INPUTS),
-            "0.33.0": _expect(proved=SAFETY_033 + V1_INPUTS),
+            "0.33.0..0.34.0": _expect(proved=SAFETY_033 + V1_INPUTS),
         },
         runner="v1",
         events=ALL,
@@ -204,7 +212,7 @@ MATRIX: tuple[Config, ...] = (
         {
             "0.29.0..0.30.0": _expect(violated=NO_ROLLBACK + V2_POSITIONS),
             "0.31.0..0.32.0": _expect(proved=SAFETY + V2_POSITIONS + V2_HISTORY),
-            "0.33.0": _expect(proved=SAFETY_033 + V2_POSITIONS + V2_HISTORY),
+            "0.33.0..0.34.0": _expect(proved=SAFETY_033 + V2_POSITIONS + V2_HISTORY),
         },
         runner="v2",
         events=ALL,
@@ -216,7 +224,7 @@ MATRIX: tuple[Config, ...] = (
         {
             "0.29.0..0.30.0": _expect(violated=NO_ROLLBACK + V2_POSITIONS),
             "0.31.0..0.32.0": _expect(proved=SAFETY + V2_POSITIONS + V2_HISTORY),
-            "0.33.0": _expect(proved=SAFETY_033 + V2_POSITIONS + V2_HISTORY),
+            "0.33.0..0.34.0": _expect(proved=SAFETY_033 + V2_POSITIONS + V2_HISTORY),
         },
         runner="v2-live",
         events=ALL,
@@ -234,7 +242,7 @@ MATRIX: tuple[Config, ...] = (
                 # with 3 stages, past 60 s per query with 4): the short ones
                 "0.29.0..0.30.0": _expect(violated=("predicates-agree", "scheduled-tokens-positive") + V2_POSITIONS),
                 "0.31.0..0.32.0": _expect(proved=SAFETY + V2_POSITIONS + V2_HISTORY),
-                "0.33.0": _expect(proved=SAFETY_033 + V2_POSITIONS + V2_HISTORY),
+                "0.33.0..0.34.0": _expect(proved=SAFETY_033 + V2_POSITIONS + V2_HISTORY),
             },
             runner="v2",
             events=ALL,
@@ -251,7 +259,7 @@ MATRIX: tuple[Config, ...] = (
                 violated=V1_INPUTS,
                 frontier={"computed-nonnegative": 2},
             ),
-            "0.33.0": (
+            "0.33.0..0.34.0": (
                 "V1 with KV-load failures: runner and scheduler agree, but a stop that trims a "
                 "draft rolls a recomputed request's computed count below 0 as it finishes",
                 _expect(
@@ -269,8 +277,20 @@ MATRIX: tuple[Config, ...] = (
         "KV-load failure with two draft tokens: after the recompute both "
         "drafts are rejected from a computed count of 1 ([cite:spec-reject-decrement] checks c > 0, "
         "not c >= rejected), and the next step is scheduled from position -1",
-        _same(_expect(violated=("computed-nonnegative",))),
+        {
+            "0.29.0..0.33.0": _expect(violated=("computed-nonnegative",)),
+            "0.34.0": (
+                "KV-load failure with two draft tokens on vLLM's only runner, V2: the scheduler still "
+                "rejects both drafts from a computed count of 1 and schedules from position -1; the V2 "
+                "recompute's stray sample leaves the liveness lemmas without a proof (none within 12 steps)",
+                _expect(
+                    violated=("computed-nonnegative",),
+                    bounded=("stale-drains", "no-stuck-request", "bounded-progress"),
+                ),
+            ),
+        },
         runner="v1",
+        runner_without_v1="v2",
         events=frozenset({"kvfail"}),
         spec_tokens=2,
         requests=1,
@@ -313,7 +333,7 @@ MATRIX: tuple[Config, ...] = (
                 violated=V1_INPUTS,
                 frontier={"computed-nonnegative": 2},
             ),
-            "0.33.0": _expect(
+            "0.33.0..0.34.0": _expect(
                 proved=V1_RECOMPUTES,
                 violated=("computed-nonnegative",) + V1_INPUTS,
             ),
@@ -342,7 +362,7 @@ MATRIX: tuple[Config, ...] = (
         "that step's position while its next step is in flight; the runner keeps both",
         {
             "0.29.0..0.32.0": _expect(violated=V2_RECOMPUTE_BREAKS),
-            "0.33.0": (
+            "0.33.0..0.34.0": (
                 "V2: a KV-load failure on a block a second request found in the prefix cache: the "
                 "sharer's skipped token stays in the runner's history and its recompute is sampled; "
                 "0.33.0 appends the stray token silently (no counter crash within 8 steps)",
@@ -382,7 +402,7 @@ MATRIX: tuple[Config, ...] = (
         "V2: a recompute after a KV-load failure re-prefills below prefill_len",
         {
             "0.29.0..0.32.0": _expect(violated=V2_RECOMPUTE_BREAKS),
-            "0.33.0": (
+            "0.33.0..0.34.0": (
                 "V2: the recompute's stray token is appended silently during the prefill "
                 "(the decrement is skipped while P = 0): no crash, wrong output",
                 _expect(violated=V2_RECOMPUTE_BREAKS[1:], bounded=("counter-nonnegative",)),
@@ -399,7 +419,7 @@ MATRIX: tuple[Config, ...] = (
             "0.29.0..0.32.0": _expect(
                 violated=("counter-nonnegative", "predicates-agree", "no-token-while-prefilling") + V2_POSITIONS
             ),
-            "0.33.0": _expect(
+            "0.33.0..0.34.0": _expect(
                 violated=("predicates-agree", "no-token-while-prefilling") + V2_POSITIONS,
                 bounded=("counter-nonnegative",),
             ),
@@ -423,8 +443,15 @@ MATRIX: tuple[Config, ...] = (
                 "history; the runner's disagreement of 0.32.0 (7 steps) is not found within 8",
                 _expect(violated=("safe-frontier-nonnegative",), bounded=("predicates-agree",)),
             ),
+            "0.34.0": (
+                "KV-load failure on a streaming session, on vLLM's only runner (V2): the stop still "
+                "lands below the computed history, and the V2 recompute samples a chunk nothing was "
+                "reserved for",
+                _expect(violated=("safe-frontier-nonnegative", "predicates-agree")),
+            ),
         },
         runner="v1",
+        runner_without_v1="v2",
         events=frozenset({"kvfail", "stream"}),
         requests=1,
         search_depth=8,
@@ -492,6 +519,7 @@ MATRIX: tuple[Config, ...] = (
         "(a platform plugin rewrote num_scheduled_tokens, tpu-inference #3492); preemption in both modes",
         _same(_expect(violated=("stale-drains", "no-stuck-request", "bounded-progress", "stale-count-nonnegative"))),
         runner="v1",
+        runner_without_v1="v2",
         events=frozenset({"preempt", "preempt-drop"}),
         faults=frozenset({"under-drain"}),
         requests=1,
@@ -504,6 +532,19 @@ MATRIX: tuple[Config, ...] = (
         "drafts can be rejected",
         _same(_expect(frontier={"counter-nonnegative": 2})),
         runner="v1",
+        events=frozenset(),
+        faults=frozenset({"over-delivery"}),
+        clamp=True,
+        spec_tokens=None,
+        requests=1,
+    ),
+    *_releases(
+        "v2-over-delivery-clamp",
+        "the clamp's frontier in the draft count on vLLM's only runner from 0.34.0: the rejection "
+        "decrement (guarded by P > 0, [cite:spec-reject-decrement]) drives the counter negative once "
+        "two drafts can be rejected, whatever the runner",
+        {"0.34.0": _expect(frontier={"counter-nonnegative": 2})},
+        runner="v2",
         events=frozenset(),
         faults=frozenset({"over-delivery"}),
         clamp=True,
@@ -538,7 +579,7 @@ MATRIX: tuple[Config, ...] = (
         "guard-v2-stream",
         "the step-reservation guard with streaming sessions as well (0.33.0: its "
         "session update keeps the history whole)",
-        {"0.33.0": _expect(proved=("counter-nonnegative", "no-token-while-prefilling", "drops-only-unreserved"))},
+        {"0.33.0..0.34.0": _expect(proved=("counter-nonnegative", "no-token-while-prefilling", "drops-only-unreserved"))},
         runner="v2",
         events=KVFAIL,
         faults=frozenset({"stale-slot-read", "over-delivery"}),
@@ -555,7 +596,7 @@ MATRIX: tuple[Config, ...] = (
                 "keeps its placeholders and in-flight output, and the guard drops what they deliver",
                 _expect(violated=("never-drops", "placeholder-accounting")),
             ),
-            "0.31.0..0.33.0": _expect(proved=("never-drops", "counter-nonnegative", "placeholder-accounting")),
+            "0.31.0..0.34.0": _expect(proved=("never-drops", "counter-nonnegative", "placeholder-accounting")),
         },
         runner="v2",
         events=ALL,
@@ -571,7 +612,7 @@ MATRIX: tuple[Config, ...] = (
                 "without the rollback (0.29.0, 0.30.0)",
                 _expect(violated=("never-drops",)),
             ),
-            "0.31.0..0.33.0": _expect(proved=("never-drops",)),
+            "0.31.0..0.34.0": _expect(proved=("never-drops",)),
         },
         runner="v1",
         events=ALL,
@@ -746,7 +787,9 @@ _DRAINS_NOT_ON_0_29_0_30 = frozenset(
 # nor, in the two shared-block failure scenarios (a request's computed count cut back by a
 # failure on a block it shares is not inductive with the lemmas), where no counterexample
 # comes within 12 steps either
-_DRAINS_NOT_CLAIMED = frozenset({"v1-over-delivery-clamp", "v1-kvfail-shared", "v2-kvfail-shared"})
+_DRAINS_NOT_CLAIMED = frozenset(
+    {"v1-over-delivery-clamp", "v2-over-delivery-clamp", "v1-kvfail-shared", "v2-kvfail-shared"}
+)
 
 
 # no-stuck-request is not claimed under over-delivery, nor for the guard's streaming

@@ -86,9 +86,26 @@ class Profile:
     # no running request was scheduled ([admission-padding]); False: only behind a
     # scheduled running request (0.29.0)
     admission_pad_if_computed: bool = True
-    # long_prefill_token_threshold applies only while more than one request is running or
-    # waiting ([long-prefill-threshold-eligible]); False: always (0.29.0, 0.30.0)
-    long_prefill_needs_two: bool = True
+    # when long_prefill_token_threshold cuts an admission:
+    #   "always" (0.29.0, 0.30.0)
+    #   "two-or-more": only while more than one request is running or waiting
+    #       ([long-prefill-threshold-eligible], 0.31.0-0.33.0)
+    #   "chunked-and-two-or-more": also only with chunked prefill on
+    #       ([long-prefill-needs-chunked-prefill], 0.34.0); the model's scheduler always
+    #       chunks (the targets switch chunked prefill on), so it reads as "two-or-more"
+    long_prefill: str = "two-or-more"
+
+    # ---- the model runners ---------------------------------------------------------------
+    # the release ships vLLM's V1 GPUModelRunner beside V2 (up to 0.33.0); False: V2 is the
+    # only runner ([v1-runner-removed], 0.34.0), so a V1 configuration of it is refused
+    has_v1_runner: bool = True
+    # how a request resumed from preemption reaches the runner:
+    #   "runner-decides": in scheduled_resumed_reqs / CachedRequestData.resumed_req_ids for
+    #       V1 ([admitted-new-or-resumed]); V2 moves them behind the new ones
+    #       ([v2-resumed-as-new]) (up to 0.33.0)
+    #   "sent-as-new": every resumed request is a NewRequestData, in admission order
+    #       among the new ones, with all its tokens ([resumed-sent-as-new], 0.34.0)
+    resumed_requests: str = "runner-decides"
 
     def behaviour(self) -> dict:
         """The mechanisms it models, without the names and words: two profiles with the
@@ -123,6 +140,20 @@ V0_33_0 = replace(
     session_keep="all-but-last",
     stale_stop_of_preempted_session=True,
     cache_after_delivery="computed-less-in-flight",
+)
+
+# 0.34.0: V2 is the only model runner, every resumed request is re-sent as a new one, the
+# long-prefill threshold also needs chunked prefill; every other modelled mechanism as in
+# 0.33.0 (docs/findings.md, "vLLM 0.34.0")
+V0_34_0 = replace(
+    V0_33_0,
+    name="vllm-0.34.0",
+    release="0.34.0",
+    doc="vLLM 0.34.0: as 0.33.0, with V2 the only model runner, resumed requests re-sent as new "
+    "ones in admission order, and the long-prefill threshold only with chunked prefill",
+    has_v1_runner=False,
+    resumed_requests="sent-as-new",
+    long_prefill="chunked-and-two-or-more",
 )
 
 H1 = replace(
@@ -167,7 +198,7 @@ V0_30_0 = replace(
     "(no safe-frontier rollback); skipped_waiting served first; the long-prefill threshold always on",
     stop_rolls_back=False,
     waiting_queues="skipped-first",
-    long_prefill_needs_two=False,
+    long_prefill="always",
 )
 # 0.29.0, the release of the seed's crash (#57562): 0.30.0's mechanisms, and a 1-token
 # admission padded only behind a scheduled running request
@@ -180,7 +211,7 @@ V0_29_0 = replace(
     admission_pad_if_computed=False,
 )
 
-RELEASES: tuple[Profile, ...] = (V0_29_0, V0_30_0, V0_31_0, V0_32_0, V0_33_0)  # oldest first
+RELEASES: tuple[Profile, ...] = (V0_29_0, V0_30_0, V0_31_0, V0_32_0, V0_33_0, V0_34_0)  # oldest first
 PROFILES: dict[str, Profile] = {p.name: p for p in (*RELEASES, H1, H2, H3, H4)}
 NEWEST = RELEASES[-1]
 RELEASE_NAMES: tuple[str, ...] = tuple(p.release for p in RELEASES)  # "0.29.0", ... oldest first

@@ -56,8 +56,9 @@ def schedule(s: View, a: View, nxt: Next, cfg: Config, ops: Ops) -> Effect:
         nxt.current_step = s.current_step + 1  # [cite:schedule-begins]
 
     # long_prefill_token_threshold applies only with more than one request in the
-    # running or waiting queues ([cite:long-prefill-threshold-eligible], [cite:request-counts]);
-    # before that check (0.29.0, 0.30.0) always
+    # running or waiting queues ([cite:long-prefill-threshold-eligible], [cite:request-counts]),
+    # from 0.34.0 also only with chunked prefill, which the model always has
+    # ([cite:long-prefill-needs-chunked-prefill]); before that check (0.29.0, 0.30.0) always
     eligible = ops.count(st != Status.FINISHED for st in status) + (a.rest_unfinished if cfg.rest else 0)
     thr = cfg.long_prefill_threshold
     prof = cfg.prof
@@ -65,7 +66,7 @@ def schedule(s: View, a: View, nxt: Next, cfg: Config, ops: Ops) -> Effect:
     def cap_long_prefill(x):
         if thr == 0:
             return x
-        applies = ops.all(eligible > 1, thr < x) if prof.long_prefill_needs_two else thr < x
+        applies = thr < x if prof.long_prefill == "always" else ops.all(eligible > 1, thr < x)
         return ops.ite(applies, thr, x)  # [cite:running-num-new-tokens], [cite:admission-padding]
 
     remaining = a.budget
@@ -254,7 +255,7 @@ def schedule(s: View, a: View, nxt: Next, cfg: Config, ops: Ops) -> Effect:
             nxt.in_skipped_waiting[r] = ops.ite(admitted[r], False, nxt.in_skipped_waiting[r])
 
     # admission bookkeeping
-    # ([cite:running-append admitted-new-or-resumed admission-records-tokens admission-sets-running]): status RUNNING,
+    # ([cite:running-append admitted-new-or-resumed resumed-sent-as-new admission-records-tokens admission-sets-running]): status RUNNING,
     # appended to running
     rank_base = s.next_running_rank
     for r in reqs:
@@ -277,6 +278,7 @@ def schedule(s: View, a: View, nxt: Next, cfg: Config, ops: Ops) -> Effect:
     # ([cite:update-after-schedule advance-computed-and-in-flight is-prefill-chunk finished-ids-cleared],
     # [cite:async-update-after-schedule reserve-placeholders spec-token-placeholders next-decode-eligible])
     shipped = []
+    resent = prof.resumed_requests == "sent-as-new"
     reserved = [0] * len(reqs)
     for r in reqs:
         c0, P0, T = start[r], s.num_output_placeholders[r], s.num_tokens[r]
@@ -309,8 +311,11 @@ def schedule(s: View, a: View, nxt: Next, cfg: Config, ops: Ops) -> Effect:
                 prompt_len=s.num_prompt_tokens[r],
                 num_tokens=T,
                 placeholders=P0,
-                as_new=ops.all(admitted[r], status[r] == Status.WAITING),
-                as_resumed=ops.all(admitted[r], status[r] == Status.PREEMPTED),
+                # a resumed request is a new one to the runner from 0.34.0 ([cite:resumed-sent-as-new])
+                as_new=ops.all(admitted[r], status[r] == Status.WAITING)
+                if not resent
+                else admitted[r],
+                as_resumed=ops.all(admitted[r], status[r] == Status.PREEMPTED) if not resent else False,
                 admit_pos=admit_pos[r],
                 chunk=chunk,
                 skipped=s.skipped_unshipped[r] if cfg.ships_skipped else 0,

@@ -269,7 +269,7 @@ DECLS: tuple[VarDecl, ...] = (
         bool,
         ("queue", "req"),
         "the step admitted the request (new or resumed)",
-        "[cite:admitted-new-or-resumed]",
+        "[cite:admitted-new-or-resumed resumed-sent-as-new]",
     ),
     VarDecl("q_epoch", int, ("queue", "req"), "the request's epoch when scheduled", "ghost", ghost=True),
     # ---- V1 runner (per request) --------------------------------------------------------

@@ -266,7 +266,8 @@ def test_cli_reports_and_writes(tree32, tmp_path, capsys):
     out = capsys.readouterr().out
     assert rc == 1
     assert re.search(rf"moved\s+is-prefill-chunk\s+scheduler.py:{line} -> {line + 1}", out), out
-    assert re.search(r"vanished\s+v2-discard-kernel", out), out
+    # the kernel's file is gone from this tree: said once, for all its citations
+    assert re.search(r"vanished\s+vllm/v1/worker/gpu/input_batch.py is gone from the tree: 1 citation\(s\) \(v2-discard-kernel\)", out), out
     assert "3 checked" in out and "1 not compared: 1 introduced in 0.33.0" in out, out
 
     before = toml.read_text().split("\n")
@@ -314,12 +315,13 @@ def test_a_tree_older_than_every_recorded_release_is_compared_with_the_oldest_li
     assert f"{len(recorded)} checked" in out, out
     assert f"{len(later)} not compared: " in out, out
 
-    # citations of mechanisms gone by 0.33.0, against a tree named 0.33.0: none applies
+    # citations of gone mechanisms, against a tree named the last release one went in: none applies
     gone = {c.id for c in CITS.values() if c.gone}
     assert gone
+    last_gone = max((c.gone for c in CITS.values() if c.gone), key=C.release_key)
     toml = tmp_path / "citations.toml"
     toml.write_text(_subset_toml(C.TOML_PATH.read_text(), gone))
-    assert cli(["cite-check", "--vllm", str(tree), "--release", "0.33.0", "--toml", str(toml)]) == 3
+    assert cli(["cite-check", "--vllm", str(tree), "--release", last_gone, "--toml", str(toml)]) == 3
     captured = capsys.readouterr()
     assert "no citation could be compared" in captured.err and "nothing was checked" in captured.err
 
@@ -367,3 +369,27 @@ def test_every_reference_in_spec_resolves():
 def test_no_inline_line_citations_left():
     left = [f"{p.relative_to(ROOT)}:{n}: {cite}" for p in _spec_sources() for n, cite in C.find_legacy(p)]
     assert not left, f"{len(left)} inline citations left:\n" + "\n".join(left[:20])
+
+
+def test_a_mechanism_deleted_is_never_matched_to_an_unrelated_line(tmp_path, capsys):
+    """A cited statement whose names are gone from the file is 'vanished', naming them, even
+    when a look-alike line (another set's .clear()) elsewhere in the file is similar enough
+    to count as changed: 0.34.0 removed prev_step_scheduled_req_ids, and its .clear() was
+    once matched to an unrelated one 600 lines away."""
+    root = tmp_path / "tree"
+    sched = root / "vllm" / "v1" / "core" / "sched" / "scheduler.py"
+    sched.parent.mkdir(parents=True)
+    filler = [f"    x{i} = {i}" for i in range(200)]
+    sched.write_text("\n".join(["class Scheduler:", "    def f(self):", "        self.prev_step_finished_req_ids.clear()", *filler]) + "\n")
+    toml = tmp_path / "citations.toml"
+    toml.write_text(
+        "[prev-cleared]\n"
+        'file = "v1/core/sched/scheduler.py"\n'
+        '"0.32.0" = 150\n'
+        "text = '''\n            self.prev_step_scheduled_req_ids.clear()\n'''\n"
+    )
+    rc = cli(["cite-check", "--vllm", str(root), "--release", "0.32.0", "--toml", str(toml)])
+    out = capsys.readouterr().out
+    assert rc == 1
+    assert re.search(r"vanished\s+prev-cleared .*prev_step_scheduled_req_ids no longer in the file", out), out
+    assert "changed" not in out.split("\n")[1], out

@@ -118,12 +118,25 @@ def not_compared(skipped: list, release: str | None) -> str:
 
 
 def table(findings: list, release: str | None, show_ok: bool) -> None:
+    from spec import citations as C
+
     rows = sorted(findings, key=lambda f: (ORDER[f.status], f.file, f.line))
     width = max((len(f.id) for f in rows), default=10)
+    # a file the tree no longer has: one line for all its citations (the mechanism's file is gone)
+    gone_files: dict[str, list[str]] = {}
+    for f in rows:
+        if f.status == "vanished" and f.detail == C.FILE_GONE:
+            gone_files.setdefault(f.file, []).append(f.id)
     ok = 0
     for f in rows:
         if f.ok and not show_ok:
             ok += 1
+            continue
+        if f.status == "vanished" and f.detail == C.FILE_GONE:
+            ids = gone_files.pop(f.file, None)  # said once, at the file's first citation
+            if ids:
+                shown = ", ".join(ids[:6]) + (f" and {len(ids) - 6} more" if len(ids) > 6 else "")
+                print(f"  vanished vllm/{f.file} is gone from the tree: {len(ids)} citation(s) ({shown})")
             continue
         loc = f"{Path(f.file).name}:{f.line}"
         if f.status == "moved":
