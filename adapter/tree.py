@@ -176,6 +176,8 @@ def nearest_release(version: str) -> tuple[str, str]:
     below = [r for r in RELEASES if version_key(r) <= key]
     if not below:
         return RELEASES[0], f"it declares {version}, older than every release here: the oldest"
+    if below[-1] == NEWEST and key[: len(version_key(NEWEST))] != version_key(NEWEST):
+        return NEWEST, f"it declares {version}, newer than every modelled release: the newest"
     return below[-1], f"it declares {version}: the nearest release at or below it"
 
 

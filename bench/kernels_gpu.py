@@ -116,7 +116,7 @@ def make_batch(rows: int, seed: int, device: torch.device) -> Batch:
 
 def load_vllm():
     """vLLM's launcher and bare kernel, or (None, reason)."""
-    from kernels import vllm_kernel
+    from adapter import kernel as vllm_kernel
 
     try:
         module = vllm_kernel.load_input_batch()

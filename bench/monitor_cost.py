@@ -2,7 +2,7 @@
 
     vllm-contract bench monitor [--vllm 0.32.0] [--requests 64 256] [--rounds 20] [--steps 40] [--out FILE]
 
-vLLM's real AsyncScheduler (the loaded tree's, on CPU, targets/vllm_factory.py) and the
+vLLM's real AsyncScheduler (the loaded tree's, on CPU, adapter/construct.py) and the
 same scheduler as MonitoredAsyncScheduler (targets/monitor_scheduler.py), each with N
 running requests (prompts of --prompt tokens, never stopping), stepped as EngineCore
 does with async scheduling: schedule(), and update_from_output() of the oldest step
@@ -28,16 +28,20 @@ import time
 from collections import deque
 from pathlib import Path
 
+from adapter import objects
+
 TARGET = 1.03
 
 
 def _scheduler(requests: int, monitor: bool, prompt: int):
     """vLLM's scheduler (the monitor's class, or vLLM's own) with N requests added."""
-    from targets import vllm_factory
+    from adapter import construct as vllm_factory
+    from targets.monitor_scheduler import MONITOR_SCHEDULER_CLS
 
-    sched = vllm_factory.scheduler_of(vllm_factory.Shape(requests, 16, 0, 0, 1, False, monitor=monitor))
+    cls = MONITOR_SCHEDULER_CLS if monitor else None
+    sched = vllm_factory.scheduler_of(vllm_factory.Shape(requests, 16, 0, 0, 1, cls, v2=not objects.has_v1_runner()))
     for r in range(requests):
-        sched.add_request(vllm_factory.make_request(r, prompt, 16))
+        objects.add_request(sched, vllm_factory.make_request(r, prompt, 16))
     vllm_factory.set_budget(sched, 8192)
     return sched
 
@@ -46,30 +50,28 @@ class Engine:
     """One scheduler stepped as EngineCore steps it (two steps in flight)."""
 
     def __init__(self, sched):
-        from targets import vllm_factory
+        from adapter import construct as vllm_factory
 
         self.sched = sched
         self.V = vllm_factory.load()
         self.queue: deque = deque()
 
     def output(self, so):
-        ids = list(so.num_scheduled_tokens)
-        return self.V.ModelRunnerOutput(
-            req_ids=ids, req_id_to_index={r: i for i, r in enumerate(ids)}, sampled_token_ids=[[11] for _ in ids]
-        )
+        ids = list(objects.scheduled(so))
+        return objects.runner_output(ids, [[11] for _ in ids])
 
     def step(self) -> tuple[float, float]:
         """One engine step: the seconds its scheduler calls took, on the wall clock and in
         this thread's CPU time (the runner's output is built outside both clocks)."""
         w0, c0 = time.perf_counter(), time.thread_time()
-        so = self.sched.schedule()
+        so = objects.schedule(self.sched)
         wall, cpu = time.perf_counter() - w0, time.thread_time() - c0
         self.queue.append(so)
         if len(self.queue) == 2:
             old = self.queue.popleft()
             out = self.output(old)
             w0, c0 = time.perf_counter(), time.thread_time()
-            self.sched.update_from_output(old, out)
+            objects.deliver(self.sched, old, out)
             wall, cpu = wall + time.perf_counter() - w0, cpu + time.thread_time() - c0
         return wall, cpu
 
@@ -184,7 +186,7 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default=None, help="also write the report to this file")
     ns = ap.parse_args(argv)
 
-    from targets import vllm_env
+    from adapter import current as vllm_env
 
     vllm_env.select(ns.vllm)
     vllm_env.load()

@@ -37,7 +37,7 @@ def main(argv=None) -> int:
     ns = ap.parse_args(argv)
 
     started = time.perf_counter()
-    from targets import vllm_env
+    from adapter import current as vllm_env
 
     vllm_env.select(ns.vllm)
     from spec.errors import TargetUnavailable

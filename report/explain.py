@@ -339,7 +339,7 @@ MITIGATIONS = (
     (
         "the seed's clamp",
         lambda cfg: cfg.clamp,
-        "the total-placeholder clamp of the seed PR (targets/clamp_scheduler.py as a scheduler_cls): it keeps "
+        "the total-placeholder clamp of the seed PR (adapter/clamp_scheduler.py as a scheduler_cls): it keeps "
         "a stray token under a placeholder reserved for a later step, and with two or more drafts the counter "
         "still reaches -1",
     ),

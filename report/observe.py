@@ -34,7 +34,7 @@ from pathlib import Path
 from model.interpreter import Disabled, nested
 from model.run import Run
 from spec.config import Config
-from spec.errors import TargetUnavailable
+from spec.errors import SpecError, TargetUnavailable
 from spec.properties import ASSERTS
 from spec.verdicts import Reaction
 from spec.vocabulary import Status
@@ -236,7 +236,8 @@ def reviewed_arms(case, profile: str) -> list:
 
 def run_tree(spec: str, traces: list[dict], log=print, cases_pattern: str = "*") -> dict:
     """Every generated case (the tree's profile, clamp off and on) and every trace."""
-    from targets import vllm_env
+    from adapter import current as vllm_env
+    from adapter import objects
     from targets.vllm_target import VllmTarget
 
     vllm_env.select(spec)
@@ -247,8 +248,26 @@ def run_tree(spec: str, traces: list[dict], log=print, cases_pattern: str = "*")
     cases = []
     modules = case_modules(cases_pattern)
     started, last = time.monotonic(), time.monotonic()
+    no_v1 = None  # a V1 case on a tree without the V1 runner: each arm could not run, said so
     for i, module in enumerate(modules):
         case = module.case
+        if case.config_for({}).is_v1 and not objects.has_v1_runner():
+            no_v1 = no_v1 or f"{tree.title} has no V1 model runner (removed in 0.34.0): this case runs on V1"
+            for clamp in (False, True):
+                cases.append(
+                    {
+                        "case": case.name,
+                        "module": module.path,
+                        "kind": case.kind,
+                        "property": case.property,
+                        "clamp": clamp,
+                        "arm": f"{tree.profile} (no V1 runner)",
+                        "observed": asdict(Observation(could_not_run=no_v1)),
+                        "reaction": Observation(could_not_run=no_v1).reaction,
+                        "model": None,
+                    }
+                )
+            continue
         for label, (overrides, expect) in reviewed_arms(case, tree.profile):
             cfg = case.config_for(overrides)
             obs = observe(cfg, dict(case.init), case.steps, targets[bool(cfg.clamp)])
@@ -270,12 +289,16 @@ def run_tree(spec: str, traces: list[dict], log=print, cases_pattern: str = "*")
             last = time.monotonic()
     fuzz = []
     for i, trace in enumerate(traces):
-        cfg = Config.from_record({**trace["config"], "profile": tree.profile})
         steps = [(e, {tuple(k): v for k, v in a}) for e, a in trace["steps"]]
         try:
-            obs = observe(cfg, trace["init"], steps, targets[bool(cfg.clamp)])
-        except Disabled:
-            obs = Observation(error="the trace is not enabled under this profile")
+            cfg = Config.from_record({**trace["config"], "profile": tree.profile})
+        except SpecError as exc:  # e.g. a V1 trace on a tree without the V1 runner
+            obs = Observation(could_not_run=f"{tree.title} cannot run this trace's configuration: {exc}")
+        else:
+            try:
+                obs = observe(cfg, trace["init"], steps, targets[bool(cfg.clamp)])
+            except Disabled:
+                obs = Observation(error="the trace is not enabled under this profile")
         fuzz.append({"id": trace["id"], "preset": trace["preset"], "observed": asdict(obs), "reaction": obs.reaction})
         if time.monotonic() - last > 2:
             log(f"  {i + 1}/{len(traces)} fuzz trace(s)")

@@ -30,6 +30,7 @@ import random
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 from codegen.export import as_markdown, outcome_words
@@ -74,6 +75,18 @@ def fuzz_traces(profile: str, per_preset: int, seed: int, length: int = 30) -> l
 # ------------------------------------------------------------------ observing both trees
 
 
+def check_source(side: str, tree) -> None:
+    """A tree's source has every internal the observer reads (adapter/internals.py); else
+    TreeFailure, one line per missing internal, said for its side."""
+    from adapter import internals
+    from adapter.tree import nearest_release
+
+    found = internals.probe(tree.package, (internals.SCHEDULER,))
+    if found.missing:
+        nearest, _ = nearest_release(tree.version)
+        raise TreeFailure("\n".join(f"{side} ({tree.label}): {line}" for line in found.problems(tree.title, nearest)))
+
+
 def observe_both(base: str, head: str, traces_file: Path, out: Path, cases: str = "*") -> tuple[dict, dict]:
     """report.observe on each tree, in two processes at once; their progress is shown."""
     procs = {}
@@ -110,7 +123,14 @@ def observe_both(base: str, head: str, traces_file: Path, out: Path, cases: str 
     for t in threads:
         t.start()
     try:
-        codes = {side: p.wait() for side, p in procs.items()}
+        codes = {}
+        while len(codes) < len(procs):  # the first side to fail stops the other
+            for side, p in procs.items():
+                if side not in codes and p.poll() is not None:
+                    codes[side] = p.returncode
+            if any(code != 0 for code in codes.values()):
+                break
+            time.sleep(0.2)
     finally:  # interrupted, or one side failed: no observer runs on (they also die with this process)
         for p in procs.values():
             if p.poll() is None:
@@ -122,7 +142,7 @@ def observe_both(base: str, head: str, traces_file: Path, out: Path, cases: str 
                 p.kill()
     for t in threads:
         t.join()
-    for side, code in codes.items():
+    for side, code in sorted(codes.items(), key=lambda kv: kv[1] == 0):  # a failed side first
         if code == 4:
             at = next((i for i, ln in enumerate(tails[side]) if ln.startswith("error:")), None)
             said = tails[side][at:] if at is not None else [f"the {side} tree does not load"]
@@ -313,22 +333,36 @@ def breaking(cmp: dict) -> list[dict]:
     return out
 
 
-def outcome(cmp: dict) -> tuple[int, str]:
-    """The exit status and the summary's first line."""
+def newer_than_modelled(tree: dict | None) -> str:
+    """', head (X) is newer than every modelled release: checked against R's model', or ''."""
+    if not tree or "newer than every modelled release" not in tree.get("described", ""):
+        return ""
+    return (
+        f"; head ({tree['title']}, declares {tree['version']}) is newer than every modelled release and "
+        f"was checked against the {tree['profile'].removeprefix('vllm-')} model"
+    )
+
+
+def outcome(cmp: dict, head_tree: dict | None = None) -> tuple[int, str]:
+    """The exit status and the summary's first line (which says when head is newer than
+    every modelled release)."""
     from spec.errors import ExitStatus
 
+    newer = newer_than_modelled(head_tree)
     broken = breaking(cmp)
     missing = len(cmp["could_not_run"]) + len(cmp["fuzz"]["could_not_run"])
     incomplete = (
         f"; {missing} arm(s) or trace(s) could not run (counted apart, never as fixed or broken)" if missing else ""
     )
     if broken:
-        return ExitStatus.FINDING, f"**Head breaks {len(broken)} thing(s) base did not**{incomplete}."
+        return ExitStatus.FINDING, f"**Head breaks {len(broken)} thing(s) base did not**{incomplete}{newer}."
     if missing:
         return ExitStatus.COULD_NOT_RUN, (
             f"**Incomplete: {missing} arm(s) or trace(s) could not run**; "
-            "of the rest, head breaks nothing base did not."
+            f"of the rest, head breaks nothing base did not{newer}."
         )
+    if newer:
+        return ExitStatus.OK, f"**Head breaks nothing base did not**{newer}."
     return ExitStatus.OK, "**Head breaks nothing base did not.**"
 
 
@@ -444,7 +478,7 @@ def summary_md(
 ) -> str:
     """`exported`: exported_tests's result; the first `shown` are in full (collapsed)."""
     bt, ht = base["tree"], head["tree"]
-    _, first = outcome(cmp)
+    _, first = outcome(cmp, ht)
     f = cmp["fuzz"]
     crash_to_silent = [i for i in cmp["reaction"] if i["base_reaction"] == "crash"]
     fuzz_crash_to_silent = [i for i in f["reaction"] if i["base_reaction"] == "crash"]

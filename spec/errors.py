@@ -71,3 +71,8 @@ class TargetUnavailable(ContractError):
 
 class TreeError(TargetUnavailable):
     """A vLLM tree cannot be used; the message is one line: the cause and the fix."""
+
+
+class MonitorUnsupported(TreeError):
+    """The contract monitor cannot monitor the vLLM it was loaded into; raised when vLLM builds
+    the scheduler, so the engine refuses to start with the reason."""

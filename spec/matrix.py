@@ -579,7 +579,11 @@ MATRIX: tuple[Config, ...] = (
         "guard-v2-stream",
         "the step-reservation guard with streaming sessions as well (0.33.0: its "
         "session update keeps the history whole)",
-        {"0.33.0..0.34.0": _expect(proved=("counter-nonnegative", "no-token-while-prefilling", "drops-only-unreserved"))},
+        {
+            "0.33.0..0.34.0": _expect(
+                proved=("counter-nonnegative", "no-token-while-prefilling", "drops-only-unreserved")
+            )
+        },
         runner="v2",
         events=KVFAIL,
         faults=frozenset({"stale-slot-read", "over-delivery"}),

@@ -225,8 +225,9 @@ def v2_decide(
             nxt.v2_total_len[r] = ops.ite(nxt.v2_present[r], total - shipped[r].skipped, total)
 
     # 2. add_requests, in scheduled_new_reqs order: WAITING admissions, then resumed ones
-    #    ([cite:v2-resumed-as-new]); from 0.34.0 every admission in admission order, resumed ones
-    #    included ([cite:resumed-sent-as-new]); each first drops an old state of the same id ([cite:v2-add-drops-old-state])
+    #    ([cite:v2-resumed-as-new]); from 0.34.0 every admission in admission order, resumed
+    #    ones included ([cite:resumed-sent-as-new]); each first drops an old state of the same
+    #    id ([cite:v2-add-drops-old-state])
     for resumed_pass in (False, True):
         for p in range(cfg.requests):
             for r in reqs:

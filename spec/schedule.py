@@ -254,9 +254,8 @@ def schedule(s: View, a: View, nxt: Next, cfg: Config, ops: Ops) -> Effect:
         for r in reqs:
             nxt.in_skipped_waiting[r] = ops.ite(admitted[r], False, nxt.in_skipped_waiting[r])
 
-    # admission bookkeeping
-    # ([cite:running-append admitted-new-or-resumed resumed-sent-as-new admission-records-tokens admission-sets-running]): status RUNNING,
-    # appended to running
+    # admission bookkeeping ([cite:running-append admitted-new-or-resumed resumed-sent-as-new]
+    # [cite:admission-records-tokens admission-sets-running]): status RUNNING, appended to running
     rank_base = s.next_running_rank
     for r in reqs:
         nxt.status[r] = ops.ite(admitted[r], Status.RUNNING, status[r])
@@ -312,9 +311,7 @@ def schedule(s: View, a: View, nxt: Next, cfg: Config, ops: Ops) -> Effect:
                 num_tokens=T,
                 placeholders=P0,
                 # a resumed request is a new one to the runner from 0.34.0 ([cite:resumed-sent-as-new])
-                as_new=ops.all(admitted[r], status[r] == Status.WAITING)
-                if not resent
-                else admitted[r],
+                as_new=ops.all(admitted[r], status[r] == Status.WAITING) if not resent else admitted[r],
                 as_resumed=ops.all(admitted[r], status[r] == Status.PREEMPTED) if not resent else False,
                 admit_pos=admit_pos[r],
                 chunk=chunk,

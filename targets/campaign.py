@@ -137,7 +137,7 @@ def trace_seed(seed: int, release: str, preset: str, index: int) -> int:
 
 
 class Worker:
-    """A process's half of a campaign: one release loaded (targets/vllm_env.py allows one
+    """A process's half of a campaign: one release loaded (adapter/current.py allows one
     tree per process), a target per runner mode, built on first use."""
 
     def __init__(self, release: str):
@@ -148,7 +148,7 @@ class Worker:
 
     def prepare(self) -> str:
         """Select, load and preflight the release (raises TreeError, one line per missing piece)."""
-        from targets import vllm_env
+        from adapter import current as vllm_env
 
         vllm_env.select(self.release)
         line = vllm_env.preflight()

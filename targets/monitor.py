@@ -21,10 +21,14 @@ import os
 from collections import deque
 from dataclasses import dataclass
 from itertools import compress
-from operator import attrgetter, not_
+from operator import not_
 from pathlib import Path
 from typing import Any, Callable
 
+from adapter import objects
+from adapter.objects import computed as _COMPUTED
+from adapter.objects import is_prefill_chunk as _IS_CHUNK
+from adapter.objects import placeholders as _PLACEHOLDERS
 from spec.config import Config
 from spec.ops import INT_OPS
 from spec.profiles import release_profile
@@ -36,9 +40,18 @@ ENV_FOLDER = "VLLM_CONTRACT_MONITOR_DIR"
 ENV_WINDOW = "VLLM_CONTRACT_MONITOR_WINDOW"
 ENV_DROP = "VLLM_CONTRACT_MONITOR_DROP"
 ENV_TRACES = "VLLM_CONTRACT_MONITOR_TRACES"
+ENV_UNSUPPORTED = "VLLM_CONTRACT_MONITOR_UNSUPPORTED"
 
 # the state properties checked on vLLM's objects, by the spec's own definitions; the
 # transition ones the scheduler can see are checked here at the delivery of their step
+# the counters of a request the state checks read besides its status (spec/vocabulary.py names)
+SPEC_COUNTERS = (
+    "num_tokens",
+    "num_computed_tokens",
+    "num_output_placeholders",
+    "num_stale_output_tokens",
+    "drop_stale_output",
+)
 STATE_CHECKS = ("counter-nonnegative", "placeholder-accounting", "computed-nonnegative", "stale-drains")
 # which property a trace is named after when a step violates several: the one an assert
 # reports, then the delivery's own, then the runner's (which the model places at the
@@ -52,29 +65,7 @@ ORDER = (
     "predicates-agree",
 )
 
-_IS_CHUNK = attrgetter("is_prefill_chunk")
 _NONE: frozenset = frozenset()
-_PLACEHOLDERS = attrgetter("num_output_placeholders")
-_COMPUTED = attrgetter("num_computed_tokens")
-
-
-def status_code(status, statuses, outside: int | None = None) -> int:
-    """vLLM's RequestStatus (`statuses` is the enum) -> spec.vocabulary.Status; a status
-    the contract leaves out (waiting for remote KV, for a grammar) is `outside`, or a
-    ValueError when None."""
-    if status == statuses.WAITING:
-        return Status.WAITING
-    if status == statuses.RUNNING:
-        return Status.RUNNING
-    if status == statuses.PREEMPTED:
-        return Status.PREEMPTED
-    if status == statuses.WAITING_FOR_STREAMING_REQ:
-        return Status.WAITING_FOR_STREAMING_REQ
-    if statuses.is_finished(status):
-        return Status.FINISHED
-    if outside is None:
-        raise ValueError(f"request status {status!r} is outside the contract")
-    return outside
 
 
 class SettingsError(ValueError):
@@ -90,6 +81,7 @@ class Settings:
     window: int = 1024
     drop: bool = False
     max_traces: int = 4
+    unsupported: str = "refuse"  # on a vLLM it cannot monitor: refuse to start, or "warn" and run unmonitored
 
     @staticmethod
     def from_env(environ=os.environ) -> "Settings":
@@ -104,7 +96,14 @@ class Settings:
         drop = environ.get(ENV_DROP, "0").strip().lower()
         if drop not in ("", "0", "1", "true", "false", "yes", "no"):
             raise SettingsError(f"{ENV_DROP}={drop!r}: expected 1 (drop as the step-reservation guard does) or 0")
+        unsupported = environ.get(ENV_UNSUPPORTED, "").strip().lower() or Settings.unsupported
+        if unsupported not in ("refuse", "warn"):
+            raise SettingsError(
+                f"{ENV_UNSUPPORTED}={unsupported!r}: expected refuse (a vLLM the monitor cannot read stops "
+                "the engine from starting) or warn (it runs unmonitored, with a warning)"
+            )
         return Settings(
+            unsupported=unsupported,
             folder=Path(environ.get(ENV_FOLDER) or Settings.folder),
             window=whole(ENV_WINDOW, Settings.window, 8),
             drop=drop in ("1", "true", "yes"),
@@ -122,10 +121,9 @@ class Admitted:
 
     def __init__(self, rid: str, seq: int, request: Any):
         self.rid, self.seq, self.request = rid, seq, request
-        self.prompt_len = len(request.prompt_token_ids or ())
-        self.resumable = bool(getattr(request, "resumable", False))
-        params = getattr(request, "sampling_params", None)
-        self.max_tokens = getattr(params, "max_tokens", None)
+        self.prompt_len = objects.prompt_length(request)
+        self.resumable = objects.is_resumable(request)
+        self.max_tokens = objects.max_tokens(request)
 
 
 class Scheduled:
@@ -205,24 +203,13 @@ class Pending:
 
 
 class Monitor:
-    """Recording and checking for one scheduler. `status_of` maps vLLM's RequestStatus to
-    spec.vocabulary.Status, `waiting_input` is vLLM's WAITING_FOR_STREAMING_REQ; `log`
-    takes one line."""
+    """Recording and checking for one scheduler (adapter/hooked.py calls its hooks; it reads
+    vLLM's objects through adapter/objects.py). `log` takes one line."""
 
-    def __init__(
-        self,
-        scheduler,
-        settings: Settings,
-        release: str,
-        status_of: Callable,
-        waiting_input: Any,
-        log: Callable[[str], None],
-    ):
+    def __init__(self, scheduler, settings: Settings, release: str, log: Callable[[str], None]):
         self.sched = scheduler
         self.settings = settings
         self.release = release
-        self.status_of = status_of
-        self.waiting_input = waiting_input
         self.log = log
         self.seq = 0
         self.window: deque = deque(maxlen=settings.window)
@@ -238,8 +225,16 @@ class Monitor:
         self.dropped = 0
         self.dropped_at: set[int] = set()  # deliveries (seq) in which the drop mode cut a row
         self._resetting: list[str] | None = None
-        self.spec_tokens = int(getattr(scheduler, "num_spec_tokens", 0) or 0)
+        self.spec_tokens = objects.shape(scheduler)["spec_tokens"]
         self.rolls_back = release_profile(release).stop_rolls_back
+        self.depth = objects.pipeline_depth(scheduler)
+        self.runner = objects.shape(scheduler)["runner"]
+        self.row_index = objects.row_indexer()
+
+    @staticmethod
+    def status_of(status) -> int:
+        """vLLM's RequestStatus -> spec.vocabulary.Status (one the contract leaves out: waiting)."""
+        return objects.status_code(status, Status.WAITING)
 
     def _next(self) -> int:
         self.seq += 1
@@ -255,9 +250,9 @@ class Monitor:
     # ---------------------------------------------------------------- front end
     def added(self, request) -> None:
         """Before add_request: a new request's admission, or a session's next input."""
-        rid = request.request_id
-        if rid in self.sched.requests:
-            self._keep(FrontEnd(self._next(), "stream_update", rid, len(request.prompt_token_ids or ())))
+        rid = objects.req_id(request)
+        if rid in objects.requests(self.sched):
+            self._keep(FrontEnd(self._next(), "stream_update", rid, objects.prompt_length(request)))
             return
         adm = Admitted(rid, self._next(), request)
         self.admitted[rid] = adm
@@ -268,15 +263,16 @@ class Monitor:
 
     def _forget(self) -> None:
         """Drop admissions the window no longer reaches, of requests vLLM no longer holds."""
-        for rid in [r for r, a in self.admitted.items() if a.seq <= self.evicted and r not in self.sched.requests]:
+        held = objects.requests(self.sched)
+        for rid in [r for r, a in self.admitted.items() if a.seq <= self.evicted and r not in held]:
             del self.admitted[rid]
             self.sessions.discard(rid)
 
     def preempted(self, request, drop: bool) -> None:
         """After _preempt_request: its steps in flight are of an earlier epoch now."""
-        rid = request.request_id
+        rid = objects.req_id(request)
         self.bumped[rid] = self.seq + 1
-        if request.num_stale_output_tokens > 0:
+        if objects.stale(request) > 0:
             self.stale.add(rid)
         if self._resetting is not None:
             self._resetting.append(rid)
@@ -298,20 +294,17 @@ class Monitor:
     # ---------------------------------------------------------------- schedule
     def scheduled(self, so) -> None:
         """After _update_after_schedule: the step as the model's schedule event sees it."""
-        counts = dict(so.num_scheduled_tokens)
-        spec = dict(so.scheduled_spec_decode_tokens) if so.scheduled_spec_decode_tokens else None
+        counts = dict(objects.scheduled(so))
+        drafts = objects.scheduled_drafts(so)
+        spec = dict(drafts) if drafts else None
         # every request of the step is in Scheduler.running now (admissions appended); a
         # running request it left out keeps an older flag, and is not in counts
-        running = self.sched.running
-        chunks = {r.request_id for r in compress(running, map(_IS_CHUNK, running))}
+        running = objects.running(self.sched)
+        chunks = set(map(objects.req_id, compress(running, map(_IS_CHUNK, running))))
         if chunks:
             chunks.intersection_update(counts)
-        admitted = {d.req_id for d in so.scheduled_new_reqs}
-        cached = getattr(so, "scheduled_cached_reqs", None)
-        resumed = getattr(cached, "resumed_req_ids", None)
-        if resumed:
-            admitted.update(resumed)
-        rec = Scheduled(self._next(), id(so), int(self.sched.max_num_scheduled_tokens), counts, spec, chunks, admitted)
+        admitted = objects.admitted(so)
+        rec = Scheduled(self._next(), id(so), objects.budget(self.sched), counts, spec, chunks, admitted)
         self._keep(rec)
         self.in_flight.append(rec)
 
@@ -327,23 +320,40 @@ class Monitor:
                 return rec
         return None
 
-    def delivering(self, so, mro) -> Pending | None:
+    def delivering(self, so, mro) -> tuple[Pending | None, dict[int, tuple[str, int]]]:
         """Before update_from_output: record what the runner returned and run the screens.
-        Returns what delivered() needs, with the requests the screens flagged."""
+        Returns what delivered() needs, with the requests the screens flagged, and, in drop
+        mode, the rows to cut (row index -> (request id, tokens kept)): a live row beyond its
+        step's reservation, which the model, replaying the window, is asked about first."""
+        pending = self._delivering(so, mro)
+        overflow = self.live_overflow(pending, mro) if pending and pending.suspects else {}
+        if overflow:
+            self.before_delivery(pending, overflow)
+        if overflow and self.settings.drop:
+            self.dropped_at.add(pending.record.seq)
+            return pending, overflow
+        return pending, {}
+
+    def dropped_tokens(self, req_id: str, row: list, reserved: int) -> None:
+        """The drop mode cut a row to its reservation: counted, as the guard counts."""
+        self.dropped += len(row) - reserved
+        self.sched.guard_dropped[req_id] += len(row) - reserved
+
+    def _delivering(self, so, mro) -> Pending | None:
         rec = self._take(so)
         if rec is None:
             return None
-        if so.num_scheduled_tokens != rec.counts:
-            now = so.num_scheduled_tokens
+        now = objects.scheduled(so)
+        if now != rec.counts:
             rec.short = {rid: n - now.get(rid, 0) for rid, n in rec.counts.items() if now.get(rid, 0) != n}
-        ids = list(mro.req_ids)
-        rows = mro.sampled_token_ids
+        ids = objects.output_req_ids(mro)
+        rows = objects.output_rows(mro)
         lens = list(map(len, rows)) if rows else [0] * len(ids)
         rec.ids, rec.lens = ids, lens
         record = Delivered(self._next(), rec)
         self._keep(record)
         suspects: set[str] = set()
-        index = mro.req_id_to_index
+        index = self.row_index(mro)
         for rid in rec.chunks:  # a prefill chunk's step returned tokens
             i = index.get(rid)
             if i is not None and lens[i]:
@@ -358,39 +368,39 @@ class Monitor:
                 suspects.update(rid for rid, n in zip(ids, lens) if n > 1 + rec.drafts(rid))
             else:
                 suspects.update(rid for rid, n in zip(ids, lens) if n > 1)
-        kv = getattr(mro, "kv_connector_output", None)
-        if kv is not None and (getattr(kv, "invalid_block_ids", None) or getattr(kv, "failed_recving", None)):
-            record.kv = self._kv_failure(rec, kv)
+        invalid, failed_receive = objects.failed_blocks(mro)
+        if invalid or failed_receive:
+            record.kv = self._kv_failure(rec, invalid)
             suspects.update(rec.counts)
         counts = rec.counts
         watched = set()
         if self.watch or self.stale or self.sessions:
             watched = {rid for rid in (self.watch | self.stale | self.sessions) if rid in counts}
         before = {}
+        held = objects.requests(self.sched)
         for rid in suspects | watched:
-            request = self.sched.requests.get(rid)
+            request = held.get(rid)
             if request is not None:
                 before[rid] = (
-                    request.num_tokens,
-                    request.num_stale_output_tokens,
-                    request.num_output_placeholders,
-                    request.status,
+                    objects.num_tokens(request),
+                    objects.stale(request),
+                    objects.placeholders(request),
+                    objects.status(request),
                 )
-        finished = self.sched.finished_req_ids
+        finished = objects.finished_ids(self.sched)
         return Pending(record, suspects, before, set(finished) if finished else _NONE)
 
-    def _kv_failure(self, rec: Scheduled, kv) -> tuple:
+    def _kv_failure(self, rec: Scheduled, invalid: set) -> tuple:
         """The request whose load failed (admitted in that step, holding the first invalid
         block) and the block's index among its blocks: the model's kv_fail_req / block."""
-        invalid = set(getattr(kv, "invalid_block_ids", None) or ())
         if not invalid:
             return (None, "a failed receive (failed_recving), which the model leaves out")
-        manager = self.sched.kv_cache_manager
+        held = objects.requests(self.sched)
         found = []
         for rid in rec.counts:
-            if rid not in rec.admitted or rid not in self.sched.requests:
+            if rid not in rec.admitted or rid not in held:
                 continue
-            blocks = manager.get_block_ids(rid)[0]
+            blocks = objects.block_ids(self.sched, rid)
             for i, block in enumerate(blocks):
                 if block in invalid:
                     found.append((rid, i))
@@ -408,7 +418,7 @@ class Monitor:
             seen = pending.before.get(rid)
             if seen is None or seen[1] != 0 or rid not in rec.counts:
                 continue
-            i = mro.req_id_to_index.get(rid)
+            i = self.row_index(mro).get(rid)
             if i is not None and rec.lens[i] > rec.reserved(rid):
                 out[i] = (rid, rec.reserved(rid))
         return out
@@ -416,30 +426,29 @@ class Monitor:
     def delivered(self, pending: Pending, mro) -> None:
         """After update_from_output: who stopped, then the checks on vLLM's state."""
         record, rec = pending.record, pending.record.step
-        finished = self.sched.finished_req_ids
+        finished = objects.finished_ids(self.sched)
+        held = objects.requests(self.sched)
         for rid in (finished - pending.finished_before) if finished else ():
             adm = self.admitted.get(rid)
             if adm is not None:
                 record.ended[rid] = self._after(adm.request)
         for rid in self.sessions & pending.before.keys():  # a session stops into a waiting state
-            request = self.sched.requests.get(rid)
+            request = held.get(rid)
             if request is None or self.status_of(pending.before[rid][3]) != Status.RUNNING:
                 continue
-            if self.status_of(request.status) in (Status.WAITING, Status.WAITING_FOR_STREAMING_REQ):
+            if self.status_of(objects.status(request)) in (Status.WAITING, Status.WAITING_FOR_STREAMING_REQ):
                 record.ended[rid] = self._after(request)
                 if self.rolls_back:  # the safe-frontier rollback starts an epoch (spec/deliver.py)
                     self.bumped[rid] = record.seq
         check = set(pending.suspects) | {rid for rid in self.watch if rid in rec.counts}
         check.update(rid for rid in record.ended if rid in self.sessions)  # a stop that trims keeps placeholders
         if self.spec_tokens or record.kv is not None:  # a rejection or a cut can lower c and P
-            present = [r for r in map(self.sched.requests.get, rec.ids) if r is not None]
+            present = [r for r in map(held.get, rec.ids) if r is not None]
             if present and (min(map(_PLACEHOLDERS, present)) < 0 or min(map(_COMPUTED, present)) < 0):
-                check.update(
-                    r.request_id for r in present if r.num_output_placeholders < 0 or r.num_computed_tokens < 0
-                )
+                check.update(objects.req_id(r) for r in present if _PLACEHOLDERS(r) < 0 or _COMPUTED(r) < 0)
         for rid in list(self.stale):
-            request = self.sched.requests.get(rid)
-            if request is None or request.num_stale_output_tokens <= 0:
+            request = held.get(rid)
+            if request is None or objects.stale(request) <= 0:
                 self.stale.discard(rid)
             else:
                 check.add(rid)
@@ -451,10 +460,10 @@ class Monitor:
 
     def _after(self, request) -> tuple:
         return (
-            request.num_tokens,
-            request.num_computed_tokens,
-            request.num_output_placeholders,
-            self.status_of(request.status),
+            objects.num_tokens(request),
+            _COMPUTED(request),
+            _PLACEHOLDERS(request),
+            self.status_of(objects.status(request)),
         )
 
     # ---------------------------------------------------------------- checks
@@ -462,7 +471,7 @@ class Monitor:
         """The properties request rid violates now: the spec's state properties on a state
         built from vLLM's Request and the steps in flight, and, for the step just
         delivered, no-token-while-prefilling and predicates-agree."""
-        request = self.sched.requests.get(rid)
+        request = objects.requests(self.sched).get(rid)
         if request is None:
             adm = self.admitted.get(rid)
             request = adm.request if adm is not None else None
@@ -475,7 +484,7 @@ class Monitor:
             returned = rec.returned(rid) or 0
             seen = pending.before.get(rid)
             live = seen is not None and seen[1] == 0 and not pending.record.kv_touches(rid)
-            if rid in rec.chunks and returned and live and request.num_tokens > seen[0]:
+            if rid in rec.chunks and returned and live and objects.num_tokens(request) > seen[0]:
                 broken.append("no-token-while-prefilling")
             if bool(returned) == (rid in rec.chunks):
                 broken.append("predicates-agree")
@@ -484,17 +493,13 @@ class Monitor:
     def state_of(self, request) -> tuple[Config, View]:
         """Request r's state as the spec names it (one request, the steps in flight, its
         epoch): the View the spec's state properties read."""
-        rid = request.request_id
-        depth = self.sched.parallel_config.pipeline_parallel_size + 1
-        cfg = Config("monitor", runner="v2" if self.sched.use_v2_model_runner else "v1", requests=1, pp=depth - 1)
-        status = self.status_of(request.status)
+        rid = objects.req_id(request)
+        depth = self.depth
+        cfg = Config("monitor", runner=self.runner, requests=1, pp=depth - 1)
+        counters = objects.request_counters(request)
         values: dict[tuple, Any] = {
-            ("status", 0): status,
-            ("num_tokens", 0): request.num_tokens,
-            ("num_computed_tokens", 0): request.num_computed_tokens,
-            ("num_output_placeholders", 0): request.num_output_placeholders,
-            ("num_stale_output_tokens", 0): request.num_stale_output_tokens,
-            ("drop_stale_output", 0): bool(request.drop_stale_output),
+            ("status", 0): self.status_of(objects.status(request)),
+            **{(name, 0): counters[name] for name in SPEC_COUNTERS},
             ("epoch", 0): 1,
         }
         flight = list(self.in_flight)
@@ -533,23 +538,20 @@ class Monitor:
     def assert_fired(self, exc: BaseException, pending: Pending | None) -> None:
         """One of vLLM's asserts fired in update_from_output: unless the trace was written
         just before, write it now (the exception then goes on as vLLM raised it)."""
-        from targets.vllm_target import assert_name, assert_site
-
         if pending is None or pending.written:
             return
-        name = assert_name(assert_site(exc))
+        name = objects.assert_name(objects.assert_site(exc))
         prop = ASSERTS[name].property if name else "counter-nonnegative"
         rec = pending.record.step
-        negative = [
-            q for q in rec.counts if q in self.sched.requests and self.sched.requests[q].num_output_placeholders < 0
-        ]
+        held = objects.requests(self.sched)
+        negative = [q for q in rec.counts if q in held and _PLACEHOLDERS(held[q]) < 0]
         rid = (negative or sorted(pending.suspects) or list(rec.counts))[0]
         self.violated([prop], rid, pending, "at the assert", name or "")
 
     def schedule_failed(self, exc: BaseException) -> None:
         """One of vLLM's asserts fired inside schedule(): the step is recorded as far as it
         is known (its budget), the trace written, and the exception goes on."""
-        rec = Scheduled(self._next(), 0, int(self.sched.max_num_scheduled_tokens), {}, None, set(), set())
+        rec = Scheduled(self._next(), 0, objects.budget(self.sched), {}, None, set(), set())
         rec.failed = True
         self._keep(rec)
         self.assert_outside_delivery(exc)
@@ -557,11 +559,9 @@ class Monitor:
     def assert_outside_delivery(self, exc: BaseException) -> None:
         """An assert of schedule() or add_request: the request it was handling (read from
         vLLM's frame), the trace of the window ending with that event."""
-        from targets.vllm_target import assert_name, assert_site
-
-        name = assert_name(assert_site(exc))
+        name = objects.assert_name(objects.assert_site(exc))
         prop = ASSERTS[name].property if name else "scheduled-tokens-positive"
-        rid = _request_in(exc) or next(iter(self.sched.requests), None)
+        rid = objects.request_in(exc) or next(iter(objects.requests(self.sched)), None)
         if rid is not None and rid in self.admitted:
             self.violated([prop], rid, None, "at the assert", name or "")
 
@@ -590,15 +590,3 @@ class Monitor:
             pending.written = True
         self.log(words)
         return path
-
-
-def _request_in(exc: BaseException) -> str | None:
-    """The request vLLM's innermost scheduler frame was handling when the assert fired
-    (its local `request`), read from the traceback."""
-    tb, found = exc.__traceback__, None
-    while tb is not None:
-        if "/vllm/v1/core/sched/" in tb.tb_frame.f_code.co_filename.replace("\\", "/"):
-            request = tb.tb_frame.f_locals.get("request")
-            found = getattr(request, "request_id", None) or found
-        tb = tb.tb_next
-    return found

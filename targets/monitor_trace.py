@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from adapter import objects
 from model import itf
 from model.interpreter import Disabled, Interpreter, args_for
 from model.trace import Replayed, judge
@@ -35,11 +36,10 @@ from spec.config import Config
 from spec.errors import SpecError
 from spec.properties import ASSERTS
 from targets.monitor import Delivered, FrontEnd, Monitor, Pending, Scheduled
-from targets.vllm_target import REQUEST_VARS
 
 MAX_REQUESTS = 4  # spec/config.py: a concrete instance has 1..4 requests
 # the counters of vLLM's Request the states record (the spec's names; the target's list)
-REQUEST_FIELDS = tuple(v for v in REQUEST_VARS if v not in ("status", "num_prompt_tokens", "num_spec_tokens"))
+REQUEST_FIELDS = tuple(v for v in objects.REQUEST_VARS if v not in ("num_prompt_tokens", "num_spec_tokens"))
 
 
 @dataclass
@@ -104,23 +104,23 @@ def engine_config(
 ) -> tuple[dict, list[str]]:
     """The spec record of the configuration the engine ran, for these requests and the
     events seen; what of it lies outside the model."""
-    sched = mon.sched
+    shape = objects.shape(mon.sched)
     notes = []
     admitted = [mon.admitted[q] for q in rids]
     stream = any(a.resumable for a in admitted) or "stream" in events
     if stream:
         events = events | {"stream"}
-    if bool(sched.cache_config.enable_prefix_caching):
+    if shape["prefix_caching"]:
         if stream:
             notes.append("prefix caching with streaming sessions is outside the model: the trace runs without it")
         else:
             events = events | {"prefix-cache"}
     K = mon.spec_tokens
-    pp = sched.parallel_config.pipeline_parallel_size
+    pp = shape["pp"]
     near = 2 * (1 + K) * (pp + 1)  # a request this close to a length the engine stops at
     record: dict[str, Any] = {
         "name": f"monitor@{mon.release}",
-        "runner": "v2" if sched.use_v2_model_runner else "v1",
+        "runner": shape["runner"],
         "events": sorted(events),
         "faults": sorted(faults),
         "profile": f"vllm-{mon.release}",
@@ -131,18 +131,20 @@ def engine_config(
         "spec_tokens": K,
         "max_budget": None,
         "prompt_lens": None,
-        "long_prefill_threshold": int(sched.scheduler_config.long_prefill_token_threshold or 0),
-        "block_size": int(sched.block_size),
+        "long_prefill_threshold": shape["long_prefill_threshold"],
+        "block_size": shape["block_size"],
     }
     if not stream:
-        longest = max(a.request.num_tokens for a in admitted)
-        if longest + near >= sched.max_model_len:
-            record["max_model_len"] = int(sched.max_model_len)
+        longest = max(objects.num_tokens(a.request) for a in admitted)
+        if longest + near >= shape["max_model_len"]:
+            record["max_model_len"] = shape["max_model_len"]
         limits = {a.max_tokens for a in admitted}
-        outputs = max(a.request.num_tokens - a.prompt_len for a in admitted)
+        outputs = max(objects.num_tokens(a.request) - a.prompt_len for a in admitted)
         if len(limits) == 1 and None not in limits and outputs + near >= min(limits):
             record["max_tokens"] = int(next(iter(limits)))
-        elif None not in limits and any(a.request.num_tokens - a.prompt_len + near >= a.max_tokens for a in admitted):
+        elif None not in limits and any(
+            objects.num_tokens(a.request) - a.prompt_len + near >= a.max_tokens for a in admitted
+        ):
             notes.append("the requests' max_tokens differ: the model has one; their length stops are stop picks")
     return record, notes
 
@@ -245,7 +247,7 @@ def build(
     if "stream" in record["events"]:
         init["resumable"] = [a.resumable for a in adm]
     if "prefix-cache" in record["events"] and len(rids) > 1:
-        init["shared_prefix"] = _shared_prefix([list(a.request.prompt_token_ids) for a in adm])
+        init["shared_prefix"] = _shared_prefix([objects.prompt_tokens(a.request) for a in adm])
 
     it = Interpreter(cfg) if cfg is not None else None
     state = None  # the model's state as the picks are chosen (a stop pick needs the tokens before it)
@@ -308,7 +310,7 @@ def build(
         last = len(states) - 1 if when != "before" else len(states) - 2
         for name in REQUEST_FIELDS:
             states[last][name] = [_field(mon, q, name) for q in rids]
-        states[last]["status"] = [mon.status_of(_request(mon, q).status) for q in rids]
+        states[last]["status"] = [mon.status_of(objects.status(_request(mon, q))) for q in rids]
     replay = judge(it, cfg, init, steps, states)
     return Window(rids, record, cfg, problems, init, steps, states, outside, notes, replay)
 
@@ -382,12 +384,12 @@ def _fit(cfg: Config, event: str, picks: dict) -> dict:
 
 
 def _request(mon: Monitor, rid: str):
-    request = mon.sched.requests.get(rid)
+    request = objects.requests(mon.sched).get(rid)
     return request if request is not None else mon.admitted[rid].request
 
 
 def _field(mon: Monitor, rid: str, name: str):
-    value = getattr(_request(mon, rid), name)
+    value = objects.REQUEST_VARS[name](_request(mon, rid))
     return bool(value) if isinstance(value, bool) else int(value)
 
 

@@ -9,12 +9,9 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+from adapter.construct import request_id
 from spec.config import Config
 from spec.vocabulary import Status
-
-
-def request_id(r: int) -> str:
-    return f"r{r}"
 
 
 def model_orders(cfg: Config, state: Mapping[tuple, Any]) -> dict[str, list[str]]:

@@ -1,7 +1,7 @@
 """The pytest plugin the package registers (entry point `vllm_contract`): targets and the vLLM tree.
 
     --target=reference,vllm,vllm-clamp,vllm-guard,runner,runner-clamp,kernel   default: all seven
-    --vllm=0.32.0|0.33.0|PATH                   default: $VLLM, else 0.32.0 (targets/vllm_tree.py)
+    --vllm=0.32.0|0.33.0|PATH                   default: $VLLM, else 0.32.0 (adapter/tree.py)
 
 Every test that takes the `target` fixture (the generated suites) runs once per selected
 target, from any directory. A vLLM tree is asked for when --vllm or $VLLM names one, or
@@ -105,8 +105,8 @@ def _stop(config, run: _VllmRun, message: str) -> None:
 
 
 def _preflight(config, run: _VllmRun) -> None:
+    from adapter import current as vllm_env
     from spec.errors import TargetUnavailable
-    from targets import vllm_env
 
     try:
         run.ready = vllm_env.preflight()
@@ -139,8 +139,8 @@ def pytest_configure(config):
     run.distributed = _distributing(config)
     config._vllm_run = run
 
+    from adapter import current as vllm_env
     from spec.errors import TreeError
-    from targets import vllm_env
 
     try:
         vllm_env.select(spec)
@@ -286,7 +286,7 @@ def pytest_collection_finish(session):
     run = getattr(config, "_vllm_run", None)
     if run is None or not run.wanted or run.ready or run.distributed:
         return
-    from targets import vllm_env
+    from adapter import current as vllm_env
 
     if not run.failed and (vllm_env.attempted() or any(item.get_closest_marker("vllm") for item in session.items)):
         if run.unresolved:
@@ -300,7 +300,7 @@ def pytest_collection_finish(session):
 def pytest_report_header(config):
     run = getattr(config, "_vllm_run", None)
     if run is not None and run.wanted and not run.unresolved:
-        from targets import vllm_env
+        from adapter import current as vllm_env
 
         return f"vllm: {vllm_env.describe()}"
     return None
@@ -313,8 +313,8 @@ def pytest_sessionfinish(session, exitstatus):
     if run is None:
         return
     if run.ready and not run.distributed:
+        from adapter import current as vllm_env
         from spec.errors import TreeError
-        from targets import vllm_env
 
         try:
             vllm_env.check_coherence()

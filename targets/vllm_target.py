@@ -1,6 +1,6 @@
 """The vLLM target: the spec's events driven through a real vLLM AsyncScheduler.
 
-The tree is the one the run selected (`--vllm=0.32.0|0.33.0|PATH`, targets/vllm_tree.py);
+The tree is the one the run selected (`--vllm=0.32.0|0.33.0|PATH`, adapter/tree.py);
 the target plays the arms of the release profile that tree is checked against.
 
 Each event goes through vLLM's own code path; where no public path exists, the
@@ -41,25 +41,21 @@ targets.harness plays the model beside the target and hands each step's decision
 
 from __future__ import annotations
 
-import linecache
 import os
 import time
 import traceback
 from collections import deque
 from typing import Any, Mapping
 
+from adapter import construct as factory
+from adapter import current as env
+from adapter import objects
+from adapter.construct import request_id, request_index
+from adapter.objects import assert_name, assert_site
 from model.interpreter import StepResult, nested
 from model.run import Played, is_named
-from spec import profiles
 from spec.config import Config
-from spec.properties import BY_STATEMENT, statement_key
-from targets import vllm_env as env
-from targets import vllm_factory as factory
-from targets.monitor import status_code
-from targets.orders import request_id
 from targets.protocol import Outcome
-
-_SCHED_DIR = "/vllm/v1/core/sched/"
 
 
 def show_traceback() -> bool:
@@ -68,47 +64,13 @@ def show_traceback() -> bool:
     return os.environ.get("SHOW_VLLM_TRACEBACK", "") not in ("", "0")
 
 
-# the per-request variables vLLM's Request exposes (spec/vocabulary.py names)
-REQUEST_VARS = (
-    "status",
-    "num_prompt_tokens",
-    "num_tokens",
-    "num_computed_tokens",
-    "num_output_placeholders",
-    "num_in_flight_tokens",
-    "num_stale_output_tokens",
-    "drop_stale_output",
-    "is_prefill_chunk",
-    "num_spec_tokens",
-)
-STREAM_VARS = ("resumable", "pending_update", "pending_update_len")
-QUEUE_VARS = ("q_scheduled", "q_spec", "q_order", "q_admitted")
-
-
 class CaseEnded(RuntimeError):
     """The target was stepped after an assert fired or vLLM raised."""
 
 
-def assert_site(exc: BaseException) -> tuple[str, int, str] | None:
-    """(file name, line, statement) of the innermost frame of vLLM's scheduler package."""
-    for frame in reversed(traceback.extract_tb(exc.__traceback__)):
-        path = frame.filename.replace("\\", "/")
-        if _SCHED_DIR in path:
-            text = frame.line or linecache.getline(frame.filename, frame.lineno)
-            return path.rsplit("/", 1)[-1], frame.lineno, text.strip()
-    return None
-
-
-def assert_name(site: tuple[str, int, str] | None) -> str | None:
-    """The spec's name for the assert at a site, recognised by its statement."""
-    if site is None:
-        return None
-    return BY_STATEMENT.get(statement_key(site[2]))
-
-
 def status_of(status) -> int:
     """RequestStatus (req:370-386) -> spec.vocabulary.Status."""
-    return status_code(status, env.load().RequestStatus)
+    return objects.status_code(status)
 
 
 def _rid(r: int) -> str:
@@ -116,66 +78,7 @@ def _rid(r: int) -> str:
 
 
 def _index(req_id: str) -> int:
-    return int(req_id[1:])
-
-
-# what this target reads of vLLM's scheduler and of a Request, and why: a tree that lacks
-# one cannot be driven (vllm_env.preflight names each before any case runs)
-READS = {
-    "Scheduler": {
-        "schedule": "to schedule a step",
-        "update_from_output": "to deliver a step's output",
-        "add_request": "to add a request and a streaming update",
-        "finish_requests": "to abort a request",
-        "reset_prefix_cache": "for reset_prefix_cache",
-        "_preempt_request": "to preempt the victim as schedule() does on an allocation failure",
-        "has_requests": "to compare what the engine loop decides with",
-        "running": "to compare the running queue's order",
-        "waiting": "to compare the waiting queue's order",
-        "kv_cache_manager": "to name the blocks a KV-load failure reports",
-        "max_num_scheduled_tokens": "to set a step's token budget",
-    },
-    "Request": {
-        "status": "the request's status",
-        "num_prompt_tokens": "L, the prompt length",
-        "num_tokens": "T, the tokens so far",
-        "num_computed_tokens": "c, the computed tokens",
-        "num_output_placeholders": "P, the placeholders reserved",
-        "num_in_flight_tokens": "F, the tokens in flight",
-        "num_stale_output_tokens": "S, the stale output",
-        "drop_stale_output": "D, whether stale output is dropped",
-        "is_prefill_chunk": "X, whether the last step was a prefill chunk",
-        "spec_token_ids": "the draft tokens",
-        "streaming_queue": "a streaming session's queued update",
-        "resumable": "whether the request is a streaming session",
-    },
-}
-
-
-# the waiting queue the waiting loop serves first, per profile (spec/profiles.py waiting_queues)
-FRONT_QUEUE = {
-    "kv-holding-first": ("kv_holding_waiting", "the requests holding KV blocks wait there"),
-    "skipped-first": ("skipped_waiting", "blocked and skipped requests wait there"),
-}
-
-
-def front_queue() -> tuple[str, str]:
-    """The Scheduler attribute of the waiting queue served first, by the tree's profile,
-    and what waits there."""
-    return FRONT_QUEUE[profiles.of(env.tree().profile).waiting_queues]
-
-
-def missing_reads(scheduler, request, cfg: Config) -> list[str]:
-    """One phrase per attribute this target reads that the tree's objects lack."""
-    out = []
-    queue, where = front_queue()
-    wanted = {**READS, "Scheduler": {**READS["Scheduler"], queue: f"to compare the waiting queue's order ({where})"}}
-    for kind, obj in (("Scheduler", scheduler), ("Request", request)):
-        for name, why in wanted[kind].items():
-            if not hasattr(obj, name):
-                reads = "reads " + why if kind == "Scheduler" else "compares after every step: " + why
-                out.append(f"this tree has no {kind}.{name}, which the target {reads}")
-    return out
+    return request_index(req_id)
 
 
 class VllmTarget:
@@ -184,16 +87,21 @@ class VllmTarget:
     name = "vllm"
     observes_asserts = True
 
-    def __init__(self, clamp: bool | None = None, guard: bool = False, monitor: bool = False):
+    def __init__(
+        self, clamp: bool | None = None, guard: bool = False, monitor: bool = False, native_guard: bool = False
+    ):
         """clamp: None follows cfg.clamp; True/False forces the scheduler class
         (a second arm: the model's projection then differs where the clamp acts).
         guard: this target plays the step-reservation guard's arms (and only those).
         monitor: the scheduler is the contract monitor's class (targets/monitor_scheduler.py;
-        with guard, in its drop mode), which must play every arm as vLLM's own does."""
+        with guard, in its drop mode), which must play every arm as vLLM's own does.
+        native_guard: the guard's arms are played by the tree's own AsyncScheduler (a tree
+        patched with fixes/step-reservation-guard), not by the guard's scheduler class."""
         env.load()  # TargetUnavailable if vLLM is not importable
         self.clamp_option = False if monitor and clamp is None else clamp
         self.guard_option = guard
         self.monitor_option = monitor
+        self.native_guard = native_guard
         # the tree's scheduler releases a step whose output it skips for a KV-load failure
         # (fixes/v2-recompute-rollback, the release_skipped arms): set by fixes/arms.py
         self.releases_skipped = False
@@ -241,7 +149,7 @@ class VllmTarget:
         self.prompt_len = list(named["prompt_len"])
         self.resumable = list(named.get("resumable", [False] * cfg.requests))
         self.model_state = None  # the model's state after the last step (handed in by step)
-        self.sched = factory.new_scheduler(cfg, clamp=self.clamp, monitor=self.monitor_option)
+        self.sched = self._new_scheduler(cfg)
         self.requests = []
         for r in range(cfg.requests):
             req = factory.make_request(
@@ -252,10 +160,30 @@ class VllmTarget:
                 max_tokens=cfg.max_tokens,
                 shared_prefix=named.get("shared_prefix", 0) if cfg.has("prefix-cache") else None,
             )
-            self.sched.add_request(req)  # sched:2616-2647, in id order
+            objects.add_request(self.sched, req)  # in id order
             self.requests.append(req)
         self.fifo: deque = deque()  # (SchedulerOutput, {req index: tokens to return})
         self.ended: str | None = None
+
+    def _new_scheduler(self, cfg: Config):
+        """The arm's scheduler: the monitor's class (its drop mode on for the guard's arms),
+        the tree's own for a patched tree's guard, else the class the arm runs."""
+        if self.monitor_option:
+            from targets.monitor import ENV_DROP
+            from targets.monitor_scheduler import MONITOR_SCHEDULER_CLS
+
+            saved = os.environ.get(ENV_DROP)
+            os.environ[ENV_DROP] = "1" if cfg.guard != "none" else "0"
+            try:
+                return factory.new_scheduler(cfg, MONITOR_SCHEDULER_CLS)
+            finally:
+                if saved is None:
+                    os.environ.pop(ENV_DROP, None)
+                else:
+                    os.environ[ENV_DROP] = saved
+        if self.native_guard:
+            return factory.new_scheduler(cfg)
+        return factory.new_scheduler(cfg, factory.scheduler_class(cfg, clamp=self.clamp))
 
     # ------------------------------------------------------------------- step
     def step(self, event: str, args: Mapping, model: Played) -> Outcome:
@@ -303,14 +231,14 @@ class VllmTarget:
 
     def _schedule(self, args, result: StepResult) -> dict:
         cfg = self.cfg
-        factory.set_budget(self.sched, args[("budget",)])
-        out = self.sched.schedule()
+        objects.set_budget(self.sched, args[("budget",)])
+        out = objects.schedule(self.sched)
         pos = result.state[("queue_len",)] - 1
         returns = {r: result.state[("q_sampled", pos, r)] for r in range(cfg.requests)}
         self.fifo.append((out, returns))
         return {
-            "num_scheduled_tokens": dict(out.num_scheduled_tokens),
-            "spec": {k: len(v) for k, v in out.scheduled_spec_decode_tokens.items()},
+            "num_scheduled_tokens": dict(objects.scheduled(out)),
+            "spec": {k: len(v) for k, v in objects.scheduled_drafts(out).items()},
             "runner_returns": returns,
         }
 
@@ -321,8 +249,7 @@ class VllmTarget:
     def _update_from_output(self, out, tokens_of: dict, args) -> dict:
         """Hand the scheduler a step's output: each scheduled request's tokens (the last one
         made a stop token where the step stops it) and, for a KV-load failure, the failed block."""
-        V = env.load()
-        req_ids = list(out.num_scheduled_tokens)
+        req_ids = list(objects.scheduled(out))
         sampled = []
         for req_id in req_ids:
             r = _index(req_id)
@@ -333,26 +260,21 @@ class VllmTarget:
                     raise ValueError(f"deliver: stop={stop} for {req_id} but the runner returns {len(tokens)} tokens")
                 tokens[stop - 1] = factory.STOP_ID
             sampled.append(tokens)
-        kv_output = None
+        failed = None
         if self.cfg.has("kvfail") and args[("kv_fail_req",)] >= 0:
             r = args[("kv_fail_req",)]
-            (block_ids,) = self.sched.kv_cache_manager.get_block_ids(_rid(r))
+            block_ids = objects.block_ids(self.sched, _rid(r))
             index = args[("kv_fail_block",)]
             if index >= len(block_ids):
                 raise ValueError(f"deliver: {_rid(r)} has {len(block_ids)} blocks, no index {index}")
-            kv_output = V.KVConnectorOutput(invalid_block_ids={block_ids[index]})
+            failed = [block_ids[index]]
         if "under-drain" in self.cfg.faults:
             # the fault as tpu-inference #3492's scheduler did it: the counts of the output
             # handed to update_from_output rewritten below what was scheduled
+            counts = objects.scheduled(out)
             for req_id in req_ids:
-                out.num_scheduled_tokens[req_id] -= args[("short", _index(req_id))]
-        runner_output = V.ModelRunnerOutput(
-            req_ids=req_ids,
-            req_id_to_index={req_id: i for i, req_id in enumerate(req_ids)},
-            sampled_token_ids=sampled,
-            kv_connector_output=kv_output,
-        )
-        self.sched.update_from_output(out, runner_output)
+                counts[req_id] -= args[("short", _index(req_id))]
+        objects.deliver(self.sched, out, objects.runner_output(req_ids, sampled, failed))
         return {"sampled": dict(zip(req_ids, sampled))}
 
     def _preempt(self, args, result: StepResult) -> dict:
@@ -362,70 +284,57 @@ class VllmTarget:
             drop = bool(args[("drop",)])
         else:
             drop = cfg.has("preempt-drop")
-        was_last = bool(self.sched.running) and self.sched.running[-1] is victim
-        # sched:834-840: preempted_req = self.running.pop(); _preempt_request(...)
-        self.sched.running.remove(victim)
-        self.sched._preempt_request(victim, time.monotonic(), drop_stale_output=drop)
+        running = objects.orders(self.sched)["running"]
+        was_last = bool(running) and running[-1] == victim.request_id
+        objects.preempt(self.sched, victim, time.monotonic(), drop)
         return {"victim_was_last": was_last, "drop": drop}
 
     def _reset_prefix_cache(self, args, result: StepResult) -> dict:
-        ok = self.sched.reset_prefix_cache(reset_running_requests=True)
+        ok = objects.reset_prefix_cache(self.sched)
         return {"reset_successful": ok}
 
     def _stream_update(self, args, result: StepResult) -> dict:
         r = args[("req",)]
         update = factory.make_request(r, args[("new_tokens",)], self.cfg.block_size, resumable=True)
-        self.sched.add_request(update)
+        objects.add_request(self.sched, update)
         return {}
 
     def _abort(self, args, result: StepResult) -> dict:
-        V = env.load()
-        done = self.sched.finish_requests(_rid(args[("req",)]), V.RequestStatus.FINISHED_ABORTED)
-        return {"aborted": [q.request_id for q in done]}
+        done = objects.abort(self.sched, _rid(args[("req",)]))
+        return {"aborted": [objects.req_id(q) for q in done]}
 
     # ---------------------------------------------------------------- project
     def project(self) -> dict[tuple, Any]:
         cfg = self.cfg
         out: dict[tuple, Any] = {}
+        stagger = cfg.is_v2 and cfg.pp > 1
         for r, req in enumerate(self.requests):
             out[("status", r)] = status_of(req.status)
-            out[("num_prompt_tokens", r)] = req.num_prompt_tokens
-            out[("num_tokens", r)] = req.num_tokens
-            out[("num_computed_tokens", r)] = req.num_computed_tokens
-            out[("num_output_placeholders", r)] = req.num_output_placeholders
-            out[("num_in_flight_tokens", r)] = req.num_in_flight_tokens
-            out[("num_stale_output_tokens", r)] = req.num_stale_output_tokens
-            out[("drop_stale_output", r)] = bool(req.drop_stale_output)
-            out[("is_prefill_chunk", r)] = bool(req.is_prefill_chunk)
-            out[("num_spec_tokens", r)] = len(req.spec_token_ids)
+            for name, value in objects.request_counters(req).items():
+                out[(name, r)] = value
             if cfg.has("stream"):
-                queue = req.streaming_queue or ()
-                out[("resumable", r)] = bool(req.resumable)
-                out[("pending_update", r)] = len(queue) > 0
-                first = queue[0] if queue else None
-                out[("pending_update_len", r)] = len(first.prompt_token_ids or ()) if first is not None else 0
-            if cfg.is_v2 and cfg.pp > 1:
-                out[("next_decode_eligible_step", r)] = req.next_decode_eligible_step
+                for name, value in objects.session_view(req).items():
+                    out[(name, r)] = value
+            if stagger:
+                out[("next_decode_eligible_step", r)] = objects.decode_eligible_step(req)
             if cfg.clamp and self.clamp:
                 out[("clamp_dropped", r)] = self.sched.clamp_dropped.get(_rid(r), 0)
             if cfg.guard != "none":
                 out[("guard_dropped", r)] = self.sched.guard_dropped.get(_rid(r), 0)
-        if cfg.is_v2 and cfg.pp > 1:
-            out[("current_step",)] = self.sched.current_step
+        if stagger:
+            out[("current_step",)] = objects.current_step(self.sched)
         out[("queue_len",)] = len(self.fifo)
         # the in-flight steps, oldest first; unused positions read 0 as in the model
         for i in range(cfg.queue_depth):
             so = self.fifo[i][0] if i < len(self.fifo) else None
-            order = list(so.num_scheduled_tokens) if so is not None else []
-            admitted = set()
-            if so is not None:
-                admitted = {d.req_id for d in so.scheduled_new_reqs}
-                admitted |= set(so.scheduled_cached_reqs.resumed_req_ids)
+            counts = objects.scheduled(so) if so is not None else {}
+            drafts = objects.scheduled_drafts(so) if so is not None else {}
+            order = list(counts)
+            admitted = objects.admitted(so) if so is not None else set()
             for r in range(cfg.requests):
                 rid = _rid(r)
-                n = so.num_scheduled_tokens.get(rid, 0) if so is not None else 0
-                out[("q_scheduled", i, r)] = n
-                out[("q_spec", i, r)] = len(so.scheduled_spec_decode_tokens.get(rid, ())) if so is not None else 0
+                out[("q_scheduled", i, r)] = counts.get(rid, 0)
+                out[("q_spec", i, r)] = len(drafts.get(rid, ()))
                 out[("q_order", i, r)] = order.index(rid) if rid in order else 0
                 out[("q_admitted", i, r)] = rid in admitted
         return out
@@ -434,14 +343,9 @@ class VllmTarget:
         """What EngineCore.step_with_batch_queue decides with (core:724, core:754-756):
         whether the scheduler has requests (unfinished ones, or finished ids not yet
         shipped; sched:2813-2838)."""
-        return {"has_requests": bool(self.sched.has_requests())}
+        return {"has_requests": objects.has_requests(self.sched)}
 
     def orders(self) -> dict[str, list[str]]:
-        """The order of Scheduler.running, and of the waiting queues as the waiting
-        loop drains them: kv_holding_waiting (0.31.0 on, sched:915-918) or skipped_waiting
-        (0.29.0, 0.30.0 [select-waiting-queue]) first, then waiting."""
-        first = getattr(self.sched, front_queue()[0])
-        return {
-            "running": [q.request_id for q in self.sched.running],
-            "waiting": [q.request_id for q in first] + [q.request_id for q in self.sched.waiting],
-        }
+        """The order of Scheduler.running, and of the waiting queues as the waiting loop
+        drains them (the queue served first, then waiting; adapter/objects.py)."""
+        return objects.orders(self.sched)

@@ -267,7 +267,8 @@ def test_cli_reports_and_writes(tree32, tmp_path, capsys):
     assert rc == 1
     assert re.search(rf"moved\s+is-prefill-chunk\s+scheduler.py:{line} -> {line + 1}", out), out
     # the kernel's file is gone from this tree: said once, for all its citations
-    assert re.search(r"vanished\s+vllm/v1/worker/gpu/input_batch.py is gone from the tree: 1 citation\(s\) \(v2-discard-kernel\)", out), out
+    gone = r"vanished\s+vllm/v1/worker/gpu/input_batch.py is gone from the tree: 1 citation\(s\) \(v2-discard-kernel\)"
+    assert re.search(gone, out), out
     assert "3 checked" in out and "1 not compared: 1 introduced in 0.33.0" in out, out
 
     before = toml.read_text().split("\n")
@@ -380,7 +381,8 @@ def test_a_mechanism_deleted_is_never_matched_to_an_unrelated_line(tmp_path, cap
     sched = root / "vllm" / "v1" / "core" / "sched" / "scheduler.py"
     sched.parent.mkdir(parents=True)
     filler = [f"    x{i} = {i}" for i in range(200)]
-    sched.write_text("\n".join(["class Scheduler:", "    def f(self):", "        self.prev_step_finished_req_ids.clear()", *filler]) + "\n")
+    lookalike = "        self.prev_step_finished_req_ids.clear()"
+    sched.write_text("\n".join(["class Scheduler:", "    def f(self):", lookalike, *filler]) + "\n")
     toml = tmp_path / "citations.toml"
     toml.write_text(
         "[prev-cleared]\n"

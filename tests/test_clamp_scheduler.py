@@ -1,4 +1,4 @@
-"""The clamp as a real scheduler class (targets/clamp_scheduler.py).
+"""The clamp as a real scheduler class (adapter/clamp_scheduler.py).
 
 The seed PR's two tests, by intent: an over-delivery for a prefill chunk no longer
 asserts and its token is not appended; a healthy decode delivery consumes its
@@ -14,10 +14,12 @@ import logging
 
 import pytest
 
+from adapter import clamp_scheduler, objects
+from adapter import construct as vllm_factory
+from adapter import current as vllm_env
+from adapter.clamp_scheduler import ClampAsyncScheduler
 from spec import profiles
 from spec.config import Config
-from targets import clamp_scheduler, vllm_env, vllm_factory
-from targets.clamp_scheduler import ClampAsyncScheduler
 from targets.harness import replay
 from targets.vllm_target import VllmTarget, assert_site
 
@@ -29,11 +31,12 @@ PROFILE = vllm_env.tree().profile
 RELEASE = PROFILE.removeprefix("vllm-")
 ASSERTS_AT_ZERO = profiles.of(PROFILE).asserts_counter_at_zero
 COUNTER_SITE = vllm_env.statement_site("assert request.num_output_placeholders >= 0")
-CFG = Config("clamp-unit", runner="v1", requests=1, profile=PROFILE)
+# vLLM's V1 runner where the tree has it (the seed PR's arms), else its only runner
+CFG = Config("clamp-unit", runner="v1" if objects.has_v1_runner() else "v2", requests=1, profile=PROFILE)
 
 
 def fresh(clamp: bool, prompt_len: int):
-    sched = vllm_factory.new_scheduler(CFG, clamp=clamp)
+    sched = vllm_factory.new_scheduler(CFG, vllm_factory.scheduler_class(CFG, clamp=clamp))
     req = vllm_factory.make_request(0, prompt_len, CFG.block_size)
     sched.add_request(req)
     return sched, req
@@ -45,23 +48,18 @@ def schedule(sched, budget: int):
 
 
 def deliver(sched, out, tokens: list[int]):
-    ids = list(out.num_scheduled_tokens)
-    runner_output = V.ModelRunnerOutput(
-        req_ids=ids,
-        req_id_to_index={r: i for i, r in enumerate(ids)},
-        sampled_token_ids=[list(tokens) for _ in ids],
-    )
-    return sched.update_from_output(out, runner_output)
+    ids = list(objects.scheduled(out))
+    return sched.update_from_output(out, objects.runner_output(ids, [list(tokens) for _ in ids]))
 
 
 # ------------------------------------------------------------------- loading
 
 
 def test_loads_by_qualified_name_through_scheduler_cls():
-    config = vllm_factory.vllm_config(vllm_factory.Shape.of(CFG, clamp=True))
+    config = vllm_factory.vllm_config(vllm_factory.Shape.of(CFG, vllm_factory.CLAMP_SCHEDULER_CLS))
     assert config.scheduler_config.scheduler_cls == vllm_factory.CLAMP_SCHEDULER_CLS
     assert config.scheduler_config.get_scheduler_cls() is ClampAsyncScheduler
-    assert isinstance(vllm_factory.new_scheduler(CFG, clamp=True), ClampAsyncScheduler)
+    assert isinstance(vllm_factory.new_scheduler(CFG, vllm_factory.CLAMP_SCHEDULER_CLS), ClampAsyncScheduler)
 
 
 def test_loads_as_a_class_through_scheduler_cls():
@@ -77,7 +75,7 @@ def test_loads_as_a_class_through_scheduler_cls():
 
 
 def test_plain_arm_is_vllms_async_scheduler():
-    sched = vllm_factory.new_scheduler(CFG, clamp=False)
+    sched = vllm_factory.new_scheduler(CFG)
     assert type(sched) is V.AsyncScheduler
 
 

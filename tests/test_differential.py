@@ -14,8 +14,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from adapter import current as vllm_env
 from model.sampler import random_trace
-from targets import vllm_env
 from targets.fuzz_presets import KNOWN, PRESETS, ignore_known
 from targets.harness import replay
 from targets.vllm_target import VllmTarget

@@ -214,7 +214,7 @@ def test_a_patch_that_does_not_apply_is_an_error(tmp_path):
 
 
 def test_the_vllm_guard_target_loads_the_one_class():
-    from targets import guard_scheduler
+    from adapter import guard_scheduler
 
     assert guard_scheduler.SOURCE == REPO / "fixes" / "step-reservation-guard" / "guard_scheduler.py"
     assert Path(sys.modules[guard_scheduler.GuardAsyncScheduler.__module__].__file__) == guard_scheduler.SOURCE
@@ -284,7 +284,7 @@ SKIP_SCRIPT = """
 import json
 from types import SimpleNamespace
 
-from targets.real_runner.cpu import setup
+from adapter.cpu import setup
 
 setup()  # the tree, and vLLM's CPU patches (no pinned memory)
 import torch

@@ -94,7 +94,7 @@ def test_show_vllm_traceback_prints_vllms_own_traceback(monkeypatch, capsys):
     """SHOW_VLLM_TRACEBACK=1 prints vLLM's traceback when its assert fires, even in a
     replay that passes because the case expects that assert (the over-delivery crash,
     on every release's counter assert)."""
-    from targets import vllm_env
+    from adapter import current as vllm_env
     from targets.vllm_target import VllmTarget
 
     case_file = ROOT / "generated_tests/cases/vllm_0_29_0/test_v1_over_delivery__counter_nonnegative.py"

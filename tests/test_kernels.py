@@ -221,7 +221,7 @@ def test_refuses_to_launch_with_neither_cuda_nor_interpreter(monkeypatch):
 
 @pytest.fixture(scope="module")
 def vllm_launcher():
-    from kernels import vllm_kernel
+    from adapter import kernel as vllm_kernel
 
     try:
         return vllm_kernel.get_num_sampled_and_rejected()

@@ -19,13 +19,16 @@ from pathlib import Path
 
 import pytest
 
+from adapter import construct as vllm_factory
+from adapter import current as vllm_env
+from adapter import objects
 from codegen.cases import build, from_monitor
 from report.explain_trace import explain_trace
 from spec.config import Config
 from spec.errors import ExitStatus, TargetUnavailable
-from targets import vllm_env, vllm_factory
 from targets.harness import replay_case
 from targets.monitor import ENV_FOLDER, ENV_WINDOW, Settings, SettingsError
+from targets.monitor_scheduler import MONITOR_SCHEDULER_CLS
 from targets.vllm_target import VllmTarget
 from vllm_contract.cli import main as cli
 
@@ -35,6 +38,7 @@ pytestmark = pytest.mark.vllm
 V = vllm_env.load()
 PROFILE = vllm_env.tree().profile
 RELEASE = PROFILE.removeprefix("vllm-")
+RUNNER = "v1" if objects.has_v1_runner() else "v2"  # vLLM's V1 runner where the tree has it
 REPO = Path(__file__).resolve().parent.parent
 CASES = sorted((REPO / "generated_tests" / "cases").glob("*/test_*.py"))
 # what the scheduler sees of the contract: an assert, or one of these broken at a delivery
@@ -111,12 +115,12 @@ def test_the_drop_mode_plays_the_guards_arm(path, tmp_path, monkeypatch):
 def test_loads_through_vllms_own_scheduler_cls():
     from targets.monitor_scheduler import MonitoredAsyncScheduler
 
-    cfg = Config("monitor-load", runner="v1", requests=1, profile=PROFILE)
-    config = vllm_factory.vllm_config(vllm_factory.Shape.of(cfg, clamp=False, monitor=True))
-    assert config.scheduler_config.scheduler_cls == vllm_factory.MONITOR_SCHEDULER_CLS
+    cfg = Config("monitor-load", runner=RUNNER, requests=1, profile=PROFILE)
+    config = vllm_factory.vllm_config(vllm_factory.Shape.of(cfg, MONITOR_SCHEDULER_CLS))
+    assert config.scheduler_config.scheduler_cls == MONITOR_SCHEDULER_CLS
     assert config.scheduler_config.get_scheduler_cls() is MonitoredAsyncScheduler
     assert issubclass(MonitoredAsyncScheduler, V.AsyncScheduler)
-    sched = vllm_factory.new_scheduler(cfg, monitor=True)
+    sched = vllm_factory.new_scheduler(cfg, MONITOR_SCHEDULER_CLS)
     assert type(sched) is MonitoredAsyncScheduler and sched.monitor.release == RELEASE
 
 
@@ -128,24 +132,18 @@ def test_settings_come_from_the_environment_and_bad_ones_are_one_line():
 
 
 def _engine(requests: int, prompt: int, monitor=True):
-    cfg = Config("monitor-unit", runner="v1", requests=requests, profile=PROFILE)
-    sched = vllm_factory.new_scheduler(cfg, monitor=monitor)
+    cfg = Config("monitor-unit", runner=RUNNER, requests=requests, profile=PROFILE)
+    sched = vllm_factory.new_scheduler(cfg, MONITOR_SCHEDULER_CLS if monitor else None)
     for r in range(requests):
         sched.add_request(vllm_factory.make_request(r, prompt, cfg.block_size))
     return sched
 
 
 def _deliver(sched, out, tokens_of=lambda rid: [vllm_factory.SAMPLED_ID], kv=None):
-    ids = list(out.num_scheduled_tokens)
-    return sched.update_from_output(
-        out,
-        V.ModelRunnerOutput(
-            req_ids=ids,
-            req_id_to_index={r: i for i, r in enumerate(ids)},
-            sampled_token_ids=[list(tokens_of(r)) for r in ids],
-            kv_connector_output=kv,
-        ),
-    )
+    ids = list(objects.scheduled(out))
+    output = objects.runner_output(ids, [list(tokens_of(r)) for r in ids])
+    output.kv_connector_output = kv
+    return sched.update_from_output(out, output)
 
 
 def test_the_window_is_bounded(tmp_path, monkeypatch):

@@ -17,12 +17,12 @@ from pathlib import Path
 
 import pytest
 
+from adapter import current as vllm_env
 from codegen.cases import build
 from codegen.generate import adopt
 from report.explain_trace import explain_trace
 from spec.errors import ExitStatus
 from spec.verdicts import Reaction
-from targets import vllm_env
 from targets.harness import replay_case
 from targets.monitor import ENV_FOLDER
 from targets.vllm_target import VllmTarget

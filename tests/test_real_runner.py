@@ -14,6 +14,8 @@ import random
 
 import pytest
 
+from adapter import construct as vllm_factory
+from adapter import current as vllm_env
 from bench.runner_measure import conditions, observe
 from model.interpreter import Interpreter, args_for, nested
 from model.run import Run
@@ -21,7 +23,6 @@ from model.sampler import random_trace
 from spec import profiles
 from spec.config import Config
 from targets import real_runner as rr
-from targets import vllm_env, vllm_factory
 from targets.fuzz import draw_for
 from targets.fuzz_presets import KNOWN, PRESETS, ignore_known
 from targets.harness import Divergence, replay

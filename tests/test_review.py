@@ -122,7 +122,7 @@ def test_nothing_broken_is_said_first():
 
 
 def test_citations_between_the_two_releases():
-    from targets.vllm_tree import resolve
+    from adapter.tree import resolve
 
     views = {}
     for spec in ("0.32.0", "0.33.0"):
@@ -144,8 +144,8 @@ def test_a_bad_tree_is_one_line(capsys):
 
 @pytest.mark.vllm
 def test_the_observer_sees_what_vllm_does():
+    from adapter import current as vllm_env
     from report.observe import case_modules, observe
-    from targets import vllm_env
     from targets.vllm_target import VllmTarget
 
     profile = vllm_env.tree().profile

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import pytest
 
+from adapter import current as vllm_env
 from model.interpreter import nested
 from model.run import Run
 from model.sampler import random_trace
@@ -20,7 +21,6 @@ from spec import citations, profiles
 from spec.config import Config
 from spec.properties import ASSERTS, statement_key
 from spec.vocabulary import Status
-from targets import vllm_env
 from targets.fuzz_presets import KNOWN, ignore_known
 from targets.harness import Divergence, replay
 from targets.orders import model_orders

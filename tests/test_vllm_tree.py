@@ -1,4 +1,4 @@
-"""Selecting, loading and checking the vLLM tree (targets/vllm_tree.py, targets/vllm_env.py).
+"""Selecting, loading and checking the vLLM tree (adapter/tree.py, adapter/current.py).
 
 Resolution, the overlay's lookups, the coherence check and the failure lines are tested
 on small fake trees without importing vLLM. The `test_loaded_*` tests run on whatever
@@ -19,10 +19,13 @@ from types import ModuleType
 
 import pytest
 
+from adapter import construct as vllm_factory
+from adapter import current as vllm_env
+from adapter import objects
+from adapter import tree as vllm_tree
+from adapter.tree import Overlay, Tree, resolve
 from spec.config import Config
 from spec.errors import TreeError
-from targets import vllm_env, vllm_factory, vllm_tree
-from targets.vllm_tree import Overlay, Tree, resolve
 
 REPO = Path(__file__).resolve().parent.parent
 HERE = Path(__file__).resolve()
@@ -112,7 +115,7 @@ def test_a_checkout_with_a_version_file_declares_it(tmp_path):
         ("0.31.1.dev40+gabc", "0.31.0", "it declares 0.31.1.dev40+gabc: the nearest release at or below it"),
         ("0.30.0", "0.30.0", "it declares 0.30.0"),
         ("0.29.0+cu129", "0.29.0", "the nearest release at or below it"),
-        ("0.40.2", vllm_tree.NEWEST, "the nearest release at or below it"),
+        ("0.40.2", vllm_tree.NEWEST, "it declares 0.40.2, newer than every modelled release: the newest"),
         ("0.12.0", vllm_tree.RELEASES[0], "older than every release here: the oldest"),
     ],
 )
@@ -129,7 +132,7 @@ def test_a_checkout_is_held_against_the_nearest_release_and_says_why(tmp_path, d
     [
         ("/nonexistent", "/nonexistent: no such folder; point --vllm at the root of a vLLM checkout"),
         ("", f"--vllm is empty: give {KNOWN}"),
-        ("0.34.0", f"vLLM 0.34.0 is not a release known here: give {KNOWN}"),
+        ("0.35.0", f"vLLM 0.35.0 is not a release known here: give {KNOWN}"),
     ],
 )
 def test_unusable_specs_fail_with_one_line(spec, line):
@@ -275,49 +278,38 @@ def test_loaded_coherence_check_catches_a_module_from_outside(V, monkeypatch):
 @pytest.mark.vllm
 @pytest.mark.parametrize("runner,pp", [("v1", 1), ("v2", 1), ("v2", 2)])
 def test_loaded_tree_builds_and_runs_v1_v2_and_v2_pp2(V, runner, pp):
-    before = os.environ.get(vllm_factory.V2_ENV)
+    before = os.environ.get(objects.V2_VARIABLE)
     cfg = Config(f"tree-{runner}-pp{pp}", runner=runner, requests=1, pp=pp)
     sched = vllm_factory.new_scheduler(cfg)
     assert type(sched) is V.AsyncScheduler
-    assert sched.use_v2_model_runner is (runner == "v2")
+    assert objects.uses_v2(sched) is (runner == "v2")
     assert sched.vllm_config.parallel_config.pipeline_parallel_size == pp
-    assert os.environ.get(vllm_factory.V2_ENV) == before  # set only while vLLM reads it
+    assert os.environ.get(objects.V2_VARIABLE) == before  # set only while vLLM reads it
     req = vllm_factory.make_request(0, 3, cfg.block_size)
     sched.add_request(req)
     vllm_factory.set_budget(sched, 8)
     out = sched.schedule()
     assert out.num_scheduled_tokens == {"r0": 3}
     assert req.num_output_placeholders == 1  # the whole prompt: not a prefill chunk
-    ids = list(out.num_scheduled_tokens)
-    sched.update_from_output(
-        out,
-        V.ModelRunnerOutput(
-            req_ids=ids,
-            req_id_to_index={r: i for i, r in enumerate(ids)},
-            sampled_token_ids=[[vllm_factory.SAMPLED_ID]],
-        ),
-    )
+    ids = list(objects.scheduled(out))
+    sched.update_from_output(out, objects.runner_output(ids, [[vllm_factory.SAMPLED_ID]]))
     assert (req.num_tokens, req.num_computed_tokens, req.num_output_placeholders) == (4, 3, 0)
 
 
 @pytest.mark.vllm
 def test_loaded_clamp_scheduler_loads_through_scheduler_cls(V):
-    from targets.clamp_scheduler import ClampAsyncScheduler
+    from adapter.clamp_scheduler import ClampAsyncScheduler
 
-    sched = vllm_factory.new_scheduler(Config("tree-clamp", runner="v1", requests=1), clamp=True)
+    sched = vllm_factory.new_scheduler(
+        Config("tree-clamp", runner="v1" if objects.has_v1_runner() else "v2", requests=1),
+        vllm_factory.CLAMP_SCHEDULER_CLS,
+    )
     assert isinstance(sched, ClampAsyncScheduler) and isinstance(sched, V.AsyncScheduler)
     req = vllm_factory.make_request(0, 20, 16)
     sched.add_request(req)
     vllm_factory.set_budget(sched, 8)
     out = sched.schedule()  # a prefill chunk: nothing reserved
-    sched.update_from_output(
-        out,
-        V.ModelRunnerOutput(
-            req_ids=["r0"],
-            req_id_to_index={"r0": 0},
-            sampled_token_ids=[[vllm_factory.SAMPLED_ID]],
-        ),
-    )
+    sched.update_from_output(out, objects.runner_output(["r0"], [[vllm_factory.SAMPLED_ID]]))
     assert sched.clamp_dropped["r0"] == 1 and req.num_tokens == 20
 
 
@@ -418,9 +410,10 @@ def replay_lines(output: str) -> list[str]:
     return lines
 
 
+# what the preflight says of the tree below, read from its source before vLLM is imported
 EXPECTED_MISSING = [
-    "this tree has no Scheduler.kv_holding_waiting, which the target reads to compare the waiting queue's order",
-    "this tree has no Request.num_stale_output_tokens, which the target compares after every step",
+    "has no Request.num_stale_output_tokens in vllm/v1/request.py, which the project reads (S, the stale output)",
+    "has no known form of waiting-front (which waiting queue does the waiting loop serve first?)",
 ]
 
 
@@ -455,7 +448,7 @@ def test_a_tree_missing_what_the_target_reads_fails_the_preflight_one_line_each(
     case = "generated_tests/cases/vllm_0_29_0/test_v1_clamp__healthy_path.py"
     plugin = run_pytest(case, "--target=vllm", f"--vllm={tree}", *workers)
     assert plugin.returncode == 4, plugin.stdout[-2000:] + plugin.stderr[-2000:]
-    lines = [ln for ln in (plugin.stdout + plugin.stderr).splitlines() if "cannot be driven: " in ln]
+    lines = [ln for ln in (plugin.stdout + plugin.stderr).splitlines() if " has no " in ln]
     assert len(lines) == 2 and lines[0].startswith("ERROR: "), lines
     for line, words in zip(lines, EXPECTED_MISSING):
         assert words in line, line

@@ -34,6 +34,7 @@ COMMANDS = (
     "fuzz",
     "bench",
     "fetch-vllm",
+    "preflight",
     "fix-trees",
     "fix-check",
     "vllm-tests",

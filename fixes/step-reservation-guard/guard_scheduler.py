@@ -3,7 +3,7 @@
     SchedulerConfig(scheduler_cls="guard_scheduler.GuardAsyncScheduler")   # this file on sys.path
     vllm serve ... --scheduler-cls guard_scheduler.GuardAsyncScheduler
 
-`GuardAsyncScheduler` is the loaded release's AsyncScheduler (0.32.0 or 0.33.0) doing what
+`GuardAsyncScheduler` is the loaded release's AsyncScheduler (0.29.0 to 0.34.0) doing what
 vllm-<release>.patch beside this file does, and nothing else:
 
   * at schedule time it records, per request of the step, the output placeholders
@@ -20,7 +20,7 @@ vllm-<release>.patch beside this file does, and nothing else:
 Observability as in the patch: one warning per process, a debug line per occurrence,
 plus `scheduler.guard_dropped` (request id -> tokens dropped) for tests. The model's
 definition is spec/deliver.py (`cfg.guard == "step-reservation"`), proved in the
-matrix's guard-* configurations; targets/guard_scheduler.py re-exports this class for
+matrix's guard-* configurations; adapter/guard_scheduler.py re-exports this class for
 the vllm-guard target.
 """
 
@@ -104,7 +104,12 @@ class GuardAsyncScheduler(AsyncScheduler):
         if not rows or not reserved:
             return super().update_from_output(scheduler_output, model_runner_output)
         keep = {}
-        for req_id, index in model_runner_output.req_id_to_index.items():
+        # where update_from_output finds a request's row: req_id_to_index up to 0.33.0, the
+        # row's position in req_ids from 0.34.0 (its scheduler.py:2355-2358)
+        index_of = getattr(model_runner_output, "req_id_to_index", None)
+        if index_of is None:
+            index_of = {req_id: i for i, req_id in enumerate(model_runner_output.req_ids)}
+        for req_id, index in index_of.items():
             request = self.requests.get(req_id)
             # stale output (from before a preemption) is not this step's: never cut;
             # whether the row is read at all is update_from_output's decision

@@ -2,7 +2,7 @@
 
 $FIX_VLLM_TREE is a release (0.32.0, 0.33.0) or the root of a patched tree
 (fixes/trees.py) with $VLLM_PROFILE; $FIX_REPO is this project's root. The tree is
-loaded exactly as the vLLM target loads it (targets/vllm_tree.py: `prepare` puts the
+loaded exactly as the vLLM target loads it (adapter/tree.py: `prepare` puts the
 overlay first on sys.meta_path before anything imports vllm), and its coherence is
 checked when the session ends: every vllm module imported by the tests must come from
 the tree, or the run fails.
@@ -33,7 +33,7 @@ _REPO = Path(os.environ["FIX_REPO"])
 
 
 def _load_vllm_tree():
-    """targets/vllm_tree.py by path: putting the project on sys.path would shadow vLLM's
+    """adapter/tree.py by path: putting the project on sys.path would shadow vLLM's
     `tests` package with the project's."""
     spec = importlib.util.spec_from_file_location("_fix_vllm_tree", _REPO / "targets" / "vllm_tree.py")
     module = importlib.util.module_from_spec(spec)
@@ -44,7 +44,7 @@ def _load_vllm_tree():
 
 def _enable_triton() -> None:
     """$FIX_ENABLE_TRITON=1: vLLM sees the installed Triton (interpreted: no GPU), as the
-    vLLM target arranges it (targets/vllm_env.py), so that it picks its model runner as
+    vLLM target arranges it (adapter/current.py), so that it picks its model runner as
     on a GPU: V2 unless a feature needs V1. On a CPU vllm.triton_utils switches Triton
     off, and vLLM takes the V1 runner."""
     import triton  # noqa: F401 - after TRITON_INTERPRET, which the caller sets

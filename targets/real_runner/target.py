@@ -11,15 +11,15 @@ from __future__ import annotations
 import contextlib
 from typing import Any, Mapping
 
+from adapter import current as env
+from adapter import objects, runners
+from adapter.cpu import runner_config, setup
+from adapter.runners import PLACEHOLDER_ID, REJECTED_ID, SAMPLED_ID, build_v1, build_v2, stub_model
 from model.run import Run
 from spec.config import Config
 from spec.errors import TargetUnavailable, TreeError
 from spec.runner_variants import RUNNERS
-from targets import vllm_env as env
-from targets import vllm_factory as factory
-from targets.real_runner.build import PLACEHOLDER_ID, REJECTED_ID, SAMPLED_ID, build_v1, build_v2, stub_model
 from targets.real_runner.contract import UnrealisablePick
-from targets.real_runner.cpu import patched, runner_config, setup
 from targets.vllm_target import VllmTarget, _index, _rid
 
 
@@ -53,44 +53,34 @@ class RealRunnerTarget(VllmTarget):
             self.runner = build(cfg, self.runner_config, self.model)
         self.log = []
 
-    @contextlib.contextmanager
     def _context(self):
-        from vllm.config import set_current_vllm_config
-
-        with factory._runner(self.cfg.is_v2), set_current_vllm_config(self.runner_config):
-            yield
+        return runners.context(self.cfg.is_v2, self.runner_config)
 
     # ---------------------------------------------------------------- events
     def _schedule(self, args, result) -> dict:
         cfg = self.cfg
-        factory.set_budget(self.sched, args[("budget",)])
-        out = self.sched.schedule()
+        objects.set_budget(self.sched, args[("budget",)])
+        out = objects.schedule(self.sched)
         sent = self._shipped(out)
         self._write_drafts(out, args)
         fed_before = len(self.model.fed)
         try:
             with self._context(), self._faults(args), self._live():
-                output = self.runner.execute_model(out)
-                if out.total_num_scheduled_tokens > 0:
-                    batch = self._batch_layout()
-                    output = self.runner.sample_tokens(None)
-                else:
-                    batch = None
-                if hasattr(output, "get_output"):
-                    output = output.get_output()
+                output, batch = runners.execute(self.runner, out, cfg.is_v2)
         except Exception as exc:  # the runner raising is an outcome of the step, said with its site
-            where = _runner_site(exc)
+            where = objects.runner_site(exc)
             self.ended = f"schedule: the model runner raised {type(exc).__name__} at {where}"
             return {
                 "error": f"the model runner raised {type(exc).__name__} at {where}: {exc}",
-                "num_scheduled_tokens": dict(out.num_scheduled_tokens),
+                "num_scheduled_tokens": dict(objects.scheduled(out)),
             }
-        if dict(out.num_scheduled_tokens) != sent["num_scheduled_tokens"]:
+        if dict(objects.scheduled(out)) != sent["num_scheduled_tokens"]:
             raise AssertionError("the runner changed the scheduler's SchedulerOutput")  # copied in execute_model
         returns = {}
-        for req_id in out.num_scheduled_tokens:
+        rows = objects.rows(output)
+        for req_id in objects.scheduled(out):
             r = _index(req_id)
-            tokens = list(output.sampled_token_ids[output.req_id_to_index[req_id]])
+            tokens = rows[req_id]
             extra = args.get(("extra", r), 0) if "over-delivery" in cfg.faults else 0
             if tokens and extra:
                 tokens += [SAMPLED_ID] * extra  # fault: over-delivery
@@ -99,8 +89,8 @@ class RealRunnerTarget(VllmTarget):
         measured = self._measure(sent, batch, self.model.fed[fed_before:])
         self._check_realisable(args, result, returns, measured)
         observed = {
-            "num_scheduled_tokens": dict(out.num_scheduled_tokens),
-            "spec": {k: len(v) for k, v in out.scheduled_spec_decode_tokens.items()},
+            "num_scheduled_tokens": dict(objects.scheduled(out)),
+            "spec": {k: len(v) for k, v in objects.scheduled_drafts(out).items()},
             "runner_returns": {r: len(t) for r, t in returns.items()},
             "model_returns": {
                 r: result.state[("q_sampled", result.state[("queue_len",)] - 1, r)] for r in range(cfg.requests)
@@ -153,24 +143,20 @@ class RealRunnerTarget(VllmTarget):
         _update_states raises KeyError (gpu_model_runner.py:1438; 0.33.0: 1442), which vLLM's own
         preemption never reaches."""
         observed = super()._preempt(args, result)
-        self.sched.prev_step_scheduled_req_ids.discard(_rid(args[("req",)]))
+        objects.forget_previous_step(self.sched, _rid(args[("req",)]))
         return observed
 
     # ---------------------------------------------------------------- ours
     def _shipped(self, out) -> dict:
         """What the scheduler asked for, per request id: its computed count before the
         step, the tokens, and its token list (to tell what the runner should feed)."""
-        c0 = {d.req_id: d.num_computed_tokens for d in out.scheduled_new_reqs}
-        cached = out.scheduled_cached_reqs
-        c0.update(zip(cached.req_ids, cached.num_computed_tokens))
-        tokens = {}
-        for req_id in out.num_scheduled_tokens:
-            tokens[req_id] = list(self.requests[_index(req_id)].all_token_ids)
+        counts = objects.scheduled(out)
+        tokens = {req_id: runners.request_tokens(self.requests[_index(req_id)]) for req_id in counts}
         return {
-            "num_scheduled_tokens": dict(out.num_scheduled_tokens),
-            "c0": c0,
+            "num_scheduled_tokens": dict(counts),
+            "c0": objects.computed_before(out),
             "tokens": tokens,
-            "spec": {k: len(v) for k, v in out.scheduled_spec_decode_tokens.items()},
+            "spec": {k: len(v) for k, v in objects.scheduled_drafts(out).items()},
         }
 
     def _write_drafts(self, out, args) -> None:
@@ -184,73 +170,25 @@ class RealRunnerTarget(VllmTarget):
             self._write_drafts_now(out, args)
 
     def _write_drafts_now(self, out, args) -> None:
-        for req_id, drafts in out.scheduled_spec_decode_tokens.items():
+        for req_id, drafts in objects.scheduled_drafts(out).items():
             k = len(drafts)
             if not k:
                 continue
             accepted = args.get(("accepted", _index(req_id)), 0)
             row = [SAMPLED_ID] * accepted + [REJECTED_ID] * (k - accepted)
-            if self.cfg.is_v2:
-                states = self.runner.req_states
-                slot = states.req_id_to_index.get(req_id)
-                if slot is not None:
-                    states.draft_tokens[slot, :k] = _tensor(row, states.draft_tokens.dtype)
-            else:
-                prev = self.runner.input_batch.prev_req_id_to_index or {}
-                drafts_t = self.runner._draft_token_ids
-                if req_id in prev and drafts_t is not None:
-                    drafts_t[prev[req_id], :k] = _tensor(row, drafts_t.dtype)
+            runners.write_drafts(self.runner, req_id, row, self.cfg.is_v2)
 
-    @contextlib.contextmanager
     def _faults(self, args):
         """stale-slot-read: the flagged adds' device-side writes are dropped (V2)."""
         if "stale-slot-read" not in self.cfg.faults:
-            yield
-            return
-        states = self.runner.req_states
-        real_add = states.add_request
-        staged = (states.total_len, states.num_computed_tokens, states.all_token_ids)
+            return contextlib.nullcontext()
+        return runners.losing_slot_writes(self.runner, lambda req_id: bool(args.get(("stale_read", _index(req_id)))))
 
-        def add_request(req_id, *a, **k):
-            lost = bool(args.get(("stale_read", _index(req_id)), False))
-            before = [len(t._staged_write_indices) for t in staged]
-            contents = [len(t._staged_write_contents) for t in staged]
-            slot = states.free_indices[-1] if states.free_indices else None
-            prefill_before = int(states.prefill_len.np[slot]) if slot is not None else None
-            real_add(req_id, *a, **k)
-            if lost:
-                for t, n, m in zip(staged, before, contents):
-                    del t._staged_write_indices[n:], t._staged_write_starts[n:], t._staged_write_cu_lens[n:]
-                    del t._staged_write_contents[m:]
-                states.prefill_len.np[slot] = prefill_before
-
-        states.add_request = add_request
-        try:
-            yield
-        finally:
-            del states.add_request
-
-    @contextlib.contextmanager
     def _live(self):
         """v2-live: the discard kernel's call gets total_len where it gets prefill_len."""
         if self.cfg.run.kernel != "live":
-            yield
-            return
-        from vllm.v1.worker.gpu.sample import sampler as sampler_module
-        from vllm.v1.worker.gpu.spec_decode import rejection_sampler as rejection_module
-
-        states = self.runner.req_states
-        real = sampler_module.get_num_sampled_and_rejected
-
-        def live(num_sampled, seq_lens, cu_num_logits, idx_mapping, prefill_len):
-            assert prefill_len is states.prefill_len.gpu
-            return real(num_sampled, seq_lens, cu_num_logits, idx_mapping, states.total_len.gpu)
-
-        with (
-            patched(sampler_module, "get_num_sampled_and_rejected", live),
-            patched(rejection_module, "get_num_sampled_and_rejected", live),
-        ):
-            yield
+            return contextlib.nullcontext()
+        return runners.live_kernel(self.runner)
 
     def _check_realisable(self, args, result, returns, measured) -> None:
         """A trace may accept drafts the runner itself made placeholders (padding, a
@@ -285,17 +223,6 @@ class RealRunnerTarget(VllmTarget):
                 )
 
     # ---------------------------------------------------------------- measuring
-    def _batch_layout(self) -> tuple[list[str], list[int]]:
-        """Request order and query start offsets of the batch the forward pass ran."""
-        if self.cfg.is_v2:
-            batch = self.runner.execute_model_state.input_batch
-            return list(batch.req_ids), [int(x) for x in batch.query_start_loc_np[: batch.num_reqs + 1]]
-        num_reqs = self.runner.input_batch.num_reqs
-        return (
-            list(self.runner.input_batch.req_ids[:num_reqs]),
-            [int(x) for x in self.runner.query_start_loc.np[: num_reqs + 1]],
-        )
-
     def _measure(self, sent: dict, batch, fed: list) -> dict:
         """Per scheduled request: the positions and input ids the runner fed, against
         what the scheduler asked for."""
@@ -330,10 +257,7 @@ class RealRunnerTarget(VllmTarget):
                 "tokens": tokens,
             }
             if self.cfg.is_v2:
-                slot = self.runner.req_states.req_id_to_index.get(req_id)
-                found[req_id]["prefill_len"] = (
-                    int(self.runner.req_states.prefill_len.gpu[slot]) if slot is not None else None
-                )
+                found[req_id]["prefill_len"] = runners.v2_prefill_len(self.runner, req_id)
         return found
 
     # ---------------------------------------------------------------- project
@@ -354,13 +278,11 @@ class RealRunnerTarget(VllmTarget):
         """RequestState: presence, slot, the slot's prefill_len / GPU num_computed /
         total_len while present; the free stack and what the free slots still hold."""
         cfg, model = self.cfg, self.model_state
-        states = self.runner.req_states
-        prefill = states.prefill_len.gpu.tolist()
-        computed = states.num_computed_tokens.gpu.tolist()
-        total = states.total_len.gpu.tolist()
+        slots = runners.v2_slots(self.runner)
+        prefill, computed, total = slots["prefill_len"], slots["num_computed"], slots["total_len"]
         out: dict[tuple, Any] = {}
         for r in range(cfg.requests):
-            slot = states.req_id_to_index.get(_rid(r))
+            slot = slots["slot"].get(_rid(r))
             out[("v2_present", r)] = slot is not None
             if slot is not None or (model is not None and model[("v2_present", r)]):
                 here = slot is not None
@@ -368,7 +290,7 @@ class RealRunnerTarget(VllmTarget):
                 out[("v2_prefill_len", r)] = prefill[slot] if here else None
                 out[("v2_num_computed", r)] = computed[slot] if here else None
                 out[("v2_total_len", r)] = total[slot] if here else None
-        free = list(states.free_indices)
+        free = slots["free"]
         out[("v2_num_free",)] = len(free)
         model_free = [model[("v2_free", i)] for i in range(model[("v2_num_free",)])] if model is not None else []
         for i in range(max(len(free), len(model_free))):
@@ -383,45 +305,26 @@ class RealRunnerTarget(VllmTarget):
         """CachedRequestState.num_tokens and prev_num_draft_len, and persistent-batch
         membership, for requests in the batch (the model's Nr is read only there)."""
         cfg, model = self.cfg, self.model_state
-        batch = self.runner.input_batch.req_id_to_index
         out: dict[tuple, Any] = {}
         for r in range(cfg.requests):
-            rid = _rid(r)
-            here = rid in batch
+            state = runners.v1_request_state(self.runner, _rid(r))
+            here = state is not None
             out[("v1_in_batch", r)] = here
             if here or (model is not None and model[("v1_in_batch", r)]):
-                state = self.runner.requests.get(rid) if here else None
-                out[("v1_num_tokens", r)] = state.num_tokens if state is not None else None
-                out[("v1_prev_draft_len", r)] = state.prev_num_draft_len if state is not None else None
+                out[("v1_num_tokens", r)] = state[0] if here else None
+                out[("v1_prev_draft_len", r)] = state[1] if here else None
         return out
 
 
-def _runner_site(exc: BaseException) -> str:
-    """file:line `statement` of the innermost frame in vLLM's worker package."""
-    import linecache
-    import traceback
-
-    for frame in reversed(traceback.extract_tb(exc.__traceback__)):
-        path = frame.filename.replace("\\", "/")
-        if "/vllm/v1/worker/" in path or "/vllm/v1/spec_decode/" in path or "/vllm/v1/sample/" in path:
-            text = (frame.line or linecache.getline(frame.filename, frame.lineno)).strip()
-            return f"{path.split('/vllm/', 1)[1]}:{frame.lineno} `{text}`"
-    return "outside vLLM's worker"
-
-
-def _tensor(values, dtype):
-    import torch
-
-    return torch.tensor(values, dtype=dtype)
-
-
 def preflight() -> str:
-    """Build vLLM's V1 and V2 runners of the loaded tree and run one step on each; one
-    line on success. Raises TargetUnavailable (one line: cause and fix) otherwise."""
-    from targets import vllm_tree
+    """Build vLLM's own model runners of the loaded tree (V2, and V1 where the tree has it)
+    and run one step on each; one line on success. Raises TargetUnavailable (one line:
+    cause and fix) otherwise."""
+    from adapter import tree as vllm_tree
 
     t = env.tree()
-    for runner in ("v1", "v2"):
+    kinds = ("v1", "v2") if objects.has_v1_runner() else ("v2",)
+    for runner in kinds:
         cfg = Config(f"runner-preflight-{runner}", runner=runner, requests=1, spec_tokens=1)
         try:
             target = RealRunnerTarget()
@@ -434,4 +337,5 @@ def preflight() -> str:
             raise TreeError(vllm_tree.import_failure(t, exc, f"cannot run vLLM's {runner} model runner")) from exc
         if outcome.error:
             raise TreeError(f"{t.title} cannot run vLLM's {runner} model runner: {outcome.error}")
-    return f"{t.title}: V1 and V2 model runners run on CPU (Triton interpreter)"
+    names = " and ".join(k.upper() for k in kinds)
+    return f"{t.title}: {names} model runner{'s' if len(kinds) > 1 else ''} run on CPU (Triton interpreter)"

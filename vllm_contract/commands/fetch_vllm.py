@@ -22,14 +22,14 @@ STATUSES = {
 
 
 def add_arguments(parser) -> None:
-    from targets.vllm_tree import FETCHED
+    from adapter.tree import FETCHED
 
     parser.add_argument("version", choices=FETCHED, help="the release")
 
 
 def run(args) -> int:
-    from targets.vllm_fetch import fetch
-    from targets.vllm_tree import REPO
+    from adapter.fetch import fetch
+    from adapter.tree import REPO
 
     try:
         print(f"fetched {fetch(args.version).relative_to(REPO)}")

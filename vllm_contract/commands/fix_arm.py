@@ -54,12 +54,13 @@ def import_modules(names: list[str]) -> dict:
             raise TargetUnavailable(f"{name} does not import from this tree: {type(exc).__name__}: {exc}") from None
     if not names:
         return {}
-    from vllm.v1.core.sched.output import SchedulerOutput
+    from adapter import objects
 
-    return {"files": files, "scheduler_output_fields": sorted(SchedulerOutput.__dataclass_fields__)}
+    return {"files": files, "scheduler_output_fields": objects.output_fields()}
 
 
 def run(args) -> int:
+    from adapter import current as env
     from fixes.arms import (
         check_guard,
         check_rollback,
@@ -71,7 +72,6 @@ def run(args) -> int:
         verdict,
     )
     from model.workers import die_with_parent
-    from targets import vllm_env as env
 
     die_with_parent()  # a fix-check that is stopped takes its runs with it
 

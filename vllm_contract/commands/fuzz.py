@@ -307,7 +307,7 @@ def run(args) -> int:
             f"{hours:,.0f} hour(s) on {workers or 2} worker(s) here; add --yes to run it, or ask for fewer --cases"
         )
     if args.ray is None or args.ray == "local":
-        from targets import vllm_tree
+        from adapter import tree as vllm_tree
 
         for release in campaign.releases:  # a tree that is not here: one line now, before any work
             vllm_tree.resolve(release)

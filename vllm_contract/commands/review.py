@@ -60,9 +60,9 @@ def log(message: str) -> None:
 
 
 def run(args) -> int:
+    from adapter.tree import resolve
     from report import review
     from report.observe import case_modules
-    from targets.vllm_tree import resolve
 
     started = time.monotonic()
     if not case_modules(args.cases):
@@ -73,6 +73,10 @@ def run(args) -> int:
             trees[side] = resolve(getattr(args, side))
         except ContractError as exc:  # a tree that cannot even be named is bad input
             raise UsageError(f"--{side}: {exc}") from None
+    # the head first, then the base: each tree's source read for every internal the observer
+    # reads, before either is loaded (a tree the adapter does not know stops here, in seconds)
+    for side in ("head", "base"):
+        review.check_source(side, trees[side])
     folder = OutFolder(
         args.out,
         "vllm-contract review",
@@ -115,6 +119,6 @@ def run(args) -> int:
         folder.abort()
     print(text)
     log(f"review: wrote {args.out}/summary.md ({len(text)} characters) and summary.json in {seconds:.0f} s")
-    status, first = review.outcome(cmp)
+    status, first = review.outcome(cmp, head["tree"])
     log(f"review: {first.replace('**', '')}")
     return status

@@ -22,7 +22,7 @@ import triton
 import triton.language as tl
 
 KERNEL_FILE = "v1/worker/gpu/input_batch.py"
-_PRIVATE_NAME = "kernels._vllm_input_batch"
+_PRIVATE_NAME = "adapter._vllm_input_batch"
 _loaded: ModuleType | None = None
 
 
