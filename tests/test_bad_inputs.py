@@ -663,6 +663,30 @@ def test_a_meta_config_of_the_wrong_type_is_refused(result, tmp_path):
         build(bad)
 
 
+# ------------------------------------------------------------------ export
+
+
+@pytest.mark.parametrize("case", ["no_such_case*", "", "  "], ids=["E01", "E03", "blank"])
+def test_export_of_no_case_is_refused_before_the_cases_are_built(case, result, tmp_path, monkeypatch, capsys):
+    """E01/E03: `export --case 'no_such_case*'` worked 51 s, then named one release of five."""
+
+    def built(*args, **kwargs):
+        raise AssertionError("the cases were built before the pattern was checked")
+
+    monkeypatch.setattr(generate, "plan", built)
+    assert cli(["export", "--from", str(result), "--case", case, "--out", str(tmp_path / "export")]) == 2
+    err = capsys.readouterr().err
+    assert one_line(err)
+    if case.strip():
+        assert "for any of vLLM 0.29.0, 0.30.0, 0.31.0, 0.32.0, 0.33.0" in err and repr(case) in err
+    else:
+        assert "--case is empty" in err
+    assert not (tmp_path / "export").exists()
+    # the control: a pattern some case name matches goes on to build the cases
+    with pytest.raises(AssertionError, match="the cases were built"):
+        cli(["export", "--from", str(result), "--case", "v1_kvfail_leak__*", "--out", str(tmp_path / "export")])
+
+
 # ------------------------------------------------------------------ codegen
 
 
