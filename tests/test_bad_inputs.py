@@ -347,6 +347,9 @@ def test_prove_timeout_option_reports_timeouts_as_could_not_run(tmp_path, capsys
         ["--max-depth", "x"],
         ["--timeout", "0"],
         ["--timeout", "soon"],
+        ["--jobs", "２"],  # full-width digits: int() takes them, a person did not mean them
+        ["--jobs", "1_0"],
+        ["--timeout", "１.５"],
         ["--bogus"],
     ],
 )

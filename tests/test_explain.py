@@ -328,7 +328,8 @@ def test_every_release_is_answered_as_it_completes_then_the_whole(tmp_path, caps
     assert out[4] == "" and out[5] == "no configuration reaches these counters: 3 proved unreachable"
 
 
-def test_an_answer_at_the_edge_of_its_budget_says_so_and_so_does_a_budget_that_ran_out():
+def test_an_answer_at_the_edge_of_its_budget_says_so_and_so_does_a_budget_that_ran_out(monkeypatch):
+    from model import explain as model_explain
     from model.explain import Answer
 
     cfgs = {c.name: c for c in by_name(["v2-kvfail@0.32.0", "v2@0.32.0", "v1@0.32.0"])}
@@ -340,6 +341,11 @@ def test_an_answer_at_the_edge_of_its_budget_says_so_and_so_does_a_budget_that_r
     assert "found at the edge of its budget (v2-kvfail@0.32.0, 4.6 s)" in note
     assert "1 configuration(s) ran out of their budget" in note
     assert explain.budget_note([proved], cfgs) == ""
+    # an answer decided after EDGE of its budget says so in its own words too
+    monkeypatch.setattr(model_explain, "EDGE", 0.0)
+    edge = explain_config(by_name(["v2-kvfail@0.32.0"])[0], SEED_VALUES)
+    assert edge.verdict == "reached" and edge.edge and "at the edge of its 5 s budget" in edge.how
+    monkeypatch.undo()
     # the budget covers the proof too: a configuration whose proof takes long stops at it
     answer = explain_config(by_name(["v2-kvfail-shared@0.32.0"])[0], SEED_VALUES, budget_s=0.5)
     assert answer.verdict == "unknown" and answer.out_of_budget and "0.5 s budget" in answer.how
