@@ -314,7 +314,7 @@ def run(
             "unknown": "unknown",
             COULD_NOT_RUN: f"COULD NOT RUN ({a.how})",
         }[a.verdict]
-        when = f"the model of {a.same_as}" if a.same_as else f"{a.seconds:5.1f} s ({a.cpu:.1f} CPU s)"
+        when = f"the model of {a.same_as}" if a.same_as else f"{a.seconds:5.1f} s"
         log(f"[{done[0]:>2}/{len(configs)}] {a.config:<34} {what:<52} {when}")
 
     answers: list[Answer] = []
