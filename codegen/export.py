@@ -479,6 +479,22 @@ def as_markdown(mod: Exported) -> list[str]:
     ]
 
 
+def case_names(prove_dir: Path) -> set[str]:
+    """Every case name a prover result can give (generate's module names, from the trace
+    files' names alone: nothing replayed), so a --case matching none of them is refused
+    before the cases are built (a minute)."""
+    from codegen.cases import module_path
+
+    names = set()
+    for path in (Path(prove_dir) / "traces").rglob("*.itf.json"):
+        stem = path.name.removesuffix(".itf.json")
+        goal, _, index = stem.partition(".")
+        kind = "witness" if goal == "witness" else "violation"
+        module = module_path("any", path.parent.name.split("@")[0], kind, goal, int(index) if index.isdigit() else 0)
+        names.add(Path(module).stem.removeprefix("test_"))
+    return names
+
+
 def export_release(sources: list[CaseSource], release: str, pattern: str = "*") -> tuple[dict[str, str], list, list]:
     """The files of build/export/<release>/: a module per exportable case, expected.json
     (what export-check requires of each test) and README.md (what was left out, and

@@ -12,7 +12,9 @@ one that is unreadable, truncated, of another key or whose digest does not match
 recomputed (and replaced). A report with an undecided verdict (unknown, a timeout) or an
 undecided witness is not cached: it says something about the machine, not the contract.
 Entries are written to a temporary file and renamed, so an interrupted run leaves no
-half-written entry. The folder holds nothing else and is safe to delete.
+half-written entry; an entry that cannot be written (a folder where it goes, a full disk)
+is a cache miss next time, never a lost result (`unkept` says which and why). The folder
+holds nothing else and is safe to delete.
 """
 
 from __future__ import annotations
@@ -73,6 +75,7 @@ class ProverCache:
         self._lemmas_for = lemmas_for
         self.hits: list[str] = []
         self.recomputed: list[str] = []  # entries found damaged or of another key
+        self.unkept: list[tuple[str, str]] = []  # (configuration, why) whose entry could not be written
 
     def key(self, cfg) -> str:
         lemmas = sorted(lemma.name for lemma in self._lemmas_for(cfg, list(cfg.expect)))
@@ -116,7 +119,8 @@ class ProverCache:
         return ConfigReport(rows=rows, documents=documents, witness=witness)
 
     def put(self, cfg, report) -> bool:
-        """Keep a report (atomically); False when it is not cacheable (something undecided)."""
+        """Keep a report (atomically); False when it is not cacheable (something undecided)
+        or cannot be written (said in `unkept`: the result itself is not lost)."""
         if any(not row.verdict.decided for row in report.rows):
             return False
         if not report.witness.get("reached") and report.witness.get("unknown"):
@@ -127,14 +131,21 @@ class ProverCache:
             "witness": report.witness,
         }
         entry = {"format": FORMAT, "config": cfg.name, "key": self.key(cfg), "digest": _digest(body), "report": body}
-        self.folder.mkdir(parents=True, exist_ok=True)
-        handle, temporary = tempfile.mkstemp(dir=self.folder, prefix=".writing-", suffix=".tmp")
+        try:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            handle, temporary = tempfile.mkstemp(dir=self.folder, prefix=".writing-", suffix=".tmp")
+        except OSError as exc:
+            self.unkept.append((cfg.name, exc.strerror or str(exc)))
+            return False
         try:
             with os.fdopen(handle, "w", encoding="utf-8") as out:
                 json.dump(entry, out, separators=(",", ":"))
             os.replace(temporary, self._path(cfg))
-        except BaseException:
+        except BaseException as exc:
             with contextlib.suppress(OSError):
                 os.unlink(temporary)
+            if isinstance(exc, OSError):
+                self.unkept.append((cfg.name, f"{self._path(cfg)}: {exc.strerror or exc}"))
+                return False
             raise
         return True

@@ -43,14 +43,36 @@ from spec.vocabulary import Status
 
 MAX_DEPTH = 12
 TIMEOUT_S = 20.0
-BUDGET_S = 5.0  # per configuration: the search stops deepening once it is spent
+BUDGET_S = 5.0  # per configuration, the proof and the search together
+EDGE = 0.8  # an answer found after this share of its budget is at its edge (said in the answer)
 
 
 class _OutOfTime(Exception):
-    """The configuration's time budget ran out before the search reached max_depth."""
+    """The configuration's time budget ran out: in the proof (depth 0) or before the
+    search reached max_depth."""
 
     def __init__(self, depth: int):
         self.depth = depth
+
+
+class _BudgetedInduction(KInduction):
+    """k-induction whose every query runs no longer than what is left of the budget."""
+
+    def __init__(self, enc: Encoding, timeout_ms: int, deadline: float):
+        super().__init__(enc, timeout_ms)
+        self.cap, self.deadline = timeout_ms, deadline
+
+    def _check(self, premises: list, goal, query: str = "k-induction"):
+        left_ms = int((self.deadline - time.perf_counter()) * 1000)
+        if left_ms <= 0:
+            raise _OutOfTime(0)
+        self.timeout_ms = min(self.cap, left_ms)
+        try:
+            return super()._check(premises, goal, query)
+        except SolverUnknown:
+            if time.perf_counter() >= self.deadline - 0.05:
+                raise _OutOfTime(0) from None
+            raise
 
 
 @dataclass(frozen=True)
@@ -116,6 +138,9 @@ class Answer:
     mechanisms: list = field(default_factory=list)
     instance: Config | None = None  # reached: the configuration the trace runs on (concrete)
     same_as: str | None = None  # answered once for this configuration, whose model is the same
+    edge: bool = False  # decided after EDGE of its budget: a busier host may leave it unknown
+    out_of_budget: bool = False  # unknown because its budget ran out (not its depth)
+    cpu: float = 0.0  # CPU seconds it took (its process's)
 
 
 class CounterGoal(Goal):
@@ -176,7 +201,7 @@ class _Search(Bmc):
         return super().goal_at(goal, depth)
 
 
-def _prove_unreachable(enc: Encoding, cfg: Config, goal: CounterGoal, timeout_ms: int) -> str | None:
+def _prove_unreachable(enc: Encoding, cfg: Config, goal: CounterGoal, timeout_ms: int, deadline: float) -> str | None:
     """A proof that no trace reaches the goal, as one phrase; None when there is none.
 
     Invariants are proved by k-induction: first every property that applies and the
@@ -195,12 +220,15 @@ def _prove_unreachable(enc: Encoding, cfg: Config, goal: CounterGoal, timeout_ms
     for n, proved in enumerate(tries, 1):
         lemmas = [(lemma.name, lemma.holds) for lemma in lemmas_for(cfg, proved)]
         try:
-            result = KInduction(enc, timeout_ms).prove(proved, lemmas)
+            result = _BudgetedInduction(enc, timeout_ms, deadline).prove(proved, lemmas)
         except SolverUnknown:
             if n == len(tries):
                 raise
             continue  # no proof from this try: the next assumes less
-        if result.status == "proved" and not _one_step_reaches(enc, cfg, goal, proved, lemmas, timeout_ms):
+        left_ms = min(timeout_ms, int((deadline - time.perf_counter()) * 1000))
+        if left_ms <= 0:
+            raise _OutOfTime(0)
+        if result.status == "proved" and not _one_step_reaches(enc, cfg, goal, proved, lemmas, left_ms):
             what = ", ".join(proved) if proved else "no property"
             return (
                 f"k-induction (k={result.k}) proves {len(lemmas)} lemma(s) and {what}; "
@@ -227,8 +255,11 @@ def _one_step_reaches(enc: Encoding, cfg: Config, goal: CounterGoal, proved, lem
     premises += [enc.holds(p, 0) for p in proved if PROPERTIES[p].kind == "state"]
     premises += [z3.Not(enc.bad(p, 0)) for p in proved if PROPERTIES[p].kind == "transition"]
     solver.add(*premises, enc.transition(0), goal.at(enc, 1))
+    started = time.perf_counter()
     answer = solver.check()
     if answer == z3.unknown:
+        if time.perf_counter() - started >= timeout_ms / 1000 - 0.05:
+            raise _OutOfTime(0)  # it ran to what was left of the budget
         raise SolverUnknown(f"{cfg.name}: the one-step query after the invariants' proof: {solver.reason_unknown()}")
     return answer != z3.unsat
 
@@ -241,15 +272,24 @@ def explain_config(
     budget_s: float = BUDGET_S,
 ) -> Answer:
     """Reach the counters under one configuration, or prove that nothing can. The proof
-    comes first; the search deepens one step at a time until max_depth or until
-    budget_s is spent (then: unknown, with the depth searched)."""
-    started = time.perf_counter()
+    comes first; the search deepens one step at a time until max_depth; both stop once
+    budget_s is spent (then: unknown, saying where the budget ran out). An answer decided
+    after EDGE of the budget says so: on a busier host it may come back unknown."""
+    started, cpu = time.perf_counter(), time.process_time()
+    deadline = started + budget_s
     timeout_ms = max(int(timeout_s * 1000), 1)
     enc = Encoding(cfg)
     goal = CounterGoal(values, cfg.requests)
 
     def answer(verdict: str, how: str, **kw) -> Answer:
-        return Answer(cfg.name, verdict, time.perf_counter() - started, how, **kw)
+        seconds = time.perf_counter() - started
+        edge = verdict in ("reached", "unreachable") and seconds >= EDGE * budget_s
+        if edge:
+            how += (
+                f"; at the edge of its {budget_s:g} s budget ({seconds:.1f} s): on a busier host it may come back "
+                "unknown (raise --budget)"
+            )
+        return Answer(cfg.name, verdict, seconds, how, edge=edge, cpu=time.process_time() - cpu, **kw)
 
     def limited(search: _Search):
         """Before each depth's query: stop once the budget is spent, and let the query
@@ -265,7 +305,7 @@ def explain_config(
         return in_time
 
     try:
-        proof = _prove_unreachable(enc, cfg, goal, timeout_ms)
+        proof = _prove_unreachable(enc, cfg, goal, timeout_ms, deadline)
         if proof is not None:
             return answer("unreachable", proof)
         # an abstract rest proves for every size but never reaches: its traces are
@@ -278,16 +318,19 @@ def explain_config(
                 where = instance
                 break
     except _OutOfTime as exc:
+        where = "while proving" if exc.depth == 0 else f"with no trace within {exc.depth - 1} steps"
         return answer(
             "unknown",
-            f"no trace within {exc.depth - 1} steps: the {budget_s:g} s budget per "
-            "configuration ran out (raise --budget), and no proof that none exists",
+            f"the {budget_s:g} s budget per configuration ran out {where} (raise --budget), and no proof that "
+            "none exists",
+            out_of_budget=True,
         )
     except SolverUnknown:
         return answer(
             "unknown",
             "a solver query ran past its limit (the search's: what is left of the "
             f"{budget_s:g} s budget; raise --budget), and no proof that none exists",
+            out_of_budget=True,
         )
     if trace is None:
         return answer("unknown", f"no trace within {max_depth} steps, and no proof that none exists")

@@ -16,6 +16,7 @@ by `vllm-contract fuzz`) or `"violated": PROPERTY`.
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,7 @@ from typing import Any
 from model.interpreter import flat, nested
 from model.trace import Step, Trace
 from spec.errors import SpecError
+from spec.user_input import MIB, loads, read_text, whole_number
 
 SAFE = 2**53 - 1
 KINDS = ("violation", "witness", "divergence")  # what a trace shows (#meta kind)
@@ -41,17 +43,25 @@ def _encode(value):
     return value
 
 
-def _decode(value):
+def _decode(value, where: str = "a value"):
+    """A value as the spec reads it: {"#bigint": "DIGITS"} an int (ASCII digits only),
+    {"#tup": [...]} a list, a Quint option its value (None for None)."""
     if isinstance(value, dict):
         if "#bigint" in value:
-            return int(value["#bigint"])
+            number = whole_number(value["#bigint"])
+            if number is None:
+                raise SpecError(
+                    f"{where}: #bigint {value['#bigint']!r} is not a whole number in ASCII digits "
+                    '(e.g. {"#bigint": "-12345678901234567890"})'
+                )
+            return number
         if "#tup" in value:
-            return [_decode(v) for v in value["#tup"]]
+            return [_decode(v, where) for v in value["#tup"]]
         if set(value) == {"tag", "value"}:  # Quint option / variant
-            return None if value["tag"] == "None" else _decode(value["value"])
-        return {k: _decode(v) for k, v in value.items()}
+            return None if value["tag"] == "None" else _decode(value["value"], where)
+        return {k: _decode(v, where) for k, v in value.items()}
     if isinstance(value, list):
-        return [_decode(v) for v in value]
+        return [_decode(v, where) for v in value]
     return value
 
 
@@ -124,33 +134,131 @@ def _where(path: Path, i: int) -> str:
 
 
 # the longest trace read: generated tests replay every step, and the longest the prover or
-# the fuzzer writes is a few dozen steps
+# the fuzzer writes is a few dozen steps; the monitor's window is at most a few thousand
 MAX_STATES = 10_000
+# the largest file read (a few KB per state at most): bounds the memory a file can take
+MAX_BYTES = 32 * MIB
+
+
+@functools.cache
+def value_sorts() -> dict[str, type]:
+    """The sort (int or bool) of every event argument and state variable by name, from
+    their declarations: each name has one sort in every configuration."""
+    from spec.catalog import INIT, events_for
+    from spec.matrix import MATRIX
+    from spec.vocabulary import DECLS
+
+    sorts: dict[str, set] = {d.name: {d.sort} for d in DECLS}
+    for cfg in MATRIX:
+        for event in (INIT, *events_for(cfg)):
+            for arg in event.args(cfg):
+                sorts.setdefault(arg.name, set()).add(arg.sort)
+    return {name: next(iter(s)) for name, s in sorts.items() if len(s) == 1}
+
+
+def _typed(where: str, values: dict) -> None:
+    """Each value of a name the spec declares has the name's sort: a whole number (not
+    true/false, not a string, not a float) or True/False; lists of them, nested."""
+    sorts = value_sorts()
+    for name, value in values.items():
+        sort = sorts.get(name)
+        if sort is None:
+            continue  # not the spec's: the replay names it (an unknown argument), or it is not compared
+        stack = [(name, value)]
+        while stack:
+            label, v = stack.pop()
+            if isinstance(v, list):
+                stack.extend((f"{label}[{i}]", item) for i, item in reversed(list(enumerate(v))))
+                continue
+            ok = isinstance(v, bool) if sort is bool else isinstance(v, int) and not isinstance(v, bool)
+            if not ok:
+                want = "true or false" if sort is bool else 'a whole number (a JSON integer or {"#bigint": "DIGITS"})'
+                raise SpecError(f"{where} {label} is {json.dumps(v, ensure_ascii=False)}; the spec's {name} is {want}")
+
+
+def _of(meta: dict, key: str, types: tuple, what: str, path: str, prefix: str = "#meta") -> Any:
+    value = meta.get(key)
+    if value is not None and (not isinstance(value, types) or (bool not in types and isinstance(value, bool))):
+        raise SpecError(f"{path}: {prefix}.{key} must be {what}, got {json.dumps(value)}")
+    return value
+
+
+# a monitor's record (targets/monitor_trace.py): field -> (JSON types, words)
+MONITOR_FIELDS = {
+    "release": ((str,), "a release such as 0.32.0"),
+    "engine_event": ((int,), "a whole number"),
+    "request": ((str,), "a request id"),
+    "requests": ((list,), "a list of request ids"),
+    "when": ((str,), "a string"),
+    "fires": ((str,), "an assert's name or empty"),
+    "drop": ((bool,), "true or false"),
+    "window": ((int,), "a whole number"),
+    "outside": ((dict,), "an object of step number -> request count"),
+    "notes": ((list,), "a list of strings"),
+    "model": ((str,), "a string"),
+}
+
+
+def _check_meta(path: Path, meta: dict, steps: int) -> None:
+    """#meta's fields have their types and do not contradict one another or the trace."""
+    for key in ("kind", "violated", "goal", "description", "source"):
+        _of(meta, key, (str,), "a string", path)
+    config = _of(meta, "config", (dict,), "an object (the configuration's record, with a name)", path)
+    if config is not None and not isinstance(config.get("name"), str):
+        name = json.dumps(config.get("name"))
+        raise SpecError(f"{path}: #meta.config.name must be the configuration's name, got {name}")
+    if meta.get("violated") and meta.get("goal") and meta["violated"] != meta["goal"]:
+        raise SpecError(
+            f"{path}: #meta.violated is {meta['violated']!r} but #meta.goal is {meta['goal']!r}: "
+            "the file contradicts itself; fix the one that is wrong"
+        )
+    at = _of(meta, "violated_at_step", (int,), "a whole number (the step the property breaks)", path)
+    if at is not None and at != steps:
+        raise SpecError(
+            f"{path}: #meta.violated_at_step is {at} but the trace has {steps} step(s): a violation is at its "
+            "last step; fix one of them"
+        )
+    monitor = _of(meta, "monitor", (dict,), "an object (the monitor's record)", path)
+    if monitor is None:
+        return
+    for key, (types, what) in MONITOR_FIELDS.items():
+        _of(monitor, key, types, what, path, "#meta.monitor")
+    if not all(isinstance(r, str) for r in monitor.get("requests") or []):
+        got = json.dumps(monitor["requests"])[:80]
+        raise SpecError(f"{path}: #meta.monitor.requests must be a list of request ids, got {got}")
+    if not all(isinstance(n, str) for n in monitor.get("notes") or []):
+        raise SpecError(f"{path}: #meta.monitor.notes must be a list of strings")
+    for step, count in (monitor.get("outside") or {}).items():
+        if whole_number(step) is None or isinstance(count, bool) or not isinstance(count, int):
+            raise SpecError(
+                f"{path}: #meta.monitor.outside must map step numbers to request counts, got {step!r}: {count!r}"
+            )
+    release = monitor.get("release")
+    profile = config.get("profile") if config is not None else None
+    named = isinstance(profile, str) and profile.startswith("vllm-")
+    if release is not None and named and profile != f"vllm-{release}":
+        raise SpecError(
+            f"{path}: #meta.monitor.release is {release} but #meta.config.profile is {profile}: the file "
+            "contradicts itself about the release that ran; fix the one that is wrong"
+        )
+    requests = monitor.get("requests")
+    if requests is not None and config is not None and isinstance(config.get("requests"), int):
+        if len(requests) != config["requests"]:
+            raise SpecError(
+                f"{path}: #meta.monitor.requests names {len(requests)} request(s) but #meta.config.requests is "
+                f"{config['requests']}: the file contradicts itself; fix the one that is wrong"
+            )
 
 
 def read(path: Path | str) -> tuple[dict, Trace]:
     """Parse an ITF trace: returns its #meta and a Trace of init picks and steps, with
     the states it records (`Trace.recorded`) so a replay can be compared with them.
-    Anything malformed is a SpecError naming the file and what to fix."""
+    Anything malformed is a SpecError naming the file, the field and what to fix: the
+    file is read only when it is a regular file of at most MAX_BYTES, its JSON must
+    name each key once and hold no NaN or Infinity (spec/user_input.py), and every value
+    of a name the spec declares has its sort (a whole number, or true/false)."""
     path = Path(path)
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise SpecError(f"{path}: cannot be read ({exc.strerror or exc})") from None
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise SpecError(
-            f"{path}: not UTF-8 text (byte {raw[exc.start]:#04x} at offset {exc.start}); an ITF trace is JSON in UTF-8"
-        ) from None
-    try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise SpecError(f"{path}: not valid JSON ({exc})") from None
-    except RecursionError:
-        raise SpecError(
-            f"{path}: nested too deeply to be an ITF trace (its values are at most a few levels deep)"
-        ) from None
+    doc = loads(read_text(path, MAX_BYTES, "an ITF trace"), str(path))
     if not isinstance(doc, dict):
         raise SpecError(
             f"{path}: the top level of an ITF trace must be an object with a 'states' list, "
@@ -167,6 +275,7 @@ def read(path: Path | str) -> tuple[dict, Trace]:
     meta = doc.get("#meta", {})
     if not isinstance(meta, dict):
         raise SpecError(f"{path}: '#meta' must be an object, not a {type(meta).__name__}")
+    _check_meta(path, meta, len(states) - 1)
     kind = meta.get("kind")
     if kind is None and meta.get("violated"):
         kind = "violation"
@@ -185,7 +294,7 @@ def read(path: Path | str) -> tuple[dict, Trace]:
         if not isinstance(state, dict):
             raise SpecError(f"{_where(path, i)} is a {type(state).__name__}, not an object of variables")
         action = state.get("mbt::actionTaken")
-        picks = _decode(state.get("mbt::nondetPicks", {}))
+        picks = _decode(state.get("mbt::nondetPicks", {}), f"{_where(path, i)}, mbt::nondetPicks")
         if action is None:
             raise SpecError(
                 f"{_where(path, i)} has no 'mbt::actionTaken'; record the action taken "
@@ -196,20 +305,27 @@ def read(path: Path | str) -> tuple[dict, Trace]:
         if picks is not None and not isinstance(picks, dict):
             raise SpecError(f"{_where(path, i)}: 'mbt::nondetPicks' must be an object, got {picks!r:.60}")
         picks = {k: v for k, v in (picks or {}).items() if v is not None}
-        recorded.append({k: _decode(v) for k, v in state.items() if k != "#meta" and not k.startswith("mbt::")})
+        _typed(f"{_where(path, i)}, mbt::nondetPicks", picks)
+        values = {
+            k: _decode(v, f"{_where(path, i)}, {k}")
+            for k, v in state.items()
+            if k != "#meta" and not k.startswith("mbt::")
+        }
+        _typed(f"{_where(path, i)},", values)
+        recorded.append(values)
         if i == 0:
             if action not in ("init", "step", ""):
                 raise SpecError(f"{path}: the first state's action must be 'init', got {action!r}")
-            init = flat(picks) if picks else flat({"prompt_len": _decode(state.get("num_prompt_tokens"))})
+            init = flat(picks) if picks else flat({"prompt_len": values.get("num_prompt_tokens")})
         else:
             steps.append(Step(action, flat(picks)))
-    config = meta.get("config", {})
+    config = meta.get("config") or {}
     goal = meta.get("goal", meta.get("violated", ""))
     trace = Trace(
-        config=config.get("name", "?") if isinstance(config, dict) else str(config),
+        config=config.get("name", "?"),
         init=init,
         steps=steps,
-        goal=goal if isinstance(goal, str) else str(goal),
+        goal=goal or "",
         kind=kind,
         mechanisms=list(mechanisms),
         recorded=recorded,

@@ -100,6 +100,7 @@ class MatrixRun:
     witnesses: dict  # config -> witness record
     cached: list = field(default_factory=list)  # configurations taken from the cache
     recomputed: list = field(default_factory=list)  # damaged cache entries, proved again
+    unkept: list = field(default_factory=list)  # (configuration, why) whose cache entry could not be written
 
 
 def run_matrix(
@@ -140,6 +141,7 @@ def run_matrix(
         witnesses={c.name: by_name[c.name].witness for c in configs},
         cached=list(cache.hits) if cache is not None else [],
         recomputed=list(cache.recomputed) if cache is not None else [],
+        unkept=list(cache.unkept) if cache is not None else [],
     )
 
 

@@ -13,16 +13,20 @@ import json
 import re
 import textwrap
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from model.explain import ALIASES, BUDGET_S, COUNTERS, Answer, accepted_names, explain_config
 from spec.config import FAULTS
 from spec.errors import BadInput, SpecError
 from spec.profiles import release_order
+from spec.user_input import MIB, loads, whole_number
 from spec.verdicts import Fired, Reaction
 from spec.vocabulary import Status
 
 COULD_NOT_RUN = "could not run"
+MAX_COUNTER = 2**63 - 1  # a counter beyond a 64-bit integer is not a count a request reaches
+MAX_COUNTERS_BYTES = 4 * MIB  # @FILE: a log line, a JSON object or a Request repr (its token lists included)
 
 
 class InputError(SpecError):
@@ -71,12 +75,15 @@ def _value(name: str, raw):
         raise InputError(f"field {name!r}: expected True or False, got {raw!r}")
     if isinstance(raw, bool):
         raise InputError(f"field {name!r}: expected a whole number, got {raw!r}")
-    if isinstance(raw, int):
-        return raw
-    try:
-        return int(str(raw).strip())
-    except ValueError:
-        raise InputError(f"field {name!r}: expected a whole number, got {raw!r}") from None
+    number = raw if isinstance(raw, int) else whole_number(raw.strip()) if isinstance(raw, str) else None
+    if number is None:
+        raise InputError(f"field {name!r}: expected a whole number in ASCII digits (e.g. -1, 8448), got {raw!r}")
+    if abs(number) > MAX_COUNTER:
+        raise InputError(
+            f"field {name!r}: {number} is beyond what a 64-bit integer holds (±{MAX_COUNTER}), not a count a "
+            "request reaches: check the value"
+        )
+    return number
 
 
 def _canonical(fields: dict, lenient: bool) -> tuple[dict, list[str]]:
@@ -107,6 +114,24 @@ def _enum_free(text: str) -> str:
     return re.sub(r"\b(RequestStatus)\.(\w+)\b", r"'\2'", text)
 
 
+def _dict_literal(text: str) -> dict:
+    """A Python dict's repr (vars(request) printed), each key once."""
+    unreadable = InputError("the counters look like a JSON object or a dict but do not parse as one")
+    try:
+        node = ast.parse(_enum_free(text), mode="eval").body
+    except (ValueError, SyntaxError, RecursionError, MemoryError):
+        raise unreadable from None
+    if isinstance(node, ast.Dict):
+        keys = [key.value for key in node.keys if isinstance(key, ast.Constant)]
+        twice = next((key for i, key in enumerate(keys) if key in keys[:i]), None)
+        if twice is not None:
+            raise InputError(f"field {twice!r} given twice")
+    try:
+        return ast.literal_eval(node)
+    except (ValueError, SyntaxError, RecursionError, MemoryError):
+        raise unreadable from None
+
+
 def parse(text: str) -> tuple[dict, list[str], str]:
     """(counter values, ignored attributes, the form read) from any accepted form."""
     text = text.strip()
@@ -114,12 +139,11 @@ def parse(text: str) -> tuple[dict, list[str], str]:
         raise InputError(f"no counters given; accepted: {accepted_names()}")
     if text.startswith("{"):
         try:
-            fields = json.loads(text)
-        except ValueError:
-            try:
-                fields = ast.literal_eval(_enum_free(text))
-            except (ValueError, SyntaxError):
-                raise InputError("the counters look like a JSON object or a dict but do not parse as one") from None
+            json.loads(text)
+        except (ValueError, RecursionError):
+            fields = _dict_literal(text)
+        else:  # JSON, read strictly: each key once, numbers that are numbers
+            fields = loads(text, "the counters")
         if not isinstance(fields, dict):
             raise InputError("the counters must be a JSON object")
         lenient = "request_id" in fields
@@ -135,6 +159,8 @@ def parse(text: str) -> tuple[dict, list[str], str]:
             raise InputError("the Request repr must hold keyword fields only: Request(name=value, ...)")
         fields = {}
         for kw in node.keywords:
+            if kw.arg in fields:
+                raise InputError(f"field {kw.arg!r} given twice")
             try:
                 fields[kw.arg] = ast.literal_eval(kw.value)
             except ValueError:
@@ -153,6 +179,70 @@ def parse(text: str) -> tuple[dict, list[str], str]:
         fields[key] = raw
     values, ignored = _canonical(fields, False)
     return values, ignored, "log line"
+
+
+# ------------------------------------------------------------------ which release
+
+
+@dataclass
+class Scope:
+    """The configurations explain answers for, and the answer's first line saying which
+    release and why: the release the counters came from."""
+
+    configs: list
+    line: str
+    every_release: bool = False  # --all-releases: each release's answer printed as it completes
+
+
+def installed_release() -> tuple[str, str] | None:
+    """The modelled release nearest the vLLM installed here, and why; None when no vLLM is."""
+    from adapter.tree import installed_version, nearest_release
+
+    version = installed_version()
+    return None if version is None else nearest_release(version)
+
+
+def scope(matrix: list, named: list | None, releases: list[str] | None, every_release: bool) -> Scope:
+    """--all-releases: the whole matrix (or the named configurations); --release R: R's;
+    else the configurations named with --configs as they are; else the installed vLLM's
+    release (its nearest modelled one). Never a silent default."""
+    from spec.profiles import RELEASE_NAMES
+
+    others = f"another release: --release X.Y.Z ({', '.join(RELEASE_NAMES)}); every release: --all-releases"
+    if every_release and releases:
+        raise InputError("--all-releases and --release ask for different things: give one of them")
+    if every_release:
+        return Scope(
+            matrix,
+            "for every release of the matrix (--all-releases): each release's answer as it completes, "
+            "then the whole matrix's",
+            True,
+        )
+    if releases:
+        chosen = of_releases(matrix, releases)
+        return Scope(chosen, f"for vLLM {', '.join(releases)} (--release)")
+    if named:
+        shown = sorted({c.prof.release for c in matrix}, key=release_order)
+        return Scope(matrix, f"for the {len(matrix)} configuration(s) named with --configs (vLLM {', '.join(shown)})")
+    found = installed_release()
+    if found is None:
+        raise InputError(
+            "which release crashed? no --release given and no vLLM installed here to take it from: "
+            f"name it with --release X.Y.Z ({', '.join(RELEASE_NAMES)}), or ask --all-releases"
+        )
+    release, why = found
+    return Scope(of_releases(matrix, [release]), f"for vLLM {release} (the installed vLLM: {why}; {others})")
+
+
+def group_of(cfg) -> str:
+    """The release a configuration answers for (a historical profile is its own)."""
+    return cfg.profile if cfg.prof.historical else cfg.prof.release
+
+
+def group_order(label: str) -> tuple:
+    from spec.profiles import RELEASE_NAMES
+
+    return (0, release_order(label), "") if label in RELEASE_NAMES else (1, 0, label)
 
 
 # ------------------------------------------------------------------ running the matrix
@@ -186,20 +276,34 @@ def _worker(cfg, values, max_depth, timeout_s, budget_s) -> Answer:
 
 
 def run(
-    configs: list, values: dict, jobs: int, max_depth: int, timeout_s: float, budget_s: float = BUDGET_S, log=print
+    configs: list,
+    values: dict,
+    jobs: int,
+    max_depth: int,
+    timeout_s: float,
+    budget_s: float = BUDGET_S,
+    log=print,
+    on_group=None,
 ) -> list[Answer]:
     """explain_config for every configuration, each in a fresh process (Z3's answers
     follow its history), heaviest first; a line per configuration as it finishes.
     Configurations with the same model (0.31.0 and 0.32.0 agree in every modelled
-    mechanism) are solved once: the others get that answer, said so in theirs."""
+    mechanism) are solved once: the others get that answer, said so in theirs.
+    `on_group(release, answers)`: the configurations are solved a release after
+    another (oldest first, historical profiles last), and each release's answers are
+    handed over as soon as its last one is in."""
     from model.prove import cost
     from model.workers import run_isolated
 
     models: dict[str, list] = {}
     for cfg in configs:
         models.setdefault(json.dumps(cfg.semantics(), sort_keys=True), []).append(cfg)
-    solved = sorted((same[0] for same in models.values()), key=cost, reverse=True)
+    first = (lambda cfg: group_order(group_of(cfg))) if on_group is not None else (lambda cfg: ())
+    solved = sorted((same[0] for same in models.values()), key=lambda cfg: (first(cfg), -cost(cfg)))
     sharing = {same[0].name: same[1:] for same in models.values()}
+    waiting: dict[str, set] = {}
+    for cfg in configs:
+        waiting.setdefault(group_of(cfg), set()).add(cfg.name)
     done = [0]
 
     def line(a: Answer) -> None:
@@ -214,13 +318,20 @@ def run(
         log(f"[{done[0]:>2}/{len(configs)}] {a.config:<34} {what:<52} {when}")
 
     answers: list[Answer] = []
+    by_config = {cfg.name: cfg for cfg in configs}
 
-    def show(i: int, a: Answer) -> None:
+    def arrived(a: Answer) -> None:
         answers.append(a)
         line(a)
+        label = group_of(by_config[a.config])
+        waiting[label].discard(a.config)
+        if on_group is not None and not waiting[label]:
+            on_group(label, [x for x in answers if group_of(by_config[x.config]) == label])
+
+    def show(i: int, a: Answer) -> None:
+        arrived(a)
         for other in sharing[a.config]:
-            answers.append(shared(a, other))
-            line(answers[-1])
+            arrived(shared(a, other))
 
     run_isolated(
         _worker, [(cfg, values, max_depth, timeout_s, budget_s) for cfg in solved], jobs, ["model.explain"], show
@@ -432,10 +543,42 @@ def traces_to_write(answers: list[Answer], cfgs: dict) -> dict[str, dict]:
     return written
 
 
+def budget_note(answers: list[Answer], cfgs: dict) -> str:
+    """What the time budget did to this answer, in a line ("" when nothing): the answer
+    found only at the edge of its budget, configurations that ran out of it."""
+    groups = rank(answers, cfgs)
+    parts = []
+    if groups and all(a.edge for a in groups[0]["answers"]):
+        worst = max(groups[0]["answers"], key=lambda a: a.seconds)
+        parts.append(
+            f"this answer was found at the edge of its budget ({worst.config}, {worst.seconds:.1f} s): on a "
+            "busier host it may not come (raise --budget to be sure)"
+        )
+    spent = [a for a in answers if a.out_of_budget]
+    if spent:
+        parts.append(
+            f"{len(spent)} configuration(s) ran out of their budget (unknown, not a no: a mechanism only they "
+            "reach is not in this answer; raise --budget)"
+        )
+    return "note: " + "; ".join(parts) if parts else ""
+
+
 def render(
-    values: dict, answers: list[Answer], cfgs: dict, link_map: dict, note: str, written: dict, seconds: float, jobs: int
+    values: dict,
+    answers: list[Answer],
+    cfgs: dict,
+    link_map: dict,
+    note: str,
+    written: dict,
+    seconds: float,
+    jobs: int,
+    first_line: str = "",
 ) -> str:
-    out = [headline(answers, cfgs), "", "WHAT TO DO NOW (each mitigation, and what this run says of it):"]
+    out = [first_line] if first_line else []
+    out.append(headline(answers, cfgs))
+    if budget_note(answers, cfgs):
+        out.append(budget_note(answers, cfgs))
+    out += ["", "WHAT TO DO NOW (each mitigation, and what this run says of it):"]
     for line in mitigations(answers, cfgs) or ["no configuration of this run stands for a mitigation"]:
         out += textwrap.wrap(line, 100, initial_indent="  - ", subsequent_indent="    ", break_on_hyphens=False)
     out += ["", "THE COUNTERS, as the spec names them:"]
@@ -496,7 +639,8 @@ def render(
         out.append(f"  ({note})")
     out += [
         "",
-        f"{len(answers)} configuration(s) in {seconds:.1f} s on {jobs} worker(s): {len(reached)} reach the "
+        f"{len(answers)} configuration(s) in {seconds:.1f} s on {jobs} worker(s) "
+        f"({sum(a.cpu for a in answers):.1f} CPU s): {len(reached)} reach the "
         f"counters, {len(proved)} proved unreachable, {len(unknown)} unknown"
         + (f", {len(failed)} could not run" if failed else "")
         + (
@@ -508,11 +652,13 @@ def render(
     return "\n".join(out)
 
 
-def answers_json(values: dict, answers: list[Answer], cfgs: dict) -> dict:
-    """The answer as data (answers.json, --json): the one-line answer, the mechanisms
-    ranked, the counters, and per configuration its verdict."""
+def answers_json(values: dict, answers: list[Answer], cfgs: dict, first_line: str = "") -> dict:
+    """The answer as data (answers.json, --json): which release and why, the one-line
+    answer, the mechanisms ranked, the counters, and per configuration its verdict."""
     return {
+        "for": first_line,
         "answer": headline(answers, cfgs),
+        "note": budget_note(answers, cfgs),
         "mechanisms": [
             {
                 "mechanisms": g["mechanisms"],
@@ -534,6 +680,7 @@ def answers_json(values: dict, answers: list[Answer], cfgs: dict) -> dict:
                 "request": a.request,
                 "reaction": str(a.fired) if a.fired is not None else "",
                 "mechanisms": a.mechanisms,
+                "edge": a.edge,
             }
             for a in answers
         ],

@@ -25,7 +25,8 @@ from model.interpreter import Interpreter, args_for, nested
 from model.itf import read
 from model.trace import Replayed, Step, judge
 from spec.config import Config
-from spec.errors import ExitStatus, SpecError
+from spec.errors import ExitStatus, MalformedConfig, SpecError
+from spec.profiles import PROFILES
 from spec.properties import ASSERTS, PROPERTIES
 
 REPO = Path(__file__).resolve().parent.parent
@@ -46,6 +47,7 @@ class Answer:
     lines: list[str] = field(default_factory=list)  # the steps, as far as the model went
     notes: list[str] = field(default_factory=list)
     inferred: list[str] = field(default_factory=list)  # faults the scheduler could not see, found here
+    release: str = ""  # the answer's first line: the release it is for, and why
 
 
 def _step_words(event: str, named: dict) -> str:
@@ -105,14 +107,43 @@ def infer_stale_slot_reads(cfg: Config, init: dict, steps: list, recorded: list)
     return cfg, steps, []
 
 
-def explain_trace(path: Path) -> Answer:
-    """The answer for one trace file; SpecError (bad input) when it cannot be read."""
+def recorded_release(meta: dict) -> tuple[str | None, str]:
+    """The release a trace says it ran on, and where it says so: the monitor's record,
+    else its configuration's profile (a historical profile is named as itself)."""
+    release = (meta.get("monitor") or {}).get("release")
+    if release:
+        return release, "the release the monitor recorded, #meta.monitor.release"
+    profile = (meta.get("config") or {}).get("profile")
+    if isinstance(profile, str) and profile in PROFILES:
+        prof = PROFILES[profile]
+        if prof.historical:
+            return profile, f"the trace's configuration, the historical profile {profile} of {prof.release}"
+        return prof.release, "the trace's configuration, #meta.config.profile"
+    return None, "the trace records no modelled release"
+
+
+def explain_trace(path: Path, release: str | None = None) -> Answer:
+    """The answer for one trace file, for the release it records (`release`, from
+    --release, must be that one); SpecError (bad input) when it cannot be read, holds a
+    malformed configuration, or names another release."""
     meta, trace = read(path)
     if trace.kind != "violation":
         raise SpecError(f"{path}: explain --trace reads a violation (#meta violated), not a {trace.kind}")
     prop = trace.goal
     if prop not in PROPERTIES:
         raise SpecError(f"{path}: #meta names no known violated property ({prop!r})")
+    if not isinstance(meta.get("config"), dict):
+        raise SpecError(
+            f"{path}: #meta has no 'config' record: explain --trace replays a trace on the configuration it "
+            "records (the monitor writes it); `vllm-contract generate --trace FILE --config NAME` takes one by name"
+        )
+    recorded, where = recorded_release(meta)
+    if release is not None and release != recorded:
+        raise SpecError(
+            f"{path}: --release {release} but the trace records {recorded or 'no release'} ({where}): a recording "
+            "is explained on the release that ran it; drop --release"
+        )
+    first_line = f"for vLLM {recorded} ({where})" if recorded else f"for no modelled release ({where})"
     monitor = meta.get("monitor") or {}
     outside = {int(k): v for k, v in (monitor.get("outside") or {}).items()}
     notes = list(monitor.get("notes") or [])
@@ -120,7 +151,9 @@ def explain_trace(path: Path) -> Answer:
     steps = [(s.event, nested(s.args)) for s in trace.steps]
     try:
         cfg = config_from_meta(meta)
-    except CaseError as exc:
+    except MalformedConfig as exc:  # not a configuration at all: bad input, not a finding
+        raise SpecError(f"{path}: #meta.config: {exc}") from None
+    except (CaseError, SpecError) as exc:
         why = str(exc)
         replay = Replayed(left_at=0, why=why)
         return Answer(
@@ -131,6 +164,7 @@ def explain_trace(path: Path) -> Answer:
             ExitStatus.FINDING,
             f"the engine ran a configuration outside the model ({why}): a finding about the model's scope",
             notes=notes,
+            release=first_line,
         )
     it = Interpreter(cfg)
     replay = judge(it, cfg, init, steps, trace.recorded)
@@ -140,7 +174,7 @@ def explain_trace(path: Path) -> Answer:
         if inferred:
             cfg, steps, it = cfg2, steps2, Interpreter(cfg2)
             replay = judge(it, cfg, init, steps, trace.recorded)
-    answer = Answer(str(path), prop, cfg, replay, ExitStatus.OK, "", notes=notes, inferred=inferred)
+    answer = Answer(str(path), prop, cfg, replay, ExitStatus.OK, "", notes=notes, inferred=inferred, release=first_line)
     shown = replay.steps_run if replay.left_at is None else replay.left_at
     answer.lines = [f"  {n:>3}  {_step_words(e, p)}" for n, (e, p) in enumerate(steps[:shown], 1)]
     reproduced = replay.left_at is None and not replay.differs and prop in replay.violated
@@ -201,7 +235,8 @@ def _state_step(differs: str | None) -> int | None:
 
 
 def render(a: Answer) -> str:
-    out = textwrap.wrap(a.headline, 100, break_on_hyphens=False)
+    out = [a.release] if a.release else []
+    out += textwrap.wrap(a.headline, 100, break_on_hyphens=False)
     if a.inferred:
         out += ["", "NOT SEEN BY THE SCHEDULER, FOUND HERE (the model's stale-slot-read fault):"]
         out += [f"  {line}" for line in a.inferred]
@@ -232,6 +267,7 @@ def render(a: Answer) -> str:
 
 def as_json(a: Answer) -> dict:
     return {
+        "for": a.release,
         "answer": a.headline,
         "status": int(a.status),
         "property": a.prop,

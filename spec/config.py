@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Mapping
 
-from spec.errors import SpecError
+from spec.errors import MalformedConfig, SpecError
 
 # Profiles (vLLM releases and historical behaviours) are data: spec/profiles.py.
 from spec.profiles import PROFILES, Profile
@@ -242,12 +242,12 @@ class Config:
         """The configuration a record (`record()`, a trace's #meta, a case) describes,
         validated; lists where sets and tuples are meant are taken as those."""
         if not isinstance(record, Mapping):
-            raise SpecError(f"a configuration record must be an object of fields, got {record!r:.60}")
+            raise MalformedConfig(f"a configuration record must be an object of fields, got {record!r:.60}")
         fields = dict(record)
         known = set(Config.__dataclass_fields__)
         unknown = sorted(set(fields) - known)
         if unknown:
-            raise SpecError(
+            raise MalformedConfig(
                 f"configuration record has unknown field(s) {', '.join(unknown)}; the fields are: "
                 f"{', '.join(sorted(known - {'expect'}))}"
             )
@@ -259,18 +259,18 @@ class Config:
         try:
             return Config(**fields).validate()
         except TypeError as exc:  # a missing name
-            raise SpecError(f"configuration record is incomplete ({exc})") from None
+            raise MalformedConfig(f"configuration record is incomplete ({exc})") from None
 
     def validate(self) -> "Config":
         if not isinstance(self.name, str) or not self.name:
-            raise SpecError(f"config {self.name!r}: name must be a non-empty string")
+            raise MalformedConfig(f"config {self.name!r}: name must be a non-empty string")
         where = f"config {self.name!r}"
         # types first: a wrong type would pass unnoticed (clamp="no" is truthy) or fail
         # deep inside with a traceback ("kvfail" read as the families k, v, f, ...)
-        for name in ("runner", "profile", "note"):
+        for name in ("runner", "profile", "note", "guard"):
             value = getattr(self, name)
             if not isinstance(value, str):
-                raise SpecError(f"{where}: {name} must be a string, got {value!r} ({type(value).__name__})")
+                raise MalformedConfig(f"{where}: {name} must be a string, got {value!r} ({type(value).__name__})")
         fixed: dict = {}
         for name, known in (("events", EVENT_FAMILIES), ("faults", FAULTS), ("via", MECHANISMS)):
             value = getattr(self, name)
@@ -278,20 +278,20 @@ class Config:
                 f"{name}=frozenset({{{value if isinstance(value, str) and value in known else next(iter(known))!r}}})"
             )
             if isinstance(value, (str, bytes)):
-                raise SpecError(
+                raise MalformedConfig(
                     f"{where}: {name} must be a set of names, e.g. {example}, not the string "
                     f"{value!r} (a string would be read letter by letter)"
                 )
             if not isinstance(value, (frozenset, set, list, tuple)) or not all(isinstance(v, str) for v in value):
-                raise SpecError(f"{where}: {name} must be a set of names, e.g. {example}; got {value!r}")
+                raise MalformedConfig(f"{where}: {name} must be a set of names, e.g. {example}; got {value!r}")
             if not isinstance(value, frozenset):
                 fixed[name] = frozenset(value)
         if not isinstance(self.rest, bool):
-            raise SpecError(f"{where}: rest must be True or False, got {self.rest!r}")
+            raise MalformedConfig(f"{where}: rest must be True or False, got {self.rest!r}")
         for name in ("clamp", "release_skipped"):
             value = getattr(self, name)
             if not isinstance(value, bool):
-                raise SpecError(
+                raise MalformedConfig(
                     f"{where}: {name} must be True or False, got {value!r} "
                     f"({type(value).__name__}; a string like 'no' would count as on)"
                 )
@@ -312,7 +312,7 @@ class Config:
             if name in optional and value is None:
                 continue
             if isinstance(value, bool) or not isinstance(value, int):
-                raise SpecError(
+                raise MalformedConfig(
                     f"{where}: {name} must be a whole number, got {value!r} "
                     f"({type(value).__name__}); write e.g. {name}=2, not {name}='2'"
                 )
@@ -320,14 +320,16 @@ class Config:
             if not isinstance(self.prompt_lens, (tuple, list)) or any(
                 isinstance(n, bool) or not isinstance(n, int) for n in self.prompt_lens
             ):
-                raise SpecError(
+                raise MalformedConfig(
                     f"{where}: prompt_lens must be None or a tuple of whole numbers, "
                     f"e.g. prompt_lens=(16, 3); got {self.prompt_lens!r}"
                 )
             if isinstance(self.prompt_lens, list):
                 fixed["prompt_lens"] = tuple(self.prompt_lens)
         if not isinstance(self.expect, Mapping):
-            raise SpecError(f"{where}: expect must map property names to 'proved' or 'violated', got {self.expect!r}")
+            raise MalformedConfig(
+                f"{where}: expect must map property names to 'proved' or 'violated', got {self.expect!r}"
+            )
         if fixed:  # a list or set where a frozenset is meant: the same configuration
             return replace(self, **fixed).validate()
         if self.runner not in RUNNERS:

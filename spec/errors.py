@@ -53,6 +53,12 @@ class SpecError(BadInput, ValueError):
     """A configuration or matrix entry is malformed. The message says what and how to fix it."""
 
 
+class MalformedConfig(SpecError):
+    """A configuration record is not one: not an object, an unknown or missing field, a
+    field of the wrong type. Bad input wherever it comes from, unlike a well-formed
+    record the model does not cover (a SpecError: outside the model)."""
+
+
 class UsageError(BadInput):
     """A command-line argument is malformed."""
 

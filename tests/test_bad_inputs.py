@@ -347,6 +347,9 @@ def test_prove_timeout_option_reports_timeouts_as_could_not_run(tmp_path, capsys
         ["--max-depth", "x"],
         ["--timeout", "0"],
         ["--timeout", "soon"],
+        ["--jobs", "２"],  # full-width digits: int() takes them, a person did not mean them
+        ["--jobs", "1_0"],
+        ["--timeout", "１.５"],
         ["--bogus"],
     ],
 )
@@ -504,6 +507,123 @@ def test_malformed_itf_is_one_line(content, says, tmp_path, monkeypatch, capsys)
     assert not (tmp_path / "traces").exists() and not (tmp_path / "cases").exists()
 
 
+def _variant(doc: dict, change: str):
+    """The prover's placeholder-accounting trace (v1-kvfail-leak@0.32.0), changed as a
+    probe row of 2026-12-05 did; the text, since a duplicate key is not a dict's."""
+    doc = json.loads(json.dumps(doc))
+    meta, init, step = doc["#meta"], doc["states"][0]["mbt::nondetPicks"], doc["states"][1]["mbt::nondetPicks"]
+    text = None
+    if change == "violated twice":
+        text = json.dumps(doc).replace(
+            '"violated": "placeholder-accounting"',
+            '"violated": "counter-nonnegative", "violated": "placeholder-accounting"',
+        )
+    elif change == "prompt_len twice":
+        text = json.dumps(doc).replace('"prompt_len": [', '"prompt_len": [99], "prompt_len": [', 1)
+    elif change in ("NaN", "Infinity", "1e400"):
+        text = json.dumps(doc).replace('"prompt_len": [', f'"prompt_len": [{change}, ', 1)
+    elif change == "config 3":
+        meta["config"] = 3
+    elif change == "abc":
+        init["prompt_len"] = "abc"
+    elif change == "true":
+        init["prompt_len"] = [True]
+    elif change == "full-width string":
+        init["prompt_len"] = ["１６"]
+    elif change == "full-width bigint":
+        init["prompt_len"] = [{"#bigint": "１６"}]
+    elif change == "budget true":
+        step["budget"] = True
+    elif change == "violated_at_step seven":
+        meta["violated_at_step"] = "seven"
+    elif change == "violated_at_step 99":
+        meta["violated_at_step"] = 99
+    elif change == "monitor requests 5":
+        meta["monitor"] = {"requests": 5}
+    elif change == "monitor release contradicts profile":
+        meta["monitor"] = {"release": "0.33.0"}
+    elif change == "config of the wrong type":
+        meta["config"]["clamp"] = "no"
+    return text if text is not None else json.dumps(doc)
+
+
+@pytest.mark.parametrize(
+    "change, says",
+    [
+        ("violated twice", "'#meta.violated' is given twice"),  # XT05, GT03
+        ("prompt_len twice", "'states[0].mbt::nondetPicks.prompt_len' is given twice"),  # XT06
+        ("config 3", "#meta.config must be an object"),  # XT08
+        ("abc", 'mbt::nondetPicks prompt_len is "abc"; the spec\'s prompt_len is a whole number'),  # XT09
+        ("violated_at_step seven", "#meta.violated_at_step must be a whole number"),  # XT10
+        ("violated_at_step 99", "#meta.violated_at_step is 99 but the trace has"),  # XT10
+        ("monitor requests 5", "#meta.monitor.requests must be a list of request ids, got 5"),  # XT10
+        ("budget true", "state 1, mbt::nondetPicks budget is true"),  # XT12, GT05
+        ("monitor release contradicts profile", "#meta.monitor.release is 0.33.0 but #meta.config.profile"),  # XT15
+        ("NaN", "states[0].mbt::nondetPicks.prompt_len[0] is NaN"),  # XT16
+        ("Infinity", "prompt_len[0] is Infinity"),  # XT17
+        ("1e400", "prompt_len[0] is 1e400"),  # XT17
+        ("full-width bigint", "#bigint '１６' is not a whole number in ASCII digits"),  # XT19
+        ("full-width string", 'prompt_len[0] is "１６"'),  # XT20, GT05
+        ("true", "prompt_len[0] is true"),  # XT21
+        ("config of the wrong type", "clamp must be True or False"),
+    ],
+)
+def test_a_malformed_trace_is_bad_input_for_explain_and_generate_alike(
+    change, says, result, tmp_path, monkeypatch, capsys
+):
+    """explain --trace once called such files "a finding about the model" (exit 1), or
+    explained the last of two #meta.violated, where generate --trace refused them or
+    crashed: both read a trace in model/itf.py `read`, and both refuse it, naming the field."""
+    monkeypatch.setattr(generate, "CASES", tmp_path / "cases")
+    monkeypatch.setattr(generate, "USER_TRACES", tmp_path / "traces")
+    bad = tmp_path / "bad.itf.json"
+    bad.write_text(_variant(_doc(result), change))
+    for argv in (["explain", "--trace", str(bad)], ["generate", "--trace", str(bad), "--from", str(tmp_path / "none")]):
+        assert cli(argv) == 2, argv[0]
+        captured = capsys.readouterr()
+        assert one_line(captured.err) and says in captured.err, (argv[0], captured.err)
+        assert not captured.out
+    assert not (tmp_path / "traces").exists() and not (tmp_path / "cases").exists()
+
+
+def test_the_unchanged_trace_is_explained_and_generated(result, tmp_path, monkeypatch, capsys):
+    """The control of the test above: the prover's own trace, read the same way, passes."""
+    monkeypatch.setattr(generate, "CASES", tmp_path / "cases")
+    monkeypatch.setattr(generate, "USER_TRACES", tmp_path / "traces")
+    good = tmp_path / "good.itf.json"
+    good.write_text(_variant(_doc(result), "nothing"))
+    assert cli(["explain", "--trace", str(good)]) == 0
+    assert capsys.readouterr().out.startswith("for vLLM 0.32.0 (the trace's configuration, #meta.config.profile)\n")
+    assert cli(["explain", "--trace", str(good), "--release", "0.33.0"]) == 2
+    assert "--release 0.33.0 but the trace records 0.32.0" in capsys.readouterr().err
+    assert cli(["generate", "--trace", str(good), "--from", str(tmp_path / "none")]) == 0
+
+
+def test_a_trace_is_read_only_from_a_regular_file_of_bounded_size(tmp_path, capsys):
+    """XT24: `explain --trace /dev/zero` grew to 10.7 GB in 10 s; a folder or a file over
+    the limit is one line too, refused before anything is read."""
+    from model.itf import MAX_BYTES
+
+    big = tmp_path / "big.itf.json"
+    with big.open("wb") as handle:
+        handle.truncate(MAX_BYTES + 1)
+    for path, says in (("/dev/zero", "is a character device"), (tmp_path, "is a folder"), (big, "larger than")):
+        for argv in (["explain", "--trace", str(path)], ["generate", "--trace", str(path), "--from", str(tmp_path)]):
+            assert cli(argv) == 2
+            err = capsys.readouterr().err
+            assert one_line(err) and says in err, err
+
+
+def test_a_fifo_nobody_writes_to_is_refused_at_once_not_waited_on(tmp_path):
+    """XT23: a FIFO with no writer blocked `explain --trace` silently until it was killed."""
+    fifo = tmp_path / "trace.itf.json"
+    os.mkfifo(fifo)
+    for argv in (["explain", "--trace", str(fifo)], ["explain", f"@{fifo}", "--release", "0.32.0"]):
+        done = subprocess.run([PY, "-m", "vllm_contract", *argv], cwd=ROOT, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 2 and one_line(done.stderr), done.stderr
+        assert "is a FIFO (a named pipe), not a regular file" in done.stderr
+
+
 def test_a_trace_that_contradicts_the_spec_is_refused(result, tmp_path):
     doc = _doc(result)
     for state in doc["states"]:
@@ -544,6 +664,30 @@ def test_a_meta_config_of_the_wrong_type_is_refused(result, tmp_path):
     bad.write_text(json.dumps(doc))
     with pytest.raises(CaseError, match="unknown field"):
         build(bad)
+
+
+# ------------------------------------------------------------------ export
+
+
+@pytest.mark.parametrize("case", ["no_such_case*", "", "  "], ids=["E01", "E03", "blank"])
+def test_export_of_no_case_is_refused_before_the_cases_are_built(case, result, tmp_path, monkeypatch, capsys):
+    """E01/E03: `export --case 'no_such_case*'` worked 51 s, then named one release of five."""
+
+    def built(*args, **kwargs):
+        raise AssertionError("the cases were built before the pattern was checked")
+
+    monkeypatch.setattr(generate, "plan", built)
+    assert cli(["export", "--from", str(result), "--case", case, "--out", str(tmp_path / "export")]) == 2
+    err = capsys.readouterr().err
+    assert one_line(err)
+    if case.strip():
+        assert "for any of vLLM 0.29.0, 0.30.0, 0.31.0, 0.32.0, 0.33.0" in err and repr(case) in err
+    else:
+        assert "--case is empty" in err
+    assert not (tmp_path / "export").exists()
+    # the control: a pattern some case name matches goes on to build the cases
+    with pytest.raises(AssertionError, match="the cases were built"):
+        cli(["export", "--from", str(result), "--case", "v1_kvfail_leak__*", "--out", str(tmp_path / "export")])
 
 
 # ------------------------------------------------------------------ codegen

@@ -271,19 +271,50 @@ def test_cli_reports_and_writes(tree32, tmp_path, capsys):
     assert re.search(gone, out), out
     assert "3 checked" in out and "1 not compared: 1 introduced in 0.33.0" in out, out
 
+    version = root / "vllm" / "_version.py"
+    version.write_text("__version__ = version = '0.32.0'\n")
     before = toml.read_text().split("\n")
     rc = cli(["cite-check", "--vllm", str(root), "--release", "0.32.0", "--toml", str(toml), "--write"])
     after = toml.read_text().split("\n")
     changed = [(a, b) for a, b in zip(before, after) if a != b]
     assert len(before) == len(after) and changed == [(f'"0.32.0" = {line}', f'"0.32.0" = {line + 1}')]
 
-    # a release not recorded yet gets its lines inserted in order, the rest byte for byte
-    rc = cli(["cite-check", "--vllm", str(root), "--release", "0.32.5", "--toml", str(toml), "--write"])
+    # a release being added gets its lines inserted in order, the rest byte for byte
+    version.write_text("__version__ = version = '0.32.5'\n")
+    argv = ["cite-check", "--vllm", str(root), "--release", "0.32.5", "--toml", str(toml), "--write"]
+    rc = cli([*argv, "--new-release"])
     text = toml.read_text()
     assert re.search(r'"0.32.0" = \d+\n"0.32.5" = \d+\n"0.33.0" = \d+', text), text
     assert (
         C.parse(tomllib.loads(text))["running-zero-skip"].lines["0.32.5"] == CITS["running-zero-skip"].lines["0.32.0"]
     )
+
+
+@pytest.mark.parametrize(
+    "declares, release, new, says",
+    [
+        ("0.33.0", "0.99.0", False, "--release 0.99.0 is not a modelled release"),
+        ("0.31.0", "0.33.0", False, "declares vLLM 0.31.0, not 0.33.0"),
+        (None, "0.33.0", False, "declares vLLM no version"),
+        ("0.33.0", "0.34.0", True, "declares vLLM 0.33.0, not 0.34.0"),
+        ("0.33.0", "0.33.0", True, "0.33.0 is already modelled"),
+    ],
+    ids=["not modelled (CW)", "another tree (#35)", "no version", "a new release on an old tree", "new but modelled"],
+)
+def test_write_refuses_a_release_the_tree_is_not_before_any_work(declares, release, new, says, tmp_path, capsys):
+    """cite-check --write --release 0.99.0 on the 0.33.0 tree once recorded 163 lines for a
+    release that does not exist, and --release 0.33.0 on the 0.31.0 tree replaced 125
+    correct lines: both are refused with one line, citations.toml untouched."""
+    (tmp_path / "vllm").mkdir()
+    if declares:
+        (tmp_path / "vllm" / "_version.py").write_text(f"__version__ = version = '{declares}'\n")
+    toml = tmp_path / "citations.toml"
+    toml.write_text(C.TOML_PATH.read_text())
+    argv = ["cite-check", "--vllm", str(tmp_path), "--release", release, "--toml", str(toml), "--write"]
+    assert cli(argv + (["--new-release"] if new else [])) == 2
+    captured = capsys.readouterr()
+    assert captured.err.count("\n") == 1 and says in captured.err and not captured.out
+    assert toml.read_text() == C.TOML_PATH.read_text()
 
 
 def _subset_toml(text: str, keep: set[str]) -> str:

@@ -10,6 +10,7 @@ from codegen.render import render
 from model.check import check_config
 from model.itf import write
 from model.workers import isolated_pool
+from spec.errors import SpecError
 from spec.matrix import by_name
 from targets.harness import Divergence, replay_case
 from targets.reference import ReferenceTarget
@@ -88,6 +89,10 @@ def test_a_trace_that_does_not_violate_is_refused(kvfail_trace, tmp_path):
     doc = json.loads(kvfail_trace.read_text())
     doc["states"] = doc["states"][:-1]  # drop the violating delivery
     short = tmp_path / "short.itf.json"
+    short.write_text(json.dumps(doc))
+    with pytest.raises(SpecError, match="#meta.violated_at_step is 7 but the trace has 6 step"):
+        build(short)  # the file contradicts itself
+    del doc["#meta"]["violated_at_step"]
     short.write_text(json.dumps(doc))
     with pytest.raises(CaseError, match="not violated at its last step"):
         build(short)

@@ -9,6 +9,7 @@ import pytest
 from model.explain import explain_config
 from report import explain
 from spec.matrix import by_name
+from spec.verdicts import Fired
 from spec.vocabulary import Status
 from vllm_contract.cli import main as cli
 
@@ -125,12 +126,14 @@ def test_the_answer_comes_first_vllms_own_events_before_an_injected_fault(tmp_pa
     to do, each mitigation with what this run proved of it."""
     configs = ["v2-stale-slot@0.32.0", "v2-kvfail@0.32.0", "guard-v2-faults@0.32.0", "v1@0.32.0"]
     out = _first_lines(SEED, configs, tmp_path, capsys).splitlines()
-    assert out[0] == (
+    assert out[0] == "for the 4 configuration(s) named with --configs (vLLM 0.32.0)"
+    assert out[1] == (
         "most likely: kv-load-failure (vLLM's own events; vLLM 0.32.0; 7 step(s); crash "
         "(placeholders-nonnegative)); 1 other mechanism(s) can also produce these counters"
     )
-    assert out[2].startswith("WHAT TO DO NOW")
-    block = " ".join(out[3 : out.index("THE COUNTERS, as the spec names them:")])
+    todo = next(i for i, line in enumerate(out) if line.startswith("WHAT TO DO NOW"))
+    assert todo <= 4  # after at most a line on the budget
+    block = " ".join(out[todo + 1 : out.index("THE COUNTERS, as the spec names them:")])
     assert "`--scheduler-cls guard_scheduler.GuardAsyncScheduler`" in block
     assert "Here: proved unreachable in 1 of its 1 configuration(s)" in block
     assert "`VLLM_USE_V2_MODEL_RUNNER=0`" in block
@@ -140,7 +143,7 @@ def test_counters_only_a_fault_reaches_say_so_first(tmp_path, capsys):
     out = _first_lines(
         "placeholders=-1 new_tokens=2 prefill_chunk=False", ["v1-over-delivery@0.32.0", "v1@0.32.0"], tmp_path, capsys
     )
-    assert out.splitlines()[0].startswith("most likely: over-delivery (an injected fault; vLLM 0.32.0;")
+    assert out.splitlines()[1].startswith("most likely: over-delivery (an injected fault; vLLM 0.32.0;")
 
 
 def test_counters_no_configuration_reaches_are_a_proved_no(tmp_path, capsys):
@@ -256,6 +259,143 @@ def test_release_keeps_the_configurations_of_the_release_that_crashed():
     assert not any(c.prof.historical for c in chosen)
 
 
+# ------------------------------------------------------------------- which release
+
+
+@pytest.fixture
+def no_solving(monkeypatch):
+    """The configurations explain would solve, caught before any solving."""
+    asked = []
+
+    def run(configs, *args, **kwargs):
+        asked.append([c.name for c in configs])
+        raise AssertionError("stop: the configurations were chosen")
+
+    monkeypatch.setattr(explain, "run", run)
+    return asked
+
+
+def test_without_release_it_answers_for_the_installed_vllms_and_says_so_first(
+    monkeypatch, tmp_path, capsys, no_solving
+):
+    """The Makefile's fix-check default once made explain answer 0.33.0 only; now it
+    answers for the release the counters came from, the installed one unless told."""
+    monkeypatch.setattr(explain, "installed_release", lambda: ("0.32.0", "it declares 0.32.0"))
+    with pytest.raises(AssertionError, match="stop"):
+        cli(["explain", SEED, "--out", str(tmp_path / "e")])
+    assert no_solving == [[c.name for c in by_name([]) if c.name.endswith("@0.32.0") and not c.prof.historical]]
+    first = capsys.readouterr().out.splitlines()[0]
+    assert first.startswith("for vLLM 0.32.0 (the installed vLLM: it declares 0.32.0; another release: --release")
+    assert "--all-releases" in first
+
+
+def test_the_release_named_wins_and_every_release_is_asked_for_by_name(tmp_path, capsys, no_solving):
+    with pytest.raises(AssertionError, match="stop"):
+        cli(["explain", SEED, "--release", "0.30.0", "--out", str(tmp_path / "e")])
+    assert capsys.readouterr().out.splitlines()[0] == "for vLLM 0.30.0 (--release)"
+    with pytest.raises(AssertionError, match="stop"):
+        cli(["explain", SEED, "--all-releases", "--out", str(tmp_path / "e")])
+    assert capsys.readouterr().out.startswith("for every release of the matrix (--all-releases)")
+    assert no_solving == [
+        [c.name for c in by_name([]) if c.name.endswith("@0.30.0") and not c.prof.historical],
+        [c.name for c in by_name([])],
+    ]
+
+
+def test_no_release_and_no_vllm_installed_is_one_line_before_any_work(monkeypatch, tmp_path, capsys, no_solving):
+    monkeypatch.setattr(explain, "installed_release", lambda: None)
+    assert cli(["explain", SEED, "--out", str(tmp_path / "e")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--release X.Y.Z" in err and "--all-releases" in err
+    assert cli(["explain", SEED, "--all-releases", "--release", "0.32.0"]) == 2
+    assert "give one of them" in capsys.readouterr().err
+    assert no_solving == [] and not (tmp_path / "e").exists()
+
+
+def test_every_release_is_answered_as_it_completes_then_the_whole(tmp_path, capsys):
+    code = cli(
+        ["explain", SEED, "--configs", "v1@0.31.0", "v1@0.32.0", "v1@0.33.0", "--all-releases"]
+        + ["--out", str(tmp_path / "e"), "--jobs", "1"]
+    )
+    out = capsys.readouterr().out.splitlines()
+    assert code == 1  # v1 reaches none of the seed's counters: each is proved unreachable
+    assert out[0].startswith("for every release of the matrix (--all-releases)")
+    # one process solves 0.31.0 (which answers 0.32.0 too, the same model), then 0.33.0
+    assert out[1:4] == [
+        f"vLLM {r}: no configuration reaches these counters: 1 proved unreachable"
+        for r in ("0.31.0", "0.32.0", "0.33.0")
+    ]
+    assert out[4] == "" and out[5] == "no configuration reaches these counters: 3 proved unreachable"
+
+
+def test_an_answer_at_the_edge_of_its_budget_says_so_and_so_does_a_budget_that_ran_out(monkeypatch):
+    from model import explain as model_explain
+    from model.explain import Answer
+
+    cfgs = {c.name: c for c in by_name(["v2-kvfail@0.32.0", "v2@0.32.0", "v1@0.32.0"])}
+    reached = Answer("v2-kvfail@0.32.0", "reached", 4.6, "BMC", depth=7, mechanisms=["kv-load-failure"], edge=True)
+    reached.fired = Fired("placeholders-nonnegative")
+    ran_out = Answer("v2@0.32.0", "unknown", 5.0, "budget", out_of_budget=True)
+    proved = Answer("v1@0.32.0", "unreachable", 0.4, "k-induction")
+    note = explain.budget_note([reached, ran_out, proved], cfgs)
+    assert "found at the edge of its budget (v2-kvfail@0.32.0, 4.6 s)" in note
+    assert "1 configuration(s) ran out of their budget" in note
+    assert explain.budget_note([proved], cfgs) == ""
+    # an answer decided after EDGE of its budget says so in its own words too
+    monkeypatch.setattr(model_explain, "EDGE", 0.0)
+    edge = explain_config(by_name(["v2-kvfail@0.32.0"])[0], SEED_VALUES)
+    assert edge.verdict == "reached" and edge.edge and "at the edge of its 5 s budget" in edge.how
+    monkeypatch.undo()
+    # the budget covers the proof too: a configuration whose proof takes long stops at it
+    answer = explain_config(by_name(["v2-kvfail-shared@0.32.0"])[0], SEED_VALUES, budget_s=0.5)
+    assert answer.verdict == "unknown" and answer.out_of_budget and "0.5 s budget" in answer.how
+    assert answer.seconds < 0.5 + 3  # one query may overrun what is left of it a little
+
+
+# ------------------------------------------------------------------- bad counters
+
+
+@pytest.mark.parametrize(
+    "text, words",
+    [
+        ('{"placeholders": -1, "placeholders": 3}', ["'placeholders' is given twice"]),  # probe #11
+        ('{"computed": 1, "computed": 2}', ["'computed' is given twice"]),  # N05
+        ("{'computed': 1, 'computed': 2}", ["field 'computed' given twice"]),
+        (
+            "Request(request_id='r', num_computed_tokens=1, num_computed_tokens=2)",
+            ["'num_computed_tokens' given twice"],
+        ),
+        ("placeholders=１", ["'placeholders'", "ASCII digits", "'１'"]),  # #41
+        ('{"placeholders": "１"}', ["'placeholders'", "ASCII digits"]),  # #41, the JSON string form
+        ("computed=1_000", ["'computed'", "ASCII digits"]),
+        ("placeholders=-1000000000000000000000000000000", ["'placeholders'", "64-bit"]),  # N01
+        ('{"placeholders": NaN}', ["placeholders is NaN"]),
+        ('{"placeholders": 1e400}', ["placeholders is 1e400"]),
+        ('{"placeholders": -1.0}', ["'placeholders'", "whole number"]),
+    ],
+    ids=["#11", "N05", "dict twice", "repr twice", "#41", "#41 JSON", "underscore", "N01", "NaN", "1e400", "float"],
+)
+def test_bad_counters_are_one_line_before_any_solving(text, words, tmp_path, capsys, no_solving):
+    assert cli(["explain", text, "--release", "0.32.0", "--out", str(tmp_path / "e")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    for word in words:
+        assert word in err
+    assert no_solving == [] and not (tmp_path / "e").exists()
+
+
+def test_counters_from_a_file_are_read_only_from_a_regular_file_of_bounded_size(tmp_path, capsys, no_solving):
+    """N06: `explain @/dev/zero` grew to 10 GB in 8 s; a folder or a huge file is one line too."""
+    big = tmp_path / "big.txt"
+    with big.open("wb") as handle:
+        handle.truncate(explain.MAX_COUNTERS_BYTES + 1)  # sparse: nothing is read to refuse it
+    for path, says in (("/dev/zero", "is a character device"), (tmp_path, "is a folder"), (big, "larger than")):
+        assert cli(["explain", f"@{path}", "--release", "0.32.0"]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and says in err
+    assert no_solving == []
+
+
 def test_an_unknown_release_is_one_line_naming_the_known_ones(tmp_path, capsys):
     code = cli(["explain", SEED, "--release", "0.28.0", "--out", str(tmp_path / "explain")])
     err = capsys.readouterr().err.strip()
@@ -289,7 +429,9 @@ def _case_trace(tmp_path, module: str):
 def test_explain_trace_names_the_mechanism_of_a_counterexample(tmp_path, capsys):
     path = _case_trace(tmp_path, "generated_tests.cases.vllm_0_29_0.test_v2_kvfail_shared__counter_nonnegative")
     assert cli(["explain", "--trace", str(path)]) == 0
-    out = " ".join(capsys.readouterr().out.split())
+    first, rest = capsys.readouterr().out.split("\n", 1)
+    assert first == "for vLLM 0.29.0 (the trace's configuration, #meta.config.profile)"
+    out = " ".join(rest.split())
     assert out.startswith("the recorded trace is kv-load-failure, prefix-hit, shared-block-failure (vLLM's own events)")
     assert "generated_tests/cases/vllm_0_29_0/test_v2_kvfail_shared__counter_nonnegative.py" in out
     assert cli(["explain", "--trace", str(path), "--json"]) == 0

@@ -99,6 +99,23 @@ def test_a_damaged_entry_is_proved_again_never_trusted(tmp_path, capsys, damage)
     assert ProverCache(tmp_path / "cache", 12, 60.0).get(cfg) is not None, "the entry was not replaced"
 
 
+def test_a_folder_where_an_entry_goes_is_a_cache_miss_not_a_lost_result(tmp_path, capsys):
+    """P08 of the 2026-12-05 probe: a folder in an entry's place made the write fail with
+    IsADirectoryError after the solving, and the result was lost."""
+    cold = prove(tmp_path, "cold")
+    entry = tmp_path / "cache" / f"{SMALL[0]}.json"
+    entry.unlink()
+    entry.mkdir()
+    (entry / "something").write_text("not ours")
+    capsys.readouterr()
+    again = prove(tmp_path, "again")  # exit 0: the verdicts are what they were
+    out = capsys.readouterr().out
+    assert f"note: the cache could not keep {SMALL[0]} (" in out and "Is a directory" in out
+    assert "Traceback" not in out and result_of(again) == result_of(cold)
+    assert (entry / "something").read_text() == "not ours"
+    assert not [p for p in (tmp_path / "cache").iterdir() if p.name.startswith(".writing-")]
+
+
 def test_an_interrupted_write_leaves_no_entry(tmp_path, monkeypatch):
     cfg = by_name([SMALL[0]])[0]
     report = check_config(cfg)

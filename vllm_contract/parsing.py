@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
 
 from spec.errors import ExitStatus, UsageError
+from spec.user_input import whole_number
 
 
 class Parser(argparse.ArgumentParser):
@@ -27,10 +29,9 @@ def whole(low: int = 1, high: int | None = None):
     """argparse type: a whole number in [low, high] (`--cases abc` is one line, not a traceback)."""
 
     def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a whole number >= {low}, got {text!r}") from None
+        value = whole_number(text)
+        if value is None:  # int() would take '１６' or '1_000'
+            raise argparse.ArgumentTypeError(f"expected a whole number >= {low} in ASCII digits, got {text!r}")
         if value < low:
             raise argparse.ArgumentTypeError(f"expected a whole number >= {low}, got {value}")
         if high is not None and value > high:
@@ -40,12 +41,12 @@ def whole(low: int = 1, high: int | None = None):
     return parse
 
 
+DECIMAL = re.compile(r"(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+
+
 def seconds(text: str) -> float:
-    """argparse type: a number of seconds > 0."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
+    """argparse type: a number of seconds > 0, in ASCII digits (float() would take '１.５')."""
+    value = float(text) if DECIMAL.fullmatch(text) else math.nan
     if not math.isfinite(value) or value <= 0:
         raise argparse.ArgumentTypeError(f"expected a number of seconds > 0, got {text!r}")
     return value

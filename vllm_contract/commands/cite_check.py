@@ -7,7 +7,9 @@ every recorded release. A tree older than every recorded release is compared wit
 oldest recorded lines; a citation first recorded later (a mechanism introduced then) is
 listed as not compared. With --write (and --release) the lines found for ok and moved
 citations are recorded for that release; changed and vanished ones are left for a person
-to decide (a new text_X_Y_Z, or gone = "X.Y.Z").
+to decide (a new text_X_Y_Z, or gone = "X.Y.Z"). --write records a modelled release's lines
+only from a tree that declares that release (a release being added: --new-release), so a
+typo or the wrong tree cannot overwrite correct lines.
 """
 
 from __future__ import annotations
@@ -24,7 +26,8 @@ HELP = "re-anchor every vLLM citation in a tree: what moved, changed, vanished"
 STATUSES = {
     ExitStatus.OK: "every citation compared is at its recorded line",
     ExitStatus.FINDING: "some moved, changed or vanished",
-    ExitStatus.BAD_INPUT: "bad input (no vllm/ folder, a malformed --release)",
+    ExitStatus.BAD_INPUT: "bad input (no vllm/ folder, a malformed --release; with --write: a release that is not "
+    "modelled, or a tree that declares another version)",
     ExitStatus.COULD_NOT_RUN: "no citation could be compared with this tree",
 }
 ORDER = {"changed": 0, "vanished": 1, "moved": 2, "ok": 3}
@@ -38,6 +41,11 @@ def add_arguments(parser) -> None:
     )
     parser.add_argument("--release", help="the release the tree is (X.Y.Z); default: from vllm/_version.py")
     parser.add_argument("--write", action="store_true", help="record the found lines for --release in citations.toml")
+    parser.add_argument(
+        "--new-release",
+        action="store_true",
+        help="with --write: --release is a release being added, not yet modelled (docs/adding-a-release.md)",
+    )
     parser.add_argument("--all", action="store_true", help="list ok citations one per line too")
     parser.add_argument("--toml", type=Path, default=C.TOML_PATH, help=argparse.SUPPRESS)
 
@@ -52,6 +60,8 @@ def run(args) -> int:
         raise UsageError(f"--release {args.release!r} is not X.Y.Z")
     if args.write and not args.release:
         raise UsageError("--write needs --release X.Y.Z (the release whose lines are recorded)")
+    if args.write:
+        check_write(args.vllm, args.release, args.new_release)
     cits = C.load(args.toml)
     release, said = args.release, C.tree_version(args.vllm)
     if release is None and said and C.RELEASE_RE.match(said):
@@ -100,6 +110,29 @@ def run(args) -> int:
             "cite what replaced it under a new id"
         )
     return ExitStatus.OK if all(f.ok for f in findings) else ExitStatus.FINDING
+
+
+def check_write(tree: Path, release: str, new: bool) -> None:
+    """--write records lines for a modelled release (or, said with --new-release, one being
+    added) from that release's own tree: anything else is refused before the work."""
+    from spec import citations as C
+    from spec.profiles import RELEASE_NAMES
+
+    if new and release in RELEASE_NAMES:
+        raise UsageError(f"--new-release: {release} is already modelled; drop --new-release")
+    if not new and release not in RELEASE_NAMES:
+        raise UsageError(
+            f"--release {release} is not a modelled release ({', '.join(RELEASE_NAMES)}): --write records lines "
+            "for one of them; check the number, or, for a release being added (docs/adding-a-release.md), add "
+            "--new-release"
+        )
+    declared = C.tree_version(tree)
+    if declared is None or declared.split("+")[0] != release:
+        raise UsageError(
+            f"{tree} declares vLLM {declared or 'no version (no vllm/_version.py)'}, not {release}: --write records "
+            f"a release's lines from its own tree (`make vllm-{release}` fetches it to .vllm_trees/{release}); "
+            "give that tree, or the --release it declares"
+        )
 
 
 def not_compared(skipped: list, release: str | None) -> str:

@@ -10,10 +10,14 @@ COUNTERS is one request's counters at the crash, in any of three forms:
   a JSON object         {"placeholders": -1, "computed": 8448, "prefill_chunk": true}
   a Request's repr      Request(request_id='r0', num_output_placeholders=-1, status=RequestStatus.RUNNING, ...)
                         or vars(request): attributes the model does not have are listed and ignored
-(or @FILE holding one of them). For every configuration of spec/matrix.py it answers with
-a shortest trace that reaches a state with exactly those values, a proof that no trace
-can, or "unknown" (never a no); then ranks the mechanisms that reach them, with their
-generated tests and report pages. Each reaching trace that violates a property is
+(or @FILE holding one of them, a regular file of at most 4 MiB). It answers for the release
+the counters came from, and its first line says which and why: --release R; else the
+installed vLLM's release (the nearest modelled one); --all-releases answers every release,
+each as it completes. For every configuration of that release in spec/matrix.py it
+answers with a shortest trace that reaches a state with exactly those values, a proof
+that no trace can, or "unknown" (never a no); then ranks the mechanisms that reach them,
+with their generated tests and report pages. The budget is seconds per configuration
+(proof and search together); an answer found at the edge of it says so. Each reaching trace that violates a property is
 written as ITF under --out (`vllm-contract generate --trace FILE` makes it a test); the
 answer is printed before anything is written, so a write that fails loses nothing.
 """
@@ -28,6 +32,7 @@ from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 
 from spec.errors import ContractError, ExitStatus
+from spec.user_input import read_text
 from vllm_contract.outfolder import OutFolder, interrupts, stopped
 from vllm_contract.parsing import seconds, whole
 
@@ -39,7 +44,8 @@ STATUSES = {
     ExitStatus.FINDING: "no configuration reaches them (each is proved unreachable or unknown); --trace: the "
     "recorded trace leaves the model (a finding about the model)",
     ExitStatus.BAD_INPUT: "bad input (a malformed counter: one line naming the field and the accepted names; a "
-    "trace that cannot be read; both counters and --trace, or neither)",
+    "field given twice; a trace that cannot be read or holds a value of the wrong type; a file that is not a "
+    "regular file or too large; no release given and no vLLM installed; both counters and --trace, or neither)",
     ExitStatus.COULD_NOT_RUN: "some configuration could not run (its cause is printed), or the reaching traces "
     "could not be written (the answer was printed); --trace: the trace leaves the model where the recording "
     "cannot decide it (requests outside the trace acted, or the window began after an admission)",
@@ -66,8 +72,13 @@ def add_arguments(parser) -> None:
         nargs="+",
         default=None,
         metavar="RELEASE",
-        help="only the configurations that model these vLLM releases (the one that crashed: a fifth of the "
-        "matrix, a fifth of the time; historical profiles left out)",
+        help="the vLLM release(s) the counters came from (default: the installed vLLM's; --trace: the release "
+        "the trace records)",
+    )
+    parser.add_argument(
+        "--all-releases",
+        action="store_true",
+        help="every release of the matrix (historical profiles too), each release's answer printed as it completes",
     )
     parser.add_argument("--jobs", type=whole(), default=min(2, os.cpu_count() or 1))
     parser.add_argument("--max-depth", type=whole(), default=MAX_DEPTH)
@@ -95,21 +106,27 @@ def run(args) -> int:
         return run_trace(args)
     text = args.counters
     if text.startswith("@"):
-        try:
-            text = Path(text[1:]).read_text()
-        except OSError as exc:
-            raise explain.InputError(f"{text[1:]}: cannot be read ({exc.strerror})") from None
+        text = read_text(text[1:], explain.MAX_COUNTERS_BYTES, "an explain input (counters)")
     values, ignored, form = explain.parse(text)
-    configs = import_matrix().by_name(args.configs or [])
-    if args.release:
-        configs = explain.of_releases(configs, args.release)
+    chosen = explain.scope(import_matrix().by_name(args.configs or []), args.configs, args.release, args.all_releases)
+    configs = chosen.configs
     folder = OutFolder(args.out, "vllm-contract explain", keep_previous=True)
     folder.check()  # an --out that is not ours is refused before the solving
     cfgs = {c.name: c for c in configs}
 
-    # progress on stderr; stdout's first line is the answer, printed once it is known
+    # progress on stderr; stdout's first line says which release, the answer follows once it is known
     def log(line: str) -> None:
         print(line, file=sys.stderr, flush=True)
+
+    if args.json:
+        log(chosen.line)
+    else:  # which release, and why: the answer's first line, at once
+        print(chosen.line, flush=True)
+
+    def release_done(label: str, answers: list) -> None:
+        line = f"vLLM {label}" if label[:1].isdigit() else f"historical profile {label}"
+        text = f"{line}: {explain.headline(answers, cfgs)}"
+        print(text, file=sys.stderr if args.json else sys.stdout, flush=True)
 
     log(f"explain: one request's counters ({form}): {', '.join(f'{k}={v}' for k, v in values.items())}")
     if ignored:
@@ -129,6 +146,7 @@ def run(args) -> int:
                 args.timeout,
                 args.budget,
                 log=log,
+                on_group=release_done if chosen.every_release else None,
             )
     except KeyboardInterrupt as exc:
         return stopped(exc, "stopped, nothing written")
@@ -140,8 +158,10 @@ def run(args) -> int:
     documents = explain.traces_to_write(answers, cfgs)
     where = {name.removesuffix(".itf.json"): str(args.out / name) for name in documents}
     if args.json:
-        print(json.dumps(explain.answers_json(values, answers, cfgs), indent=1))
+        print(json.dumps(explain.answers_json(values, answers, cfgs, chosen.line), indent=1))
     else:
+        if chosen.every_release:
+            print()
         print(explain.render(values, answers, cfgs, link_map, note, where, elapsed, args.jobs))
     sys.stdout.flush()
     status = ExitStatus.OK if any(a.verdict == "reached" for a in answers) else ExitStatus.FINDING
@@ -154,7 +174,7 @@ def run(args) -> int:
                 folder.adopt(name)
                 write(staging / name, doc)
             folder.adopt("answers.json")
-            document = explain.answers_json(values, answers, cfgs)
+            document = explain.answers_json(values, answers, cfgs, chosen.line)
             (staging / "answers.json").write_text(json.dumps(document, indent=1) + "\n")
             folder.commit()
     except (KeyboardInterrupt, ContractError, OSError) as exc:
@@ -169,7 +189,12 @@ def run(args) -> int:
 def run_trace(args) -> int:
     """explain --trace FILE: the answer printed, its status returned."""
     from report import explain_trace
+    from report.explain import InputError
 
-    answer = explain_trace.explain_trace(args.trace)
+    if args.all_releases:
+        raise InputError("--all-releases is for counters: explain --trace shows the same picks on every release")
+    if args.release and len(args.release) > 1:
+        raise InputError("--trace is explained on one release, the one it records: give at most one --release")
+    answer = explain_trace.explain_trace(args.trace, args.release[0] if args.release else None)
     print(explain_trace.dumps(answer) if args.json else explain_trace.render(answer))
     return answer.status

@@ -23,7 +23,8 @@ NAME = "export"
 HELP = "write the counterexamples as tests of vLLM's own test suite (build/export/<release>/)"
 STATUSES = {
     ExitStatus.OK: "written",
-    ExitStatus.BAD_INPUT: "no prover result, an unknown release, or nothing matched --case: nothing written",
+    ExitStatus.BAD_INPUT: "no prover result, an unknown release, or nothing matched --case (refused before the "
+    "cases are built when no case name matches): nothing written",
     ExitStatus.INTERRUPTED: "interrupted: the previous export left as it was",
 }
 # every release with a guard patch (fixes/trees.py), each with its pinned sdist (tests/v1/core/)
@@ -38,17 +39,36 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
-    from codegen.export import export_release
+    from fnmatch import fnmatch
+
+    from codegen.export import case_names, export_release
     from codegen.generate import plan
 
     prove_dir = Path(args.prove_dir)
+    releases = args.release or RELEASES
+    asked = f"vLLM {', '.join(releases)}"
     if not (prove_dir / "summary.json").is_file():
         raise UsageError(f"{prove_dir}/summary.json does not exist: run `make prove` first")
+    if not args.case.strip():
+        raise UsageError(
+            "--case is empty: give a glob over case names, e.g. 'v2_kvfail__*' (or leave it out: every case)"
+        )
+    if not any(fnmatch(name, args.case) for name in case_names(prove_dir)):
+        raise UsageError(
+            f"no case of {prove_dir} matches {args.case!r}, for any of {asked}; the names look like "
+            "'v2_kvfail__counter_nonnegative' (generated_tests/cases/README.md lists them)"
+        )
     sources = plan(prove_dir, [], None).sources
-    for release in args.release or RELEASES:
-        files, done, left = export_release(sources, release, args.case)
+    exports = {release: export_release(sources, release, args.case) for release in releases}
+    if not any(done for _files, done, _left in exports.values()):
+        raise UsageError(
+            f"no case matching {args.case!r} is exportable for any of {asked} (the README.md of an export says "
+            "why a case is not)"
+        )
+    for release, (files, done, left) in exports.items():
         if not done:
-            raise UsageError(f"no case matching {args.case!r} is exportable for vLLM {release}")
+            print(f"export: no case matching {args.case!r} is exportable for vLLM {release}: nothing written for it")
+            continue
         folder = OutFolder(Path(args.out) / release, "vllm-contract export")
         try:
             with interrupts():

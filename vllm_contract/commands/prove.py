@@ -203,6 +203,13 @@ def report_outcome(result, summary: dict, complete: bool, configs: list, out, to
     if result.recomputed:
         shown = ", ".join(result.recomputed[:5]) + (" ..." if len(result.recomputed) > 5 else "")
         console.print(f"note: {len(result.recomputed)} damaged cache entr(ies) proved again: {shown}")
+    if result.unkept:
+        name, why = result.unkept[0]
+        more = f" and {len(result.unkept) - 1} more" if len(result.unkept) > 1 else ""
+        console.print(
+            f"note: the cache could not keep {name}{more} ({why}); the results above are whole, the next run "
+            f"proves them again: remove what stands in the way under {cache_dir}"
+        )
     for r in deviations + undecided_rows:
         label = "deviation" if r.verdict.decided else "could not decide"
         console.print(
