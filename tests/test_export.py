@@ -21,20 +21,24 @@ from vllm_contract.commands.export import RELEASES
 
 ROOT = Path(__file__).resolve().parent.parent
 # the scenarios the modules here are made from: V1 and V2, a KV-load failure, an
-# over-delivery, streaming (a resumable session), each with its healthy path
+# over-delivery, streaming (a resumable session), each with its healthy path; and on
+# 0.32.0 a KV-load failure on a block another request found in the prefix cache
 SCENARIOS = ("v2-kvfail", "v1-over-delivery", "v1-kvfail", "kvfail-stream")
+PREFIX_SCENARIO = "v2-kvfail-shared"
 ALLOWED = {"collections", "time", "pytest", "vllm"}  # and vLLM's own tests/v1/core/utils.py
 
 
 @pytest.fixture(scope="module")
 def prove_dir(prove_results) -> Path:
-    return prove_results([f"{s}@{r}" for s in SCENARIOS for r in ("0.29.0", "0.32.0", "0.33.0")])
+    configs = [f"{s}@{r}" for s in SCENARIOS for r in ("0.29.0", "0.32.0", "0.33.0")]
+    return prove_results(configs + [f"{PREFIX_SCENARIO}@0.32.0"])
 
 
 @pytest.fixture(scope="module")
 def sources(prove_dir):
-    paths = sorted(p for p in (prove_dir / "traces").rglob("*.itf.json") if p.parent.name.split("@")[0] in SCENARIOS)
-    assert paths, f"no traces of {SCENARIOS} under {prove_dir}"
+    wanted = (*SCENARIOS, PREFIX_SCENARIO)
+    paths = sorted(p for p in (prove_dir / "traces").rglob("*.itf.json") if p.parent.name.split("@")[0] in wanted)
+    assert paths, f"no traces of {wanted} under {prove_dir}"
     return [build(p) for p in paths]
 
 
@@ -104,6 +108,31 @@ def test_0_33_0_exports_what_it_violates_and_says_why_the_rest_is_left_out(expor
     assert reasons["v2_kvfail__counter_nonnegative"].startswith("counter-nonnegative holds on vLLM 0.33.0")
     assert "runner-level property" in reasons["v2_kvfail__predicates_agree"]
     assert "v2_kvfail__counter_nonnegative: counter-nonnegative holds" in files["README.md"]
+
+
+def test_a_prefix_cache_case_runs_with_prefix_caching_and_prompts_that_share_the_traces_prefix(exported):
+    """The step-5-versus-7 bug: exported without prefix caching (create_scheduler's default
+    is off) and with create_requests' prompts (all alike), the second request found no
+    cached block, its step was a prefill chunk without a placeholder, and vLLM's counter
+    assert fired two steps before the model's (docs/export.md)."""
+    files = exported["0.32.0"][0]
+    text = files["test_contract_v2_kvfail_shared__counter_nonnegative.py"]
+    assert "        enable_prefix_caching=True,\n" in text
+    requests = re.findall(r'r(\d) = _request\("r\1", prompt_len=(\d+), block_size=16, shared_prefix=(\d+)\)', text)
+    assert len(requests) == 4, requests  # two in the violation test, two in its control
+    shared = {int(s) for _r, _len, s in requests[:2]}
+    assert len(shared) == 1 and shared.pop() >= 16  # the trace's prefix covers the failed block
+    assert "prompt_token_ids=[SHARED_TOKEN_ID] * common + [own] * (prompt_len - common)" in text
+    assert "from .utils import create_scheduler\n" in text
+    plain = files["test_contract_v2_kvfail__counter_nonnegative.py"]
+    assert "enable_prefix_caching" not in plain and "shared_prefix" not in plain
+    assert "from .utils import create_requests, create_scheduler" in plain
+
+
+def test_a_v2_module_says_that_triton_interpret_alone_does_not_run_it_on_a_cpu(exported):
+    text = exported["0.32.0"][0]["test_contract_v2_kvfail__counter_nonnegative.py"]
+    assert "TRITON_INTERPRET=1 alone does not turn it on" in text
+    assert "with vLLM seeing it" not in text
 
 
 def test_a_resumable_session_is_exported_resumable(exported):
