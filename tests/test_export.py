@@ -224,6 +224,95 @@ def test_the_guard_readme_lists_what_export_check_measured():
     assert "- `test_contract_v2_kvfail__counter_nonnegative.py`" in block.split("vLLM 0.32.0")[1]
 
 
+def _passing_record(files: dict[str, str]) -> dict:
+    """The results export-check writes for a run of `files` in which everything held."""
+    from fixes.export_check import digests, predictions
+
+    predicted = predictions(json.loads(files["expected.json"]))
+    observed = {arm: {t: p[arm]["outcome"] for t, p in predicted.items()} for arm in ("release", "guard")}
+    return {
+        "digests": digests(files),
+        "predicted": predicted,
+        "observed": observed,
+        "ok": True,
+        "broken_copy_caught": True,
+    }
+
+
+def test_committed_results_of_other_modules_or_predictions_are_stale(tmp_path):
+    """fixes/export_check.stale, the check below, on a made-up export: a passing record of
+    the same modules is not stale, and each way a record stops matching is named."""
+    from fixes.export_check import stale
+
+    expect = {"outcome": "failed", "step": 7, "statement": None}
+    expected = {"test_contract_x.py::test_x": {"release": expect, "guard": {"outcome": "passed"}, "lines": {}}}
+    files = {"test_contract_x.py": "def test_x(): ...\n", "expected.json": json.dumps(expected)}
+
+    def write(record: dict) -> None:
+        (tmp_path / "0.32.0.json").write_text(json.dumps(record))
+
+    assert stale("0.32.0", files, tmp_path)[0].startswith("0.32.0: no committed results")
+    write(_passing_record(files))
+    assert stale("0.32.0", files, tmp_path) == []
+    changed = {**files, "test_contract_x.py": "def test_x(): pass\n"}
+    assert "changed since they were checked (test_contract_x.py)" in stale("0.32.0", changed, tmp_path)[0]
+    added = {**files, "test_contract_y.py": "def test_y(): ...\n"}
+    assert "exported now but never checked (test_contract_y.py)" in stale("0.32.0", added, tmp_path)[0]
+    moved = json.loads(files["expected.json"])
+    moved["test_contract_x.py::test_x"]["release"] = {**expect, "step": 5}
+    said = stale("0.32.0", {**files, "expected.json": json.dumps(moved)}, tmp_path)
+    assert "1 test(s) predicted otherwise than committed" in said[0]
+    write({**_passing_record(files), "ok": False, "problems": ["x"]})
+    assert stale("0.32.0", files, tmp_path) == [
+        "0.32.0: the committed run did not pass (1 problem(s)): run `make export-check RELEASE=0.32.0` and "
+        "commit 0.32.0.json and 0.32.0.txt"
+    ]
+    record = _passing_record(files)
+    record["observed"]["guard"]["test_contract_x.py::test_x"] = "failed"
+    write(record)
+    assert (
+        "1 committed outcome(s) are not the predicted ones (test_contract_x.py::test_x [guard]"
+        in (stale("0.32.0", files, tmp_path)[0])
+    )
+
+
+@pytest.fixture(scope="module")
+def whole_matrix(tmp_path_factory) -> Path:
+    """The prover's results of the whole matrix: build/prove when it is complete and
+    computed from the sources here now (make test proves it first), else a prover run of
+    its own (about 70 s on 2 cores)."""
+    from model.results import StaleSummary, load_summary
+
+    built = ROOT / "build" / "prove"
+    try:
+        if load_summary(built)["complete"]:
+            return built
+    except StaleSummary:
+        pass
+    out = tmp_path_factory.mktemp("prove") / "prove"
+    done = subprocess.run(
+        [sys.executable, "-m", "vllm_contract", "prove", "--no-walks", "--out", str(out)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode in (0, 1), done.stderr[-2000:]
+    return out
+
+
+@pytest.mark.slow  # every trace of the matrix replayed on every arm (make export's work, about 35 s of CPU)
+def test_the_committed_export_check_results_are_of_what_make_export_writes_now(whole_matrix):
+    """bench/results/export/<release>.json is a passing export-check of exactly the modules
+    and predictions `make export` writes now, for every release (vLLM's test tree is not
+    run: export-check itself did that when the results were written)."""
+    from codegen.generate import plan
+    from fixes.export_check import stale
+
+    sources = plan(whole_matrix, [], None).sources
+    said = [line for release in RELEASES for line in stale(release, export_release(sources, release)[0])]
+    assert not said, "\n".join(said)
+
+
 @pytest.mark.vllm
 @pytest.mark.slow
 @pytest.mark.sweep  # two pytest runs in vLLM's sdist test tree per release (make export-check)
