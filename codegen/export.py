@@ -229,6 +229,8 @@ def _steps(cfg: Config, src_case, check_prop: str | None, check_at: set[int]) ->
             code.append("scheduler.reset_prefix_cache(reset_running_requests=True)")
         elif event == "stream_update":
             r = args["req"]
+            if cfg.has("prefix-cache"):  # spec/config.py refuses the pair
+                raise ValueError(f"step {n}: a streaming update under prefix caching has no prompt to export")
             comments.append(f"step {n}: a streaming update of r{r} arrives with {args['new_tokens']} new token(s)")
             code.append(f"update = _request({_literal(_rid(r))}, {args['new_tokens']}, {cfg.block_size})")
             code.append("update.resumable = True")
@@ -267,9 +269,18 @@ def _expect(arm, prop: str) -> dict:
 
 
 def _requests(case, cfg: Config) -> list[dict]:
+    """Each request's prompt: its length, whether it is a streaming session, and under
+    prefix caching the tokens every prompt starts with (the trace's shared_prefix, 0 if
+    it names none, as the vLLM target reads it: targets/vllm_target.py)."""
     resumable = case.init.get("resumable") or [False] * cfg.requests
+    shared = case.init.get("shared_prefix", 0) if cfg.has("prefix-cache") else None
     return [
-        {"index": r, "prompt_len": case.init["prompt_len"][r], "resumable": bool(resumable[r])}
+        {
+            "index": r,
+            "prompt_len": case.init["prompt_len"][r],
+            "resumable": bool(resumable[r]),
+            "shared_prefix": shared,
+        }
         for r in range(cfg.requests)
     ]
 
@@ -286,6 +297,10 @@ def _scheduler_args(cfg: Config) -> list[str]:
         "async_scheduling=True",
         f"use_v2_model_runner={cfg.is_v2}",
     ]
+    if cfg.has("prefix-cache"):
+        # create_scheduler's default is off (tests/v1/core/utils.py); the vLLM target
+        # builds its CacheConfig with the configuration's (targets/vllm_factory.py)
+        args.append("enable_prefix_caching=True")
     if cfg.pp > 1:
         args.append(f"pipeline_parallel_size={cfg.pp}")
     if cfg.spec_tokens:
@@ -366,6 +381,7 @@ def export(src: CaseSource, release: str, healthy: CaseSource | None) -> Exporte
             )
         )
     events = {s["event"] for t in tests for s in t.steps}
+    prefix_cache = cfg.has("prefix-cache")
     kvfail = any(s["kv_failed"] for t in tests for s in t.steps)  # _deliver takes kv_failed only if a step uses it
     outputs = ["ModelRunnerOutput"] + (["KVConnectorOutput"] if kvfail else [])
     text = (
@@ -381,7 +397,8 @@ def export(src: CaseSource, release: str, healthy: CaseSource | None) -> Exporte
                 "mirror the runner's code: a mock that reimplemented the runner's discard predicate would "
                 "assume away the disagreement this test exists to catch."
             ),
-            vllm_imports=_vllm_imports(outputs, cfg.is_v2, "abort" in events),
+            vllm_imports=_vllm_imports(outputs, cfg.is_v2, "abort" in events, prefix_cache),
+            prefix_cache=prefix_cache,
             runner_doc=_wrap(cfg.run.doc),
             v2=cfg.is_v2,
             scheduler_args=_scheduler_args(cfg),
@@ -411,13 +428,17 @@ def _one_per_case(sources: list[CaseSource], release: str) -> list[CaseSource]:
     ]
 
 
-def _vllm_imports(outputs: list[str], v2: bool, status: bool) -> list[str]:
+def _vllm_imports(outputs: list[str], v2: bool, status: bool, prefix_cache: bool) -> list[str]:
     """The module's imports from vllm, in isort's order."""
     found = {
         "vllm.v1.core.sched.output": ["SchedulerOutput"],
         "vllm.v1.outputs": sorted(outputs),
         "vllm.v1.request": ["Request"] + (["RequestStatus"] if status else []),
     }
+    if prefix_cache:  # _request builds each prompt (create_requests' are all alike)
+        found["vllm.sampling_params"] = ["SamplingParams"]
+        found["vllm.utils.hashing"] = ["sha256"]
+        found["vllm.v1.core.kv_cache_utils"] = ["get_request_block_hasher", "init_none_hash"]
     if v2:
         found["vllm.triton_utils"] = ["HAS_TRITON"]
     return [f"from {module} import {', '.join(names)}" for module, names in sorted(found.items())]

@@ -18,12 +18,16 @@ release with the step-reservation guard patch (fixes/trees.py). Triton is made v
   * every module is ruff-clean under the release's own ruff configuration (its sdist's
     pyproject.toml).
 
-Writes <out>/<RELEASE>.txt and .json; exit 0 when everything holds.
+Writes <out>/<RELEASE>.txt and .json, with the command and the date, the predictions
+checked and each module's digest (tests/test_export.py holds them against what
+`make export` writes now); exit 0 when everything holds.
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
+import hashlib
 import json
 import re
 import shutil
@@ -134,7 +138,65 @@ def break_one(folder: Path, expected: dict) -> tuple[str, dict] | None:
     return None
 
 
-def check(release: str, out: Path = OUT_DIR) -> dict:
+def predictions(expected: dict) -> dict:
+    """What the model predicts of each test on each tree (expected.json less the line map)."""
+    return {test_id: {arm: exp[arm] for arm in ("release", "guard")} for test_id, exp in sorted(expected.items())}
+
+
+def digests(files: dict[str, str]) -> dict[str, str]:
+    """{module: sha256 of its text}: the modules a result was measured on."""
+    return {
+        name: hashlib.sha256(text.encode()).hexdigest()
+        for name, text in sorted(files.items())
+        if name.startswith("test_contract_")
+    }
+
+
+def stale(release: str, files: dict[str, str], out: Path = OUT_DIR) -> list[str]:
+    """Why the committed results of `release` (<out>/<release>.json) are not a passing
+    run of the modules `files` (build/export/<release>/ as `make export` writes it now):
+    one line per cause, none when they are."""
+    path = out / f"{release}.json"
+    again = f"run `make export-check RELEASE={release}` and commit {path.name} and {release}.txt"
+    if not path.is_file():
+        return [f"{release}: no committed results ({path}): {again}"]
+    committed = json.loads(path.read_text())
+    said = []
+    now, then = digests(files), committed.get("digests", {})
+    for what, names in (
+        ("exported now but never checked", sorted(set(now) - set(then))),
+        ("checked but no longer exported", sorted(set(then) - set(now))),
+        ("changed since they were checked", sorted(m for m in set(now) & set(then) if now[m] != then[m])),
+    ):
+        if names:
+            said.append(f"{release}: {len(names)} module(s) {what} ({', '.join(names)}): {again}")
+    predicted = predictions(json.loads(files["expected.json"]))
+    differ = sorted(
+        t
+        for t in set(predicted) | set(committed.get("predicted", {}))
+        if predicted.get(t) != committed.get("predicted", {}).get(t)
+    )
+    if differ:
+        said.append(f"{release}: {len(differ)} test(s) predicted otherwise than committed ({differ[0]}, ...): {again}")
+    observed = committed.get("observed", {})
+    wrong = [
+        f"{t} [{arm}]"
+        for t, exp in sorted(predicted.items())
+        for arm in ("release", "guard")
+        if observed.get(arm, {}).get(t) != exp[arm]["outcome"]
+    ]
+    if wrong:
+        said.append(
+            f"{release}: {len(wrong)} committed outcome(s) are not the predicted ones ({wrong[0]}, ...): {again}"
+        )
+    if not committed.get("ok") or not committed.get("broken_copy_caught"):
+        said.append(
+            f"{release}: the committed run did not pass ({len(committed.get('problems', []))} problem(s)): {again}"
+        )
+    return said
+
+
+def check(release: str, out: Path = OUT_DIR, command: str | None = None) -> dict:
     folder = EXPORT_DIR / release
     if not (folder / "expected.json").is_file():
         raise FixError(f"{folder} has no exported tests: run `make export RELEASE={release}` first")
@@ -180,8 +242,13 @@ def check(release: str, out: Path = OUT_DIR) -> dict:
     violations = [test_id for test_id in sorted(expected) if not test_id.endswith("_control")]
     report = {
         "release": release,
+        "command": command or f"vllm-contract export-check {release}",
+        "date": datetime.date.today().isoformat(),
         "modules": len(modules),
         "tests": len(expected),
+        "digests": digests({p.name: p.read_text() for p in modules}),
+        "predicted": predictions(expected),
+        "observed": observed,
         # what the guard patch does to the violation tests, as observed on vLLM's code
         "turned_passing": [
             i for i in violations if observed["release"].get(i) == "failed" and observed["guard"].get(i) == "passed"
@@ -266,6 +333,7 @@ def _text(report: dict, expected: dict, results: dict) -> str:
     lines = [
         f"vLLM {report['release']}: {report['modules']} exported module(s), {report['tests']} test(s), run in "
         "vLLM's own test tree (tests/v1/core/utils.py)",
+        f"measured by `{report['command']}` on {report['date']}",
         f"{'test':<78} {'release':>8} {'guard':>8}",
     ]
     for test_id, exp in sorted(expected.items()):
@@ -285,7 +353,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=OUT_DIR)
     args = parser.parse_args(argv)
     try:
-        report = check(args.release, args.out)
+        report = check(args.release, args.out, "vllm-contract export-check " + " ".join(argv or sys.argv[1:]))
     except subprocess.CalledProcessError as exc:
         print(f"error: the sdist of vLLM {args.release} could not be fetched ({exc})", file=sys.stderr)
         return 4

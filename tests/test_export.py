@@ -21,20 +21,24 @@ from vllm_contract.commands.export import RELEASES
 
 ROOT = Path(__file__).resolve().parent.parent
 # the scenarios the modules here are made from: V1 and V2, a KV-load failure, an
-# over-delivery, streaming (a resumable session), each with its healthy path
+# over-delivery, streaming (a resumable session), each with its healthy path; and on
+# 0.32.0 a KV-load failure on a block another request found in the prefix cache
 SCENARIOS = ("v2-kvfail", "v1-over-delivery", "v1-kvfail", "kvfail-stream")
+PREFIX_SCENARIO = "v2-kvfail-shared"
 ALLOWED = {"collections", "time", "pytest", "vllm"}  # and vLLM's own tests/v1/core/utils.py
 
 
 @pytest.fixture(scope="module")
 def prove_dir(prove_results) -> Path:
-    return prove_results([f"{s}@{r}" for s in SCENARIOS for r in ("0.29.0", "0.32.0", "0.33.0")])
+    configs = [f"{s}@{r}" for s in SCENARIOS for r in ("0.29.0", "0.32.0", "0.33.0")]
+    return prove_results(configs + [f"{PREFIX_SCENARIO}@0.32.0"])
 
 
 @pytest.fixture(scope="module")
 def sources(prove_dir):
-    paths = sorted(p for p in (prove_dir / "traces").rglob("*.itf.json") if p.parent.name.split("@")[0] in SCENARIOS)
-    assert paths, f"no traces of {SCENARIOS} under {prove_dir}"
+    wanted = (*SCENARIOS, PREFIX_SCENARIO)
+    paths = sorted(p for p in (prove_dir / "traces").rglob("*.itf.json") if p.parent.name.split("@")[0] in wanted)
+    assert paths, f"no traces of {wanted} under {prove_dir}"
     return [build(p) for p in paths]
 
 
@@ -104,6 +108,31 @@ def test_0_33_0_exports_what_it_violates_and_says_why_the_rest_is_left_out(expor
     assert reasons["v2_kvfail__counter_nonnegative"].startswith("counter-nonnegative holds on vLLM 0.33.0")
     assert "runner-level property" in reasons["v2_kvfail__predicates_agree"]
     assert "v2_kvfail__counter_nonnegative: counter-nonnegative holds" in files["README.md"]
+
+
+def test_a_prefix_cache_case_runs_with_prefix_caching_and_prompts_that_share_the_traces_prefix(exported):
+    """The step-5-versus-7 bug: exported without prefix caching (create_scheduler's default
+    is off) and with create_requests' prompts (all alike), the second request found no
+    cached block, its step was a prefill chunk without a placeholder, and vLLM's counter
+    assert fired two steps before the model's (docs/export.md)."""
+    files = exported["0.32.0"][0]
+    text = files["test_contract_v2_kvfail_shared__counter_nonnegative.py"]
+    assert "        enable_prefix_caching=True,\n" in text
+    requests = re.findall(r'r(\d) = _request\("r\1", prompt_len=(\d+), block_size=16, shared_prefix=(\d+)\)', text)
+    assert len(requests) == 4, requests  # two in the violation test, two in its control
+    shared = {int(s) for _r, _len, s in requests[:2]}
+    assert len(shared) == 1 and shared.pop() >= 16  # the trace's prefix covers the failed block
+    assert "prompt_token_ids=[SHARED_TOKEN_ID] * common + [own] * (prompt_len - common)" in text
+    assert "from .utils import create_scheduler\n" in text
+    plain = files["test_contract_v2_kvfail__counter_nonnegative.py"]
+    assert "enable_prefix_caching" not in plain and "shared_prefix" not in plain
+    assert "from .utils import create_requests, create_scheduler" in plain
+
+
+def test_a_v2_module_says_that_triton_interpret_alone_does_not_run_it_on_a_cpu(exported):
+    text = exported["0.32.0"][0]["test_contract_v2_kvfail__counter_nonnegative.py"]
+    assert "TRITON_INTERPRET=1 alone does not turn it on" in text
+    assert "with vLLM seeing it" not in text
 
 
 def test_a_resumable_session_is_exported_resumable(exported):
@@ -193,6 +222,95 @@ def test_the_guard_readme_lists_what_export_check_measured():
     block = readme_block()
     assert block in README.read_text(), "the README's exported tests are stale: run `make export-check`"
     assert "- `test_contract_v2_kvfail__counter_nonnegative.py`" in block.split("vLLM 0.32.0")[1]
+
+
+def _passing_record(files: dict[str, str]) -> dict:
+    """The results export-check writes for a run of `files` in which everything held."""
+    from fixes.export_check import digests, predictions
+
+    predicted = predictions(json.loads(files["expected.json"]))
+    observed = {arm: {t: p[arm]["outcome"] for t, p in predicted.items()} for arm in ("release", "guard")}
+    return {
+        "digests": digests(files),
+        "predicted": predicted,
+        "observed": observed,
+        "ok": True,
+        "broken_copy_caught": True,
+    }
+
+
+def test_committed_results_of_other_modules_or_predictions_are_stale(tmp_path):
+    """fixes/export_check.stale, the check below, on a made-up export: a passing record of
+    the same modules is not stale, and each way a record stops matching is named."""
+    from fixes.export_check import stale
+
+    expect = {"outcome": "failed", "step": 7, "statement": None}
+    expected = {"test_contract_x.py::test_x": {"release": expect, "guard": {"outcome": "passed"}, "lines": {}}}
+    files = {"test_contract_x.py": "def test_x(): ...\n", "expected.json": json.dumps(expected)}
+
+    def write(record: dict) -> None:
+        (tmp_path / "0.32.0.json").write_text(json.dumps(record))
+
+    assert stale("0.32.0", files, tmp_path)[0].startswith("0.32.0: no committed results")
+    write(_passing_record(files))
+    assert stale("0.32.0", files, tmp_path) == []
+    changed = {**files, "test_contract_x.py": "def test_x(): pass\n"}
+    assert "changed since they were checked (test_contract_x.py)" in stale("0.32.0", changed, tmp_path)[0]
+    added = {**files, "test_contract_y.py": "def test_y(): ...\n"}
+    assert "exported now but never checked (test_contract_y.py)" in stale("0.32.0", added, tmp_path)[0]
+    moved = json.loads(files["expected.json"])
+    moved["test_contract_x.py::test_x"]["release"] = {**expect, "step": 5}
+    said = stale("0.32.0", {**files, "expected.json": json.dumps(moved)}, tmp_path)
+    assert "1 test(s) predicted otherwise than committed" in said[0]
+    write({**_passing_record(files), "ok": False, "problems": ["x"]})
+    assert stale("0.32.0", files, tmp_path) == [
+        "0.32.0: the committed run did not pass (1 problem(s)): run `make export-check RELEASE=0.32.0` and "
+        "commit 0.32.0.json and 0.32.0.txt"
+    ]
+    record = _passing_record(files)
+    record["observed"]["guard"]["test_contract_x.py::test_x"] = "failed"
+    write(record)
+    assert (
+        "1 committed outcome(s) are not the predicted ones (test_contract_x.py::test_x [guard]"
+        in (stale("0.32.0", files, tmp_path)[0])
+    )
+
+
+@pytest.fixture(scope="module")
+def whole_matrix(tmp_path_factory) -> Path:
+    """The prover's results of the whole matrix: build/prove when it is complete and
+    computed from the sources here now (make test proves it first), else a prover run of
+    its own (about 70 s on 2 cores)."""
+    from model.results import StaleSummary, load_summary
+
+    built = ROOT / "build" / "prove"
+    try:
+        if load_summary(built)["complete"]:
+            return built
+    except StaleSummary:
+        pass
+    out = tmp_path_factory.mktemp("prove") / "prove"
+    done = subprocess.run(
+        [sys.executable, "-m", "vllm_contract", "prove", "--no-walks", "--out", str(out)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode in (0, 1), done.stderr[-2000:]
+    return out
+
+
+@pytest.mark.slow  # every trace of the matrix replayed on every arm (make export's work, about 35 s of CPU)
+def test_the_committed_export_check_results_are_of_what_make_export_writes_now(whole_matrix):
+    """bench/results/export/<release>.json is a passing export-check of exactly the modules
+    and predictions `make export` writes now, for every release (vLLM's test tree is not
+    run: export-check itself did that when the results were written)."""
+    from codegen.generate import plan
+    from fixes.export_check import stale
+
+    sources = plan(whole_matrix, [], None).sources
+    said = [line for release in RELEASES for line in stale(release, export_release(sources, release)[0])]
+    assert not said, "\n".join(said)
 
 
 @pytest.mark.vllm

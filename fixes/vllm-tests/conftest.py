@@ -10,7 +10,7 @@ the tree, or the run fails.
 Ours, not vLLM's (its tests/conftest.py needs models and GPUs):
   * `caplog_vllm`: caplog over the "vllm" logger, which does not propagate by default.
   * $FIX_ENABLE_TRITON=1 (with TRITON_INTERPRET=1): vLLM sees Triton and so picks its
-    model runner as on a GPU (see `_enable_triton`).
+    model runner as on a GPU (vllm_cpu_triton.py, see `_enable_triton`).
   * A test whose model config cannot be had offline (ModelConfig raises "Invalid
     repository ID or local directory specified: '<model>'"), or that asks for Ray
     (not installed), is skipped with that reason; nothing else is. facebook/opt-125m, the default of
@@ -43,19 +43,16 @@ def _load_vllm_tree():
 
 
 def _enable_triton() -> None:
-    """$FIX_ENABLE_TRITON=1: vLLM sees the installed Triton (interpreted: no GPU), as the
-    vLLM target arranges it (adapter/current.py), so that it picks its model runner as
-    on a GPU: V2 unless a feature needs V1. On a CPU vllm.triton_utils switches Triton
-    off, and vLLM takes the V1 runner."""
-    import triton  # noqa: F401 - after TRITON_INTERPRET, which the caller sets
-    import vllm.triton_utils as triton_utils
-    from vllm.triton_utils import importing
-
-    if not triton_utils.HAS_TRITON:
-        importing.HAS_TRITON = True
-        importlib.reload(triton_utils)
-    if not triton_utils.HAS_TRITON:
-        raise RuntimeError("vllm.triton_utils does not expose the installed Triton after reloading it")
+    """$FIX_ENABLE_TRITON=1: vLLM sees the installed Triton (interpreted: no GPU), so that
+    it picks its model runner as on a GPU: V2 unless a feature needs V1. On a CPU
+    vllm.triton_utils switches Triton off, and vLLM takes the V1 runner. Importing
+    fixes/vllm-tests/vllm_cpu_triton.py does it (the plugin docs/export.md runs with `-p`
+    in a vLLM tree), as the vLLM target arranges it (adapter/current.py)."""
+    path = _REPO / "fixes" / "vllm-tests" / "vllm_cpu_triton.py"
+    spec = importlib.util.spec_from_file_location("vllm_cpu_triton", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
 
 
 _vllm_tree = _load_vllm_tree()
