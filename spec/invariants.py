@@ -75,7 +75,9 @@ def queue_shape(s: View, cfg: Config, ops: Ops):
                 s.q_order[i, r] == 0,
             )
             sampled_ok = ops.any(d == 0, d >= 1)
-            if "over-delivery" not in cfg.faults:
+            if cfg.run.continue_decode:  # a decode-only step returns up to max_decode_steps tokens
+                sampled_ok = ops.any(d == 0, ops.all(d >= 1, d <= ops.max(1 + ks, cfg.run.continue_decode)))
+            elif "over-delivery" not in cfg.faults:
                 sampled_ok = ops.any(d == 0, ops.all(d >= 1, d <= 1 + ks))
             entry = ops.all(
                 n >= 1,
@@ -450,6 +452,12 @@ def _zeroes_when_idle(cfg: Config) -> bool:
     return cfg.prof.preempt_marks_stale and _stops_roll_back(cfg)
 
 
+def _honours(cfg: Config) -> bool:
+    """The runner samples what the scheduler reserved for, faults aside: not a plugin
+    runner that samples chunks (Continue Decode's one-token rows, vllm-metal's MLX path)."""
+    return cfg.run.honours_reservation
+
+
 LEMMAS: tuple[Lemma, ...] = (
     Lemma("queue-shape", queue_shape.__doc__, lambda cfg: True, queue_shape),
     Lemma("request-shape", request_shape.__doc__, lambda cfg: True, request_shape),
@@ -470,13 +478,18 @@ LEMMAS: tuple[Lemma, ...] = (
         lambda cfg: cfg.max_model_len is not None or cfg.max_tokens is not None,
         within_lengths,
     ),
-    Lemma("idle-no-placeholders", idle_has_no_placeholders.__doc__, _zeroes_when_idle, idle_has_no_placeholders),
+    Lemma(
+        "idle-no-placeholders",
+        idle_has_no_placeholders.__doc__,
+        _all_of(_zeroes_when_idle, _honours),
+        idle_has_no_placeholders,
+    ),
     # over-committed spec tokens roll c forward past T + P when P is already 0
-    Lemma("decode-gap", decode_gap.__doc__, _no("over-delivery"), decode_gap),
+    Lemma("decode-gap", decode_gap.__doc__, _all_of(_no("over-delivery"), _honours), decode_gap),
     Lemma(
         "frontier",
         frontier.__doc__,
-        _all_of(_no("kvfail", "stale-slot-read", "over-delivery"), _zeroes_when_idle),
+        _all_of(_no("kvfail", "stale-slot-read", "over-delivery"), _zeroes_when_idle, _honours),
         frontier,
     ),
     Lemma(
@@ -491,7 +504,7 @@ LEMMAS: tuple[Lemma, ...] = (
     Lemma(
         "accounting-exact",
         placeholder_accounting.__doc__,
-        _no("kvfail", "stale-slot-read", "over-delivery"),
+        _all_of(_no("kvfail", "stale-slot-read", "over-delivery"), _honours),
         placeholder_accounting,
         implied_by=("placeholder-accounting",),
     ),
@@ -506,6 +519,7 @@ LEMMAS: tuple[Lemma, ...] = (
             _no("stale-slot-read", "over-delivery"),
             _sessions_consistent,
             lambda cfg: cfg.run.follows_scheduler or not cfg.has("kvfail"),
+            _honours,
         ),
         in_flight_agreement,
     ),
@@ -519,6 +533,7 @@ LEMMAS: tuple[Lemma, ...] = (
                 _no("stale-slot-read", "over-delivery"),
                 _sessions_consistent,
                 lambda cfg: cfg.run.follows_scheduler or not cfg.has("kvfail"),
+                _honours,
             ),
             lambda cfg: cfg.guard == "step-reservation",
         ),
@@ -529,14 +544,14 @@ LEMMAS: tuple[Lemma, ...] = (
     Lemma(
         "v1-aligned",
         v1_aligned.__doc__,
-        _all_of(lambda cfg: cfg.is_v1, _sessions_consistent, _no("over-delivery")),
+        _all_of(lambda cfg: cfg.is_v1, _sessions_consistent, _no("over-delivery"), _honours),
         v1_aligned,
     ),
     # a KV-load failure rolls c back under a request that stays in the batch (the finding)
     Lemma(
         "v1-inputs-known",
         v1_inputs_known.__doc__,
-        _all_of(lambda cfg: cfg.is_v1, _sessions_consistent, _no("over-delivery", "kvfail")),
+        _all_of(lambda cfg: cfg.is_v1, _sessions_consistent, _no("over-delivery", "kvfail"), _honours),
         v1_inputs_known,
     ),
     Lemma(

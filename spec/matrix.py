@@ -26,8 +26,11 @@ every extra idle request multiplies the search for nothing.
 
 from __future__ import annotations
 
+import sys
+
 from spec.config import Config
 from spec.errors import SpecError
+from spec.plugin_runners import plugin_scenarios
 from spec.profiles import RELEASES
 
 ALL = frozenset({"preempt", "preempt-drop", "reset", "stream", "abort"})
@@ -729,6 +732,10 @@ MATRIX: tuple[Config, ...] = (
     ),
 )
 
+# ---- platform plugins' runners: each plugin's module in spec/plugin_runners/ holds its
+# configurations and their expected verdicts (docs/plugin-runners.md); named plugin-<...> ----
+MATRIX = MATRIX + plugin_scenarios(sys.modules[__name__])
+
 # Liveness: stale output drains (stale-drains), so stale output never keeps a request from
 # resuming forever, a request with nothing in flight can run again (no-stuck-request),
 # has_requests() is false only when nothing is left (idle-only-when-done, with streaming
@@ -801,6 +808,11 @@ def by_name(names: list[str] | None = None) -> list[Config]:
         if n in table:
             chosen.append(n)
             continue
+        if n.endswith("*") and len(n) > 1:  # a prefix: every configuration whose name starts with it
+            matched = [c.name for c in MATRIX if c.name.startswith(n[:-1])]
+            if matched:
+                chosen.extend(matched)
+                continue
         releases = [c.name for c in MATRIX if c.scenario == n]  # a scenario: all its releases
         if releases:
             chosen.extend(releases)
@@ -810,6 +822,6 @@ def by_name(names: list[str] | None = None) -> list[Config]:
         scenarios = list(dict.fromkeys(c.scenario for c in MATRIX))
         raise SpecError(
             f"unknown configuration {', '.join(unknown)}; known scenarios: {', '.join(scenarios)} "
-            "(each runs on every release; name one as SCENARIO@RELEASE; see spec/matrix.py)"
+            "(each runs on every release; name one as SCENARIO@RELEASE, or a prefix as PREFIX*; see spec/matrix.py)"
         )
     return [table[n].validate() for n in dict.fromkeys(chosen)]

@@ -34,6 +34,7 @@ COMMANDS = (
     "fuzz",
     "bench",
     "fetch-vllm",
+    "fetch-plugin",
     "fix-trees",
     "fix-check",
     "vllm-tests",
