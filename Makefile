@@ -35,7 +35,7 @@ JOBS ?= $(shell n=$$(nproc 2>/dev/null || echo 2); [ $$n -gt 8 ] && n=8; echo $$
 XDIST := $(if $(filter 1,$(JOBS)),,-n $(JOBS) --dist worksteal)
 VLLM_TREES := .vllm_trees
 
-.PHONY: venv prove generate check-generated test-ready vllm-bytecode test test-later test-on-0.33.0 $(addprefix test-on-,$(OLDER_RELEASES)) test-all test-fast lint fuzz bench clean distclean vllm-trees vllm-0.29.0 vllm-0.30.0 vllm-0.31.0 vllm-0.33.0 diff-versions cite-check report report-deps review explain
+.PHONY: venv prove generate check-generated test-ready vllm-bytecode test test-later test-on-0.33.0 $(addprefix test-on-,$(OLDER_RELEASES)) test-all test-fast lint fuzz bench clean distclean vllm-trees vllm-0.29.0 vllm-0.30.0 vllm-0.31.0 vllm-0.33.0 plugin-trees plugin-tpu-inference diff-versions cite-check report report-deps review explain
 
 venv: $(FULL)
 
@@ -66,6 +66,16 @@ $(addprefix vllm-,$(FETCHED_RELEASES)): vllm-%: $(VLLM_TREES)/%/SOURCE
 $(VLLM_TREES)/%/SOURCE: requirements/vllm-tree-%.txt | $(STAMP_BASE)
 	$(VC) fetch-vllm $*
 
+# the platform plugins pinned on PyPI (spec/plugin_runners/): their Python files, for
+# cite-check --plugin and tests/test_citations.py (pip, hash-pinned, nothing installed)
+PYPI_PLUGINS := tpu-inference
+plugin-trees: $(addprefix plugin-,$(PYPI_PLUGINS))
+
+plugin-tpu-inference: .plugin_trees/tpu-inference-0.32.0/SOURCE
+
+.plugin_trees/tpu-inference-0.32.0/SOURCE: requirements/plugin-tpu-inference.txt | $(STAMP_BASE)
+	$(VC) fetch-plugin tpu-inference
+
 prove: $(STAMP_BASE)
 	$(VC) prove $(CONFIGS)
 
@@ -92,7 +102,7 @@ lint: $(STAMP_BASE)
 # it comes after, beside the byte-code of the vLLM modules the tests import
 READY_JOBS ?= 4
 test-ready:
-	@$(MAKE) --no-print-directory -j$(READY_JOBS) $(FULL) vllm-trees lint check-generated report-deps
+	@$(MAKE) --no-print-directory -j$(READY_JOBS) $(FULL) vllm-trees plugin-trees lint check-generated report-deps
 	@$(MAKE) --no-print-directory -j2 report vllm-bytecode
 
 # the venv is installed without byte-code (--no-compile): the first process that imports
@@ -167,8 +177,9 @@ diff-versions: $(STAMP_BASE)
 
 # re-anchor every citation of spec/citations.toml in a vLLM tree: what moved, changed,
 # vanished (the first thing to run on a new release: VLLM=/path/to/tree [RELEASE=X.Y.Z])
-cite-check: $(STAMP_BASE) vllm-trees
+cite-check: $(STAMP_BASE) vllm-trees plugin-trees
 	$(VC) cite-check --vllm $(or $(VLLM),$(VLLM_TREES)/0.33.0) $(if $(ASKED_RELEASE),--release $(ASKED_RELEASE))
+	$(foreach p,$(PYPI_PLUGINS),$(VC) cite-check --plugin $(p) &&) true
 
 # the report's real Markdown + Mermaid renderer (report/check.mjs): the Node packages
 # pinned in package-lock.json, and Debian's chromium (apt, as root: CI's machines are)

@@ -288,16 +288,29 @@ def in_flight_agreement(s: View, cfg: Config, ops: Ops):
 
 def v1_aligned(s: View, cfg: Config, ops: Ops):
     """J: the V1 runner's optimistic length never falls behind the scheduler's T + P,
-    so its trim makes Nr = T + P before every prepare ([cite:v1-optimistic-draft-extend v1-trim-outputs])."""
-    return ops.all(
-        *[
-            ops.implies(
-                ops.all(s.status[r] == Status.RUNNING, s.v1_in_batch[r]),
-                s.v1_num_tokens[r] + s.v1_prev_draft_len[r] >= s.num_tokens[r] + s.num_output_placeholders[r],
-            )
-            for r in _reqs(cfg)
-        ]
-    )
+    so its trim makes Nr = T + P before every prepare ([cite:v1-optimistic-draft-extend v1-trim-outputs]).
+    A runner that never rebuilds its list ([cite:tpu-trim-only]) keeps it for a running or
+    preempted request out of its batch too, where T + P only shrinks, but for the tokens of
+    stale steps still to be delivered (their samples are in the list already)."""
+    conds = []
+    for r in _reqs(cfg):
+        length = s.v1_num_tokens[r] + s.v1_prev_draft_len[r]
+        if cfg.run.rebuilds_outputs:
+            held = ops.all(s.status[r] == Status.RUNNING, s.v1_in_batch[r])
+            conds.append(ops.implies(held, length >= s.num_tokens[r] + s.num_output_placeholders[r]))
+            continue
+        stale_to_come = in_flight_sum(
+            s,
+            cfg,
+            ops,
+            r,
+            lambda i, r=r: s.q_sampled[i, r],
+            lambda i, r=r: ops.all(s.q_epoch[i, r] != s.epoch[r], ops.not_(s.drop_stale_output[r])),
+        )
+        held = ops.any(s.status[r] == Status.RUNNING, s.status[r] == Status.PREEMPTED)
+        conds.append(s.v1_prev_draft_len[r] >= 0)
+        conds.append(ops.implies(held, length >= s.num_tokens[r] + s.num_output_placeholders[r] + stale_to_come))
+    return ops.all(*conds)
 
 
 def v1_inputs_known(s: View, cfg: Config, ops: Ops):

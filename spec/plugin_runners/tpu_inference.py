@@ -91,6 +91,22 @@ RUNNERS = (TPU, *(_continue_decode(n) for n in (2, 3, 4)))
 PAIRED = {"0.32.0..0.33.0"}  # the vLLM releases its runner is checked against
 
 
+# A stop inside the window (hazard (b) of issue 42): m of the n returned tokens kept. On
+# 0.32.0 the patch adds n - 1 placeholders but vLLM subtracts only m; on 0.33.0 vLLM's stop
+# trim takes n - m back from num_computed_tokens, which was advanced by 1, not n. Either way
+# the resumable stop's frontier c - P is short by n - m: below 0 once n >= 3 with a one-token
+# prompt (the assert); with n = 2 it reaches 0 and no trace within 8 steps goes below.
+_STOP_INSIDE_WINDOW = {
+    2: {"0.32.0..0.33.0": {"safe-frontier-nonnegative": "bounded", "computed-nonnegative": "bounded"}},
+    3: {"0.32.0..0.33.0": {"safe-frontier-nonnegative": "violated", "computed-nonnegative": "bounded"}},
+    4: {
+        "0.32.0": {"safe-frontier-nonnegative": "violated", "computed-nonnegative": "bounded"},
+        # a plain (not resumable) stop leaves the finished request's count at c + 2m - n < 0
+        "0.33.0": {"safe-frontier-nonnegative": "violated", "computed-nonnegative": "violated"},
+    },
+}
+
+
 def scenarios(m) -> tuple:
     """tpu-inference's configurations (spec/matrix.py hands itself in as m)."""
     return (
@@ -119,12 +135,28 @@ def scenarios(m) -> tuple:
             for n in (2, 3, 4)
             for c in m._releases(
                 f"plugin-tpu-cd{n}",
-                f"tpu-inference with Continue Decode (max_decode_steps={n}) and its scheduler patch",
+                f"tpu-inference with Continue Decode (max_decode_steps={n}) and its scheduler patch: a "
+                "non-final one-token prefill chunk in a batch of one-token rows",
                 {"0.32.0..0.33.0": m._expect(violated=("counter-nonnegative", "predicates-agree"))},
                 runner=f"tpu-cd-{n}",
                 events=frozenset(),
                 spec_tokens=0,
                 requests=1,
+            )
+        ],
+        *[
+            c
+            for n in (2, 3, 4)
+            for c in m._releases(
+                f"plugin-tpu-cd{n}-stop",
+                f"tpu-inference with Continue Decode (max_decode_steps={n}): a streaming session's stop "
+                "inside the decode window",
+                _STOP_INSIDE_WINDOW[n],
+                runner=f"tpu-cd-{n}",
+                events=frozenset({"stream"}),
+                spec_tokens=0,
+                requests=1,
+                search_depth=8,
             )
         ],
     )
