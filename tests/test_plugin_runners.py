@@ -1,5 +1,6 @@
 """Platform plugins' runners (spec/plugin_runners/): each proof with its negative control, and
-the Continue Decode hazards of issue 42 shown or ruled out where the matrix says so."""
+the Continue Decode hazards (a non-final one-token chunk, a stop in the window, a resume)
+shown or ruled out where the matrix says so."""
 
 from __future__ import annotations
 
@@ -70,8 +71,12 @@ def test_tpu_tokens_hold_while_a_request_is_never_left_out_and_break_when_it_is(
     alone = Config(name="tpu-alone", runner="tpu-inference", requests=1, spec_tokens=0, events=frozenset({"abort"}))
     assert Bmc(Encoding(alone)).shortest(Goal.violation("runner-tokens-agree"), 10) is None
     trace = counterexample(alone.with_(name="tpu-preempt", events=frozenset({"preempt"})), "runner-tokens-agree")
-    assert trace.fired and trace.fired[-1] == ["tpu-substitute-pops-empty"], trace.fired
-    assert [s.event for s in trace.steps] == ["schedule", "preempt", "schedule"]
+    assert "preempt" in [s.event for s in trace.steps]
+    # with a second request a reset preempts it with its first step in flight: the pop crashes
+    two = alone.with_(name="tpu-reset", requests=2, events=frozenset({"reset"}))
+    crash = counterexample(two, "runner-tokens-agree")
+    assert crash.fired[-1] == ["tpu-substitute-pops-empty"], crash.fired
+    assert [s.event for s in crash.steps] == ["schedule", "reset_prefix_cache", "schedule"]
 
 
 def test_ascend_prefill_class_holds_without_resumes_and_breaks_after_a_preemption():

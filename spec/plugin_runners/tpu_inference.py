@@ -91,7 +91,7 @@ RUNNERS = (TPU, *(_continue_decode(n) for n in (2, 3, 4)))
 PAIRED = {"0.32.0..0.33.0"}  # the vLLM releases its runner is checked against
 
 
-# A stop inside the window (hazard (b) of issue 42): m of the n returned tokens kept. On
+# A stop inside the window: m of the n returned tokens kept. On
 # 0.32.0 the patch adds n - 1 placeholders but vLLM subtracts only m; on 0.33.0 vLLM's stop
 # trim takes n - m back from num_computed_tokens, which was advanced by 1, not n. Either way
 # the resumable stop's frontier c - P is short by n - m: below 0 once n >= 3 with a one-token
