@@ -41,7 +41,7 @@ VLLM_TREES := .vllm_trees
 # every release with a pinned wheel (requirements/vllm-tree-<release>.txt), fetched by make vllm-<release>
 FETCHED_RELEASES := $(sort $(patsubst requirements/vllm-tree-%.txt,%,$(wildcard requirements/vllm-tree-*.txt)))
 
-.PHONY: venv prove generate check-generated test-ready test-preflight vllm-bytecode test test-later test-on-0.34.0 test-on-0.33.0 $(addprefix test-on-,$(OLDER_RELEASES)) test-all test-fast lint fuzz bench clean distclean vllm-trees $(addprefix vllm-,$(FETCHED_RELEASES)) diff-versions cite-check report report-deps review explain
+.PHONY: venv prove generate check-generated test-ready test-preflight vllm-bytecode test test-later test-on-0.34.0 test-on-0.33.0 $(addprefix test-on-,$(OLDER_RELEASES)) test-all test-fast lint fuzz bench clean distclean vllm-trees $(addprefix vllm-,$(FETCHED_RELEASES)) plugin-trees plugin-tpu-inference diff-versions cite-check report report-deps review explain
 
 venv: $(FULL)
 
@@ -71,6 +71,16 @@ $(addprefix vllm-,$(FETCHED_RELEASES)): vllm-%: $(VLLM_TREES)/%/SOURCE
 $(VLLM_TREES)/%/SOURCE: requirements/vllm-tree-%.txt | $(STAMP_BASE)
 	$(VC) fetch-vllm $*
 
+# the platform plugins pinned on PyPI (spec/plugin_runners/): their Python files, for
+# cite-check --plugin and tests/test_citations.py (pip, hash-pinned, nothing installed)
+PYPI_PLUGINS := tpu-inference
+plugin-trees: $(addprefix plugin-,$(PYPI_PLUGINS))
+
+plugin-tpu-inference: .plugin_trees/tpu-inference-0.32.0/SOURCE
+
+.plugin_trees/tpu-inference-0.32.0/SOURCE: requirements/plugin-tpu-inference.txt | $(STAMP_BASE)
+	$(VC) fetch-plugin tpu-inference
+
 prove: $(STAMP_BASE)
 	$(VC) prove $(CONFIGS)
 
@@ -97,7 +107,7 @@ lint: $(STAMP_BASE)
 # it comes after, beside the byte-code of the vLLM modules the tests import
 READY_JOBS ?= 4
 test-ready:
-	@$(MAKE) --no-print-directory -j$(READY_JOBS) $(FULL) vllm-trees lint check-generated report-deps
+	@$(MAKE) --no-print-directory -j$(READY_JOBS) $(FULL) vllm-trees plugin-trees lint check-generated report-deps
 	@$(MAKE) --no-print-directory -j2 report vllm-bytecode
 
 # the venv is installed without byte-code (--no-compile): the first process that imports
@@ -179,8 +189,9 @@ diff-versions: $(STAMP_BASE)
 
 # re-anchor every citation of spec/citations.toml in a vLLM tree: what moved, changed,
 # vanished (the first thing to run on a new release: VLLM=/path/to/tree [RELEASE=X.Y.Z])
-cite-check: $(STAMP_BASE) vllm-trees
+cite-check: $(STAMP_BASE) vllm-trees plugin-trees
 	$(VC) cite-check --vllm $(or $(VLLM),$(VLLM_TREES)/0.34.0) $(if $(RELEASE),--release $(RELEASE))
+	$(foreach p,$(PYPI_PLUGINS),$(VC) cite-check --plugin $(p) &&) true
 
 # the report's real Markdown + Mermaid renderer (report/check.mjs): the Node packages
 # pinned in package-lock.json, and Debian's chromium (apt, as root: CI's machines are)

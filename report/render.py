@@ -244,6 +244,8 @@ def kind_of(cfg) -> str:
     """Which table of the index a counterexample belongs to."""
     if cfg.prof.historical:
         return "historical"
+    if cfg.run.plugin:
+        return "plugin"
     if cfg.clamp or cfg.guard != "none" or cfg.runner != cfg.run.family:  # a runner variant is a change
         return "fixes"
     return "fault" if cfg.faults else "own"
@@ -270,6 +272,15 @@ KINDS = {
         lambda cxs: (
             "What the seed's clamp, the step-reservation guard and the changed runners (the live-length "
             "rule, the recompute rollback) still let through; each configuration's page says what it holds."
+        ),
+    ),
+    "plugin": (
+        "Platform plugins' runners",
+        lambda cxs: (
+            "A platform plugin's own model runner (spec/plugin_runners/, docs/plugin-runners.md) against vLLM's "
+            "scheduler: what the runner decides, read from the plugin's pinned code ("
+            + ", ".join(sorted({c.cfg.run.plugin for c in cxs}))
+            + "), checked against the releases each page names."
         ),
     ),
     "historical": (
@@ -432,7 +443,8 @@ def page_md(c: Counterexample, prove_dir: Path, exported: tuple | None = None) -
         "",
     ]
     for ref in refs:
-        lines.append(f"- [{ref.where}]({ref.url}) `{ref.text}`: {ref.why} (`{ref.id}`)")
+        where = f"[{ref.where}]({ref.url})" if ref.url else ref.where  # a PyPI pin has no web page
+        lines.append(f"- {where} `{ref.text}`: {ref.why} (`{ref.id}`)")
     if not refs:
         lines.append("- none cited for this release")
     lines += [

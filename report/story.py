@@ -375,7 +375,7 @@ def vllm_lines(cfg: Config, trace, prop: str) -> list[Line]:
             add(BY_NAME[mechanism].source, f"the {mechanism} event")
     out, seen = [], set()
     for cid, why in wanted:
-        if cid in seen or cid not in known or release not in known[cid].lines:
+        if cid in seen or cid not in known or not (known[cid].plugin or release in known[cid].lines):
             continue
         seen.add(cid)
         where, url = citations.ref(cid, release)

@@ -73,6 +73,10 @@ class Citation:
     files: dict[str, str] = dataclasses.field(default_factory=dict)  # per-release file
     texts: dict[str, str] = dataclasses.field(default_factory=dict)  # per-release text
     gone: str = ""  # the first release without the cited mechanism
+    # a platform plugin's code (spec/plugin_runners/): the plugin's name and the line the
+    # text starts at in its pinned code (lines stays empty: it is no vLLM release's)
+    plugin: str = ""
+    pinned: int = 0
 
     def base_for(self, release: str | None, oldest: str | None = None) -> str | None:
         """The release whose text and line a tree of `release` is compared with, or None
@@ -115,6 +119,9 @@ def parse(data: dict) -> dict[str, Citation]:
             raise ValueError(f"{cid}: not a table")
         if not _ID.match(cid):
             raise ValueError(f"{cid}: an id is kebab-case with at least one hyphen")
+        if "plugin" in entry:
+            out[cid] = _plugin_entry(cid, entry)
+            continue
         lines, files, texts = {}, {}, {}
         for key, value in entry.items():
             if RELEASE_RE.match(key):
@@ -146,6 +153,33 @@ def parse(data: dict) -> dict[str, Citation]:
     return out
 
 
+def _plugin_entry(cid: str, entry: dict) -> Citation:
+    """A citation of a platform plugin's pinned code: plugin, file (from the plugin's
+    tree root), line and text; no release keys."""
+    stray = sorted(set(entry) - {"plugin", "file", "line", "text", "note"})
+    if stray:
+        raise ValueError(f"{cid}: a plugin citation has plugin, file, line, text and note; not {stray}")
+    for key in ("plugin", "file", "text"):
+        if not isinstance(entry.get(key), str) or not entry[key].strip():
+            raise ValueError(f"{cid}: missing {key}")
+    line = entry.get("line")
+    if not isinstance(line, int) or isinstance(line, bool) or line < 1:
+        raise ValueError(f"{cid}: line must be a positive integer (where the text starts in the pinned code)")
+    return Citation(
+        cid, entry["file"], _text(entry["text"]), {}, entry.get("note", ""), plugin=entry["plugin"], pinned=line
+    )
+
+
+def vllm_only(cits: dict[str, Citation]) -> dict[str, Citation]:
+    """The citations of vLLM's code (not of a plugin's)."""
+    return {cid: c for cid, c in cits.items() if not c.plugin}
+
+
+def of_plugin(cits: dict[str, Citation], plugin: str) -> dict[str, Citation]:
+    """The citations of one plugin's pinned code."""
+    return {cid: c for cid, c in cits.items() if c.plugin == plugin}
+
+
 def _text(raw: str) -> str:
     """A TOML multi-line string ends with the newline before its closing quotes."""
     return raw[:-1] if raw.endswith("\n") else raw
@@ -175,6 +209,8 @@ def resolve(cid: str, release: str) -> tuple[str, int, int, str]:
     if cid not in cits:
         raise KeyError(f"no citation {cid!r} in {TOML_PATH.name}")
     c = cits[cid]
+    if c.plugin:  # a plugin's pinned code, whatever vLLM release
+        return c.file, c.pinned, c.pinned + len(c.text.split("\n")) - 1, c.text
     if release not in c.lines:
         raise KeyError(f"citation {cid!r} is not in vLLM {release} (listed: {', '.join(c.releases())})")
     text = c.text_in(release)
@@ -186,6 +222,12 @@ def ref(cid: str, release: str) -> tuple[str, str]:
     """("scheduler.py:1634-1636", the GitHub URL at the release's tag) for a citation."""
     file, first, last, _ = resolve(cid, release)
     span = f"{first}" if first == last else f"{first}-{last}"
+    plugin = load()[cid].plugin
+    if plugin:
+        from spec.plugin_runners import SOURCES
+
+        source = SOURCES[plugin]
+        return f"{Path(file).name}:{span} ({source.label})", source.url(file, first, last)
     url = REPO_URL.format(release=release, file=file, span=span if first == last else f"{first}-L{last}")
     return f"{Path(file).name}:{span}", url
 
@@ -347,11 +389,33 @@ def anchor(
     """Look for every citation that applies to `release` in the tree at `tree_root` (the
     folder holding vllm/). A citation that lists the release is looked for at its line
     there; one that does not is re-anchored from its newest release before (see
-    Citation.base_for); release None means a tree after every recorded release."""
-    cits = load() if cits is None else cits
-    root = Path(tree_root) / "vllm"
+    Citation.base_for); release None means a tree after every recorded release. A
+    plugin's citations are not looked for (anchor_plugin)."""
+    cits = vllm_only(load() if cits is None else cits)
     oldest = releases(cits)[0] if cits else None
-    todo = [(c, base) for c in cits.values() if (base := c.base_for(release, oldest))]
+    todo = [
+        (c, base, c.file_in(base), c.lines[base], c.text_in(base))
+        for c in cits.values()
+        if (base := c.base_for(release, oldest))
+    ]
+    return _anchor_in(Path(tree_root) / "vllm", todo, progress)
+
+
+def anchor_plugin(
+    tree_root: Path | str, plugin: str, cits: dict[str, Citation] | None = None, progress=None
+) -> list[Finding]:
+    """Look for every citation of a plugin's pinned code in a tree of that plugin (the
+    folder its package folders are in: an unpacked wheel or sdist, or a checkout), each at
+    the line it records."""
+    cits = of_plugin(load() if cits is None else cits, plugin)
+    todo = [(c, "pinned", c.file, c.pinned, c.text) for c in cits.values()]
+    return _anchor_in(Path(tree_root), todo, progress)
+
+
+def _anchor_in(root: Path, todo: list, progress=None) -> list[Finding]:
+    """Each (citation, base, file, line, text) of todo looked for under root: at its line,
+    moved (found once elsewhere, or nearest where its neighbours moved when found more
+    than once), changed (a similar block) or vanished."""
     files: dict[str, list[str] | None] = {}
 
     def lines_of(file: str) -> list[str] | None:
@@ -362,8 +426,8 @@ def anchor(
 
     findings: dict[str, Finding] = {}
     ambiguous: dict[str, list[int]] = {}
-    for c, base in todo:
-        file, line, want = c.file_in(base), c.lines[base], _norm(c.text_in(base).split("\n"))
+    for c, base, file, line, text in todo:
+        want = _norm(text.split("\n"))
         have = lines_of(file)
         if have is None:
             findings[c.id] = Finding(c.id, base, "vanished", file, line, detail=FILE_GONE)
@@ -376,11 +440,10 @@ def anchor(
             elif hits:
                 ambiguous[c.id] = hits
     # a text found more than once goes to the match nearest where its neighbours moved
-    for c, base in todo:
+    for c, base, file, line, _ in todo:
         if c.id not in ambiguous:
             continue
         hits = ambiguous[c.id]
-        file, line = c.file_in(base), c.lines[base]
         predicted = line + _shift_near(findings, base, file, line)
         found = min(hits, key=lambda h: abs(h - predicted))
         status = "ok" if found == line else "moved"
@@ -393,11 +456,11 @@ def anchor(
             None if status == "ok" else found,
             detail=f"{len(hits)} exact matches, took the one nearest line {predicted}",
         )
-    slow = [(c, base) for c, base in todo if c.id not in findings]
-    for i, (c, base) in enumerate(slow):
+    slow = [item for item in todo if item[0].id not in findings]
+    for i, (c, base, file, line, text) in enumerate(slow):
         if progress:
             progress(f"{c.id}: not found as cited, looking for the nearest block ({i + 1}/{len(slow)})")
-        file, line, want = c.file_in(base), c.lines[base], _norm(c.text_in(base).split("\n"))
+        want = _norm(text.split("\n"))
         have = lines_of(file)
         predicted = line + _shift_near(findings, base, file, line)
         ratio, first, length = _similar(have, want, predicted)
@@ -408,7 +471,7 @@ def anchor(
         else:
             why = unrelated or f"best block {ratio:.0%} similar, at line {first}"
             findings[c.id] = Finding(c.id, base, "vanished", file, line, None, detail=f"text not in the file; {why}")
-    return [findings[c.id] for c, _ in todo]
+    return [findings[c.id] for c, *_ in todo]
 
 
 # names too common in vLLM's scheduler to tell one mechanism from another

@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Mapping
 
+# the platform plugins' runners join RUNNERS when their package is imported
+import spec.plugin_runners  # noqa: F401  (its import adds the plugins' runners to RUNNERS)
 from spec.errors import MalformedConfig, SpecError
 
 # Profiles (vLLM releases and historical behaviours) are data: spec/profiles.py.

@@ -161,6 +161,12 @@ def deliver(s: View, a: View, nxt: Next, cfg: Config, ops: Ops) -> Effect:
             stop_at = ops.ite(ops.all(appending, forced > 0, stop_at == 0), forced, stop_at)
         appended = ops.ite(appending, ops.ite(stop_at > 0, stop_at, tokens), 0)
         T = T + appended
+        continue_decode = cfg.run.continue_decode > 0
+        if continue_decode:
+            # tpu-inference's patch of vLLM's scheduler for Continue Decode: before the
+            # original update, a live delivery of more than one token adds all but one of
+            # them, untrimmed, to the placeholders ([cite:tpu-cd-precompensate])
+            P = ops.ite(ops.all(appending, live, tokens > 1), P + tokens - 1, P)
         P_found = P  # what the delivery found, before it resolves this step's placeholders
         stopping = ops.all(appending, stop_at > 0)
         live_append = ops.all(appending, live)
@@ -177,6 +183,10 @@ def deliver(s: View, a: View, nxt: Next, cfg: Config, ops: Ops) -> Effect:
             decrementing = ops.all(live_append, P > 0)
             P = ops.ite(decrementing, P - tokens, P)
             asserts.append(("placeholders-nonnegative", ops.implies(decrementing, P >= 0)))
+        if continue_decode:
+            # ... and after it, all but one of the tokens kept after the stop trim go to
+            # num_computed_tokens: the device computed them ([cite:tpu-cd-advances-computed])
+            c = ops.ite(ops.all(appending, live, appended > 1), c + appended - 1, c)
         checks.append(("no-token-while-prefilling", ops.implies(ops.all(live_append, appended > 0), reserved > 0)))
         if cfg.has("prefix-cache") and not cfg.rest:
             nxt.cached_tokens[r] = _cache_after_delivery(s, cfg, ops, r, calling, live, status, c, P, P_found, T, nxt)

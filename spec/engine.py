@@ -48,6 +48,9 @@ def rest_args(cfg: Config, *names: str) -> list[Arg]:
         "rest_prefill": Arg("rest_prefill", bool, "rest: a running request scheduled this step is a prefill chunk"),
         "rest_running": Arg("rest_running", bool, "rest: a running request was scheduled this step"),
         "rest_stopped": Arg("rest_stopped", bool, "rest: an earlier padded admission stopped the waiting loop"),
+        "rest_multi": Arg(
+            "rest_multi", bool, "rest: another row of the step has more than one token (Continue Decode's class)"
+        ),
         # any whole blocks below num_tokens: the others may have cached any of its blocks (a
         # twin prompt, greedy outputs), and evicted any of its own
         "rest_hit_blocks": Arg(
@@ -189,6 +192,9 @@ def init(a: View, nxt: Next, cfg: Config, ops: Ops) -> Effect:
             nxt.v1_top[r] = 0
             nxt.v1_ntns[r] = 0
             nxt.v1_corr[r] = 0
+            if cfg.run.zero_placeholders:
+                nxt.tpu_pending[r] = -1
+                nxt.tpu_wrong[r] = -1
         if cfg.is_v2:
             nxt.v2_present[r] = False
             nxt.v2_slot[r] = 0

@@ -75,7 +75,9 @@ def queue_shape(s: View, cfg: Config, ops: Ops):
                 s.q_order[i, r] == 0,
             )
             sampled_ok = ops.any(d == 0, d >= 1)
-            if "over-delivery" not in cfg.faults:
+            if cfg.run.continue_decode:  # a decode-only step returns up to max_decode_steps tokens
+                sampled_ok = ops.any(d == 0, ops.all(d >= 1, d <= ops.max(1 + ks, cfg.run.continue_decode)))
+            elif "over-delivery" not in cfg.faults:
                 sampled_ok = ops.any(d == 0, ops.all(d >= 1, d <= 1 + ks))
             entry = ops.all(
                 n >= 1,
@@ -286,16 +288,29 @@ def in_flight_agreement(s: View, cfg: Config, ops: Ops):
 
 def v1_aligned(s: View, cfg: Config, ops: Ops):
     """J: the V1 runner's optimistic length never falls behind the scheduler's T + P,
-    so its trim makes Nr = T + P before every prepare ([cite:v1-optimistic-draft-extend v1-trim-outputs])."""
-    return ops.all(
-        *[
-            ops.implies(
-                ops.all(s.status[r] == Status.RUNNING, s.v1_in_batch[r]),
-                s.v1_num_tokens[r] + s.v1_prev_draft_len[r] >= s.num_tokens[r] + s.num_output_placeholders[r],
-            )
-            for r in _reqs(cfg)
-        ]
-    )
+    so its trim makes Nr = T + P before every prepare ([cite:v1-optimistic-draft-extend v1-trim-outputs]).
+    A runner that never rebuilds its list ([cite:tpu-trim-only]) keeps it for a running or
+    preempted request out of its batch too, where T + P only shrinks, but for the tokens of
+    stale steps still to be delivered (their samples are in the list already)."""
+    conds = []
+    for r in _reqs(cfg):
+        length = s.v1_num_tokens[r] + s.v1_prev_draft_len[r]
+        if cfg.run.rebuilds_outputs:
+            held = ops.all(s.status[r] == Status.RUNNING, s.v1_in_batch[r])
+            conds.append(ops.implies(held, length >= s.num_tokens[r] + s.num_output_placeholders[r]))
+            continue
+        stale_to_come = in_flight_sum(
+            s,
+            cfg,
+            ops,
+            r,
+            lambda i, r=r: s.q_sampled[i, r],
+            lambda i, r=r: ops.all(s.q_epoch[i, r] != s.epoch[r], ops.not_(s.drop_stale_output[r])),
+        )
+        held = ops.any(s.status[r] == Status.RUNNING, s.status[r] == Status.PREEMPTED)
+        conds.append(s.v1_prev_draft_len[r] >= 0)
+        conds.append(ops.implies(held, length >= s.num_tokens[r] + s.num_output_placeholders[r] + stale_to_come))
+    return ops.all(*conds)
 
 
 def v1_inputs_known(s: View, cfg: Config, ops: Ops):
@@ -450,6 +465,12 @@ def _zeroes_when_idle(cfg: Config) -> bool:
     return cfg.prof.preempt_marks_stale and _stops_roll_back(cfg)
 
 
+def _honours(cfg: Config) -> bool:
+    """The runner samples what the scheduler reserved for, faults aside: not a plugin
+    runner that samples chunks (Continue Decode's one-token rows, vllm-metal's MLX path)."""
+    return cfg.run.honours_reservation
+
+
 LEMMAS: tuple[Lemma, ...] = (
     Lemma("queue-shape", queue_shape.__doc__, lambda cfg: True, queue_shape),
     Lemma("request-shape", request_shape.__doc__, lambda cfg: True, request_shape),
@@ -470,13 +491,18 @@ LEMMAS: tuple[Lemma, ...] = (
         lambda cfg: cfg.max_model_len is not None or cfg.max_tokens is not None,
         within_lengths,
     ),
-    Lemma("idle-no-placeholders", idle_has_no_placeholders.__doc__, _zeroes_when_idle, idle_has_no_placeholders),
+    Lemma(
+        "idle-no-placeholders",
+        idle_has_no_placeholders.__doc__,
+        _all_of(_zeroes_when_idle, _honours),
+        idle_has_no_placeholders,
+    ),
     # over-committed spec tokens roll c forward past T + P when P is already 0
-    Lemma("decode-gap", decode_gap.__doc__, _no("over-delivery"), decode_gap),
+    Lemma("decode-gap", decode_gap.__doc__, _all_of(_no("over-delivery"), _honours), decode_gap),
     Lemma(
         "frontier",
         frontier.__doc__,
-        _all_of(_no("kvfail", "stale-slot-read", "over-delivery"), _zeroes_when_idle),
+        _all_of(_no("kvfail", "stale-slot-read", "over-delivery"), _zeroes_when_idle, _honours),
         frontier,
     ),
     Lemma(
@@ -491,7 +517,7 @@ LEMMAS: tuple[Lemma, ...] = (
     Lemma(
         "accounting-exact",
         placeholder_accounting.__doc__,
-        _no("kvfail", "stale-slot-read", "over-delivery"),
+        _all_of(_no("kvfail", "stale-slot-read", "over-delivery"), _honours),
         placeholder_accounting,
         implied_by=("placeholder-accounting",),
     ),
@@ -506,6 +532,7 @@ LEMMAS: tuple[Lemma, ...] = (
             _no("stale-slot-read", "over-delivery"),
             _sessions_consistent,
             lambda cfg: cfg.run.follows_scheduler or not cfg.has("kvfail"),
+            _honours,
         ),
         in_flight_agreement,
     ),
@@ -519,6 +546,7 @@ LEMMAS: tuple[Lemma, ...] = (
                 _no("stale-slot-read", "over-delivery"),
                 _sessions_consistent,
                 lambda cfg: cfg.run.follows_scheduler or not cfg.has("kvfail"),
+                _honours,
             ),
             lambda cfg: cfg.guard == "step-reservation",
         ),
@@ -529,14 +557,14 @@ LEMMAS: tuple[Lemma, ...] = (
     Lemma(
         "v1-aligned",
         v1_aligned.__doc__,
-        _all_of(lambda cfg: cfg.is_v1, _sessions_consistent, _no("over-delivery")),
+        _all_of(lambda cfg: cfg.is_v1, _sessions_consistent, _no("over-delivery"), _honours),
         v1_aligned,
     ),
     # a KV-load failure rolls c back under a request that stays in the batch (the finding)
     Lemma(
         "v1-inputs-known",
         v1_inputs_known.__doc__,
-        _all_of(lambda cfg: cfg.is_v1, _sessions_consistent, _no("over-delivery", "kvfail")),
+        _all_of(lambda cfg: cfg.is_v1, _sessions_consistent, _no("over-delivery", "kvfail"), _honours),
         v1_inputs_known,
     ),
     Lemma(

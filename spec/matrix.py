@@ -26,8 +26,11 @@ every extra idle request multiplies the search for nothing.
 
 from __future__ import annotations
 
+import sys
+
 from spec.config import Config
 from spec.errors import SpecError
+from spec.plugin_runners import plugin_scenarios
 from spec.profiles import RELEASES
 
 ALL = frozenset({"preempt", "preempt-drop", "reset", "stream", "abort"})
@@ -774,6 +777,13 @@ MATRIX: tuple[Config, ...] = (
     ),
 )
 
+# ---- platform plugins' runners: each plugin's module in spec/plugin_runners/ holds its
+# configurations and their expected verdicts (docs/plugin-runners.md); named plugin-<...> ----
+MATRIX = MATRIX + plugin_scenarios(sys.modules[__name__])
+# a plugin configuration of fixed sizes searches for counterexamples; the liveness of its
+# runner is claimed on the plugin's configurations for any number of requests (rest)
+_PLUGIN_SEARCHES = frozenset(c.name for c in MATRIX if c.run.plugin and not c.rest)
+
 # Liveness: stale output drains (stale-drains), so stale output never keeps a request from
 # resuming forever, a request with nothing in flight can run again (no-stuck-request),
 # has_requests() is false only when nothing is left (idle-only-when-done, with streaming
@@ -805,7 +815,7 @@ _STUCK_NOT_CLAIMED = frozenset({"guard-v2-stream@0.33.0"})
 def _liveness(cfg: Config) -> Config:
     if {"stale-drains", "no-stuck-request"} & set(cfg.expect) or cfg.prof.historical:
         return cfg
-    if cfg.scenario in _DRAINS_NOT_CLAIMED:
+    if cfg.scenario in _DRAINS_NOT_CLAIMED or cfg.name in _PLUGIN_SEARCHES:
         return cfg
     if cfg.scenario in _DRAINS_NOT_ON_0_29_0_30 and cfg.prof.release in ("0.29.0", "0.30.0"):
         return cfg
@@ -848,6 +858,11 @@ def by_name(names: list[str] | None = None) -> list[Config]:
         if n in table:
             chosen.append(n)
             continue
+        if n.endswith("*") and len(n) > 1:  # a prefix: every configuration whose name starts with it
+            matched = [c.name for c in MATRIX if c.name.startswith(n[:-1])]
+            if matched:
+                chosen.extend(matched)
+                continue
         releases = [c.name for c in MATRIX if c.scenario == n]  # a scenario: all its releases
         if releases:
             chosen.extend(releases)
@@ -857,6 +872,6 @@ def by_name(names: list[str] | None = None) -> list[Config]:
         scenarios = list(dict.fromkeys(c.scenario for c in MATRIX))
         raise SpecError(
             f"unknown configuration {', '.join(unknown)}; known scenarios: {', '.join(scenarios)} "
-            "(each runs on every release; name one as SCENARIO@RELEASE; see spec/matrix.py)"
+            "(each runs on every release; name one as SCENARIO@RELEASE, or a prefix as PREFIX*; see spec/matrix.py)"
         )
     return [table[n].validate() for n in dict.fromkeys(chosen)]

@@ -205,7 +205,25 @@ _ALL = (
         "the V1 runner never feeds a placeholder token id (-1) at a position whose token the "
         "scheduler scheduled as known (every position but the drafts)",
         "v1-async-placeholder-outputs v1-cached-outputs-extend v1-prev-sampled-input",
-        applies=lambda cfg: cfg.is_v1,
+        applies=lambda cfg: cfg.is_v1 and cfg.run.host_rows,
+    ),
+    Property(
+        "runner-tokens-agree",
+        "transition",
+        "a plugin runner that keeps its own token list (tpu-inference: a [0] per sampled token, the real "
+        "token written over it at the next step) feeds, at every position a step reads, the token the "
+        "scheduler holds there, and never pops an entry its list does not have",
+        "tpu-placeholder-zeros tpu-substitute-skips tpu-substitute-pops tpu-trim-only",
+        asserts=("tpu-substitute-pops-empty",),
+        applies=lambda cfg: cfg.is_v1 and cfg.run.zero_placeholders and not cfg.drafts,
+    ),
+    Property(
+        "prefill-view-agrees",
+        "transition",
+        "a plugin runner whose attention classes a row as prefilling by num_computed < num_prompt "
+        "(vllm-ascend) classes every step that feeds more than one known token of a request as prefilling",
+        "ascend-prompt-bounded-prefill",
+        applies=lambda cfg: cfg.is_v1 and cfg.run.prompt_bounded_view,
     ),
     Property(
         "placeholder-accounting",
@@ -364,6 +382,14 @@ ASSERTS: dict[str, Assert] = {
             "assert num_tokens_scheduled > 0",
             "scheduled-tokens-positive",
             "delivery-tokens-positive",
+        ),
+        Assert(
+            "tpu-substitute-pops-empty",
+            None,
+            "runner-tokens-agree",
+            "tpu-substitute-pops",
+            "tpu-inference's runner pops a [0] from a request's output list that the trim left empty: "
+            "IndexError in execute_model, the engine dies",
         ),
         Assert(
             "session-keep-covers-computed",

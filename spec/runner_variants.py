@@ -26,12 +26,15 @@ class Rule:
     left: tuple[str, ...]
     right: str
     names: Mapping[str, str] = field(default_factory=dict)  # how the text names each field
+    unless: str = ""  # a row flag under which the runner samples whatever the comparison says
 
     def discards(self, row: Mapping[str, Any], ops: Ops = INT_OPS) -> Any:
         if not self.left:
-            return row[self.right]
-        # left-to-right `a + b`, no leading 0: the very terms the contract always built
-        return reduce(lambda a, b: a + b, (row[f] for f in self.left)) < row[self.right]
+            base = row[self.right]
+        else:
+            # left-to-right `a + b`, no leading 0: the very terms the contract always built
+            base = reduce(lambda a, b: a + b, (row[f] for f in self.left)) < row[self.right]
+        return ops.ite(row[self.unless], False, base) if self.unless else base
 
     def text(self, row: Mapping[str, Any]) -> str:
         """The rule evaluated on a row's numbers, e.g. `g + n = 2 + 14 = 16 < prefill_len = 16? no -> samples`."""
@@ -39,12 +42,17 @@ class Rule:
         name = self.names.get(self.right, self.right)
         if not self.left:
             what = f"{name} (= {bool(row[self.right])})"
+            compared = bool(row[self.right])
         else:
             terms = " + ".join(self.names.get(f, f) for f in self.left)
             values = " + ".join(str(row[f]) for f in self.left)
             total = sum(row[f] for f in self.left)
             what = f"{terms} = {values} = {total} < {name} = {row[self.right]}"
-        return f"{what}? {'yes' if decision else 'no'} -> {'discards' if decision else 'samples'}"
+            compared = total < row[self.right]
+        answer = "yes" if compared else "no"
+        if self.unless and row[self.unless]:
+            answer += f", but {self.names.get(self.unless, self.unless)}"
+        return f"{what}? {answer} -> {'discards' if decision else 'samples'}"
 
 
 @dataclass(frozen=True)
@@ -68,12 +76,37 @@ class Runner:
     title: str = ""  # a diagram's participant
     phrase: str = ""  # in a sentence: "the V2 runner with the live-length fix"
     cite: str = ""  # the vLLM lines of its decision (spec/citations.toml ids)
+    # ---- what a platform plugin's runner decides differently (docs/plugin-runners.md) ----
+    plugin: str = ""  # the plugin that ships it (spec/plugin_runners/), "" for vLLM's own
+    # v1 family: the host-row model of GPUModelRunner (where -1 placeholders land), which
+    # no-placeholder-input checks; a plugin's runner keeps its own rows
+    host_rows: bool = True
+    # v1 family: a request that re-enters the batch gets its output ids rebuilt from the
+    # scheduler's all_token_ids (CachedRequestState.num_tokens = T + P); without, the
+    # runner only trims its own list to the scheduler's count (min(Nr, T + P))
+    rebuilds_outputs: bool = True
+    # v1 family: the runner keeps [0] placeholders for sampled tokens and writes the real
+    # token at the next step, only for a request still in its batch (runner-tokens-agree)
+    zero_placeholders: bool = False
+    # v1 family: Continue Decode with N = max_decode_steps: a step whose every scheduled
+    # row has one token is classed decode-only, nothing is discarded and each row returns
+    # 1..N tokens, and the plugin's patch of vLLM's scheduler pre-compensates placeholders
+    # and advances num_computed_tokens (0: off)
+    continue_decode: int = 0
+    # the runner samples exactly the steps the scheduler reserved for, faults aside (the
+    # lemmas that rest on it, spec/invariants.py, are assumed only then)
+    honours_reservation: bool = True
+    # v1 family: the runner classes a row as prefilling iff num_computed < num_prompt
+    # (attention metadata), which prefill-view-agrees checks against the tokens it feeds
+    prompt_bounded_view: bool = False
 
 
 V1_RULE = Rule(("computed", "query_len"), "num_tokens", {"computed": "c", "query_len": "n", "num_tokens": "Nr"})
 SNAPSHOT_RULE = Rule(("num_computed", "query_len"), "prefill_len", {"num_computed": "g", "query_len": "n"})
 LIVE_RULE = Rule(("num_computed", "query_len"), "total_len", {"num_computed": "g", "query_len": "n"})
 CHUNK_RULE = Rule((), "chunk", {"chunk": "the scheduler's is_prefill_chunk"})
+# a runner that never discards: every row's "never" is False (rows of the v1 family carry it)
+NEVER_RULE = Rule((), "never", {"never": "a step to discard (this runner knows none)"})
 
 V1 = Runner(
     "v1",
@@ -148,4 +181,9 @@ V2_ROLLBACK_HISTORY = Runner(
     cite="v2-discard-kernel v2-add-writes-slot v2-total-len-advance",
 )
 
-RUNNERS: dict[str, Runner] = {r.name: r for r in (V1, V2, V2_LIVE, V2_ROLLBACK, V2_ROLLBACK_HISTORY, V2_ROLLBACK_LIVE)}
+VLLM_RUNNERS: dict[str, Runner] = {
+    r.name: r for r in (V1, V2, V2_LIVE, V2_ROLLBACK, V2_ROLLBACK_HISTORY, V2_ROLLBACK_LIVE)
+}
+# every runner by name: vLLM's, and the platform plugins' that spec/plugin_runners adds when
+# it is imported (spec/config.py imports it, so a configuration sees them all)
+RUNNERS: dict[str, Runner] = dict(VLLM_RUNNERS)

@@ -63,15 +63,13 @@ def v1_decide(
     """V1: returns, per request, whether the runner discards the step's sample, and the
     rule's inputs (for the step tables of generated cases)."""
     discards, rows = [], []
+    run = cfg.run
+    decode_only = continue_decode_step(a, cfg, ops, shipped)
     for r, sh in enumerate(shipped):
         nr, in_batch, prev_draft = s.v1_num_tokens[r], s.v1_in_batch[r], s.v1_prev_draft_len[r]
         aligned = sh.num_tokens + sh.placeholders  # scheduler's T + P_before
-        num_tokens_now = ops.ite(
-            sh.as_new,
-            # new or streaming: CachedRequestState(output_token_ids=[]) ([cite:v1-new-request-state],
-            # [cite:v1-streaming-update-state]) -> Nr = len(prompt_token_ids)
-            sh.prompt_len,
-            ops.ite(
+        if run.rebuilds_outputs:
+            cached = ops.ite(
                 ops.any(sh.as_resumed, ops.not_(in_batch)),
                 # not in the persistent batch: outputs trimmed ([cite:v1-trim-outputs]) and rebuilt
                 # from all_token_ids to num_output_tokens ([cite:v1-resumed-outputs-rebuilt]) -> T + P_before
@@ -79,10 +77,30 @@ def v1_decide(
                 # in batch: optimistic draft extend ([cite:v1-optimistic-draft-extend]), then trim to the
                 # scheduler's num_output_tokens ([cite:v1-trim-outputs])
                 ops.min(nr + prev_draft, aligned),
-            ),
+            )
+        else:
+            # a plugin runner that keeps its own output list and only trims it to the
+            # scheduler's num_output_tokens, in the batch or not ([cite:tpu-trim-only])
+            cached = ops.min(nr + prev_draft, aligned)
+        num_tokens_now = ops.ite(
+            sh.as_new,
+            # new or streaming: CachedRequestState(output_token_ids=[]) ([cite:v1-new-request-state],
+            # [cite:v1-streaming-update-state]) -> Nr = len(prompt_token_ids)
+            sh.prompt_len,
+            cached,
         )
+        row = {
+            "computed": sh.c0,
+            "query_len": sh.n,
+            "num_tokens": num_tokens_now,
+            "prompt_len": sh.prompt_len,
+            "never": False,
+        }
+        if run.continue_decode:
+            # a Continue Decode step discards nothing ([cite:tpu-cd-no-discard]): its rule says so
+            row["decode_only"] = decode_only
         # the runner's rule, c + n < Nr ([cite:v1-optimistic-seq-lens], [cite:v1-discard-mask])
-        discard = cfg.run.rule.discards({"computed": sh.c0, "query_len": sh.n, "num_tokens": num_tokens_now}, ops)
+        discard = run.rule.discards(row, ops)
         # input ids: the runner holds ids of r below the length it wrote when r entered the
         # batch (below), and -1 placeholders above, one per token sampled since
         # ([cite:v1-async-placeholder-outputs v1-cached-outputs-extend]);
@@ -124,22 +142,22 @@ def v1_decide(
         lo = ops.ite(sh.c0 > entered_at, sh.c0, entered_at)  # first host position above the written ids
         hi = ops.min(sh.c0 + from_host, top)  # one past the last -1 the step can read
         placeholder_input = ops.all(sh.on, from_host > 0, hi > lo, ops.not_(ops.all(hi - lo == 1, lo == hole)))
-        rows.append(
-            {
-                "scheduled": sh.on,
-                "computed": sh.c0,
-                "query_len": sh.n,
-                "num_tokens": num_tokens_now,
-                "discard": discard,
-                "placeholder_input": placeholder_input,
-            }
-        )
+        row.update(scheduled=sh.on, discard=discard, placeholder_input=placeholder_input)
+        if run.prompt_bounded_view:
+            # the runner's attention class: prefilling iff num_computed < num_prompt
+            # ([cite:ascend-prompt-bounded-prefill]), however many tokens it feeds
+            row["prefilling"] = sh.c0 < sh.prompt_len
+        if run.zero_placeholders:
+            _zero_placeholders(s, nxt, cfg, ops, r, sh, discard, nr + prev_draft, aligned, row)
+        rows.append(row)
         nxt.v1_entered_at[r] = entered_at
         nxt.v1_prev_sampled[r] = ops.all(sh.on, ops.not_(discard))
         discards.append(discard)
         # one -1 placeholder per sampled request under async
         # ([cite:v1-async-placeholder-outputs v1-cached-outputs-extend])
-        nxt.v1_num_tokens[r] = ops.ite(sh.on, num_tokens_now + ops.ite(discard, 0, 1), nr)
+        # a Continue Decode step appends max_decode_steps [0]s ([cite:tpu-cd-placeholders])
+        appended = ops.ite(decode_only, run.continue_decode, 1) if run.continue_decode else 1
+        nxt.v1_num_tokens[r] = ops.ite(sh.on, num_tokens_now + ops.ite(discard, 0, appended), nr)
         nxt.v1_prev_draft_len[r] = ops.ite(sh.on, sh.ks, prev_draft)
         # the sample's -1 lands at ntns - shift after the correction ([cite:v1-async-placeholder-outputs])
         sampled = ops.all(sh.on, ops.not_(discard))
@@ -154,6 +172,57 @@ def v1_decide(
         # [cite:v1-unscheduled-leave-batch]); scheduled ones are in it after this step
         nxt.v1_in_batch[r] = sh.on
     return discards, rows
+
+
+def continue_decode_step(a: View, cfg: Config, ops: Ops, shipped: list[Shipped]) -> Term:
+    """Continue Decode's class of a step (tpu-inference): decode-only when the batch's
+    scheduled tokens equal its rows, i.e. every scheduled row has exactly one token
+    ([cite:tpu-decode-only-by-count tpu-cd-entered]), whatever the scheduler reserved. With
+    an abstract rest, whether another row has more than one token is a pick."""
+    if not cfg.run.continue_decode:
+        return False
+    scheduled = [sh.on for sh in shipped]
+    ones = [ops.implies(sh.on, sh.n == 1) for sh in shipped]
+    others = ops.not_(a.rest_multi) if cfg.rest else True
+    # the rest's rows count only beside a focal row; alone, the step is the others' business
+    return ops.all(ops.any(*scheduled), others, *ones)
+
+
+def _zero_placeholders(s, nxt, cfg, ops, r, sh, discard, held, aligned, row) -> None:
+    """tpu-inference's own token list (drafts left out: the property is stated without
+    them). A sampled step appends a [0] at the new token's position
+    ([cite:tpu-placeholder-zeros]). A step first trims the list of each scheduled request
+    to the scheduler's count ([cite:tpu-trim-only]) and reads its inputs; after the model
+    ran, it writes the previous step's tokens over the list's last entries, popping as many
+    entries, only for a request in its own batch ([cite:tpu-substitute-skips
+    tpu-substitute-pops]). tpu_pending: where the previous step's [0] is (-1: none);
+    tpu_wrong: the lowest position where the list holds a token the scheduler does not
+    (-1: none)."""
+    pending, wrong = s.tpu_pending[r], s.tpu_wrong[r]
+
+    def lowest(a, b):  # the lower of two positions, -1 meaning none
+        return ops.ite(a < 0, b, ops.ite(b < 0, a, ops.min(a, b)))
+
+    cached = ops.all(sh.on, ops.not_(sh.as_new))
+    count = ops.min(held, aligned)  # the list's length (with the prompt) after the trim
+    wrong = ops.ite(ops.all(cached, wrong >= count), -1, wrong)
+    wrong = ops.ite(sh.as_new, -1, wrong)  # a new (or updated) request's list starts afresh
+    # what the step reads before the model runs: positions c .. c + n - 1, the
+    # scheduler's tokens below T
+    row["wrong_at"] = wrong
+    row["reads_wrong"] = ops.all(sh.on, wrong >= sh.c0, wrong < sh.c0 + sh.n, wrong < sh.num_tokens)
+    # after the model ran: the previous step's token goes over the list's last entry, a
+    # [0] popped first, an IndexError when the trim left no output entry
+    substituting = ops.all(cached, pending >= 0)
+    row["pops_empty"] = ops.all(substituting, count - sh.prompt_len < 1)
+    written = count - 1
+    misplaced = ops.all(substituting, written != pending)
+    wrong = ops.ite(misplaced, lowest(wrong, written), wrong)
+    wrong = ops.ite(ops.all(misplaced, pending < count), lowest(wrong, pending), wrong)
+    # not in the batch: the [0] stays
+    wrong = ops.ite(ops.all(ops.not_(sh.on), pending >= 0), lowest(wrong, pending), wrong)
+    nxt.tpu_wrong[r] = wrong
+    nxt.tpu_pending[r] = ops.ite(ops.all(sh.on, ops.not_(discard)), sh.c0 + sh.n, -1)
 
 
 _SLOT_FIELDS = ("prefill_len", "num_computed", "total_len")

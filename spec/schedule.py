@@ -28,6 +28,19 @@ def schedule_args(cfg: Config) -> tuple[Arg, ...]:
         args.append(Arg("stale_read", bool, "fault: the add_request writes to the slot are lost", over=("req",)))
     if "over-delivery" in cfg.faults:
         args.append(Arg("extra", int, "fault: tokens committed beyond 1 + accepted", over=("req",), lo=0))
+    if cfg.run.continue_decode:
+        args.append(
+            Arg(
+                "cd_tokens",
+                int,
+                "Continue Decode: tokens the on-device loop returns for the row (1..max_decode_steps; 0 "
+                "when the row is not sampled in a decode-only step)",
+                over=("req",),
+                lo=0,
+                hi=cfg.run.continue_decode,
+            )
+        )
+        args += rest_args(cfg, "rest_multi")
     args += rest_args(
         cfg, "rest_busy", "rest_before", "rest_unfinished", "rest_prefill", "rest_running", "rest_stopped"
     )
@@ -351,8 +364,19 @@ def schedule(s: View, a: View, nxt: Next, cfg: Config, ops: Ops) -> Effect:
                 )
             )
     else:
+        rows = observed["v1_rows"]
         for r in reqs:
-            checks.append(("no-placeholder-input", ops.not_(observed["v1_rows"][r]["placeholder_input"])))
+            if cfg.run.host_rows:
+                checks.append(("no-placeholder-input", ops.not_(rows[r]["placeholder_input"])))
+            if cfg.run.zero_placeholders and not cfg.drafts:
+                checks.append(("runner-tokens-agree", ops.not_(rows[r]["reads_wrong"])))
+                asserts.append(("tpu-substitute-pops-empty", ops.not_(rows[r]["pops_empty"])))
+            if cfg.run.prompt_bounded_view:
+                # a step feeding more than one known token is a prefill to attention
+                feeds_many = ops.all(take[r], n[r] - ks[r] > 1)
+                checks.append(("prefill-view-agrees", ops.implies(feeds_many, rows[r]["prefilling"])))
+    if cfg.run.continue_decode and cfg.rest:  # one spelling: the others' rows matter only beside the focal one
+        guard.append(ops.implies(ops.not_(take[0]), ops.not_(a.rest_multi)))
     observed["discard"] = discards
     observed["reserved"] = reserved
     observed["rest"] = [
@@ -364,6 +388,11 @@ def schedule(s: View, a: View, nxt: Next, cfg: Config, ops: Ops) -> Effect:
             "rest_stopped": stopped_at[r],
             "rest_busy": has_requests(s, cfg, ops, only=[q for q in reqs if q != r]),
             **({"rest_hit_blocks": ops.floor_div(hit_at[r], B)} if prefix else {}),
+            **(
+                {"rest_multi": ops.any(False, *[ops.all(take[q], n[q] != 1) for q in reqs if q != r])}
+                if cfg.run.continue_decode
+                else {}
+            ),
         }
         for r in reqs
     ]
@@ -373,6 +402,12 @@ def schedule(s: View, a: View, nxt: Next, cfg: Config, ops: Ops) -> Effect:
         accepted = a.accepted[r] if cfg.drafts else 0
         extra = a.extra[r] if "over-delivery" in cfg.faults else 0
         sampled = ops.ite(sampling, SAMPLED_PER_STEP + accepted + extra, 0)
+        if cfg.run.continue_decode:
+            # a decode-only step returns 1..N tokens per row, however many the scheduler
+            # reserved ([cite:tpu-cd-tokens-returned])
+            multi = ops.all(sampling, observed["v1_rows"][r]["decode_only"])
+            guard.append(ops.ite(multi, a.cd_tokens[r] >= 1, a.cd_tokens[r] == 0))
+            sampled = ops.ite(multi, a.cd_tokens[r], sampled)
         # picks that do not apply are pinned to 0, so every trace has one spelling
         if cfg.drafts:
             guard.append(accepted <= ops.ite(sampling, ks[r], 0))

@@ -346,6 +346,23 @@ DECLS: tuple[VarDecl, ...] = (
         "[cite:v1-optimistic-draft-extend]",
         when=lambda c: c.is_v1,
     ),
+    # ---- a plugin runner's own token list (tpu-inference) ------------------------------------
+    VarDecl(
+        "tpu_pending",
+        int,
+        ("req",),
+        "where the runner's last step left a [0] for the token it sampled, to be replaced at its next step (-1: none)",
+        "[cite:tpu-placeholder-zeros]",
+        when=lambda c: c.is_v1 and c.run.zero_placeholders,
+    ),
+    VarDecl(
+        "tpu_wrong",
+        int,
+        ("req",),
+        "the lowest position where the runner's token list holds a token the scheduler does not (-1: none)",
+        "[cite:tpu-substitute-skips tpu-trim-only]",
+        when=lambda c: c.is_v1 and c.run.zero_placeholders,
+    ),
     # ---- V2 runner ------------------------------------------------------------------------
     VarDecl(
         "v2_present",

@@ -134,6 +134,12 @@ class VllmTarget:
             )
         if self.clamp_option is not None and cfg.clamp != self.clamp_option:
             return f"{self.name} runs the clamp-{'on' if self.clamp_option else 'off'} arm"
+        if cfg.run.continue_decode:
+            return (
+                f"{self.name} runs the release's scheduler as vLLM ships it; {cfg.runner} needs "
+                "tpu-inference's Continue Decode patch of it (tpu_inference/core/sched/utils.py), "
+                "which no target applies"
+            )
         if cfg.release_skipped and not self.releases_skipped:
             return (
                 f"{self.name} runs the release's scheduler, which keeps the reservation of a step it skips; "

@@ -14,6 +14,8 @@ import pytest
 
 from spec import citations as C
 from spec import cite_check
+from spec.plugin_runners import SOURCES
+from targets import plugin_fetch
 from vllm_contract.cli import main as cli
 from vllm_contract.commands import cite_check as cite_check_command
 
@@ -52,6 +54,10 @@ def test_toml_well_formed():
     for cid, entry in data.items():
         assert isinstance(entry.get("file"), str) and entry["file"], f"{cid}: no file"
         assert isinstance(entry.get("text"), str) and entry["text"].strip(), f"{cid}: no text"
+        if "plugin" in entry:  # a plugin's pinned code: one line, no release keys
+            assert not any(C.RELEASE_RE.match(k) for k in entry), f"{cid}: a plugin citation has no release line"
+            assert entry["plugin"] in SOURCES, f"{cid}: no plugin {entry['plugin']!r} in spec/plugin_runners/"
+            continue
         assert any(C.RELEASE_RE.match(k) for k in entry), f"{cid}: no release line"
         assert not entry["file"].startswith(("/", "vllm/")), f"{cid}: file is relative to the vllm/ folder"
     C.parse(data)  # raises, naming the entry, on anything else malformed
@@ -60,7 +66,7 @@ def test_toml_well_formed():
 def test_every_entry_covers_every_release_it_spans():
     """From its first release on, an entry gives a line for each release until it is gone."""
     known = C.releases(CITS)
-    for c in CITS.values():
+    for c in C.vllm_only(CITS).values():
         first = c.releases()[0]
         for r in known:
             if C.release_key(r) < C.release_key(first):
@@ -340,8 +346,8 @@ def test_a_tree_older_than_every_recorded_release_is_compared_with_the_oldest_li
         pytest.fail(why)
     rc = cli(["cite-check", "--vllm", str(tree), "--release", "0.28.0"])
     out = capsys.readouterr().out
-    recorded = [c for c in CITS.values() if oldest in c.lines]
-    later = [c for c in CITS.values() if oldest not in c.lines]
+    recorded = [c for c in C.vllm_only(CITS).values() if oldest in c.lines]
+    later = [c for c in C.vllm_only(CITS).values() if oldest not in c.lines]
     assert rc == 0, out
     assert f"older than every recorded release (compared with the {oldest} lines)" in out, out
     assert f"{len(recorded)} checked" in out, out
@@ -385,7 +391,7 @@ def test_find_ids_reads_markers_and_fields(tmp_path):
 
 
 def _spec_sources() -> list[Path]:
-    return sorted(p for p in (ROOT / "spec").glob("*.py") if p.name not in ("citations.py", "cite_check.py"))
+    return sorted(p for p in (ROOT / "spec").rglob("*.py") if p.name not in ("citations.py", "cite_check.py"))
 
 
 def test_every_reference_in_spec_resolves():
@@ -426,3 +432,63 @@ def test_a_mechanism_deleted_is_never_matched_to_an_unrelated_line(tmp_path, cap
     assert rc == 1
     assert re.search(r"vanished\s+prev-cleared .*prev_step_scheduled_req_ids no longer in the file", out), out
     assert "changed" not in out.split("\n")[1], out
+
+
+# ---- platform plugins' pinned code ------------------------------------------------------------------
+
+
+def plugin_tree(name: str) -> tuple[Path | None, str]:
+    """The folder of a plugin's pinned code: PLUGIN_TREE_<NAME> names one, else its fetched tree."""
+    var = "PLUGIN_TREE_" + name.upper().replace("-", "_")
+    if os.environ.get(var):
+        path = Path(os.environ[var])
+        return (path, "") if path.is_dir() else (None, f"{var}={path} is not a folder")
+    return plugin_fetch.tree(name)
+
+
+@pytest.mark.parametrize("plugin", sorted(SOURCES))
+def test_plugin_citations_hold_in_the_pinned_code(plugin):
+    """Every citation of a plugin holds at its line in the pinned code. A PyPI pin must be
+    fetched (`vllm-contract fetch-plugin NAME`); a git pin has no registry artifact, so it is
+    checked where PLUGIN_TREE_<NAME> names a checkout of its commit, and skipped, saying so,
+    elsewhere."""
+    cits = C.of_plugin(CITS, plugin)
+    assert cits, f"plugin {plugin} cites nothing"
+    tree, why = plugin_tree(plugin)
+    if tree is None:
+        if SOURCES[plugin].kind == "git":
+            pytest.skip(why)
+        pytest.fail(why)
+    problems = [f for f in C.anchor_plugin(tree, plugin, cits) if not f.ok]
+    assert not problems, "\n".join(p.describe() + "".join(f"\n    {d}" for d in p.diff) for p in problems)
+
+
+def test_plugin_citations_catch_a_moved_line(tmp_path):
+    """Negative control of the check above: a line inserted above a cited text is a move."""
+    tree, why = plugin_tree("tpu-inference")
+    if tree is None:
+        pytest.fail(why)
+    c = CITS["tpu-keep-rule"]
+    dst = tmp_path / c.file
+    dst.parent.mkdir(parents=True)
+    lines = (tree / c.file).read_text().split("\n")
+    dst.write_text("\n".join(lines[: c.pinned - 1] + ["# inserted"] + lines[c.pinned - 1 :]))
+    (f,) = C.anchor_plugin(tmp_path, "tpu-inference", {c.id: c})
+    assert (f.status, f.found) == ("moved", c.pinned + 1), f.describe()
+    dst.write_text("\n".join(lines[: c.pinned - 1] + lines[c.pinned + 2 :]))
+    (f,) = C.anchor_plugin(tmp_path, "tpu-inference", {c.id: c})
+    assert f.status in ("changed", "vanished"), f.describe()
+
+
+def test_plugin_citations_are_refused_with_release_lines():
+    with pytest.raises(ValueError, match="plugin citation"):
+        C.parse({"some-cite": {"plugin": "tpu-inference", "file": "f.py", "line": 1, "text": "x", "0.32.0": 1}})
+    with pytest.raises(ValueError, match="positive integer"):
+        C.parse({"some-cite": {"plugin": "tpu-inference", "file": "f.py", "line": 0, "text": "x"}})
+
+
+def test_plugin_citation_refs_name_the_pin():
+    where, url = C.ref("tpu-keep-rule", "0.32.0")
+    assert where.startswith("tpu_runner.py:") and where.endswith("(tpu-inference 0.32.0)") and url == ""
+    where, url = C.ref("metal-cached-requests-decode", "0.33.0")
+    assert "(vllm-metal @ aa60c55e)" in where and "/blob/aa60c55e72e51a68df779c4895f258c983ff14ca/" in url

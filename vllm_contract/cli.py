@@ -35,6 +35,7 @@ COMMANDS = (
     "bench",
     "fetch-vllm",
     "preflight",
+    "fetch-plugin",
     "fix-trees",
     "fix-check",
     "vllm-tests",

@@ -10,6 +10,10 @@ citations are recorded for that release; changed and vanished ones are left for 
 to decide (a new text_X_Y_Z, or gone = "X.Y.Z"). --write records a modelled release's lines
 only from a tree that declares that release (a release being added: --new-release), so a
 typo or the wrong tree cannot overwrite correct lines.
+
+With --plugin NAME the citations of that platform plugin's pinned code are re-anchored
+instead, in --tree (default: its fetched tree, .plugin_trees/, `vllm-contract fetch-plugin
+NAME`): each is looked for at the line it records.
 """
 
 from __future__ import annotations
@@ -22,13 +26,14 @@ from pathlib import Path
 from spec.errors import ExitStatus, UsageError
 
 NAME = "cite-check"
-HELP = "re-anchor every vLLM citation in a tree: what moved, changed, vanished"
+HELP = "re-anchor every vLLM (or a plugin's) citation in a tree: what moved, changed, vanished"
 STATUSES = {
     ExitStatus.OK: "every citation compared is at its recorded line",
     ExitStatus.FINDING: "some moved, changed or vanished",
     ExitStatus.BAD_INPUT: "bad input (no vllm/ folder, a malformed --release; with --write: a release that is not "
     "modelled, or a tree that declares another version)",
     ExitStatus.COULD_NOT_RUN: "no citation could be compared with this tree",
+    ExitStatus.TREE: "the plugin's pinned code is not here (fetch it, or pass --tree)",
 }
 ORDER = {"changed": 0, "vanished": 1, "moved": 2, "ok": 3}
 
@@ -36,9 +41,9 @@ ORDER = {"changed": 0, "vanished": 1, "moved": 2, "ok": 3}
 def add_arguments(parser) -> None:
     from spec import citations as C
 
-    parser.add_argument(
-        "--vllm", required=True, type=Path, help="the folder holding vllm/ (site-packages for an install)"
-    )
+    parser.add_argument("--vllm", type=Path, help="the folder holding vllm/ (site-packages for an install)")
+    parser.add_argument("--plugin", help="a platform plugin (spec/plugin_runners/): re-anchor its citations instead")
+    parser.add_argument("--tree", type=Path, help="with --plugin: the plugin's code (default: its fetched tree)")
     parser.add_argument("--release", help="the release the tree is (X.Y.Z); default: from vllm/_version.py")
     parser.add_argument("--write", action="store_true", help="record the found lines for --release in citations.toml")
     parser.add_argument(
@@ -54,6 +59,10 @@ def run(args) -> int:
     from spec import citations as C
     from spec.cite_check import write_lines
 
+    if args.plugin:
+        return run_plugin(args)
+    if args.vllm is None:
+        raise UsageError("pass --vllm <folder holding vllm/>, or --plugin NAME for a plugin's citations")
     if not (args.vllm / "vllm").is_dir():
         raise UsageError(f"{args.vllm} holds no vllm/ folder (pass the folder above vllm/, e.g. site-packages)")
     if args.release and not C.RELEASE_RE.match(args.release):
@@ -62,7 +71,7 @@ def run(args) -> int:
         raise UsageError("--write needs --release X.Y.Z (the release whose lines are recorded)")
     if args.write:
         check_write(args.vllm, args.release, args.new_release)
-    cits = C.load(args.toml)
+    cits = C.vllm_only(C.load(args.toml))
     release, said = args.release, C.tree_version(args.vllm)
     if release is None and said and C.RELEASE_RE.match(said):
         release = said
@@ -133,6 +142,41 @@ def check_write(tree: Path, release: str, new: bool) -> None:
             f"a release's lines from its own tree (`make vllm-{release}` fetches it to .vllm_trees/{release}); "
             "give that tree, or the --release it declares"
         )
+
+
+def run_plugin(args) -> int:
+    """--plugin: every citation of the plugin's pinned code, at its recorded line in --tree."""
+    from spec import citations as C
+    from spec.errors import TreeError
+    from targets.plugin_fetch import source, tree
+
+    src = source(args.plugin)
+    if args.write or args.vllm or args.release:
+        raise UsageError("--plugin re-anchors the pinned code's lines: --vllm, --release and --write do not apply")
+    root = args.tree
+    if root is None:
+        root, why = tree(args.plugin)
+        if root is None:
+            raise TreeError(why)
+    if not root.is_dir():
+        raise UsageError(f"--tree {root} is not a folder")
+    cits = C.of_plugin(C.load(args.toml), args.plugin)
+    print(f"cite-check: {len(cits)} citations of {src.label} at {root}")
+    started = time.monotonic()
+    findings = C.anchor_plugin(root, args.plugin, cits)
+    table(findings, "pinned", args.all)
+    counts = {s: sum(f.status == s for f in findings) for s in ORDER}
+    totals = ", ".join(f"{n} {s}" for s, n in counts.items())
+    print(f"\ncite-check: {len(findings)} checked: {totals} ({time.monotonic() - started:.1f} s)")
+    if not findings:
+        print(f"cite-check: {args.plugin} has no citation: nothing was checked", file=sys.stderr)
+        return ExitStatus.COULD_NOT_RUN
+    if counts["moved"] or counts["changed"] or counts["vanished"]:
+        print(
+            f"cite-check: {src.label} is the pinned code: a citation that does not hold there was recorded "
+            "wrong; against another version, read the code and re-pin (spec/plugin_runners/, the line keys)"
+        )
+    return ExitStatus.OK if all(f.ok for f in findings) else ExitStatus.FINDING
 
 
 def not_compared(skipped: list, release: str | None) -> str:
