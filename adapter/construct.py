@@ -182,14 +182,15 @@ def _check(config, shape: Shape, scheduler=None) -> None:
         problems.append(
             f"enable_prefix_caching = {config.cache_config.enable_prefix_caching}, expected {shape.prefix_caching}"
         )
-    if objects.uses_v2(config) != shape.v2:
+    v2 = shape.v2 or not objects.has_v1_runner()  # no choice where V2 is the only runner
+    if objects.uses_v2(config) != v2:
         problems.append(f"the configuration runs the {'V2' if objects.uses_v2(config) else 'V1'} model runner")
     if not config.scheduler_config.enable_chunked_prefill:
         problems.append("chunked prefill is off (the model's scheduler always chunks)")
     if getattr(config.scheduler_config, "cache_aware_admission_window", 0):
         problems.append("cache-aware admission reordering is on (the model admits in arrival order)")
     if scheduler is not None:
-        if objects.uses_v2(scheduler) != shape.v2:
+        if objects.uses_v2(scheduler) != v2:
             problems.append(f"the scheduler expects the {'V2' if objects.uses_v2(scheduler) else 'V1'} runner")
         if not scheduler.scheduler_config.async_scheduling:
             problems.append("the scheduler's async_scheduling is off")

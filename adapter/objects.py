@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from adapter import internals
-from spec.errors import TargetUnavailable
 from spec.properties import BY_STATEMENT, statement_key
 from spec.vocabulary import Status
 
@@ -59,13 +58,10 @@ def has_v1_runner() -> bool:
 def runner_choice(v2: bool):
     """VLLM_USE_V2_MODEL_RUNNER as vLLM reads it while building a configuration and a
     scheduler ([cite:runner-choice-property]), then as it was. A tree without the V1
-    runner refuses any value but 1 ([cite:v1-runner-removed]): there the variable is
-    left unset, and asking for V1 is an error."""
+    runner refuses any value but 1 ([cite:v1-runner-removed]) and has no choice to make:
+    there the variable is left unset (a plugin's runner of the V1 family then meets the
+    only scheduler there is; vLLM's own V1 runner cannot be built, adapter/runners.py)."""
     if not has_v1_runner():
-        if not v2:
-            raise TargetUnavailable(
-                "this vLLM has no V1 model runner (removed in 0.34.0): V1 configurations run on 0.33.0 or older"
-            )
         saved = os.environ.pop(V2_VARIABLE, None)
         try:
             yield

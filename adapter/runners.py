@@ -149,6 +149,10 @@ def _init_speculator(real):
 
 
 def build_v1(cfg: Config, config, model):
+    if not objects.has_v1_runner():
+        raise TargetUnavailable(
+            f"{env.tree().title} has no V1 model runner (removed in 0.34.0): V1 cases run on 0.33.0 or older"
+        )
     import torch
     from vllm.v1.kv_cache_interface import FullAttentionSpec, KVCacheConfig, KVCacheGroupSpec
     from vllm.v1.spec_decode.ngram_proposer_gpu import NgramProposerGPU

@@ -94,7 +94,7 @@ def arm_label(profile: str, clamp: bool, guard: str = "none") -> str:
 def arms_for(profile: str, clamp: bool, guard: str = "none", v1: bool = False) -> dict[str, dict]:
     """The arms a case is checked on: every release as it is, with the seed's clamp and
     with the step-reservation guard; a historical profile also on itself, as found. A
-    case on the V1 runner (`v1`) has no arm on a release without it (0.34.0 on)."""
+    case on vLLM's own V1 runner (`v1`) has no arm on a release without it (0.34.0 on)."""
     arms = {}
     if PROFILES[profile].historical:
         arms[arm_label(profile, clamp, guard)] = {"profile": profile, "clamp": clamp, "guard": guard}

@@ -147,6 +147,11 @@ class Config:
         return self.run.family == "v1"
 
     @property
+    def on_vllm_v1(self) -> bool:
+        """The configuration runs vLLM's own V1 runner (not a plugin's runner of the V1 family)."""
+        return self.is_v1 and not self.run.plugin
+
+    @property
     def drops(self) -> bool:
         """A guard that may drop tokens the runner returned: the seed's clamp or ours."""
         return self.clamp or self.guard != "none"
@@ -412,7 +417,7 @@ class Config:
         if self.long_prefill_threshold < 0 or self.block_size < 1:
             raise SpecError(f"{where}: long_prefill_threshold >= 0 and block_size >= 1 required")
         prof = PROFILES[self.profile]
-        if self.is_v1 and not prof.has_v1_runner:
+        if self.on_vllm_v1 and not prof.has_v1_runner:
             raise SpecError(
                 f"{where}: vLLM {prof.release} has no V1 model runner ([cite:v1-runner-removed]); "
                 "V1 configurations end at 0.33.0: use a V2 runner or an earlier profile"

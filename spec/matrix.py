@@ -140,7 +140,7 @@ def _releases(scenario: str, note: str, expect: dict, runner_without_v1: str | N
         entry = chosen[profile.release]
         text, wanted = entry if isinstance(entry, tuple) else (note, entry)
         cfg = _cfg(f"{scenario}@{profile.release}", text, wanted, profile=profile.name, **kw)
-        if cfg.is_v1 and not profile.has_v1_runner:
+        if cfg.on_vllm_v1 and not profile.has_v1_runner:
             if runner_without_v1 is None:
                 continue
             cfg = cfg.with_(runner=runner_without_v1)

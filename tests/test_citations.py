@@ -302,7 +302,7 @@ def test_cli_reports_and_writes(tree32, tmp_path, capsys):
         ("0.33.0", "0.99.0", False, "--release 0.99.0 is not a modelled release"),
         ("0.31.0", "0.33.0", False, "declares vLLM 0.31.0, not 0.33.0"),
         (None, "0.33.0", False, "declares vLLM no version"),
-        ("0.33.0", "0.34.0", True, "declares vLLM 0.33.0, not 0.34.0"),
+        ("0.33.0", "0.35.0", True, "declares vLLM 0.33.0, not 0.35.0"),
         ("0.33.0", "0.33.0", True, "0.33.0 is already modelled"),
     ],
     ids=["not modelled (CW)", "another tree (#35)", "no version", "a new release on an old tree", "new but modelled"],

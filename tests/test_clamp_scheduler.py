@@ -206,7 +206,12 @@ def test_clamp_does_not_cover_an_over_delivery_within_the_total_reservation():
     -1, the clamp keeps 0 tokens, and the assert at async_scheduler.py:71 still fires.
     Model and vLLM agree."""
     cfg = Config(
-        "clamp-limit", profile=PROFILE, runner="v1", spec_tokens=2, clamp=True, faults=frozenset({"over-delivery"})
+        "clamp-limit",
+        profile=PROFILE,
+        runner=CFG.runner,
+        spec_tokens=2,
+        clamp=True,
+        faults=frozenset({"over-delivery"}),
     )
     steps = [
         ("schedule", {"budget": 4, "extra": [0, 2]}),
