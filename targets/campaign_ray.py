@@ -112,9 +112,8 @@ def _bounded(address: str, seconds: float):
 
     previous = signal.set_wakeup_fd(wake_write, warn_on_full_buffer=False)
     handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
-    for sig, handler in handlers.items():  # only a Python-level handler writes to the wakeup fd
-        if handler in (signal.SIG_DFL, signal.SIG_IGN, None) and sig == signal.SIGTERM:
-            signal.signal(sig, lambda number, frame: None)
+    if handlers[signal.SIGTERM] == signal.SIG_DFL:  # only a Python-level handler writes to the wakeup fd
+        signal.signal(signal.SIGTERM, lambda number, frame: None)
     watcher = threading.Thread(target=watch, name="ray join watch", daemon=True)
     watcher.start()
     try:

@@ -365,22 +365,22 @@ def run(args) -> int:
         raise UsageError(RAY_MISSING)
     folder = out_folder(args.out)
     folder.check()
-    with exclusive(args.out):
-        if campaign is None:
-            campaign = _resumed(args.out, given)
-        workers = args.workers
-        planned = campaign.traces
-        if planned > CONFIRM_ABOVE and not args.yes:
-            hours = planned * SECONDS_PER_TRACE * (campaign.length / 40) / 3600 / (workers or 2)
-            raise UsageError(
-                f"{planned:,} traces ({campaign.cases:,} per release, preset and runner) would take about "
-                f"{hours:,.0f} hour(s) on {workers or 2} worker(s) here; add --yes to run it, or ask for fewer --cases"
-            )
-        if args.ray is None or args.ray == "local":
-            from targets import vllm_tree
+    if campaign is None:
+        campaign = _resumed(args.out, given)
+    workers = args.workers
+    planned = campaign.traces
+    if planned > CONFIRM_ABOVE and not args.yes:
+        hours = planned * SECONDS_PER_TRACE * (campaign.length / 40) / 3600 / (workers or 2)
+        raise UsageError(
+            f"{planned:,} traces ({campaign.cases:,} per release, preset and runner) would take about "
+            f"{hours:,.0f} hour(s) on {workers or 2} worker(s) here; add --yes to run it, or ask for fewer --cases"
+        )
+    if args.ray is None or args.ray == "local":
+        from targets import vllm_tree
 
-            for release in campaign.releases:  # a tree that is not here: one line now, before any work
-                vllm_tree.resolve(release)
+        for release in campaign.releases:  # a tree that is not here: one line now, before any work
+            vllm_tree.resolve(release)
+    with exclusive(args.out):  # a second campaign into --out: one line now, before Ray or a worker starts
         pool = make_pool(args, workers)
         try:
             return execute(campaign, pool, args.out, args.resume)
