@@ -125,10 +125,10 @@ vllm-bytecode: $(FULL)
 # kernel targets for 0.32.0 (on pytest-xdist's workers), then the other releases' suites
 test: $(if $(VLLM),test-preflight) test-ready
 ifeq ($(VLLM),)
-	$(PY) -m pytest $(XDIST) --vllm=0.32.0 --junitxml=build/junit-0.32.0.xml
+	$(PY) -m pytest -q $(XDIST) --vllm=0.32.0 --junitxml=build/junit-0.32.0.xml
 	@$(MAKE) --no-print-directory test-later
 else
-	$(PY) -m pytest $(XDIST) --vllm="$(VLLM)" --junitxml=build/junit.xml
+	$(PY) -m pytest -q $(XDIST) --vllm="$(VLLM)" --junitxml=build/junit.xml
 endif
 
 # make test VLLM=TREE: before anything slow, the tree's source is read for every vLLM
@@ -150,26 +150,26 @@ test-later:
 	@$(MAKE) --no-print-directory -j$(LANES) --output-sync=target $(LATER_STAGES)
 
 test-on-0.33.0 test-on-0.34.0: test-on-%: $(FULL) $(VLLM_TREES)/%/SOURCE
-	$(PY) -m pytest $(STAGE_WORKERS) --vllm=$* $(VLLM_SUITES) $(VLLM_TARGETS) --junitxml=build/junit-$*.xml
+	$(PY) -m pytest -q $(STAGE_WORKERS) --vllm=$* $(VLLM_SUITES) $(VLLM_TARGETS) --junitxml=build/junit-$*.xml
 
 $(addprefix test-on-,$(OLDER_RELEASES)): test-on-%: $(FULL) $(VLLM_TREES)/%/SOURCE
-	$(PY) -m pytest $(STAGE_WORKERS) --vllm=$* generated_tests tests/test_clamp_scheduler.py tests/test_monitor.py $(OLDER_TARGETS) --junitxml=build/junit-$*.xml
+	$(PY) -m pytest -q $(STAGE_WORKERS) --vllm=$* generated_tests tests/test_clamp_scheduler.py tests/test_monitor.py $(OLDER_TARGETS) --junitxml=build/junit-$*.xml
 
 # make test and the larger instances it leaves out (tests marked `sweep`, every release
 # of the fix checks, more random traces), and the real-runner suites on every release;
 # docs/testing.md says what runs where
 test-all: test-ready
-	$(PY) -m pytest $(XDIST) --sweep --vllm=0.32.0 --junitxml=build/junit-all-0.32.0.xml
-	$(PY) -m pytest $(XDIST) --sweep --vllm=0.34.0 $(VLLM_SUITES_ALL) $(VLLM_TARGETS) --junitxml=build/junit-all-0.34.0.xml
-	$(PY) -m pytest $(XDIST) --sweep --vllm=0.33.0 $(VLLM_SUITES_ALL) $(VLLM_TARGETS) --junitxml=build/junit-all-0.33.0.xml
+	$(PY) -m pytest -q $(XDIST) --sweep --vllm=0.32.0 --junitxml=build/junit-all-0.32.0.xml
+	$(PY) -m pytest -q $(XDIST) --sweep --vllm=0.34.0 $(VLLM_SUITES_ALL) $(VLLM_TARGETS) --junitxml=build/junit-all-0.34.0.xml
+	$(PY) -m pytest -q $(XDIST) --sweep --vllm=0.33.0 $(VLLM_SUITES_ALL) $(VLLM_TARGETS) --junitxml=build/junit-all-0.33.0.xml
 	set -e; for r in $(OLDER_RELEASES); do \
-	  $(PY) -m pytest $(XDIST) --sweep --vllm=$$r $(VLLM_SUITES_ALL) $(VLLM_TARGETS) --junitxml=build/junit-all-$$r.xml; \
+	  $(PY) -m pytest -q $(XDIST) --sweep --vllm=$$r $(VLLM_SUITES_ALL) $(VLLM_TARGETS) --junitxml=build/junit-all-$$r.xml; \
 	done
 
 # what needs neither vLLM nor the kernels nor a solver search longer than a few seconds
 # (selected by markers; the modules still import, so the full venv is installed)
 test-fast: $(FULL)
-	$(PY) -m pytest $(XDIST) -m "not vllm and not kernel and not slow" --target=reference
+	$(PY) -m pytest -q $(XDIST) -m "not vllm and not kernel and not slow" --target=reference
 
 # a fuzz campaign: 350 traces per preset x 38 presets = 13,300 traces on one release (about
 # 15 CPU minutes; with RUNNER=real about 80); VLLM=0.33.0 (or RELEASES="0.31.0,0.33.0", or all) fuzzes

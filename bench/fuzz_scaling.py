@@ -25,13 +25,13 @@ from targets.campaign_run import LocalPool, run
 from targets.fuzz_presets import KNOWN, PRESETS
 
 
-def campaign(release: str, cases: int) -> Campaign:
+def campaign(release: str, cases: int, presets: tuple[str, ...] = tuple(PRESETS)) -> Campaign:
     return Campaign(
         seed=11,
         cases=cases,
         length=40,
         releases=(release,),
-        presets=tuple(PRESETS),
+        presets=presets,
         known=tuple(KNOWN),
         engine=True,
         shard_size=10,
@@ -85,8 +85,15 @@ def main(argv=None) -> int:
     ap.add_argument("--vllm", default="0.32.0", help="the release fuzzed (default 0.32.0)")
     ap.add_argument("--cases", type=int, default=20, help="traces per preset (default 20)")
     ap.add_argument("--out", default=None, help="also write the report to this file")
+    ap.add_argument(
+        "--small",
+        action="store_true",
+        help="two traces of one preset, the same three runs (a check that it runs)",
+    )
     ns = ap.parse_args(argv)
-    plan = campaign(ns.vllm, ns.cases)
+    if ns.small:
+        ns.cases = min(ns.cases, 2)
+    plan = campaign(ns.vllm, ns.cases, tuple(PRESETS)[:1] if ns.small else tuple(PRESETS))
     load_before = os.getloadavg()
     runs = {
         "1 local worker": measure(plan, LocalPool(1)),

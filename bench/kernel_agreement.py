@@ -1,7 +1,7 @@
 """Per generated V2 case: where the snapshot kernel disagrees with the scheduler's
 reservation, does the live kernel agree?
 
-    vllm-contract bench kernel-agreement
+    vllm-contract bench kernel-agreement [--small]
 
 Replays every generated case whose runner is V2 (as found, clamp off) on the kernel
 target and lists, per case, the steps at which each kernel variant's decision differs
@@ -11,7 +11,6 @@ fixes it" means live agreed at every step where snapshot did not.
 
 from __future__ import annotations
 
-import importlib.util
 import sys
 from pathlib import Path
 
@@ -26,11 +25,9 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def cases():
-    for path in sorted((ROOT / "generated_tests" / "cases").rglob("test_*.py")):
-        spec = importlib.util.spec_from_file_location(path.stem, path)
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        yield path.relative_to(ROOT), module.CASE
+    from bench import generated_cases
+
+    return generated_cases()
 
 
 def disagreements(case):
@@ -50,13 +47,26 @@ def disagreements(case):
 
 
 def main(argv=None) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="vllm-contract bench kernel-agreement", description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--small",
+        action="store_true",
+        help="two V2 cases (a check that it runs)",
+    )
+    args = parser.parse_args(argv)
     console = Console(width=140, highlight=False)
+    shown = 0
     table = Table(title="V2 cases: steps where each kernel disagrees with the scheduler's reservation")
     for col in ("case", "snapshot disagrees at", "live disagrees at", "verdict"):
         table.add_column(col)
     for path, case in cases():
         if case.config["runner"] not in ("v2", "v2-live"):
             continue
+        if args.small and shown == 2:
+            break
+        shown += 1
         snapshot, live = disagreements(case)
         if not snapshot and not live:
             verdict = "both agree"

@@ -239,6 +239,11 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="without a GPU: run the timing/table code with wall-clock timers (numbers meaningless)",
     )
+    parser.add_argument(
+        "--small",
+        action="store_true",
+        help="the smallest size only, with --smoke's timers off a GPU (a check that it runs)",
+    )
     opts = parser.parse_args(argv)
 
     device = runtime.DEVICE
@@ -255,6 +260,8 @@ def main(argv: list[str] | None = None) -> int:
         )
 
     sizes = GPU_SIZES if on_gpu else (SMOKE_SIZES if opts.smoke else INTERPRETER_SIZES)
+    if opts.small:
+        sizes, opts.smoke, opts.repeats, opts.sets = type(sizes)(sorted(sizes)[:1]), True, min(opts.repeats, 5), 1
     kernels_under_test = launchers(vllm_module)
 
     # 1. correctness at every size, before anything is timed

@@ -184,7 +184,14 @@ def main(argv=None) -> int:
     ap.add_argument("--prompt", type=int, default=64, help="prompt tokens of each request")
     ap.add_argument("--window", type=int, default=1024, help="the window (events) the memory is measured at")
     ap.add_argument("--out", default=None, help="also write the report to this file")
+    ap.add_argument(
+        "--small",
+        action="store_true",
+        help="8 requests, 2 rounds of 5 steps, a window of 64 (a check that it runs)",
+    )
     ns = ap.parse_args(argv)
+    if ns.small:
+        ns.requests, ns.rounds, ns.steps, ns.warmup, ns.window = [8], 2, 5, 2, 64
 
     from adapter import current as vllm_env
 

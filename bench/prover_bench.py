@@ -1,6 +1,6 @@
 """The prover's and the suites' costs, measured, with ratios side by side in one run.
 
-    vllm-contract bench prover [--quick] [--cell-timeout 20]
+    vllm-contract bench prover [--quick] [--cell-timeout 20] [--small]
 
 1. `make prove` (the whole default matrix, two workers): wall time, and per result the
    time of each shortest counterexample and each unbounded proof, against the targets
@@ -10,7 +10,9 @@
 3. Integer sizes: a 9118-token prompt with an 8192-token budget against 3 and 2, for a
    shortest counterexample (with minimisation) and for a proof.
 4. The generated suites on vLLM's real scheduler (both arms), against 60 s.
-Timings vary by about +-20% run to run on a shared 2-core machine.
+Timings vary by about +-20% run to run on a shared 2-core machine. --small runs each part
+at a size of seconds (two configurations, depth 4, one repeat, one generated module): a
+check that the benchmark runs (tests/test_bench.py), not a measurement.
 """
 
 from __future__ import annotations
@@ -45,12 +47,20 @@ def _lemmas(cfg, props):
     return [(lemma.name, lemma.holds) for lemma in lemmas_for(cfg, props)]
 
 
-def matrix() -> dict:
+SMALL_CONFIGS = ["v1-over-delivery@0.32.0", "v1@0.32.0"]  # one violated, one proved
+SMALL_SUITE = "generated_tests/cases/h1_preempt_keeps_placeholders/test_h1_preempt__counter_nonnegative.py"
+
+
+def matrix(configs: list[str] | None = None) -> dict:
+    """make prove cold (a cache of its own, empty): the whole default matrix, or `configs`."""
     with tempfile.TemporaryDirectory() as tmp:
         started = time.perf_counter()
-        proc = subprocess.run([PY, "-m", "model.prove", "--out", tmp], cwd=ROOT, capture_output=True, text=True)
+        command = [PY, "-m", "vllm_contract", "prove", *(configs or []), "--out", f"{tmp}/prove"]
+        proc = subprocess.run([*command, "--cache", f"{tmp}/cache"], cwd=ROOT, capture_output=True, text=True)
         wall = time.perf_counter() - started
-        summary = json.loads((Path(tmp) / "summary.json").read_text())
+        if proc.returncode not in (0, 1):
+            raise SystemExit(f"make prove failed (exit {proc.returncode}): {proc.stderr[-500:]}")
+        summary = json.loads((Path(tmp) / "prove" / "summary.json").read_text())
     ces = [r["first_seconds"] for r in summary["results"] if r["verdict"] == "violated"]
     with_classes = [r["seconds"] for r in summary["results"] if r["verdict"] == "violated"]
     proofs = {}
@@ -129,7 +139,7 @@ def depth_table(depths, requests, timeout_ms: int) -> None:
     console.print(table)
 
 
-def sizes_table() -> None:
+def sizes_table(repeats: int = 5) -> None:
     table = Table(title="3. integer sizes: the same checks with a 9118-token prompt / 8192 budget, and 3 / 2")
     for col in ("check", "3 / 2", "9118 / 8192", "ratio"):
         table.add_column(col, justify="right" if col != "check" else "left")
@@ -167,8 +177,8 @@ def sizes_table() -> None:
         return time.perf_counter() - started, result.k
 
     for name, fn in (("V2 KV-failure counterexample (shortest, minimised)", ce), ("V1 proof (k-induction)", proof)):
-        small, small_depth = min((fn(3, 2) for _ in range(5)), key=lambda x: x[0])
-        large, large_depth = min((fn(9118, 8192) for _ in range(5)), key=lambda x: x[0])
+        small, small_depth = min((fn(3, 2) for _ in range(repeats)), key=lambda x: x[0])
+        large, large_depth = min((fn(9118, 8192) for _ in range(repeats)), key=lambda x: x[0])
         table.add_row(
             name,
             f"{small:.3f} s (depth {small_depth})",
@@ -177,19 +187,29 @@ def sizes_table() -> None:
         )
     console.print(table)
     console.print(
-        "(best of 5 each, this machine varies by +-30% run to run; depth is the counterexample's length or the "
-        "induction's k)"
+        f"(best of {repeats} each, this machine varies by +-30% run to run; depth is the counterexample's length "
+        "or the induction's k)"
     )
 
 
-def suites_table() -> None:
+def suites_table(suites: list[str] | None = None) -> int:
+    """pytest on the generated suites (or `suites`) on vLLM's scheduler, timed; its exit status."""
     table = Table(title="4. the generated suites on vLLM's real AsyncScheduler (both arms)")
     for col in ("run", "seconds", "target", "ratio", "result"):
         table.add_column(col, justify="right" if col != "run" else "left")
     env = dict(os.environ, VLLM_CACHE_ROOT=str(ROOT / ".vllm_cache"))
     started = time.perf_counter()
     proc = subprocess.run(
-        [PY, "-m", "pytest", "generated_tests", "-p", "no:cacheprovider", "--target=vllm,vllm-clamp"],
+        [
+            PY,
+            "-m",
+            "pytest",
+            "-q",
+            *(suites or ["generated_tests"]),
+            "-p",
+            "no:cacheprovider",
+            "--target=vllm,vllm-clamp",
+        ],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -197,22 +217,25 @@ def suites_table() -> None:
     )
     took = time.perf_counter() - started
     last = proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else proc.stderr.strip()[-200:]
-    table.add_row("pytest generated_tests --target=vllm,vllm-clamp", f"{took:.1f}", "60", f"{took / 60:.2f}x", last)
+    shown = f"pytest {' '.join(suites or ['generated_tests'])} --target=vllm,vllm-clamp"
+    table.add_row(shown, f"{took:.1f}", "60", f"{took / 60:.2f}x", last)
     console.print(table)
+    return proc.returncode
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="depths 4..12 and requests 1..2 only")
     parser.add_argument("--cell-timeout", type=float, default=20.0, help="seconds per BMC cell")
+    parser.add_argument("--small", action="store_true", help="each part at a size of seconds (checks that it runs)")
     args = parser.parse_args(argv)
     console.print(f"z3 {z3.get_version_string()}, {os.cpu_count()} cores")
-    matrix()
-    depths = [4, 8, 12] if args.quick else [4, 8, 12, 16, 20]
-    depth_table(depths, [1, 2] if args.quick else [1, 2, 3], int(args.cell_timeout * 1000))
-    sizes_table()
-    suites_table()
-    return 0
+    matrix(SMALL_CONFIGS if args.small else None)
+    depths = [4] if args.small else [4, 8, 12] if args.quick else [4, 8, 12, 16, 20]
+    requests = [1] if args.small else [1, 2] if args.quick else [1, 2, 3]
+    depth_table(depths, requests, int(args.cell_timeout * 1000))
+    sizes_table(1 if args.small else 5)
+    return 1 if suites_table([SMALL_SUITE] if args.small else None) else 0
 
 
 if __name__ == "__main__":

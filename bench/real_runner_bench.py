@@ -12,7 +12,7 @@ as one line per measure for bench/results/.
 from __future__ import annotations
 
 import argparse
-import importlib
+import itertools
 import os
 import statistics
 import sys
@@ -24,16 +24,22 @@ REPO = Path(__file__).resolve().parent.parent
 TARGET_SECONDS = 180.0  # all generated cases on the real-runner targets, 2 cores
 
 
-def cases():
-    for path in sorted((REPO / "generated_tests" / "cases").glob("*/test_*.py")):
-        module = importlib.import_module(".".join(path.relative_to(REPO).with_suffix("").parts))
-        yield path.relative_to(REPO), module.CASE
+def cases(small: bool = False):
+    from bench import generated_cases
+
+    found = generated_cases()
+    return itertools.islice(found, 2) if small else found
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--vllm", default=None)
     ap.add_argument("--out", default=None, help="also write the report to this file")
+    ap.add_argument(
+        "--small",
+        action="store_true",
+        help="two generated modules (a check that it runs)",
+    )
     ns = ap.parse_args(argv)
 
     started = time.perf_counter()
@@ -53,7 +59,7 @@ def main(argv=None) -> int:
     per_case, per_step = [], {"v1": [], "v2": []}
     ran = skipped = failed = steps = 0
     suite = time.perf_counter()
-    for path, case in cases():
+    for path, case in cases(ns.small):
         for target in targets:
             t0 = time.perf_counter()
             try:

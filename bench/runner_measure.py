@@ -25,7 +25,7 @@ Quantities (per request r, state s before the step, spec names):
 from __future__ import annotations
 
 import argparse
-import importlib
+import itertools
 import random
 import sys
 from collections import Counter
@@ -337,18 +337,17 @@ def conditions() -> tuple[Condition, ...]:
 def generated_traces():
     """Every generated case, arm of the loaded release, as (where, cfg, init, steps)."""
     from adapter import current as vllm_env
+    from bench import generated_cases
 
     profile = vllm_env.tree().profile
-    for path in sorted((REPO / "generated_tests" / "cases").glob("*/test_*.py")):
-        module = importlib.import_module(".".join(path.relative_to(REPO).with_suffix("").parts))
-        case = module.CASE
+    for path, case in generated_cases():
         for label, (overrides, _) in case.arms.items():
             cfg = case.config_for(overrides)
             if cfg.profile != profile or cfg.clamp or getattr(cfg, "guard", "none") != "none":
                 continue
             if not cfg.run.in_vllm:
                 continue
-            yield f"{path.relative_to(REPO)} [{label}]", cfg, dict(case.init), list(case.steps)
+            yield f"{path} [{label}]", cfg, dict(case.init), list(case.steps)
 
 
 def fuzz_traces(names, cases: int, seed: int = 0, length: int = 40):
@@ -445,14 +444,22 @@ def main(argv=None) -> int:
     ap.add_argument("--cases", type=int, default=50, help="fuzz traces per preset (0: generated cases only)")
     ap.add_argument("--config", action="append", help="fuzz presets (default: all)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument(
+        "--small",
+        action="store_true",
+        help="two generated traces, one fuzz trace of one preset (a check that it runs)",
+    )
     ns = ap.parse_args(argv)
+    if ns.small:
+        ns.cases, ns.config = min(ns.cases, 1), ns.config or [next(iter(PRESETS))]
     vllm_env.select(ns.vllm)
     from targets.real_runner import RealRunnerTarget
 
     target = RealRunnerTarget()
     print(f"{vllm_env.describe()}")
     print("== generated cases (clamp-off arm of the loaded release)")
-    print(report(measure(generated_traces(), target)))
+    generated = generated_traces()
+    print(report(measure(itertools.islice(generated, 2) if ns.small else generated, target)))
     if ns.cases:
         names = ns.config or list(PRESETS)
         print(f"== fuzz traces: {ns.cases} per preset over {len(names)} presets, seed {ns.seed}")

@@ -1,6 +1,6 @@
 """What make prove and make test cost, as ratios side by side in one run.
 
-    vllm-contract bench speed [--seeds 5] [--walk-limit 2] [--stages] [--out FILE]
+    vllm-contract bench speed [--seeds 5] [--walk-limit 2] [--stages] [--configs CFG ...] [--out FILE]
 
 1. make prove cold (an empty cache) against warm (nothing changed): wall time of the
    whole command, the ratio (target: warm <= 0.1 of cold); a cold run without the random
@@ -11,7 +11,9 @@
    plain random walk (model/probe.py's Walker alone, up to --walk-limit seconds), each the
    mean over --seeds seeds with everything built inside the clock (target: <= 2x). A walk
    that finds nothing within the limit counts as the limit: the ratio is then an upper
-   bound (shown with "<").
+   bound (shown with "<"). A property no walk can see (bounded-progress) is timed for
+   the BMC alone and kept out of the comparison. --configs runs only those configurations
+   (a small run, for tests).
 3. With --stages: the pytest stage of make test for 0.32.0 on one process and on
    pytest-xdist's workers, and the stages after it as make test runs them (one process
    per release, two side by side) and one xdist stage after another (minutes each).
@@ -41,10 +43,10 @@ PY = sys.executable
 console = Console(width=160, highlight=False)
 
 
-def _prove(out: Path, cache: Path, *extra: str) -> float:
+def _prove(out: Path, cache: Path, *extra: str, configs: list[str] | None = None) -> float:
     started = time.perf_counter()
     done = subprocess.run(
-        [PY, "-m", "vllm_contract", "prove", "--out", str(out), "--cache", str(cache), *extra],
+        [PY, "-m", "vllm_contract", "prove", *(configs or []), "--out", str(out), "--cache", str(cache), *extra],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -54,12 +56,13 @@ def _prove(out: Path, cache: Path, *extra: str) -> float:
     return time.perf_counter() - started
 
 
-def cold_and_warm() -> dict:
+def cold_and_warm(configs: list[str] | None = None) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
-        cold = _prove(tmp / "cold", tmp / "cache")
-        warm = _prove(tmp / "warm", tmp / "cache")
-        no_walks = _prove(tmp / "no-walks", tmp / "cache-no-walks", "--no-walks")  # as make test runs it
+        cold = _prove(tmp / "cold", tmp / "cache", configs=configs)
+        warm = _prove(tmp / "warm", tmp / "cache", configs=configs)
+        # as make test runs it
+        no_walks = _prove(tmp / "no-walks", tmp / "cache-no-walks", "--no-walks", configs=configs)
         names = ("cold", "warm", "no-walks")
         results = {name: without_timings(json.loads((tmp / name / "summary.json").read_text())) for name in names}
         traces = {
@@ -88,14 +91,26 @@ def _walk_first(cfg, prop: str, seed: int, limit: float) -> float | None:
     return None
 
 
-def first_counterexamples(seeds: int, limit: float) -> list[dict]:
+def first_counterexamples(seeds: int, limit: float, configs: list[str] | None = None) -> list[dict]:
+    """Each violated case: make prove's first counterexample against a plain walk. A
+    property no walk can see (bounded-progress: model/probe.py walkable) is the BMC's
+    alone: timed, and kept out of the comparison."""
     from model.check import MAX_DEPTH, TIMEOUT_S, search_violation
-    from spec.matrix import MATRIX
+    from model.probe import walkable
+    from spec.matrix import by_name
 
     rows = []
-    for cfg in MATRIX:
+    for cfg in by_name(configs):
         for prop, expected in sorted(cfg.expect.items()):
             if expected != "violated":
+                continue
+            if not walkable(prop):
+                started = time.perf_counter()
+                for _seed in range(seeds):
+                    search_violation(cfg, prop, min(MAX_DEPTH, cfg.search_depth or MAX_DEPTH), int(TIMEOUT_S * 1000))
+                seconds = (time.perf_counter() - started) / seeds
+                rows.append({"case": f"{cfg.name} {prop}", "prove": seconds, "walk": None, "seeds": seeds})
+                console.print(f"  {rows[-1]['case']:<60} prove {seconds:.3f}s (no walk sees it)", style="dim")
                 continue
             prove_times, walk_times, by = [], [], []
             for seed in range(seeds):
@@ -161,12 +176,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--walk-limit", type=float, default=2.0, help="seconds a plain walk may take per seed")
     parser.add_argument("--stages", action="store_true", help="also time make test's pytest stages both ways")
     parser.add_argument("--out", type=Path, default=None, help="also write the tables here")
+    parser.add_argument(
+        "--configs", nargs="+", default=None, help="only these configurations (a small run; default: the matrix)"
+    )
+    parser.add_argument(
+        "--small",
+        action="store_true",
+        help="one configuration, one seed (a check that it runs)",
+    )
     args = parser.parse_args(argv)
+    if args.small:
+        args.configs, args.seeds, args.walk_limit = args.configs or ["under-drain@0.32.0"], 1, min(args.walk_limit, 0.2)
     load_before = os.getloadavg()[0]
     started = time.perf_counter()
-    prove = cold_and_warm()
+    prove = cold_and_warm(args.configs)
     console.print("first counterexamples (this takes minutes):")
-    cases = first_counterexamples(args.seeds, args.walk_limit)
+    cases = first_counterexamples(args.seeds, args.walk_limit, args.configs)
     timed = stages() if args.stages else None
     load_after = os.getloadavg()[0]
 
@@ -200,7 +225,8 @@ def main(argv: list[str] | None = None) -> int:
     table = Table(title=f"first counterexample: make prove against a random walk (mean of {args.seeds} seeds)")
     for col in ("case", "make prove s", "found by the walks", "walk s", "walk found", "prove / walk"):
         table.add_column(col, justify="right" if col != "case" else "left")
-    missed = []
+    missed, alone = [], [row for row in cases if row["walk"] is None]
+    cases = [row for row in cases if row["walk"] is not None]
     for row in cases:
         shown = ("<" if row["bound"] else "") + f"{row['ratio']:.2f}x"
         if row["ratio"] > 2 and not row["bound"]:
@@ -220,6 +246,11 @@ def main(argv: list[str] | None = None) -> int:
         f"{within} of {len(cases)} violated cases within 2x of the random walk"
         + (f"; missed: {', '.join(missed)}" if missed else "")
     )
+    if alone:
+        record.print(
+            f"{len(alone)} violated case(s) of a property no walk sees (the engine must be run on), the BMC's "
+            "alone: " + ", ".join(f"{row['case']} {row['prove']:.3f}s" for row in alone)
+        )
     if timed:
         for stage, title in (
             ("0.32.0", "make test's 0.32.0 pytest stage"),

@@ -299,7 +299,7 @@ def _scheduler_args(cfg: Config) -> list[str]:
     ]
     if cfg.has("prefix-cache"):
         # create_scheduler's default is off (tests/v1/core/utils.py); the vLLM target
-        # builds its CacheConfig with the configuration's (targets/vllm_factory.py)
+        # builds its CacheConfig with the configuration's (adapter/construct.py)
         args.append("enable_prefix_caching=True")
     if cfg.pp > 1:
         args.append(f"pipeline_parallel_size={cfg.pp}")

@@ -23,7 +23,7 @@ from model.induction import KInduction
 from model.interpreter import Interpreter
 from model.itf import text as itf_text
 from model.itf import to_itf
-from model.probe import Race
+from model.probe import Race, walkable
 from model.progress import prove as prove_progress
 from model.results import VerdictRow
 from model.trace import Trace, confirm
@@ -140,7 +140,8 @@ def search_violation(
     """The BMC's shortest trace, on the configuration or, for an abstract rest, its
     concrete instances in order; with `walks`, random walks race it in a thread of their
     own (model/probe.py Race, up to a cap) until either has a counterexample, so the
-    first one comes about when the faster of the two alone would give it. The walks
+    first one comes about when the faster of the two alone would give it (a property no
+    walk can see, bounded-progress, is the BMC's alone: probe.walkable). The walks
     only time the first counterexample: what is reported is the BMC's (the race adds
     nothing to its queries, so it changes no verdict and no trace). Each BMC runs on a
     solver of its own: a trace depends on its configuration and property only, not on
@@ -148,7 +149,7 @@ def search_violation(
     SolverUnknown as the BMC does."""
     started = time.perf_counter()
     instances = concrete_instances(cfg)
-    race = Race(instances[0], prop, seed=seed) if walks else None
+    race = Race(instances[0], prop, seed=seed) if walks and walkable(prop) else None
     first, where, bmc, first_seconds = None, cfg, None, None
     with race or contextlib.nullcontext():
         for instance in instances:
@@ -193,8 +194,7 @@ def check_config(
         # on concrete instances (one request, then two), so every trace is a real one.
         started = time.perf_counter()
         try:
-            # the walks test a state or a step; a progress violation needs the engine run on
-            race = walks and cfg.expect.get(prop) == "violated" and PROPERTIES[prop].kind != "progress"
+            race = walks and cfg.expect.get(prop) == "violated"  # search_violation leaves out what no walk sees
             found = search_violation(cfg, prop, max_depth, timeout_ms, enc, walks=race)
             first, where = found.first, found.where
             classes = (

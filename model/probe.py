@@ -58,13 +58,22 @@ class Walk:
     ended: str  # "violation" | "fatal: <asserts>" | "nothing enabled" | "length" | "time"
 
 
+def walkable(prop: str) -> bool:
+    """Whether a walk can see `prop` violated: a state or transition property is seen in a
+    step; a progress property (bounded-progress) only by running the engine on from a
+    state, which the BMC's goal does (model/progress.py), so no walk races its search."""
+    return PROPERTIES[prop].kind in ("state", "transition")
+
+
 def violated_by(cfg: Config, prop: str) -> Callable[[StepResult], bool]:
     """A cheap test of one property after one step (only that property is evaluated).
 
     A state property that no vLLM assert reports must be violated by a live engine: a
     step that fires an assert ends the trace and does not count, as in the BMC
-    (Goal.may_end_engine)."""
+    (Goal.may_end_engine). Raises ValueError for a property no walk can see (`walkable`)."""
     spec = PROPERTIES[prop]
+    if not walkable(prop):
+        raise ValueError(f"{prop} is a {spec.kind} property: no step shows it violated, so no walk looks for it")
     if spec.kind == "transition":
         return lambda res: res.checks.get(prop, True) is False
     may_end = bool(reported_by(prop))

@@ -71,16 +71,21 @@ const rendered = pages.map((file) => {
 });
 const total = rendered.reduce((n, p) => n + p.diagrams.length, 0);
 
-// SIGTERM (a CI timeout, or the kernel when the Python parent dies): close the browser first
+// SIGTERM (a CI timeout, report's cleanup, or the kernel when the Python parent dies):
+// close the browser first, for at most 3 s. Chromium talks to us over a pipe (pipe: true),
+// so if this process dies outright it ends too (over a WebSocket it would run on).
 let browser = null;
 for (const sig of ['SIGTERM', 'SIGINT']) {
   process.on(sig, async () => {
-    try { if (browser) await browser.close(); } finally { process.exit(143); }
+    const code = sig === 'SIGINT' ? 130 : 143;
+    setTimeout(() => process.exit(code), 3000).unref();
+    try { if (browser) await browser.close(); } finally { process.exit(code); }
   });
 }
 browser = await puppeteer.launch({
   executablePath: chromium,
   headless: true,
+  pipe: true,
   args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage'],
 });
 const errors = [];

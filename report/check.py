@@ -14,6 +14,7 @@ import os
 import shutil
 import signal
 import subprocess
+import threading
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -45,10 +46,11 @@ def render_all(folder: Path, html: Path | None = None, timeout_s: float = 300) -
     command = ["node", str(SCRIPT), str(folder), "--chromium", CHROMIUM]
     if html is not None:
         command += ["--html", str(html)]
-    # Node and the Chromium it starts run in a process group of their own, ended with us:
-    # on every exit path here (an interrupt, SIGTERM, a timeout) the whole group is
-    # killed, and if this process is killed outright Node gets SIGTERM from the kernel and
-    # closes its browser (check.mjs)
+    # Node runs in a process group of its own and Chromium in another (puppeteer starts it
+    # detached); both end with us. On every exit path here (an interrupt, SIGTERM, a
+    # timeout) `_end` asks Node to close its browser, then kills both groups. If this
+    # process is killed outright, Node gets SIGTERM from the kernel (PR_SET_PDEATHSIG) and
+    # closes its browser, and Chromium, which talks to Node over a pipe, ends when Node does
     process = subprocess.Popen(
         command,
         cwd=ROOT,
@@ -64,15 +66,73 @@ def render_all(folder: Path, html: Path | None = None, timeout_s: float = 300) -
         raise RenderError(f"the Mermaid renderer ran past {timeout_s:g} s on {folder}") from None
     finally:
         if process.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
+            _end(process)
     if process.returncode not in (0, 1):
         raise RenderError(f"the Mermaid renderer failed (exit {process.returncode}) on {folder}; its message is above")
     try:
         return json.loads(stdout.strip().splitlines()[-1])
     except (ValueError, IndexError):
         raise RenderError(f"the Mermaid renderer printed no result: {stdout[-300:]!r}") from None
+
+
+CLOSE_WAIT_S = 5.0  # how long Node may take to close its browser before both are killed
+
+
+def _end(process: subprocess.Popen) -> None:
+    """End Node and every process it started, whatever group or session they are in:
+    their groups are noted first (Chromium's is its own, and its processes stay in it
+    when Node is gone), Node is asked to close its browser (SIGTERM, CLOSE_WAIT_S), then
+    every group noted and Node's are killed."""
+    with _signals_held():  # a second Ctrl-C must not cut this short and leave the browser running
+        groups = {process.pid} | {_group(pid) for pid in descendants(process.pid)}
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGTERM)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            process.wait(CLOSE_WAIT_S)
+        for group in sorted(g for g in groups if g and g != os.getpgrp()):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(group, signal.SIGKILL)
+        process.wait()
+
+
+@contextlib.contextmanager
+def _signals_held():
+    """SIGINT and SIGTERM wait until the block ends (in the main thread; elsewhere they reach it anyway)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
+def descendants(root: int) -> set[int]:
+    """Every process below `root` now (Linux /proc: each process's parent)."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            parent = int(stat.rsplit(")", 1)[1].split()[1])
+            children.setdefault(parent, []).append(int(entry.name))
+    found, todo = set(), [root]
+    while todo:
+        for child in children.get(todo.pop(), ()):
+            if child not in found:
+                found.add(child)
+                todo.append(child)
+    return found
+
+
+def _group(pid: int) -> int:
+    try:
+        return os.getpgid(pid)
+    except ProcessLookupError:
+        return 0
 
 
 def _die_with_parent() -> None:

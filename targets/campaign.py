@@ -28,7 +28,7 @@ import time
 import traceback
 from collections import Counter
 from dataclasses import asdict, dataclass
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Iterator, Mapping
 
 from model.interpreter import Interpreter, flat, nested
 from model.itf import to_itf
@@ -76,16 +76,52 @@ class Campaign:
     def traces(self) -> int:
         return len(self.releases) * len(self.presets) * len(self.runners) * self.cases
 
-    def shards(self) -> list["Shard"]:
-        """Every shard, numbered; a worker holds one release, so a release's shards come together."""
-        out = []
-        stop = self.first + self.cases
-        for release in self.releases:
-            for runner in self.runners:
-                for preset in self.presets:
-                    for start in range(self.first, stop, self.shard_size):
-                        out.append(Shard(len(out), release, preset, runner, start, min(start + self.shard_size, stop)))
-        return out
+    @property
+    def per_group(self) -> int:
+        """Shards per (release, runner, preset)."""
+        return -(-self.cases // self.shard_size)
+
+    @property
+    def shard_count(self) -> int:
+        return len(self.releases) * len(self.runners) * len(self.presets) * self.per_group
+
+    def shard(self, number: int) -> "Shard":
+        """Shard `number`, computed: a campaign never lists its shards (a billion traces a
+        preset would be tens of millions of them). A release's shards come together (a
+        worker holds one release), then its runner modes, then its presets."""
+        if not 0 <= number < self.shard_count:
+            raise IndexError(f"shard {number} of a campaign of {self.shard_count}")
+        group, k = divmod(number, self.per_group)
+        release, rest = divmod(group, len(self.runners) * len(self.presets))
+        runner, preset = divmod(rest, len(self.presets))
+        start = self.first + k * self.shard_size
+        stop = min(start + self.shard_size, self.first + self.cases)
+        return Shard(number, self.releases[release], self.presets[preset], self.runners[runner], start, stop)
+
+    def shards(self, numbers: range | None = None) -> Iterator["Shard"]:
+        """Every shard (or those numbered in `numbers`), drawn one at a time."""
+        for number in range(self.shard_count) if numbers is None else numbers:
+            yield self.shard(number)
+
+    def group_numbers(self, group: tuple[str, str, str]) -> range:
+        """The numbers of one (release, preset, runner)'s shards."""
+        release, preset, runner = group
+        index = (self.releases.index(release) * len(self.runners) + self.runners.index(runner)) * len(self.presets)
+        index += self.presets.index(preset)
+        return range(index * self.per_group, (index + 1) * self.per_group)
+
+    def release_numbers(self, release: str) -> range:
+        """The numbers of one release's shards (they come together)."""
+        size = len(self.runners) * len(self.presets) * self.per_group
+        index = self.releases.index(release)
+        return range(index * size, (index + 1) * size)
+
+
+def finished_in(done: Mapping[int, Any], numbers: range) -> list[int]:
+    """The numbers in `numbers` that `done` holds, in order, in time bounded by the smaller of the two."""
+    if len(done) < len(numbers):
+        return sorted(n for n in done if n in numbers)
+    return [n for n in numbers if n in done]
 
 
 @dataclass(frozen=True)
@@ -233,19 +269,19 @@ def groups(campaign: Campaign) -> list[tuple[str, str, str]]:
     return [(r, p, m) for r in campaign.releases for p in campaign.presets for m in campaign.runners]
 
 
-def case_keys(campaign: Campaign, done: Mapping[int, dict]) -> list[CaseKey]:
-    """The first trace of each kind of divergence in every group whose shards are all done."""
-    by_group: dict[tuple, list[Shard]] = {}
-    for shard in campaign.shards():
-        by_group.setdefault(shard.group, []).append(shard)
+def case_keys(
+    campaign: Campaign, done: Mapping[int, dict], only: Iterable[tuple[str, str, str]] | None = None
+) -> list[CaseKey]:
+    """The first trace of each kind of divergence in every group (of `only`) whose shards are all done."""
     keys = []
-    for group in groups(campaign):
-        shards = by_group[group]
-        if not all(s.number in done and "rows" in done[s.number] for s in shards):
+    for group in groups(campaign) if only is None else only:
+        numbers = campaign.group_numbers(group)
+        finished = finished_in(done, numbers)
+        if len(finished) != len(numbers):
             continue
         first: dict[str, int] = {}
-        for shard in shards:
-            for index, _steps, _end, outcome in done[shard.number]["rows"]:
+        for number in finished:
+            for index, _steps, _end, outcome in done[number]["rows"]:
                 if outcome.startswith(DIVERGED + ": "):
                     first.setdefault(outcome[len(DIVERGED) + 2 :], index)
         keys += [CaseKey(*group, index, sig) for sig, index in sorted(first.items(), key=lambda kv: kv[1])]
@@ -273,45 +309,72 @@ def replay_line(campaign: Campaign, release: str, preset: str, runner: str, inde
     return shlex.join(words)
 
 
+class Rows:
+    """A group's rows as the merged result holds them: read from its finished shards each
+    time they are iterated (`dump` writes them one by one), never held all at once."""
+
+    def __init__(self, done: Mapping[int, dict], numbers: list[int]):
+        self.done, self.numbers = done, numbers
+
+    def __iter__(self) -> Iterator[list]:
+        for number in self.numbers:  # a group's shards are consecutive ranges of its indices
+            yield from self.done[number]["rows"]
+
+
+def missing_ranges(campaign: Campaign, numbers: range, finished: list[int]) -> list[list[int]]:
+    """The trace indices of a group's shards not done, as [first, last] ranges (neighbours joined)."""
+    out: list[list[int]] = []
+    expected = numbers.start
+    for number in [*finished, numbers.stop]:
+        if number > expected:
+            out.append([campaign.shard(expected).start, campaign.shard(number - 1).stop - 1])
+        expected = number + 1
+    return out
+
+
 def merge(campaign: Campaign, done: Mapping[int, dict], cases: Mapping[CaseKey, dict]) -> dict:
     """The campaign's result from its finished shards and cases: every trace a row, sorted
     by (release, preset, runner, index); counts per group and in all; the divergences,
-    each with its case. Complete only when every shard is done."""
-    shards = campaign.shards()
-    by_group: dict[tuple, list[Shard]] = {}
-    for shard in shards:
-        by_group.setdefault(shard.group, []).append(shard)
+    each with its case. Complete only when every shard is done. The rows are `Rows`,
+    read from `done` as they are written: a result of many shards is never held whole."""
     keys = {(k.group, k.signature): k for k in case_keys(campaign, done)}
     out_groups, divergences = [], []
     totals: Counter = Counter()
     for group in groups(campaign):
-        finished = [done[s.number] for s in by_group[group] if s.number in done]
-        rows = sorted((row for part in finished for row in part["rows"]), key=lambda row: row[0])
+        numbers = campaign.group_numbers(group)
+        finished = finished_in(done, numbers)
+        rows = Rows(done, finished)
         kinds: Counter = Counter()
         first: dict[str, int] = {}
         fatal, kept, unplayed, runner = Counter(), Counter(), Counter(), Counter()
-        for index, _steps, end, outcome in rows:
-            if outcome.startswith(DIVERGED + ": "):
-                sig = outcome[len(DIVERGED) + 2 :]
-                kinds[sig] += 1
-                first.setdefault(sig, index)
-            elif outcome.startswith(NOT_PLAYED + ": "):
-                unplayed[outcome[len(NOT_PLAYED) + 2 :]] += 1
-            if end.startswith("fatal: "):
-                fatal.update(end[len("fatal: ") :].split(","))
-            elif end.startswith("excluded: "):
-                kept[end[len("excluded: ") :]] += 1
-        for part in finished:
+        traces = steps = 0
+        profile = None
+        for number in finished:
+            part = done[number]
+            profile = profile or part.get("profile")
             runner.update(part.get("runner", {}))
             kept.update(part.get("redrawn", {}))
-        missing = [[s.start, s.stop - 1] for s in by_group[group] if s.number not in done]
+            for index, length, end, outcome in part["rows"]:
+                traces += 1
+                steps += length
+                if outcome.startswith(DIVERGED + ": "):
+                    sig = outcome[len(DIVERGED) + 2 :]
+                    kinds[sig] += 1
+                    first.setdefault(sig, index)
+                elif outcome.startswith(NOT_PLAYED + ": "):
+                    unplayed[outcome[len(NOT_PLAYED) + 2 :]] += 1
+                if end.startswith("fatal: "):
+                    fatal.update(end[len("fatal: ") :].split(","))
+                elif end.startswith("excluded: "):
+                    kept[end[len("excluded: ") :]] += 1
+        missing = missing_ranges(campaign, numbers, finished)
         record = {
             "release": group[0],
             "preset": group[1],
             "runner": group[2],
-            "profile": next((p["profile"] for p in finished if p.get("profile")), None),
-            "traces": len(rows),
-            "steps": sum(row[1] for row in rows),
+            "profile": profile,
+            "traces": traces,
+            "steps": steps,
             "divergent": sum(kinds.values()),
             "kinds": dict(sorted(kinds.items())),
             "could_not_run": dict(sorted(unplayed.items())),
@@ -353,7 +416,7 @@ def merge(campaign: Campaign, done: Mapping[int, dict], cases: Mapping[CaseKey, 
                 item["message"] = found["message"]
             divergences.append(item)
     totals["cases"] = sum(1 for d in divergences if d["case"])
-    complete = len(done) == len(shards)
+    complete = len(done) == campaign.shard_count
     return {
         "format": FORMAT,
         "campaign": campaign.record(),
@@ -412,19 +475,31 @@ def timings(records: Iterable[dict], wall: float, how: str, ready: float | None)
 def dump(document: Any) -> str:
     """JSON as the results are written: keys in a fixed order, a list of plain values on one
     line (a row), everything else indented; the same document, the same bytes."""
+    return "".join(dump_chunks(document))
 
-    def write(value, depth: int) -> str:
-        pad, inner = " " * depth, " " * (depth + 1)
-        if isinstance(value, dict):
-            if not value:
-                return "{}"
-            items = [f"{inner}{json.dumps(k)}: {write(v, depth + 1)}" for k, v in value.items()]
-            return "{\n" + ",\n".join(items) + "\n" + pad + "}"
-        if isinstance(value, list) and any(isinstance(v, (dict, list)) for v in value):
-            return "[\n" + ",\n".join(inner + write(v, depth + 1) for v in value) + "\n" + pad + "]"
-        return json.dumps(value)
 
-    return write(document, 0) + "\n"
+def dump_chunks(value: Any, depth: int = 0) -> Iterator[str]:
+    """`dump`'s text in pieces, for a writer that never holds it whole (`Rows` are read as they go)."""
+    pad, inner = " " * depth, " " * (depth + 1)
+    if isinstance(value, dict):
+        if not value:
+            yield "{}"
+            return
+        for i, (key, item) in enumerate(value.items()):
+            yield ("{\n" if i == 0 else ",\n") + f"{inner}{json.dumps(key)}: "
+            yield from dump_chunks(item, depth + 1)
+        yield "\n" + pad + "}"
+    elif isinstance(value, Rows) or (isinstance(value, list) and any(isinstance(v, (dict, list)) for v in value)):
+        empty = True
+        for item in value:
+            yield ("[\n" if empty else ",\n") + inner
+            empty = False
+            yield from dump_chunks(item, depth + 1)
+        yield "[]" if empty else "\n" + pad + "]"
+    else:
+        yield json.dumps(value)
+    if depth == 0:
+        yield "\n"
 
 
 def _counts(counter: Mapping[str, int]) -> str:

@@ -10,13 +10,19 @@ flight goes back to the queue (campaign_run.run). Each result says which node ra
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+import select
+import signal
+import sys
+import threading
+import time
 
 import ray
 from ray.exceptions import RayActorError
 
-from spec.errors import TargetUnavailable
+from spec.errors import ExitStatus, TargetUnavailable
 from targets.campaign import Worker
 from targets.campaign_run import Event, Handle
 
@@ -46,20 +52,82 @@ class FuzzActor:
         return ("done", reply)
 
 
+JOIN_WITHIN_S = 60  # joining a cluster that answers takes seconds; past this, something else listens there
+
+
 def connect(address: str, workers: int | None) -> tuple[int, bool]:
-    """Start (`local`) or join (an address) a Ray instance; (workers, whether we started it)."""
+    """Start (`local`) or join (an address) a Ray instance; (workers, whether we started it).
+    Joining is bounded, and ended by Ctrl-C or SIGTERM (`_bounded`)."""
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     local = address == "local"
-    ray.init(
-        address="local" if local else address,
-        num_cpus=workers if local else None,
-        include_dashboard=False,
-        logging_level=logging.ERROR,
-        log_to_driver=False,
-    )
+    with contextlib.nullcontext() if local else _bounded(address, JOIN_WITHIN_S):
+        ray.init(
+            address="local" if local else address,
+            num_cpus=workers if local else None,
+            include_dashboard=False,
+            logging_level=logging.ERROR,
+            log_to_driver=False,
+        )
     if workers is None:
         workers = max(1, int(ray.cluster_resources().get("CPU", 1)))
     return workers, local
+
+
+@contextlib.contextmanager
+def _bounded(address: str, seconds: float):
+    """While the block joins a Ray cluster: end the process with one line of ours when it
+    has not joined within `seconds`, or at Ctrl-C or SIGTERM. ray.init waits in Ray's C++
+    code, where no Python signal handler runs (Ray's own SIGTERM handler included), so a
+    thread watches: the interpreter's C handler still writes each signal's number to the
+    wakeup fd, and the thread ends the process from there (nothing is written yet to clean up)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    wake_read, wake_write = os.pipe()
+    os.set_blocking(wake_write, False)
+    joined = threading.Event()
+
+    def end(status: int, line: str) -> None:
+        sys.stderr.write(line + "\n")
+        sys.stderr.flush()
+        os._exit(status)
+
+    def watch() -> None:
+        deadline = time.monotonic() + seconds
+        while not joined.is_set():
+            ready, _, _ = select.select([wake_read], [], [], max(0.0, deadline - time.monotonic()))
+            if joined.is_set():
+                return
+            if not ready:
+                end(
+                    ExitStatus.COULD_NOT_RUN,
+                    f"error: --ray {address}: Ray did not join the cluster there within {seconds:g} s (something "
+                    f"else may listen at that port); check it with `ray status --address {address}`; nothing was run",
+                )
+            for number in os.read(wake_read, 64):
+                if number == signal.SIGTERM:
+                    end(ExitStatus.TERMINATED, f"terminated (SIGTERM) while joining the Ray cluster at {address}")
+                if number == signal.SIGINT:
+                    end(ExitStatus.INTERRUPTED, f"interrupted while joining the Ray cluster at {address}")
+
+    previous = signal.set_wakeup_fd(wake_write, warn_on_full_buffer=False)
+    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    if handlers[signal.SIGTERM] == signal.SIG_DFL:  # only a Python-level handler writes to the wakeup fd
+        signal.signal(signal.SIGTERM, lambda number, frame: None)
+    watcher = threading.Thread(target=watch, name="ray join watch", daemon=True)
+    watcher.start()
+    try:
+        yield
+    finally:
+        joined.set()
+        signal.set_wakeup_fd(previous)
+        os.write(wake_write, b"\0")  # wakes the watcher, which sees `joined`
+        watcher.join()
+        for sig, handler in handlers.items():
+            if handler is not None:
+                signal.signal(sig, handler)
+        os.close(wake_read)
+        os.close(wake_write)
 
 
 class RayPool:

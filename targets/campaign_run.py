@@ -33,7 +33,7 @@ from typing import Any, Callable
 
 from model.workers import die_with_parent
 from spec.errors import TargetUnavailable, TreeError
-from targets.campaign import RETRIES, Campaign, CaseKey, Shard, Worker, case_keys
+from targets.campaign import RETRIES, Campaign, CaseKey, Shard, Worker, case_keys, groups
 from targets.fuzz import DIVERGED, NOT_PLAYED
 
 
@@ -189,10 +189,11 @@ class LocalPool:
     def _forget(self, zygote: "_Zygote") -> None:
         """End a release's process: told by the end of its socket, it exits as a process
         should (multiprocessing's finalizers run: no leaked semaphore reported); killed
-        only if it has not within 10 s."""
+        only if it has not within 10 s, or at once while it is still importing the release
+        (it reads its socket only once that is done, and has nothing to clean up)."""
         self.zygotes.pop(zygote.release, None)
         zygote.ctrl.close()
-        zygote.process.join(10)
+        zygote.process.join(10 if zygote.ready else 0)
         if zygote.process.is_alive():
             zygote.process.kill()
             zygote.process.join(5)
@@ -298,7 +299,8 @@ def unplayed(shard: Shard, cause: str) -> dict:
 
 @dataclass
 class Progress:
-    """What the progress line says: traces and shards done, divergences so far, the rate."""
+    """What the progress line says: traces and shards done, divergences so far, the rate;
+    before any worker is ready, that the workers are loading their release."""
 
     shards: int
     of: int
@@ -306,6 +308,7 @@ class Progress:
     divergent: int = 0
     retried: int = 0
     fresh: int = 0  # traces run by this run (a resumed campaign's earlier ones left out of the rate)
+    ready: bool = False
     started: float = field(default_factory=time.monotonic)
     last: float = field(default_factory=time.monotonic)
 
@@ -317,12 +320,64 @@ class Progress:
         self.divergent += sum(1 for row in rows if row[3].startswith(DIVERGED + ": "))
 
     def line(self, workers: int) -> str:
+        if not self.ready:
+            return (
+                f"   ... {self.shards:,}/{self.of:,} shards; {workers} worker(s) loading vLLM "
+                f"({time.monotonic() - self.started:.0f} s so far; about 10-30 s)"
+            )
         rate = self.fresh / max(time.monotonic() - self.started, 1e-9)
         return (
-            f"   ... {self.shards}/{self.of} shards, {self.traces} traces, {rate:.1f} traces/s, "
+            f"   ... {self.shards:,}/{self.of:,} shards, {self.traces:,} traces, {rate:.1f} traces/s, "
             f"{self.divergent} divergent so far, {workers} worker(s)"
             + (f", {self.retried} task(s) retried" if self.retried else "")
         )
+
+
+class Queue:
+    """The tasks not handed out yet, per release: those to run again first, then the
+    release's shards in order, drawn as they are handed out (a campaign never lists its
+    shards: memory does not grow with its size), then its cases. Shards in `done` (a
+    resumed campaign) are skipped as they come up."""
+
+    def __init__(self, campaign: Campaign, done):
+        self.campaign, self.done = campaign, done
+        self.next = {r: campaign.release_numbers(r).start for r in campaign.releases}
+        self.ahead: Counter = Counter()  # done shards not yet reached, per release
+        for number in done:
+            self.ahead[campaign.shard(number).release] += 1
+        self.again: dict[str, deque] = {r: deque() for r in campaign.releases}
+        self.cases: dict[str, deque] = {r: deque() for r in campaign.releases}
+
+    def pending(self, release: str) -> int:
+        left = self.campaign.release_numbers(release).stop - self.next[release] - self.ahead[release]
+        return len(self.again[release]) + left + len(self.cases[release])
+
+    def __bool__(self) -> bool:
+        return any(self.pending(r) for r in self.campaign.releases)
+
+    def order(self, release: str) -> int:
+        """Which release comes first when the work left per worker is even: one with a task
+        to run again, then the campaign's order."""
+        return -1 if self.again[release] else self.campaign.releases.index(release)
+
+    def take(self, release: str) -> tuple | None:
+        if self.again[release]:
+            return self.again[release].popleft()
+        stop = self.campaign.release_numbers(release).stop
+        while self.next[release] < stop:
+            number = self.next[release]
+            self.next[release] += 1
+            if number in self.done:
+                self.ahead[release] -= 1
+                continue
+            return ("shard", self.campaign, self.campaign.shard(number))
+        return self.cases[release].popleft() if self.cases[release] else None
+
+    def again_first(self, task: tuple) -> None:
+        self.again[_release(task)].appendleft(task)
+
+    def add_case(self, task: tuple) -> None:
+        self.cases[_release(task)].append(task)
 
 
 def run(
@@ -343,34 +398,39 @@ def run(
     kept when the run is stopped); returns the records.
     Raises TreeError when a release cannot be loaded or driven, KeyboardInterrupt
     (Terminated) as it came; the workers are stopped on every way out."""
-    shards = campaign.shards()
-    queue: deque[tuple] = deque(("shard", campaign, s) for s in shards if s.number not in done)
+    queue = Queue(campaign, done)
     queued: set[CaseKey] = set()
     deaths: Counter = Counter()
     records = [] if records is None else records
     announced: set[str] = set()
     raised: set[str] = set()  # each error's traceback is printed once
     timing = {} if timing is None else timing
-    progress = Progress(shards=len(done), of=len(shards))
-    progress.traces = sum(len(r.get("rows", [])) for r in done.values())
-    progress.divergent = sum(1 for r in done.values() for row in r["rows"] if row[3].startswith(DIVERGED + ": "))
+    progress = Progress(shards=len(done), of=campaign.shard_count)
+    for result in done.values():
+        progress.traces += len(result.get("rows", []))
+        progress.divergent += sum(1 for row in result["rows"] if row[3].startswith(DIVERGED + ": "))
+    left = {g: len(campaign.group_numbers(g)) for g in groups(campaign)}  # shards not done, per group
+    for number in done:
+        left[campaign.shard(number).group] -= 1
 
-    def add_cases() -> None:
-        for key in case_keys(campaign, done):
+    def add_cases(only) -> None:
+        for key in case_keys(campaign, done, only):
             if key not in cases and key not in queued:
                 queued.add(key)
-                queue.append(("case", campaign, key))
+                queue.add_case(("case", campaign, key))
 
     def finish(task: tuple, result: dict) -> None:
         if task[0] == "shard":
             done[task[2].number] = result
             progress.add(result)
-            add_cases()
+            left[task[2].group] -= 1
+            if not left[task[2].group]:
+                add_cases([task[2].group])
         else:
             cases[task[2]] = result
         on_done(task, result)
 
-    add_cases()
+    add_cases([g for g, n in left.items() if not n])
     try:
         while queue or any(h.task is not None for h in pool.live()):
             _schedule(pool, queue, on_dispatch)
@@ -382,7 +442,7 @@ def run(
                         say(f"fuzzing {line}")
                     if "ready" not in timing:
                         timing["ready"] = time.monotonic() - progress.started
-                        progress.started, progress.fresh = time.monotonic(), 0
+                        progress.started, progress.fresh, progress.ready = time.monotonic(), 0, True
                 elif event.kind == "broken":
                     raise TreeError(event.payload)
                 elif event.kind == "done":
@@ -408,9 +468,9 @@ def run(
                         finish(task, unplayed(task[2], cause) if task[0] == "shard" else {"error": cause})
                     else:
                         say(f"   {describe(task)}: {event.payload}; it runs again on another worker")
-                        queue.appendleft(task)
+                        queue.again_first(task)
             now = time.monotonic()
-            if announced and now - progress.last >= every:
+            if now - progress.last >= every:
                 progress.last = now
                 say(progress.line(len(pool.live())))
     finally:
@@ -443,10 +503,10 @@ def _record(task: tuple, reply: dict, attempt: int, result: dict) -> dict:
     return record
 
 
-def _schedule(pool, queue: deque, on_dispatch) -> None:
+def _schedule(pool, queue: Queue, on_dispatch) -> None:
     """Retire idle workers whose release has no queued task, start workers for the
     releases with the most queued work per worker, and give each idle worker a task of its release."""
-    pending = Counter(_release(t) for t in queue)
+    pending = Counter({r: queue.pending(r) for r in queue.campaign.releases})
     for handle in pool.live():
         if handle.task is None and not pending[handle.release]:
             pool.retire(handle)
@@ -457,21 +517,16 @@ def _schedule(pool, queue: deque, on_dispatch) -> None:
         wanting = [r for r in pending if pending[r] > idle[r]]
         if not wanting:
             break
-        release = max(wanting, key=lambda r: ((pending[r] - idle[r]) / (workers[r] + 1), -_order(queue, r)))
+        release = max(wanting, key=lambda r: ((pending[r] - idle[r]) / (workers[r] + 1), -queue.order(r)))
         pool.start(release)
     for handle in pool.live():
         if handle.task is not None:
             continue
-        task = next((t for t in queue if _release(t) == handle.release), None)
+        task = queue.take(handle.release)
         if task is None:
             continue
-        queue.remove(task)
         pool.submit(handle, task)
         on_dispatch(handle, task)
-
-
-def _order(queue: deque, release: str) -> int:
-    return next(i for i, t in enumerate(queue) if _release(t) == release)
 
 
 def default_workers() -> int:

@@ -41,6 +41,8 @@ ENV_WINDOW = "VLLM_CONTRACT_MONITOR_WINDOW"
 ENV_DROP = "VLLM_CONTRACT_MONITOR_DROP"
 ENV_TRACES = "VLLM_CONTRACT_MONITOR_TRACES"
 ENV_UNSUPPORTED = "VLLM_CONTRACT_MONITOR_UNSUPPORTED"
+MAX_WINDOW = 1_000_000  # events kept at most: about 1.7 KiB each (docs/monitor.md), so 1.7 GiB
+MAX_TRACES = 1_000  # traces one process writes at most
 
 # the state properties checked on vLLM's objects, by the spec's own definitions; the
 # transition ones the scheduler can see are checked here at the delivery of their step
@@ -85,13 +87,15 @@ class Settings:
 
     @staticmethod
     def from_env(environ=os.environ) -> "Settings":
-        def whole(name: str, default: int, least: int) -> int:
+        def whole(name: str, default: int, least: int, most: int) -> int:
+            """ASCII digits only (a full-width ６４ is refused, not read as 64), within bounds."""
             raw = environ.get(name, "")
             if raw == "":
                 return default
-            if not raw.strip().isdigit() or int(raw) < least:
-                raise SettingsError(f"{name}={raw!r}: expected a whole number >= {least}")
-            return int(raw)
+            text = raw.strip()
+            if not (text.isascii() and text.isdigit() and len(text) <= len(str(most)) and least <= int(text) <= most):
+                raise SettingsError(f"{name}={raw!r}: expected a whole number from {least} to {most:,} (digits 0-9)")
+            return int(text)
 
         drop = environ.get(ENV_DROP, "0").strip().lower()
         if drop not in ("", "0", "1", "true", "false", "yes", "no"):
@@ -105,9 +109,9 @@ class Settings:
         return Settings(
             unsupported=unsupported,
             folder=Path(environ.get(ENV_FOLDER) or Settings.folder),
-            window=whole(ENV_WINDOW, Settings.window, 8),
+            window=whole(ENV_WINDOW, Settings.window, 8, MAX_WINDOW),
             drop=drop in ("1", "true", "yes"),
-            max_traces=whole(ENV_TRACES, Settings.max_traces, 0),
+            max_traces=whole(ENV_TRACES, Settings.max_traces, 0, MAX_TRACES),
         )
 
 

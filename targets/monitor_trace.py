@@ -23,7 +23,6 @@ explain --trace` compares them with the replay; what the window could not recons
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,6 +34,7 @@ from model.trace import Replayed, judge
 from spec.config import Config
 from spec.errors import SpecError
 from spec.properties import ASSERTS
+from targets import monitor_writer
 from targets.monitor import Delivered, FrontEnd, Monitor, Pending, Scheduled
 
 MAX_REQUESTS = 4  # spec/config.py: a concrete instance has 1..4 requests
@@ -445,15 +445,14 @@ def write(
         },
     }
     document = itf.recorded(window.record, window.init, window.steps, window.states, meta)
-    folder = mon.settings.folder
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"monitor-{mon.release}-{prop}-{os.getpid()}-{len(mon.written) + 1}.itf.json"
-    itf.write(path, document)
+    path = mon.settings.folder / monitor_writer.trace_name(mon.release, prop, len(mon.written) + 1)
+    # the text now (the window goes on changing), the file off the engine's step
+    monitor_writer.submit(path, itf.text(document), mon.log)
     line = (
         f"vllm-contract monitor: {prop} violated by request {rid} at engine event {mon.seq} on vLLM "
-        f"{mon.release}; {reaction(mon, window, when, fires)}; wrote {path} ({len(window.steps)} steps, "
-        f"{len(window.rids)} request(s); {model}); `vllm-contract explain --trace {path}` says which mechanism it "
-        "is, or where it leaves the model"
+        f"{mon.release}; {reaction(mon, window, when, fires)}; writing {monitor_writer.shown(path)} "
+        f"({len(window.steps)} steps, {len(window.rids)} request(s); {model}); `vllm-contract explain --trace "
+        f"{monitor_writer.shown(path)}` says which mechanism it is, or where it leaves the model"
     )
     return path, line
 

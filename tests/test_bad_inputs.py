@@ -444,6 +444,24 @@ def test_fuzz_on_ray_without_ray_says_how_to_install_it(monkeypatch, tmp_path, c
     assert not (tmp_path / "fuzz").exists()  # refused before any work
 
 
+def test_fuzz_on_ray_at_an_address_nobody_listens_on_is_one_line_of_ours(tmp_path, capsys):
+    """Ray itself retries such an address for minutes; ours is one line, before Ray is asked."""
+    import socket
+
+    with socket.socket() as probe:  # a port just free: nothing listens there
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    started = time.monotonic()
+    out = tmp_path / "fuzz"
+    assert cli(["fuzz", "--ray", f"127.0.0.1:{port}", "--cases", "1", "--out", str(out)]) == 3
+    err = capsys.readouterr().err
+    assert one_line(err) and f"--ray 127.0.0.1:{port}: nothing answers there" in err and "ray start --head" in err
+    assert time.monotonic() - started < 30
+    assert not out.exists()  # nothing was run
+    assert cli(["fuzz", "--ray", "no-port-here", "--cases", "1", "--out", str(out)]) == 2
+    assert one_line(capsys.readouterr().err)
+
+
 def test_fuzz_resume_of_another_campaign_is_one_line(tmp_path, capsys):
     out = tmp_path / "fuzz"
     assert cli(["fuzz", "--resume", "--out", str(out)]) == 2

@@ -123,6 +123,23 @@ def test_the_front_page_is_short():
     assert len((ROOT / "README.md").read_text().splitlines()) <= 150
 
 
+def test_a_users_q_still_prints_the_count_line():
+    """pytest's -q is a habit: the configured options must not hold it too (twice is -qq,
+    which prints no "1 passed" line); make passes -q itself."""
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:xdist", f"{Path(__file__)}::test_the_front_page_is_short"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert re.search(r"^1 passed\b", done.stdout, re.M), done.stdout
+
+
 def test_no_internal_issue_numbers():
     """vLLM's own issues (#57562) are facts; this project's issue numbers are not."""
     pattern = re.compile(r"\b[Ii]ssues? \d+\b")

@@ -123,3 +123,41 @@ def test_a_two_node_ray_cluster_gives_the_same_bytes(one_worker, tmp_path, monke
         ray.shutdown()
         cluster.shutdown()
     assert merged(tmp_path / "ray") == merged(one_worker)
+
+
+def test_a_billion_traces_a_preset_say_so_at_once_and_ctrl_c_leaves_a_partial_result(tmp_path):
+    """`fuzz --cases 1000000000 --yes`, as a user runs it: the header before any work,
+    progress while the workers load vLLM, a small process, and Ctrl-C then writes a
+    PARTIAL result (none of the traces run yet) that --resume goes on with."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    out = tmp_path / "fuzz"
+    started = time.monotonic()
+    run = subprocess.Popen(
+        [sys.executable, "-m", "vllm_contract", "fuzz", "--cases", "1000000000", "--yes", "--out", str(out)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # Ctrl-C as the terminal sends it, to this run alone
+    )
+    try:
+        header = run.stdout.readline()
+        said_at = time.monotonic() - started
+        progress = run.stdout.readline()
+        rss = next(int(line.split()[1]) for line in open(f"/proc/{run.pid}/status") if line.startswith("VmRSS"))
+        run.send_signal(signal.SIGINT)
+        rest, err = run.communicate(timeout=60)
+    finally:
+        if run.poll() is None:
+            run.kill()
+        run.wait()
+    assert header.startswith("38,000,000,000 trace(s)") and said_at < 10, (header, said_at)
+    assert progress.startswith("   ... 0/1,520,000,000 shards"), progress
+    assert rss < 300_000, f"{rss} kB"  # the coordinator: the workers' vLLM is in processes of their own
+    assert run.returncode == ExitStatus.INTERRUPTED, err
+    assert err.strip().splitlines() == [f"interrupted: {out} holds a PARTIAL result; --resume goes on"]
+    assert (out / "summary.txt").read_text().startswith("fuzz campaign: PARTIAL (stopped by Ctrl-C)")
+    assert json.loads((out / "campaign.json").read_text())["campaign"]["cases"] == 10**9

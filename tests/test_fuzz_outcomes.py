@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from codegen import generate
 from model.interpreter import flat
 from spec.errors import ExitStatus, TargetUnavailable
@@ -160,3 +162,134 @@ def test_the_merged_result_does_not_depend_on_the_shard_size(tmp_path):
     assert execute(one, InlinePool(Drifts()), tmp_path / "one", say=quiet) == ExitStatus.FINDING
     for name in ("results.json", "summary.txt", "cases/fuzz-0.32.0-v1-core-model-0.itf.json"):
         assert (tmp_path / "four" / name).read_bytes() == (tmp_path / "one" / name).read_bytes()
+
+
+# ------------------------------------------------------------------ a huge campaign, signals, two at once
+
+
+class StopAfter:
+    """on_dispatch: Ctrl-C once `n` tasks have been handed out; keeps their shards."""
+
+    def __init__(self, n: int):
+        self.n, self.handed = n, []
+
+    def __call__(self, handle, task):
+        self.handed.append(task[2])
+        if len(self.handed) == self.n:
+            raise KeyboardInterrupt
+
+
+def test_a_campaign_of_a_billion_traces_a_preset_starts_at_once_in_little_memory(tmp_path):
+    """Nothing is planned up front (tens of millions of shards): the header comes before
+    any work, memory does not depend on the campaign's size, Ctrl-C writes a PARTIAL
+    result whose missing traces are ranges, and --resume goes on after the shards done."""
+    import time
+    import tracemalloc
+
+    huge = Campaign(seed=3, cases=10**9, length=6, releases=("0.32.0",), presets=tuple(PRESETS)[:3], shard_size=2)
+    out, said = tmp_path / "fuzz", []
+    stop = StopAfter(3)
+    tracemalloc.start()
+    started = time.monotonic()
+    try:
+        assert execute(huge, InlinePool(Drifts()), out, on_dispatch=stop, say=said.append) == ExitStatus.INTERRUPTED
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert time.monotonic() - started < 60
+    assert said[0].startswith("3,000,000,000 trace(s)") and "1,500,000,000 shard(s)" in said[0]
+    assert peak < 20 * 2**20, f"{peak / 2**20:.0f} MiB traced"
+    results = json.loads((out / "results.json").read_text())
+    assert not results["complete"] and results["totals"]["traces"] == 4  # two shards of two finished
+    assert results["groups"][0]["missing"] == [[4, 10**9 - 1]]
+    assert [g.get("missing") for g in results["groups"][1:]] == [[[0, 10**9 - 1]]] * 2
+    assert (out / "summary.txt").read_text().startswith("fuzz campaign: PARTIAL (stopped by Ctrl-C): 4 of 3000000000")
+    again = StopAfter(1)
+    assert execute(huge, InlinePool(Drifts()), out, resume=True, on_dispatch=again, say=said.append) == 130
+    assert [s.number for s in stop.handed] == [0, 1, 2] and [s.number for s in again.handed] == [2]
+
+
+class InterruptedWhileRetiring(InlinePool):
+    """Ctrl-C arrives as the run retires its workers, after the last task (a slow exit)."""
+
+    def idle_release(self, release):
+        raise KeyboardInterrupt
+
+
+def test_a_signal_after_the_last_task_leaves_a_complete_result_and_says_so(tmp_path, capsys):
+    out = tmp_path / "fuzz"
+    assert execute(CAMPAIGN, InterruptedWhileRetiring(Drifts()), out, say=lambda line: None) == ExitStatus.FINDING
+    err = capsys.readouterr().err
+    assert "Ctrl-C came after the last task" in err and "PARTIAL" not in err
+    assert json.loads((out / "results.json").read_text())["complete"]
+    assert (out / "summary.txt").read_text().startswith("fuzz campaign: complete")
+
+
+def test_a_second_campaign_into_the_same_out_is_refused_while_the_first_runs(tmp_path, capsys):
+    """One lock beside --out, with the owner's pid; a lock its owner left when it died is taken over."""
+    import subprocess
+    import sys
+
+    out = tmp_path / "fuzz"
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time; from pathlib import Path; from vllm_contract.outfolder import exclusive\n"
+            "with exclusive(Path(sys.argv[1])):\n    print('held', flush=True); time.sleep(60)",
+            str(out),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout.readline() == "held\n"
+        assert cli(["fuzz", "--presets", "v1-core", "--cases", "1", "--out", str(out)]) == ExitStatus.BAD_INPUT
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and f"another run (pid {holder.pid}) is writing there now" in err
+        assert not out.exists()
+    finally:
+        holder.kill()
+        holder.wait()
+    lock = tmp_path / ".fuzz.lock"
+    assert lock.read_text() == f"{holder.pid}\n"  # left behind by a killed owner: taken over
+    assert execute(CAMPAIGN, InlinePool(Drifts()), out, say=lambda line: None) == ExitStatus.FINDING
+    assert not lock.exists()
+
+
+@pytest.mark.slow
+def test_sigterm_ends_a_campaign_still_joining_a_ray_cluster(tmp_path):
+    """Something listens at the address but is no Ray head: Ray's join waits in its C++
+    code, where no Python handler runs; SIGTERM still ends the run at once, with one line."""
+    import signal
+    import socket
+    import subprocess
+    import sys
+    import threading
+    import time
+
+    server = socket.socket()
+    server.bind(("0.0.0.0", 0))  # Ray rewrites 127.0.0.1 to this machine's address
+    server.listen(16)
+    held: list = []
+    threading.Thread(target=lambda: [held.append(server.accept()) for _ in range(8)], daemon=True).start()
+    port = server.getsockname()[1]
+    command = [sys.executable, "-m", "vllm_contract", "fuzz", "--ray", f"127.0.0.1:{port}", "--cases", "1"]
+    run = subprocess.Popen(
+        [*command, "--out", str(tmp_path / "fuzz")], stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while len(held) < 2 and run.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.1)  # our reachability check, then Ray's own connection
+        assert len(held) >= 2 and run.poll() is None, "Ray never tried the address"
+        time.sleep(1)
+        run.send_signal(signal.SIGTERM)
+        _, err = run.communicate(timeout=10)
+    finally:
+        if run.poll() is None:
+            run.kill()
+        run.wait()
+        server.close()
+    assert run.returncode == ExitStatus.TERMINATED
+    assert err.strip().splitlines()[-1] == f"terminated (SIGTERM) while joining the Ray cluster at 127.0.0.1:{port}"

@@ -27,6 +27,7 @@ from report.explain_trace import explain_trace
 from spec import profiles
 from spec.config import Config
 from spec.errors import ExitStatus, TargetUnavailable
+from targets import monitor_writer
 from targets.harness import replay_case
 from targets.monitor import ENV_FOLDER, ENV_WINDOW, Settings, SettingsError
 from targets.monitor_scheduler import MONITOR_SCHEDULER_CLS
@@ -74,6 +75,7 @@ def _play(case, target, folder: Path, monkeypatch) -> list[Path]:
     except TargetUnavailable as exc:  # e.g. the V2 recompute fix's arms: its patched scheduler plays them
         pytest.skip(f"{target.name}: {exc}")
     assert ran, "the monitor's target ran no arm"
+    assert monitor_writer.flush(), "the monitor's traces were not written within 10 s"
     return sorted(folder.glob("*.itf.json")) if folder.exists() else []
 
 
@@ -216,6 +218,7 @@ def test_a_recording_that_leaves_the_model_is_said_to(tmp_path, monkeypatch):
         _deliver(sched, fourth)  # the runner samples the chunk anyway
     except AssertionError:
         pass  # 0.29.0-0.32.0: the counter assert (the monitor wrote before it fired)
+    assert monitor_writer.flush(), "the monitor's traces were not written within 10 s"
     files = sorted(tmp_path.glob("*.itf.json"), key=lambda f: int(f.name.rsplit("-", 1)[1].split(".")[0]))
     assert [json.loads(f.read_text())["#meta"]["violated"] for f in files][0] == "placeholder-accounting"
     for file in files:

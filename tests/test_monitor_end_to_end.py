@@ -24,6 +24,7 @@ from report.explain_trace import explain_trace
 from spec import profiles
 from spec.errors import ExitStatus
 from spec.verdicts import Reaction
+from targets import monitor_writer
 from targets.harness import replay_case
 from targets.monitor import ENV_FOLDER
 from targets.vllm_target import VllmTarget
@@ -57,6 +58,7 @@ def test_the_monitor_turns_finding_1_on_the_real_v2_runner_into_a_case(tmp_path,
     # the runner, not the model, returned the stray token: the recompute chunk sampled one
     assert any(r.get("runner_returns") and not r.get("mismatches") for r in target.log)
 
+    assert monitor_writer.flush(), "the monitor's trace was not written within 10 s"
     files = sorted(folder.glob("*.itf.json"))
     assert len(files) == 1, [f.name for f in files]
     meta = json.loads(files[0].read_text())["#meta"]

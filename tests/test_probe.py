@@ -129,3 +129,20 @@ def test_an_error_in_a_walk_is_raised_not_swallowed(monkeypatch):
     with pytest.raises(RuntimeError, match="interpreter bug"):
         with probe.Race(OVER, "counter-nonnegative"):
             time.sleep(0.05)
+
+
+def test_no_walk_races_a_property_no_step_shows():
+    """bounded-progress has no state predicate (the engine must be run on): the search
+    for its counterexample runs without walks, where a walk raised TypeError (its test
+    called a predicate that is None) once the race got to it (bench speed, make prove
+    with a caller that asked for walks)."""
+    from model.check import MAX_DEPTH, search_violation
+    from model.probe import Walker, walkable
+    from spec.matrix import by_name
+
+    (cfg,) = by_name(["under-drain@0.32.0"])
+    assert cfg.expect["bounded-progress"] == "violated" and not walkable("bounded-progress")
+    with pytest.raises(ValueError, match="bounded-progress is a progress property"):
+        Walker(cfg, "bounded-progress")
+    found = search_violation(cfg, "bounded-progress", min(MAX_DEPTH, cfg.search_depth or MAX_DEPTH), 60_000)
+    assert found.first is not None and found.found_by == "bmc" and found.early is None

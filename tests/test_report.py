@@ -10,6 +10,7 @@ instruction, they are never skipped.
 from __future__ import annotations
 
 import ast
+import contextlib
 import json
 import re
 from pathlib import Path
@@ -206,3 +207,97 @@ def test_an_unknown_verdict_is_could_not_run_never_as_expected(tmp_path, prove_d
     index = (out / "index.md").read_text()
     assert "all as expected" not in index
     assert "**1 could not be decided**" in index and "### Could not be decided" in index
+
+
+def _started(pid: int) -> str | None:
+    """A process's start time (with its pid, who it is), or None once it is gone or a zombie."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return None if fields[0] == "Z" else fields[19]
+
+
+def descendants(root: int) -> set[int]:
+    """Every process below `root` now, from /proc (the test's own walk, not report.check's)."""
+    parents = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                parents[int(entry.name)] = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+    found, todo = set(), [root]
+    while todo:
+        parent_pid = todo.pop()
+        below = [pid for pid, parent in parents.items() if parent == parent_pid and pid not in found]
+        found.update(below)
+        todo += below
+    return found
+
+
+def _cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("how", ["SIGTERM to its group", "SIGTERM to its pid", "SIGINT to its pid"])
+def test_no_renderer_process_outlives_a_stopped_report(how, prove_dir, tmp_path):
+    """Node and Chromium (puppeteer starts Chromium in a group and session of its own)
+    end with report, however it is stopped while it renders."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    need_renderer()
+    command = [sys.executable, "-m", "vllm_contract", "report", "--from", str(prove_dir)]
+    run = subprocess.Popen(
+        [*command, "--out", str(tmp_path / "report")],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # its own group, as a shell's job is
+    )
+    seen: dict[int, str] = {}
+    try:
+        deadline, browser = time.monotonic() + 300, None
+        while run.poll() is None and time.monotonic() < deadline:
+            for pid in descendants(run.pid):
+                started = _started(pid)
+                if started is not None:
+                    seen.setdefault(pid, started)
+                    if browser is None and _cmdline(pid).split(b"\0")[0].endswith(b"chromium"):
+                        browser = time.monotonic()
+            if browser is not None and time.monotonic() - browser > 1.0:  # its own children started too
+                break
+            time.sleep(0.05)
+        assert run.poll() is None and browser is not None, "report ended, or never started Chromium"
+        sig = signal.SIGINT if "SIGINT" in how else signal.SIGTERM
+        if "group" in how:
+            os.killpg(run.pid, sig)
+        else:
+            run.send_signal(sig)
+        _, err = run.communicate(timeout=60)
+    finally:
+        if run.poll() is None:
+            os.killpg(run.pid, signal.SIGKILL)
+        run.wait()
+    assert run.returncode == (130 if sig == signal.SIGINT else 143), err
+    assert len(seen) > 3, seen  # Node, Chromium and Chromium's own processes
+    deadline = time.monotonic() + 10
+    while True:
+        alive = [pid for pid, started in seen.items() if _started(pid) == started]
+        if not alive or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    leftover = {pid: _cmdline(pid)[:80] for pid in alive}
+    for pid in alive:  # never leave them to the next test, whatever this one says
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    assert not leftover, f"still running after report ended: {leftover}"

@@ -18,6 +18,9 @@ fuzz) goes through `OutFolder`:
   * A result that grows as a run works (fuzz's finished shards, kept for --resume) is
     written file by file with `write_atomic`, under a pattern the marker lists
     (`shards/*`); the merged result is still swapped in whole.
+  * One run at a time writes a folder that grows as a run works (fuzz's): `exclusive`
+    holds a lock file beside it, `.<name>.lock`, with the owner's pid; a second run
+    refuses with one line, and a lock its owner left when it died is taken over.
   * `keep_previous` (review, report, explain: results people post or act on): while a
     run works, the previous result is moved aside to `<name>.previous`, so a run that
     fails leaves no result that reads as its own; the previous one stays there, named as
@@ -131,6 +134,72 @@ def _exchange(a: Path, b: Path) -> bool:
     if code in (errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP, errno.ENOTSUP):
         return False
     raise OSError(code, os.strerror(code), str(b))
+
+
+_HELD: dict[Path, int] = {}  # lock files this process holds -> how many times entered
+
+
+@contextlib.contextmanager
+def exclusive(folder: Path, option: str = "--out"):
+    """While the block runs, no other run of ours writes `folder`: a lock file beside it
+    (`.<name>.lock`) holds the owner's pid under an flock, which the kernel lets go when
+    the owner ends, however it ends. A second run raises UsageError (one line, naming the
+    owner's pid); a lock file left by a dead owner is locked no more and is taken over.
+    Re-entrant within one process."""
+    import fcntl
+
+    lock = folder.parent / f".{folder.name}.lock"
+    key = lock.absolute()
+    if key in _HELD:
+        _HELD[key] += 1
+        try:
+            yield
+        finally:
+            _HELD[key] -= 1
+        return
+    try:
+        lock.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"{option} {folder}: cannot create {lock.parent} ({exc.strerror}); choose another") from None
+    while True:
+        try:
+            fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise UsageError(f"{option} {folder}: cannot write {lock} ({exc.strerror}); choose another") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            owner = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
+            os.close(fd)
+            raise UsageError(
+                f"{option} {folder}: another run (pid {owner}) is writing there now; wait for it to end, "
+                f"or name another {option}"
+            ) from None
+        except OSError:  # a file system without flock: the pid alone says whether the owner lives
+            owner = os.pread(fd, 32, 0).decode(errors="replace").strip()
+            if owner.isdigit() and int(owner) != os.getpid() and pid_alive(int(owner)):
+                os.close(fd)
+                raise UsageError(
+                    f"{option} {folder}: another run (pid {owner}) is writing there now; wait for it to end, "
+                    f"or name another {option}"
+                ) from None
+        try:  # the file locked must still be the one at that name (an owner that ended removes it)
+            same = os.stat(lock).st_ino == os.fstat(fd).st_ino
+        except FileNotFoundError:
+            same = False
+        if same:
+            break
+        os.close(fd)
+    try:
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        _HELD[key] = 1
+        yield
+    finally:
+        _HELD.pop(key, None)
+        with contextlib.suppress(OSError):
+            os.unlink(lock)  # still locked: a run waiting on this file opens the new one
+        os.close(fd)
 
 
 def write_atomic(path: Path, text: str) -> None:
@@ -355,6 +424,17 @@ class OutFolder:
         path = self.staging / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf-8")
+        return path
+
+    def write_chunks(self, rel: str, chunks) -> Path:
+        """`write_text` for a text made piece by piece (never held whole)."""
+        self.files.append(rel)
+        self._write_marker()
+        path = self.staging / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "w", encoding="utf-8") as file:
+            for chunk in chunks:
+                file.write(chunk)
         return path
 
     def adopt(self, rel: str) -> None:

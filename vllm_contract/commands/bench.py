@@ -12,7 +12,9 @@
   fuzz-scaling      one fuzz campaign on 1 and 2 local workers and on a two-node Ray cluster
   monitor           vLLM's scheduler with and without the contract monitor: step time and memory
 
-Arguments after the benchmark's name are its own (`vllm-contract bench peers --help`).
+Arguments after the benchmark's name are its own (`vllm-contract bench peers --help`);
+every benchmark takes --small, a size of seconds that only checks it runs (and writes no
+committed result).
 """
 
 from __future__ import annotations

@@ -11,7 +11,10 @@ runner and index: the same bytes whatever the workers), summary.txt, timings.jso
 (times and hosts), cases/*.itf.json (each kind of divergence shrunk, for `vllm-contract
 generate --trace`, with the command that replays its trace) and shards/ (each finished
 shard, as it finishes). An interrupted campaign goes on with --resume; Ctrl-C stops it
-with a result marked PARTIAL. Progress (traces/s, shards, divergences) every 2 s.
+with a result marked PARTIAL. Progress (traces/s, shards, divergences) every 2 s. One
+campaign at a time writes --out (a lock file beside it, .NAME.lock, with the owner's pid).
+Memory does not grow with the campaign: shards are computed as they are handed out, and
+their rows are kept in shards/, not in memory.
 """
 
 from __future__ import annotations
@@ -22,10 +25,11 @@ import shutil
 import sys
 import time
 from collections import Counter
+from collections.abc import MutableMapping
 from pathlib import Path
 
 from spec.errors import ContractError, CouldNotRun, ExitStatus, UsageError
-from vllm_contract.outfolder import OutFolder, Terminated, interrupts, write_atomic
+from vllm_contract.outfolder import OutFolder, Terminated, exclusive, interrupts, write_atomic
 from vllm_contract.parsing import whole
 
 NAME = "fuzz"
@@ -203,49 +207,90 @@ def _campaign_json(campaign) -> dict:
     return {"format": FORMAT, "campaign": campaign.record(), "shard_size": campaign.shard_size}
 
 
-def checkpointed(out: Path, campaign) -> tuple[dict, dict]:
+class ShardFiles(MutableMapping):
+    """A campaign's finished shards as the run loop sees them (number -> result), kept in
+    shards/ and not in memory: only their numbers are held here, each result is written
+    whole as it is stored (a reader, or --resume, never sees half of one) and read back
+    when asked for. So a campaign's memory does not grow with the shards it has run."""
+
+    def __init__(self, out: Path, campaign, numbers=()):
+        self.folder, self.campaign = out / "shards", campaign
+        self.numbers: set[int] = set(numbers)
+
+    def path(self, number: int) -> Path:
+        return self.folder / f"{number:05d}.json"
+
+    def __setitem__(self, number: int, result: dict) -> None:
+        from dataclasses import asdict
+
+        record = {"shard": asdict(self.campaign.shard(number)), "result": result}
+        write_atomic(self.path(number), json.dumps(record) + "\n")
+        self.numbers.add(number)
+
+    def __getitem__(self, number: int) -> dict:
+        if number not in self.numbers:
+            raise KeyError(number)
+        return json.loads(self.path(number).read_text())["result"]
+
+    def __delitem__(self, number: int) -> None:
+        raise TypeError("a finished shard stays finished")
+
+    def __contains__(self, number: object) -> bool:
+        return number in self.numbers
+
+    def __iter__(self):
+        return iter(sorted(self.numbers))
+
+    def __len__(self) -> int:
+        return len(self.numbers)
+
+
+def checkpointed(out: Path, campaign) -> tuple[ShardFiles, dict]:
     """The shards and cases a previous run of this campaign finished (a file that does not
-    match the campaign, or is damaged, is run again)."""
+    match the campaign, or is damaged, is run again); the shards stay on disk."""
     from dataclasses import asdict
 
     from targets.campaign import CaseKey
 
-    shards = {s.number: s for s in campaign.shards()}
-    done, cases = {}, {}
+    numbers, cases = set(), {}
     for path in sorted((out / "shards").glob("*.json")):
         try:
             record = json.loads(path.read_text())
             if "shard" in record:
-                shard = shards.get(record["shard"]["number"])
-                if shard is not None and asdict(shard) == record["shard"]:
-                    done[shard.number] = record["result"]
+                number = record["shard"]["number"]
+                if (
+                    isinstance(number, int)
+                    and 0 <= number < campaign.shard_count
+                    and asdict(campaign.shard(number)) == record["shard"]
+                    and path.name == f"{number:05d}.json"
+                    and isinstance(record["result"].get("rows"), list)
+                ):
+                    numbers.add(number)
             else:
                 cases[CaseKey(**record["key"])] = record["result"]
-        except (OSError, ValueError, KeyError, TypeError):
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
             continue
-    return done, cases
+    return ShardFiles(out, campaign, numbers), cases
 
 
 def checkpoint(out: Path, task: tuple, result: dict) -> None:
-    """A finished task, written whole (a reader, or --resume, never sees half of it)."""
+    """A finished case, written whole (a shard is written as ShardFiles stores it)."""
     from dataclasses import asdict
 
     kind, _campaign, what = task
-    if kind == "shard":
-        name, record = f"{what.number:05d}.json", {"shard": asdict(what), "result": result}
-    else:
-        name, record = what.file(), {"key": asdict(what), "result": result}
-    write_atomic(out / "shards" / name, json.dumps(record) + "\n")
+    if kind == "case":
+        write_atomic(out / "shards" / what.file(), json.dumps({"key": asdict(what), "result": result}) + "\n")
 
 
-def write_result(out: Path, campaign, done: dict, cases: dict, times: dict, stop: str | None):
-    """results.json, summary.txt, timings.json and the cases, beside the shards, swapped in whole."""
-    from targets.campaign import case_file, divergence_itf, dump, merge, summary
+def write_result(out: Path, campaign, done, cases: dict, times: dict, stop: str | None):
+    """results.json, summary.txt, timings.json and the cases, beside the shards, swapped in
+    whole; results.json is written row by row from the shards (never held whole)."""
+    from targets.campaign import case_file, divergence_itf, dump_chunks, merge, summary
 
     results = merge(campaign, done, cases)
     folder = _staged(out, campaign, keep_shards=True)
     try:
-        folder.write_text("results.json", dump(results))
+        folder.write_chunks("results.json", dump_chunks(results))
         text = summary(results, stop)
         folder.write_text("summary.txt", text)
         folder.write_text("timings.json", json.dumps(times, indent=1) + "\n")
@@ -263,8 +308,12 @@ def write_result(out: Path, campaign, done: dict, cases: dict, times: dict, stop
 # ------------------------------------------------------------------ running
 
 
+RAY_CONNECT_S = 5.0  # a TCP connection to --ray's address must open within this
+
+
 def make_pool(args, workers: int | None):
-    """Local worker processes, or Ray (imported only here)."""
+    """Local worker processes, or Ray (imported only here). An address nobody answers at
+    is one line of ours before Ray is asked (Ray itself retries for minutes)."""
     from targets.campaign_run import LocalPool, default_workers
 
     if args.ray is None:
@@ -272,6 +321,8 @@ def make_pool(args, workers: int | None):
     address = args.ray or os.environ.get("RAY_ADDRESS", "")
     if not address:
         raise UsageError("--ray alone joins $RAY_ADDRESS, which is not set: give --ray local or --ray ADDRESS")
+    if address not in ("local", "auto"):
+        reachable(address)
     from targets.campaign_ray import RayPool
 
     try:
@@ -282,12 +333,30 @@ def make_pool(args, workers: int | None):
         raise CouldNotRun(f"--ray: could not {what} ({cause}); nothing was run") from None
 
 
-def ray_installed() -> bool:
+def reachable(address: str, seconds: float = RAY_CONNECT_S) -> None:
+    """Raise CouldNotRun unless a TCP connection to `address` (HOST:PORT, or ray://HOST:PORT)
+    opens within `seconds`; UsageError when it is not an address."""
+    import socket
+
+    where = address.split("://", 1)[-1]
+    host, _, port = where.rpartition(":")
+    host = host.strip("[]")
+    if not host or not port.isascii() or not port.isdigit() or not 0 < int(port) < 65536:
+        raise UsageError(f"--ray {address}: expected HOST:PORT (the address `ray start --head` printed), or 'local'")
     try:
-        import ray  # noqa: F401
-    except ImportError:
-        return False
-    return True
+        socket.create_connection((host, int(port)), timeout=seconds).close()
+    except OSError as exc:
+        why = "no answer within {:g} s".format(seconds) if isinstance(exc, TimeoutError) else exc.strerror or exc
+        raise CouldNotRun(
+            f"--ray {address}: nothing answers there ({why}); start the cluster's head there "
+            f"(`ray start --head --port {port}`) or give the address it printed, or use --ray local; nothing was run"
+        ) from None
+
+
+def ray_installed() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("ray") is not None
 
 
 def run(args) -> int:
@@ -311,16 +380,22 @@ def run(args) -> int:
 
         for release in campaign.releases:  # a tree that is not here: one line now, before any work
             vllm_tree.resolve(release)
-    pool = make_pool(args, workers)
-    try:
-        return execute(campaign, pool, args.out, args.resume)
-    finally:
-        pool.close()
+    with exclusive(args.out):  # a second campaign into --out: one line now, before Ray or a worker starts
+        pool = make_pool(args, workers)
+        try:
+            return execute(campaign, pool, args.out, args.resume)
+        finally:
+            pool.close()
 
 
 def execute(campaign, pool, out: Path, resume: bool = False, on_dispatch=None, say=None) -> int:
     """Run the campaign on the pool into `out` and write its result; the exit status.
-    The pool is the caller's to close."""
+    The pool is the caller's to close. One campaign at a time writes `out` (a lock beside it)."""
+    with exclusive(out):
+        return _execute(campaign, pool, out, resume, on_dispatch, say)
+
+
+def _execute(campaign, pool, out: Path, resume: bool, on_dispatch, say) -> int:
     from targets import campaign_run
     from targets.campaign import timings
 
@@ -329,12 +404,11 @@ def execute(campaign, pool, out: Path, resume: bool = False, on_dispatch=None, s
         done, cases = checkpointed(out, campaign)
     else:
         start_folder(out, campaign)
-        done, cases = {}, {}
-    shards = campaign.shards()
+        done, cases = ShardFiles(out, campaign), {}
     say(
-        f"{campaign.traces} trace(s): {campaign.cases} per release, preset and runner x {len(campaign.releases)} "
-        f"release(s) x {len(campaign.presets)} preset(s) x {len(campaign.runners)} runner(s); {len(shards)} "
-        f"shard(s) of up to {campaign.shard_size}, on {pool.how}"
+        f"{campaign.traces:,} trace(s): {campaign.cases:,} per release, preset and runner x "
+        f"{len(campaign.releases)} release(s) x {len(campaign.presets)} preset(s) x {len(campaign.runners)} "
+        f"runner(s); {campaign.shard_count:,} shard(s) of up to {campaign.shard_size}, on {pool.how}"
         + (f"; resumed: {len(done)} shard(s) and {len(cases)} case(s) done before" if resume else "")
     )
     groups = _Groups(campaign, done, say)
@@ -342,7 +416,7 @@ def execute(campaign, pool, out: Path, resume: bool = False, on_dispatch=None, s
     def on_done(task: tuple, result: dict) -> None:
         checkpoint(out, task, result)
         if task[0] == "shard":
-            groups.finished(task[2])
+            groups.finished(task[2], result)
 
     started = time.time()
     stop, records, timing = None, [], {}
@@ -358,17 +432,29 @@ def execute(campaign, pool, out: Path, resume: bool = False, on_dispatch=None, s
         kept = f"{out} keeps the {len(done)} shard(s) done: --resume goes on once it is fixed"
         raise type(exc)(f"{exc}; {kept}") from None
     times = timings(records, time.time() - started, pool.how, timing.get("ready"))
-    results, text = write_result(out, campaign, done, cases, times, stop)
+    try:
+        with interrupts():
+            results, text = write_result(out, campaign, done, cases, times, stop)
+    except KeyboardInterrupt as exc:  # the folder is as it was: the shards done, for --resume
+        what = "terminated (SIGTERM)" if isinstance(exc, Terminated) else "interrupted"
+        print(
+            f"{what} while writing the result: {out} keeps the {len(done)} shard(s) done and no merged result; "
+            "--resume writes it",
+            file=sys.stderr,
+        )
+        return ExitStatus.TERMINATED if isinstance(exc, Terminated) else ExitStatus.INTERRUPTED
     print(text, end="", flush=True)
     rate = f"{times['traces_per_second']:.1f}" if times["traces_per_second"] else "no"
     print(f"wrote {out}/results.json, summary.txt, timings.json; {rate} traces/s on {pool.how}", flush=True)
-    if stop is not None:
+    if stop is not None and not results["complete"]:
         print(
             f"{'terminated (SIGTERM)' if stop == 'SIGTERM' else 'interrupted'}: {out} holds a PARTIAL result; "
             f"--resume goes on",
             file=sys.stderr,
         )
         return ExitStatus.TERMINATED if stop == "SIGTERM" else ExitStatus.INTERRUPTED
+    if stop is not None:  # the signal came after the last task: nothing was stopped
+        print(f"{stop} came after the last task: {out} holds the complete result", file=sys.stderr)
     totals = results["totals"]
     if totals["divergent"]:
         return ExitStatus.FINDING
@@ -378,30 +464,37 @@ def execute(campaign, pool, out: Path, resume: bool = False, on_dispatch=None, s
 
 
 class _Groups:
-    """Says each (release, preset, runner) as its last shard finishes, and each new kind of divergence."""
+    """Says each new kind of divergence as it comes, and each (release, preset, runner) as
+    its last shard finishes (its rows read back then, once)."""
 
-    def __init__(self, campaign, done: dict, say):
+    def __init__(self, campaign, done, say):
+        from targets.campaign import groups
         from targets.fuzz import DIVERGED
 
         self.prefix = DIVERGED + ": "
-        self.done, self.say = done, say
-        self.shards: dict[tuple, list] = {}
-        for shard in campaign.shards():
-            self.shards.setdefault(shard.group, []).append(shard)
+        self.campaign, self.done, self.say = campaign, done, say
+        self.left = {g: len(campaign.group_numbers(g)) for g in groups(campaign)}
+        for number in done:
+            self.left[campaign.shard(number).group] -= 1
         self.seen: set = set()
 
-    def finished(self, shard) -> None:
-        rows = self.done[shard.number]["rows"]
-        for index, _steps, _end, outcome in rows:
+    def finished(self, shard, result: dict) -> None:
+        for index, _steps, _end, outcome in result["rows"]:
             if outcome.startswith(self.prefix) and (shard.group, outcome) not in self.seen:
                 self.seen.add((shard.group, outcome))
                 self.say(f"   [{' '.join(shard.group)}] new divergence {outcome[len(self.prefix) :]} (trace {index})")
-        group = self.shards[shard.group]
-        if all(s.number in self.done for s in group):
-            rows = [row for s in group for row in self.done[s.number]["rows"]]
-            fatal = Counter(a for row in rows if row[2].startswith("fatal: ") for a in row[2][7:].split(","))
-            divergent = sum(1 for row in rows if row[3].startswith(self.prefix))
-            self.say(
-                f"== {' '.join(shard.group)}: {len(rows)} traces, {sum(r[1] for r in rows)} steps, {divergent} "
-                f"divergent, model-fatal ends {dict(sorted(fatal.items()))}"
-            )
+        self.left[shard.group] -= 1
+        if self.left[shard.group]:
+            return
+        traces = steps = divergent = 0
+        fatal: Counter = Counter()
+        for number in self.campaign.group_numbers(shard.group):
+            for _index, length, end, outcome in self.done[number]["rows"]:
+                traces, steps = traces + 1, steps + length
+                divergent += outcome.startswith(self.prefix)
+                if end.startswith("fatal: "):
+                    fatal.update(end[len("fatal: ") :].split(","))
+        self.say(
+            f"== {' '.join(shard.group)}: {traces} traces, {steps} steps, {divergent} "
+            f"divergent, model-fatal ends {dict(sorted(fatal.items()))}"
+        )
