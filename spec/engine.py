@@ -96,7 +96,11 @@ def session_kept(prof, T, c, ops: Ops):
     """_update_request_as_session: how many tokens of the history a session keeps, and
     the condition of the assert that guards it (True where there is none)."""
     if prof.session_keep == "computed":
-        return ops.min(T, c), True  # [cite:session-keep-computed]: output up to num_computed_tokens
+        # [cite:session-keep-computed]: the history up to num_computed_tokens, as a Python
+        # slice end: a negative count keeps all but its last -c tokens (none below 0). Without
+        # the stop's rollback (0.29.0, 0.30.0) a session reaches here with c < 0 after a
+        # KV-load recompute under rejected drafts (finding 9)
+        return ops.ite(c >= 0, ops.min(T, c), ops.max(0, T + c)), True
     keep_end = T - 1  # 0.33.0: every output token but the last sampled one
     return keep_end, keep_end >= c
 

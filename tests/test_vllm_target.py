@@ -370,6 +370,41 @@ def test_streaming_session_stop_and_update(target):
 # ----------------------------------------------------------------- abort
 
 
+def test_session_update_below_zero_computed_keeps_a_python_slice(target):
+    """The 0.30.0 sweep's divergence (trace 24 of v1-all-over-clamp, shrunk): a KV-load
+    recompute under two rejected drafts leaves the session at num_computed_tokens -1 when
+    it stops, and 0.29.0/0.30.0 apply the update from there without the stop's rollback.
+    _update_request_as_session slices the history at num_computed_tokens (sched:1581-1585 on
+    0.30.0): at -1 it keeps all but the last token, 4 of 5, so the update of 1 makes 5. From
+    0.31.0 on, the rollback's safe-frontier assert ends the same trace at the stop, in both."""
+    cfg = C(
+        "stream-below-zero",
+        runner="v1",
+        spec_tokens=2,
+        block_size=4,
+        clamp=True,
+        faults=F({"over-delivery"}),
+        events=F({"preempt", "reset", "stream", "kvfail"}),
+    )
+    none = {"accepted": [0, 0], "extra": [0, 0]}
+    steps = [
+        (SCHED, {"budget": 4, **none}),
+        (SCHED, {"budget": 3, **none}),
+        (DELIVER, {"stop": [0, 0], "kv_fail_req": 0, "kv_fail_block": 0}),
+        (SCHED, {"budget": 1, **none}),
+        (DELIVER, {"stop": [1, 0], "kv_fail_req": -1, "kv_fail_block": 0}),
+        ("stream_update", {"req": 0, "new_tokens": 1}),
+    ]
+    result = replay(cfg, {"prompt_len": [4, 1], "resumable": [True, True]}, steps, target)
+    if PROF.stop_rolls_back:
+        assert result.fired == "safe-frontier-nonnegative" and result.steps_run == 5
+        return
+    assert result.steps_run == 6
+    assert result.spec_state[("num_computed_tokens", 0)] == -1
+    assert result.target_state[("num_tokens", 0)] == 5
+    assert result.target_state[("num_prompt_tokens", 0)] == 5
+
+
 def test_abort_skips_later_deliveries(target):
     cfg = C("abort", runner="v1", events=F({"abort"}))
     # abort lands between engine steps, while the queue has room
