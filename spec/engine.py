@@ -158,6 +158,8 @@ def init(a: View, nxt: Next, cfg: Config, ops: Ops) -> Effect:
         nxt.completed[r] = False
         nxt.chunked[r] = False
         nxt.finished_unshipped[r] = False
+        if cfg.tracks_held_blocks:
+            nxt.holds_blocks[r] = False
         nxt.waiting_rank[r] = r
         if cfg.has("prefix-cache"):
             if not cfg.rest:

@@ -27,6 +27,11 @@ narrowest hook that reproduces what vLLM itself does:
                           `scheduler.running` and call
                           `_preempt_request(victim, t, drop_stale_output=drop)`.
   reset_prefix_cache      reset_prefix_cache(reset_running_requests=True) (sched:2840).
+                          Where a session still holds blocks vLLM raises RuntimeError
+                          after the preemptions (sched:2868-2875), which EngineCore
+                          returns as a failed utility call (core:1749-1751): the
+                          step compares that outcome with the model's
+                          (`observed["reset_fails"]`) and the case goes on.
   stream_update(req, u)   add_request with the same id and a resumable request of u
                           prompt tokens (sched:2616-2626).
   abort(req)              finish_requests("rK", FINISHED_ABORTED) (sched:2649).
@@ -83,6 +88,10 @@ REQUEST_VARS = (
 )
 STREAM_VARS = ("resumable", "pending_update", "pending_update_len")
 QUEUE_VARS = ("q_scheduled", "q_spec", "q_order", "q_admitted")
+
+
+# how vLLM's reset_prefix_cache(reset_running_requests=True) fails when a block is still held (sched:2870-2875)
+RESET_FAILED = "Failed to reset KV cache even when all the running requests are preempted"
 
 
 class CaseEnded(RuntimeError):
@@ -288,12 +297,7 @@ class VllmTarget:
         except RuntimeError as exc:
             if isinstance(exc, CaseEnded):
                 raise
-            # reset_prefix_cache raises after it has preempted every running request
-            # when other blocks are still held (sched:2868-2874); EngineCore returns
-            # that to the caller as a failed utility call (engine/core.py:1739-1751)
-            # and keeps running, so the case goes on. Anything else ends it.
-            if event != "reset_prefix_cache":
-                self.ended = f"{event}: {type(exc).__name__}"
+            self.ended = f"{event}: {type(exc).__name__}"
             self.model_state = result.state
             return Outcome(detail=f"vLLM raised {type(exc).__name__}: {exc}", error=f"{type(exc).__name__}: {exc}")
         self.model_state = result.state
@@ -369,8 +373,22 @@ class VllmTarget:
         return {"victim_was_last": was_last, "drop": drop}
 
     def _reset_prefix_cache(self, args, result: StepResult) -> dict:
-        ok = self.sched.reset_prefix_cache(reset_running_requests=True)
-        return {"reset_successful": ok}
+        """The call, and whether it raised where the model says it fails: after the
+        preemptions, a block still held makes it raise (sched:2868-2875); EngineCore
+        answers the caller with the failure and runs on (core:1749-1751)."""
+        try:
+            self.sched.reset_prefix_cache(reset_running_requests=True)
+            failed = None
+        except RuntimeError as exc:
+            if not str(exc).startswith(RESET_FAILED):
+                raise
+            failed = f"{type(exc).__name__}: {exc}"
+        predicted = bool(result.observed.get("reset_fails", False))
+        mismatches = []
+        if predicted != (failed is not None):
+            says = "fails (a session holds KV blocks)" if predicted else "succeeds"
+            mismatches.append(f"reset_prefix_cache: the model says the call {says}; vLLM " + (failed or "returned"))
+        return {"reset_failed": failed, "mismatches": mismatches}
 
     def _stream_update(self, args, result: StepResult) -> dict:
         r = args[("req",)]
@@ -406,6 +424,8 @@ class VllmTarget:
                 out[("pending_update_len", r)] = len(first.prompt_token_ids or ()) if first is not None else 0
             if cfg.is_v2 and cfg.pp > 1:
                 out[("next_decode_eligible_step", r)] = req.next_decode_eligible_step
+            if cfg.tracks_held_blocks:
+                out[("holds_blocks", r)] = any(self.sched.kv_cache_manager.get_block_ids(_rid(r)))
             if cfg.clamp and self.clamp:
                 out[("clamp_dropped", r)] = self.sched.clamp_dropped.get(_rid(r), 0)
             if cfg.guard != "none":
