@@ -231,9 +231,27 @@ def deliver(scheduler, scheduler_output, runner_output):
     return scheduler.update_from_output(scheduler_output, runner_output)
 
 
-def reset_prefix_cache(scheduler) -> bool:
-    """reset_prefix_cache as the engine's utility call makes it, running requests preempted."""
-    return scheduler.reset_prefix_cache(reset_running_requests=True)
+# how reset_prefix_cache(reset_running_requests=True) fails when a block is still held
+# after every running request is preempted ([cite:reset-raises-when-blocks-held])
+RESET_FAILED = "Failed to reset KV cache even when all the running requests are preempted"
+
+
+def reset_prefix_cache(scheduler) -> str | None:
+    """reset_prefix_cache as the engine's utility call makes it, running requests preempted:
+    None when it succeeds, the failure when vLLM raises because a block is still held (the
+    preemptions stand; EngineCore answers the caller and runs on). Any other error goes on."""
+    try:
+        scheduler.reset_prefix_cache(reset_running_requests=True)
+    except RuntimeError as exc:
+        if not str(exc).startswith(RESET_FAILED):
+            raise
+        return f"{type(exc).__name__}: {exc}"
+    return None
+
+
+def holds_blocks(scheduler, req_id: str) -> bool:
+    """Whether a request holds KV blocks now."""
+    return any(scheduler.kv_cache_manager.get_block_ids(req_id))
 
 
 def abort(scheduler, req_id: str) -> list:

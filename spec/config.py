@@ -163,6 +163,12 @@ class Config:
         return self.release_skipped and self.has("kvfail")
 
     @property
+    def tracks_held_blocks(self) -> bool:
+        """Which requests hold KV blocks is followed (holds_blocks): only a streaming session
+        holds them outside `running`, and only reset_prefix_cache reads it (it raises then)."""
+        return self.has("stream") and self.has("reset")
+
+    @property
     def slots(self) -> int:
         # V2 RequestState has max_num_reqs slots ([cite:v2-free-indices-init]); we run with
         # max_num_seqs = number of requests, so admission never runs out of slots.

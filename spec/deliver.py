@@ -246,6 +246,8 @@ def deliver(s: View, a: View, nxt: Next, cfg: Config, ops: Ops) -> Effect:
         nxt.finished_unshipped[r] = ops.any(
             s.finished_unshipped[r], finishing
         )  # _free_request ([cite:free-request-records-finished])
+        if cfg.tracks_held_blocks:  # and its blocks; a stopped session keeps them ([cite:free-blocks-deletes-request])
+            nxt.holds_blocks[r] = ops.ite(finishing, False, s.holds_blocks[r])
 
         nxt.num_computed_tokens[r] = c
         nxt.num_output_placeholders[r] = P

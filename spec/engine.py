@@ -99,7 +99,11 @@ def session_kept(prof, T, c, ops: Ops):
     """_update_request_as_session: how many tokens of the history a session keeps, and
     the condition of the assert that guards it (True where there is none)."""
     if prof.session_keep == "computed":
-        return ops.min(T, c), True  # [cite:session-keep-computed]: output up to num_computed_tokens
+        # [cite:session-keep-computed]: the history up to num_computed_tokens, as a Python
+        # slice end: a negative count keeps all but its last -c tokens (none below 0). Without
+        # the stop's rollback (0.29.0, 0.30.0) a session reaches here with c < 0 after a
+        # KV-load recompute under rejected drafts (finding 9)
+        return ops.ite(c >= 0, ops.min(T, c), ops.max(0, T + c)), True
     keep_end = T - 1  # 0.33.0: every output token but the last sampled one
     return keep_end, keep_end >= c
 
@@ -157,6 +161,8 @@ def init(a: View, nxt: Next, cfg: Config, ops: Ops) -> Effect:
         nxt.completed[r] = False
         nxt.chunked[r] = False
         nxt.finished_unshipped[r] = False
+        if cfg.tracks_held_blocks:
+            nxt.holds_blocks[r] = False
         nxt.waiting_rank[r] = r
         if cfg.has("prefix-cache"):
             if not cfg.rest:

@@ -31,6 +31,8 @@ def _preempt(s: View, nxt: Next, cfg: Config, ops: Ops, r: int, cond, drop, mark
     nxt.epoch[r] = nxt.epoch[r] + ops.ite(cond, 1, 0)
     if cfg.has("prefix-cache"):  # its blocks are freed, and stay cached ([cite:preempt-frees-blocks])
         nxt.hit_tokens[r] = ops.ite(cond, 0, nxt.hit_tokens[r])
+    if cfg.tracks_held_blocks:
+        nxt.holds_blocks[r] = ops.ite(cond, False, nxt.holds_blocks[r])  # [cite:preempt-frees-blocks]
     if marks_stale:
         S = nxt.num_stale_output_tokens[r]
         nxt.drop_stale_output[r] = ops.ite(
@@ -80,10 +82,22 @@ def reset_prefix_cache(s: View, a: View, nxt: Next, cfg: Config, ops: Ops) -> Ef
     """reset_prefix_cache(reset_running_requests=True)
     ([cite:reset-prefix-cache reset-preempts-drop-stale reset-clears-prev-scheduled]): preempt every
     running request, last first, drop-stale; each is prepended, so the waiting queue
-    starts with them in their running order."""
+    starts with them in their running order.
+
+    Then the block pool is reset only if no block is held ([cite:reset-clears-cache]). A
+    streaming session outside `running` (waiting for input, or updated and not yet
+    scheduled again) still holds its blocks: vLLM then raises RuntimeError after the
+    preemptions ([cite:reset-raises-when-blocks-held]), which EngineCore returns to the
+    caller as a failed utility call and runs on ([cite:utility-call-failure]). The state
+    is the same either way (the preemptions stand; the cache is not cleared, and prefix
+    caching is not modelled with sessions); `observed["reset_fails"]` says which outcome
+    vLLM's call has, for the targets to compare."""
     reqs = range(cfg.requests)
     running = [s.status[r] == Status.RUNNING for r in reqs]
     num_running = ops.count(running)
+    observed = {}
+    if cfg.tracks_held_blocks:
+        observed["reset_fails"] = ops.any(*[ops.all(ops.not_(running[r]), s.holds_blocks[r]) for r in reqs])
     # 0.32.0 preempts with drop_stale_output=True; h2/h3 preempted the old way, then
     # zeroed placeholders and armed a frame discard
     marks_stale = cfg.prof.preempt_marks_stale and cfg.prof.reset == "preempt-drop-stale"
@@ -108,7 +122,7 @@ def reset_prefix_cache(s: View, a: View, nxt: Next, cfg: Config, ops: Ops) -> Ef
     # with an abstract rest, a reset may find only other requests running: the focal
     # request is then left alone
     someone_runs = True if cfg.rest else num_running > 0
-    return Effect(guard=ops.all(_front_end_slot(s, cfg), someone_runs))
+    return Effect(guard=ops.all(_front_end_slot(s, cfg), someone_runs), observed=observed)
 
 
 def stream_update_args(cfg: Config) -> tuple[Arg, ...]:
@@ -158,4 +172,6 @@ def abort(s: View, a: View, nxt: Next, cfg: Config, ops: Ops) -> Effect:
         nxt.finished_unshipped[r] = ops.any(
             s.finished_unshipped[r], me
         )  # _free_request ([cite:free-request-records-finished])
+        if cfg.tracks_held_blocks:  # and its blocks ([cite:free-blocks-deletes-request])
+            nxt.holds_blocks[r] = ops.ite(me, False, s.holds_blocks[r])
     return Effect(guard=ops.all(*guard))

@@ -273,6 +273,8 @@ def schedule(s: View, a: View, nxt: Next, cfg: Config, ops: Ops) -> Effect:
     for r in reqs:
         nxt.status[r] = ops.ite(admitted[r], Status.RUNNING, status[r])
         nxt.running_rank[r] = ops.ite(admitted[r], rank_base + admit_pos[r], s.running_rank[r])
+        if cfg.tracks_held_blocks:  # a scheduled request has blocks for its tokens ([cite:allocate-slots-new-blocks])
+            nxt.holds_blocks[r] = ops.any(s.holds_blocks[r], take[r])
     nxt.next_running_rank = rank_base + admitted_count
     for r in reqs:
         if tracked:

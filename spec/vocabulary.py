@@ -166,6 +166,16 @@ DECLS: tuple[VarDecl, ...] = (
         when=lambda c: c.has("prefix-cache"),
     ),
     VarDecl(
+        "holds_blocks",
+        bool,
+        ("req",),
+        "the KV cache manager holds blocks for it: from its first scheduled step until it is preempted or "
+        "freed; a streaming session keeps them while it waits for input and after its update",
+        "[cite:allocate-slots-new-blocks]; freed at [cite:preempt-frees-blocks], [cite:free-blocks-deletes-request]; "
+        "read by [cite:reset-raises-when-blocks-held]",
+        when=lambda c: c.tracks_held_blocks,
+    ),
+    VarDecl(
         "finished_unshipped",
         bool,
         ("req",),

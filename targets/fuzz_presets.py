@@ -183,15 +183,6 @@ KNOWN: dict[str, Known] = {
     k.name: k
     for k in (
         Known(
-            "reset-held-blocks",
-            "reset_prefix_cache(reset_running_requests=True) preempts every running "
-            "request, then raises RuntimeError (sched:2868-2875) because a streaming "
-            "session outside `running` still holds KV blocks (block_pool.py:837-844); "
-            "EngineCore reports a failed utility call and runs on. The model has no "
-            "failure outcome for reset",
-            lambda key, a, b, s, runner: key == ("error",) and "Failed to reset KV cache" in str(b),
-        ),
-        Known(
             "runner-negative-position",
             "a request scheduled from position -1 (finding 9: a KV-load recompute under "
             "two rejected drafts) makes vLLM's V1 runner index its token table at a negative "

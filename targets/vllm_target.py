@@ -27,6 +27,11 @@ narrowest hook that reproduces what vLLM itself does:
                           `scheduler.running` and call
                           `_preempt_request(victim, t, drop_stale_output=drop)`.
   reset_prefix_cache      reset_prefix_cache(reset_running_requests=True) (sched:2840).
+                          Where a session still holds blocks vLLM raises RuntimeError
+                          after the preemptions (sched:2868-2875), which EngineCore
+                          returns as a failed utility call (core:1749-1751): the
+                          step compares that outcome with the model's
+                          (`observed["reset_fails"]`) and the case goes on.
   stream_update(req, u)   add_request with the same id and a resumable request of u
                           prompt tokens (sched:2616-2626).
   abort(req)              finish_requests("rK", FINISHED_ABORTED) (sched:2649).
@@ -222,12 +227,7 @@ class VllmTarget:
         except RuntimeError as exc:
             if isinstance(exc, CaseEnded):
                 raise
-            # reset_prefix_cache raises after it has preempted every running request
-            # when other blocks are still held (sched:2868-2874); EngineCore returns
-            # that to the caller as a failed utility call (engine/core.py:1739-1751)
-            # and keeps running, so the case goes on. Anything else ends it.
-            if event != "reset_prefix_cache":
-                self.ended = f"{event}: {type(exc).__name__}"
+            self.ended = f"{event}: {type(exc).__name__}"
             self.model_state = result.state
             return Outcome(detail=f"vLLM raised {type(exc).__name__}: {exc}", error=f"{type(exc).__name__}: {exc}")
         self.model_state = result.state
@@ -296,8 +296,16 @@ class VllmTarget:
         return {"victim_was_last": was_last, "drop": drop}
 
     def _reset_prefix_cache(self, args, result: StepResult) -> dict:
-        ok = objects.reset_prefix_cache(self.sched)
-        return {"reset_successful": ok}
+        """The call, and whether it raised where the model says it fails: after the
+        preemptions, a block still held makes it raise ([cite:reset-raises-when-blocks-held]);
+        EngineCore answers the caller with the failure and runs on ([cite:utility-call-failure])."""
+        failed = objects.reset_prefix_cache(self.sched)
+        predicted = bool(result.observed.get("reset_fails", False))
+        mismatches = []
+        if predicted != (failed is not None):
+            says = "fails (a session holds KV blocks)" if predicted else "succeeds"
+            mismatches.append(f"reset_prefix_cache: the model says the call {says}; vLLM " + (failed or "returned"))
+        return {"reset_failed": failed, "mismatches": mismatches}
 
     def _stream_update(self, args, result: StepResult) -> dict:
         r = args[("req",)]
@@ -323,6 +331,8 @@ class VllmTarget:
                     out[(name, r)] = value
             if stagger:
                 out[("next_decode_eligible_step", r)] = objects.decode_eligible_step(req)
+            if cfg.tracks_held_blocks:
+                out[("holds_blocks", r)] = objects.holds_blocks(self.sched, _rid(r))
             if cfg.clamp and self.clamp:
                 out[("clamp_dropped", r)] = self.sched.clamp_dropped.get(_rid(r), 0)
             if cfg.guard != "none":

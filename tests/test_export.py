@@ -329,3 +329,35 @@ def test_export_check_passes_in_vllms_own_test_tree(release, tmp_path):
     assert check.returncode == 0, check.stdout[-3000:] + check.stderr[-3000:]
     report = json.loads((tmp_path / f"{release}.json").read_text())
     assert report["ok"] and report["broken_copy_caught"] and report["modules"] > 0
+
+
+def test_a_reset_that_a_session_makes_fail_is_exported_as_raising():
+    """A reset while a streaming session holds KV blocks raises in vLLM after the
+    preemptions (the model's observed `reset_fails`): the exported step expects that
+    RuntimeError, and a reset that succeeds is a plain call."""
+    from types import SimpleNamespace
+
+    from codegen.export import _steps
+    from spec.config import Config
+
+    cfg = Config("reset-stream", runner="v1", events=frozenset({"stream", "reset"}), profile="vllm-0.32.0")
+    steps = [
+        ("schedule", {"budget": 10}),
+        ("schedule", {"budget": 10}),
+        ("deliver", {"stop": [1, 0]}),  # r0's session waits for input, holding its blocks
+        ("reset_prefix_cache", {}),
+        ("schedule", {"budget": 10}),
+        ("deliver", {}),
+        ("stream_update", {"req": 0, "new_tokens": 3}),
+        ("reset_prefix_cache", {}),
+        ("schedule", {"budget": 10}),
+        ("deliver", {}),
+        ("reset_prefix_cache", {}),  # both were scheduled and are preempted: nothing is held
+    ]
+    case = SimpleNamespace(init={"prompt_len": [3, 3], "resumable": [True, False]}, steps=steps)
+    resets = [step["code"] for step in _steps(cfg, case, None, set()) if step["event"] == "reset_prefix_cache"]
+    raising = [
+        'with pytest.raises(RuntimeError, match="Failed to reset KV cache"):',
+        "    scheduler.reset_prefix_cache(reset_running_requests=True)",
+    ]
+    assert resets == [raising, raising, ["scheduler.reset_prefix_cache(reset_running_requests=True)"]]
