@@ -88,7 +88,7 @@ def _continue_decode(steps: int) -> Runner:
 RUNNERS = (TPU, *(_continue_decode(n) for n in (2, 3, 4)))
 
 
-PAIRED = {"0.32.0..0.34.0"}  # the vLLM releases its runner is checked against
+PAIRED = {"0.32.0..0.33.0"}  # the vLLM releases its runner is checked against
 
 
 # A stop inside the window: m of the n returned tokens kept. On
@@ -97,12 +97,12 @@ PAIRED = {"0.32.0..0.34.0"}  # the vLLM releases its runner is checked against
 # the resumable stop's frontier c - P is short by n - m: below 0 once n >= 3 with a one-token
 # prompt (the assert); with n = 2 it reaches 0 and no trace within 8 steps goes below.
 _STOP_INSIDE_WINDOW = {
-    2: {"0.32.0..0.34.0": {"safe-frontier-nonnegative": "bounded", "computed-nonnegative": "bounded"}},
-    3: {"0.32.0..0.34.0": {"safe-frontier-nonnegative": "violated", "computed-nonnegative": "bounded"}},
+    2: {"0.32.0..0.33.0": {"safe-frontier-nonnegative": "bounded", "computed-nonnegative": "bounded"}},
+    3: {"0.32.0..0.33.0": {"safe-frontier-nonnegative": "violated", "computed-nonnegative": "bounded"}},
     4: {
         "0.32.0": {"safe-frontier-nonnegative": "violated", "computed-nonnegative": "bounded"},
         # a plain (not resumable) stop leaves the finished request's count at c + 2m - n < 0
-        "0.33.0..0.34.0": {"safe-frontier-nonnegative": "violated", "computed-nonnegative": "violated"},
+        "0.33.0": {"safe-frontier-nonnegative": "violated", "computed-nonnegative": "violated"},
     },
 }
 
@@ -115,7 +115,7 @@ def scenarios(m) -> tuple:
             "tpu-inference's normal path: every event family, any number of requests and drafts",
             {
                 "0.32.0": m._expect(proved=m.SAFETY),
-                "0.33.0..0.34.0": m._expect(proved=m.SAFETY_033),
+                "0.33.0": m._expect(proved=m.SAFETY_033),
             },
             runner="tpu-inference",
             events=m.ALL,
@@ -124,7 +124,7 @@ def scenarios(m) -> tuple:
         *m._releases(
             "plugin-tpu-tokens",
             "tpu-inference's normal path without drafts: its own token list against the scheduler's",
-            {"0.32.0..0.34.0": m._expect(violated=("runner-tokens-agree",))},
+            {"0.32.0..0.33.0": m._expect(violated=("runner-tokens-agree",))},
             runner="tpu-inference",
             events=m.ALL - {"stream"},
             spec_tokens=0,
@@ -137,7 +137,7 @@ def scenarios(m) -> tuple:
                 f"plugin-tpu-cd{n}",
                 f"tpu-inference with Continue Decode (max_decode_steps={n}) and its scheduler patch: a "
                 "non-final one-token prefill chunk in a batch of one-token rows",
-                {"0.32.0..0.34.0": m._expect(violated=("counter-nonnegative", "predicates-agree"))},
+                {"0.32.0..0.33.0": m._expect(violated=("counter-nonnegative", "predicates-agree"))},
                 runner=f"tpu-cd-{n}",
                 events=frozenset(),
                 spec_tokens=0,

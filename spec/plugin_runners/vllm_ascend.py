@@ -66,7 +66,7 @@ def scenarios(m) -> tuple:
         *m._releases(
             "plugin-ascend-v1",
             "vllm-ascend's V1 runner: every event family, any number of requests and drafts",
-            {"0.32.0": m._expect(proved=m.SAFETY), "0.33.0..0.34.0": m._expect(proved=m.SAFETY_033)},
+            {"0.32.0": m._expect(proved=m.SAFETY), "0.33.0": m._expect(proved=m.SAFETY_033)},
             runner="ascend-v1",
             events=m.ALL,
             **m.ANY_SIZE,
@@ -74,7 +74,7 @@ def scenarios(m) -> tuple:
         *m._releases(
             "plugin-ascend-v1-view",
             "vllm-ascend's V1 runner: its prompt-bounded prefill class after a preemption",
-            {"0.32.0..0.34.0": m._expect(violated=("prefill-view-agrees",))},
+            {"0.32.0..0.33.0": m._expect(violated=("prefill-view-agrees",))},
             runner="ascend-v1",
             events=frozenset({"preempt"}),
             spec_tokens=0,
@@ -85,7 +85,7 @@ def scenarios(m) -> tuple:
             "vllm-ascend's V2 runner under KV-load failures (recompute): vLLM's V2 rule, its findings",
             {
                 "0.32.0": m._expect(violated=m.V2_RECOMPUTE_BREAKS),
-                "0.33.0..0.34.0": m._expect(violated=m.V2_RECOMPUTE_BREAKS[1:], bounded=("counter-nonnegative",)),
+                "0.33.0": m._expect(violated=m.V2_RECOMPUTE_BREAKS[1:], bounded=("counter-nonnegative",)),
             },
             runner="ascend-v2",
             events=frozenset({"kvfail"}),
