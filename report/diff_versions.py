@@ -72,11 +72,14 @@ def table(summary: dict, a: str, b: str) -> tuple[list[tuple], list[tuple]]:
         if not any(r in by_release for r in releases):
             continue
         cells = [reaction(by_release[r]) if r in by_release else _missing(scenario, prop, r) for r in releases]
+        cells = [c + _on_v2_note(scenario, r) if r in by_release else c for c, r in zip(cells, releases)]
         test = None
         for r in reversed(releases):
             if r in by_release:
                 test = test or case_module(by_release[r])
         kinds = {_kind(c) for c in cells if not c.startswith(UNSTATED)}
+        if any(c.startswith("gone:") for c in cells) and kinds - {"gone: no V1 runner"}:
+            kinds.add("gone")  # a verdict a release no longer has the runner for is a change
         entry = (scenario, prop, cells, test or "")
         (changed if len(kinds) > 1 else same).append(entry)
     return changed, same
@@ -88,14 +91,33 @@ def _missing(scenario: str, prop: str, release: str) -> str:
     from spec.matrix import MATRIX
     from spec.properties import PROPERTIES
 
+    from spec.profiles import release_profile
+
     for cfg in MATRIX:
         if cfg.name == f"{scenario}@{release}" and not PROPERTIES[prop].applies(cfg):
             return "n/a (no such assert)"
+    if not release_profile(release).has_v1_runner and any(
+        cfg.scenario == scenario and cfg.on_vllm_v1 for cfg in MATRIX
+    ):
+        return "gone: no V1 runner"
     return "not checked"
+
+
+def _on_v2_note(scenario: str, release: str) -> str:
+    """' (on V2)' where a V1 scenario runs on V2 because the release has no V1 runner."""
+    from spec.matrix import MATRIX
+
+    for cfg in MATRIX:
+        if cfg.name == f"{scenario}@{release}":
+            v1_elsewhere = any(c.scenario == scenario and c.on_vllm_v1 for c in MATRIX)
+            return " (on V2)" if v1_elsewhere and not cfg.is_v1 else ""
+    return ""
 
 
 def _kind(text: str) -> str:
     """The verdict and reaction, without the depth: what counts as a change."""
+    if text.startswith("gone:"):
+        return text
     return text.split(" at ")[0].split(" (")[0] if not text.startswith("none found") else "none found"
 
 

@@ -73,6 +73,15 @@ engine; SILENT = the violation passes unnoticed):
   vllm-0.33.0+guard   holds: no assert fires, nothing is violated
                       predicates-agree holds on this arm
                       runs 3 step(s)
+  vllm-0.34.0         holds: no assert fires, nothing is violated
+                      predicates-agree holds on this arm
+                      runs 3 step(s)
+  vllm-0.34.0+clamp   holds: no assert fires, nothing is violated
+                      predicates-agree holds on this arm
+                      runs 3 step(s)
+  vllm-0.34.0+guard   holds: no assert fires, nothing is violated
+                      predicates-agree holds on this arm
+                      runs 3 step(s)
 
 Replay:      .venv/bin/python -m pytest generated_tests/cases/h1_preempt_keeps_placeholders/test_h1_preempt__predicates_agree.py --target=reference,vllm,vllm-clamp,vllm-guard,kernel
              (add --vllm=0.33.0 for the 0.33.0 arms, SHOW_VLLM_TRACEBACK=1 to see vLLM's own traceback)
@@ -109,6 +118,9 @@ CASE = Case(
         'vllm-0.33.0': ({'profile': 'vllm-0.33.0', 'clamp': False, 'guard': 'none'}, Expect(runs=3)),
         'vllm-0.33.0+clamp': ({'profile': 'vllm-0.33.0', 'clamp': True, 'guard': 'none'}, Expect(runs=3)),
         'vllm-0.33.0+guard': ({'profile': 'vllm-0.33.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=3)),
+        'vllm-0.34.0': ({'profile': 'vllm-0.34.0', 'clamp': False, 'guard': 'none'}, Expect(runs=3)),
+        'vllm-0.34.0+clamp': ({'profile': 'vllm-0.34.0', 'clamp': True, 'guard': 'none'}, Expect(runs=3)),
+        'vllm-0.34.0+guard': ({'profile': 'vllm-0.34.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=3)),
     },
     path='generated_tests/cases/h1_preempt_keeps_placeholders/test_h1_preempt__predicates_agree.py',
 )

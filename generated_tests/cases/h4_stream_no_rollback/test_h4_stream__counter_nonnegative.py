@@ -11,29 +11,30 @@ Violated: counter-nonnegative (vLLM 0.32.0: async_scheduler.py:69-71), at step 7
 
 step  event               picks                               what changes
    0  init                prompt_len=[1] resumable=[True]
-   1  schedule            budget=1                            r0: scheduled 1, reserved 1, runner returns 1
+   1  stream_update       new_tokens=2                        r0: update F->T
+   2  schedule            budget=1                            r0: scheduled 1, reserved 1, runner returns 1
                                                               r0: runner rule c + n = 0 + 1 = 1 < Nr = 1? no -> samples
                                                               r0: status WAITING->RUNNING, c 0->1, P 0->1, F 0->1, drafts 0->1
                                                               r0: Nr 0->2
                                                               in flight 0->1
-   2  schedule            budget=1                            r0: scheduled 1, reserved 1, runner returns 1
-                                                              r0: runner rule c + n = 1 + 1 = 2 < Nr = 2? no -> samples
-                                                              r0: c 1->2, P 1->2, F 1->2, Nr 2->3
+   3  schedule            budget=2 accepted=[1]               r0: scheduled 2, reserved 2, runner returns 2
+                                                              r0: runner rule c + n = 1 + 2 = 3 < Nr = 2? no -> samples
+                                                              r0: c 1->3, P 1->3, F 1->3, Nr 2->3
                                                               in flight 1->2
-   3  deliver             stop=[1]                            delivers the output of step 1
-                                                              r0: status RUNNING->WAITING_FOR_STREAMING_REQ, T 1->2, P 2->1, F 2->1
+   4  deliver             stop=[1]                            delivers the output of step 2
+                                                              r0: status RUNNING->WAITING, L 1->4, T 1->4, P 3->2, F 3->2
+                                                              r0: update T->F
                                                               in flight 2->1
-   4  stream_update       new_tokens=2                        r0: status WAITING_FOR_STREAMING_REQ->WAITING, L 1->4, T 2->4
    5  schedule            budget=2                            r0: scheduled 2, reserved 0, runner returns 1
-                                                              r0: runner rule c + n = 2 + 2 = 4 < Nr = 4? no -> samples
-                                                              r0: status WAITING->RUNNING, c 2->4, F 1->3, X F->T, Nr 3->5
+                                                              r0: runner rule c + n = 3 + 2 = 5 < Nr = 4? no -> samples
+                                                              r0: status WAITING->RUNNING, c 3->5, F 2->4, X F->T, Nr 3->5
                                                               in flight 1->2
                                                               VIOLATES predicates-agree
-   6  deliver             stop=[1]                            delivers the output of step 2
-                                                              r0: status RUNNING->WAITING_FOR_STREAMING_REQ, T 4->5, P 1->0, F 3->2
+   6  deliver             stop=[1]                            delivers the output of step 3
+                                                              r0: status RUNNING->WAITING_FOR_STREAMING_REQ, T 4->5, P 2->1, F 4->2
                                                               in flight 2->1
    7  deliver                                                 delivers the output of step 5
-                                                              r0: T 5->6, P 0->-1, F 2->0
+                                                              r0: T 5->6, c 5->4, P 1->-1, F 2->0
                                                               in flight 1->0
                                                               VIOLATES no-token-while-prefilling
 (L prompt, T tokens, c computed, P placeholders, F in flight, S stale, D drop-stale, X is_prefill_chunk, Nr V1 num_tokens, g/pl/tl V2 slot computed/prefill_len/total_len)
@@ -41,28 +42,29 @@ step  event               picks                               what changes
 What the model predicts on each arm (vLLM's reaction: CRASH = an assert kills the
 engine; SILENT = the violation passes unnoticed):
   h4-stream-no-rollback CRASH at step 7: `assert request.num_output_placeholders >= 0` fires
-                      violated: counter-nonnegative at step 7; idle-only-when-done at 3; predicates-agree at 5; no-token-while-prefilling at 7; placeholder-accounting at 7
+                      violated: counter-nonnegative at step 7; predicates-agree at 5; placeholder-accounting at 6; idle-only-when-done at 6; no-token-while-prefilling at 7
                       runs 7 step(s)
-  vllm-0.29.0         CRASH at step 7: `assert request.num_output_placeholders >= 0` fires
-                      violated: counter-nonnegative at step 7; idle-only-when-done at 3; predicates-agree at 5; no-token-while-prefilling at 7; placeholder-accounting at 7
+  vllm-0.29.0         SILENT: no assert fires
+                      violated: predicates-agree at 5; placeholder-accounting at 6; idle-only-when-done at 6; no-token-while-prefilling at 7
+                      counter-nonnegative holds on this arm
                       runs 7 step(s)
   vllm-0.29.0+clamp   SILENT: no assert fires
-                      violated: idle-only-when-done at 3; predicates-agree at 5
+                      violated: predicates-agree at 5; placeholder-accounting at 6; idle-only-when-done at 6; no-token-while-prefilling at 7
                       counter-nonnegative holds on this arm
-                      runs 7 step(s); the clamp drops 1 token(s)
+                      runs 7 step(s)
   vllm-0.29.0+guard   SILENT: no assert fires
-                      violated: idle-only-when-done at 3; predicates-agree at 5
+                      violated: predicates-agree at 5; placeholder-accounting at 6; idle-only-when-done at 6
                       counter-nonnegative holds on this arm
                       runs 7 step(s); the guard drops 1 token(s)
   vllm-0.30.0         CRASH at step 7: `assert request.num_output_placeholders >= 0` fires
-                      violated: counter-nonnegative at step 7; idle-only-when-done at 3; predicates-agree at 5; no-token-while-prefilling at 7; placeholder-accounting at 7
+                      violated: counter-nonnegative at step 7; predicates-agree at 5; placeholder-accounting at 6; idle-only-when-done at 6; no-token-while-prefilling at 7
                       runs 7 step(s)
   vllm-0.30.0+clamp   SILENT: no assert fires
-                      violated: idle-only-when-done at 3; predicates-agree at 5
+                      violated: predicates-agree at 5; placeholder-accounting at 6; idle-only-when-done at 6
                       counter-nonnegative holds on this arm
                       runs 7 step(s); the clamp drops 1 token(s)
   vllm-0.30.0+guard   SILENT: no assert fires
-                      violated: idle-only-when-done at 3; predicates-agree at 5
+                      violated: predicates-agree at 5; placeholder-accounting at 6; idle-only-when-done at 6
                       counter-nonnegative holds on this arm
                       runs 7 step(s); the guard drops 1 token(s)
   vllm-0.31.0         holds: no assert fires, nothing is violated
@@ -105,10 +107,10 @@ CASE = Case(
     config={'name': 'h4-stream', 'runner': 'v1', 'events': ['stream'], 'faults': [], 'profile': 'h4-stream-no-rollback', 'clamp': False, 'requests': 1, 'pp': 1, 'spec_tokens': 1, 'max_budget': None, 'prompt_lens': None, 'long_prefill_threshold': 0, 'block_size': 16},
     init={'prompt_len': [1], 'resumable': [True]},
     steps=(
-        ('schedule', {'budget': 1, 'accepted': [0]}),
-        ('schedule', {'budget': 1, 'accepted': [0]}),
-        ('deliver', {'stop': [1]}),
         ('stream_update', {'req': 0, 'new_tokens': 2}),
+        ('schedule', {'budget': 1, 'accepted': [0]}),
+        ('schedule', {'budget': 2, 'accepted': [1]}),
+        ('deliver', {'stop': [1]}),
         ('schedule', {'budget': 2, 'accepted': [0]}),
         ('deliver', {'stop': [1]}),
         ('deliver', {'stop': [0]}),
@@ -116,13 +118,13 @@ CASE = Case(
     kind='violation',
     property='counter-nonnegative',
     arms={
-        'h4-stream-no-rollback': ({'profile': 'h4-stream-no-rollback', 'clamp': False, 'guard': 'none'}, Expect(runs=7, fired=('placeholders-nonnegative', 7), violations=(7,), others=(('idle-only-when-done', 3), ('predicates-agree', 5), ('no-token-while-prefilling', 7), ('placeholder-accounting', 7)))),
-        'vllm-0.29.0': ({'profile': 'vllm-0.29.0', 'clamp': False, 'guard': 'none'}, Expect(runs=7, fired=('placeholders-nonnegative', 7), violations=(7,), others=(('idle-only-when-done', 3), ('predicates-agree', 5), ('no-token-while-prefilling', 7), ('placeholder-accounting', 7)))),
-        'vllm-0.29.0+clamp': ({'profile': 'vllm-0.29.0', 'clamp': True, 'guard': 'none'}, Expect(runs=7, others=(('idle-only-when-done', 3), ('predicates-agree', 5)), dropped=1)),
-        'vllm-0.29.0+guard': ({'profile': 'vllm-0.29.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=7, others=(('idle-only-when-done', 3), ('predicates-agree', 5)), dropped=1)),
-        'vllm-0.30.0': ({'profile': 'vllm-0.30.0', 'clamp': False, 'guard': 'none'}, Expect(runs=7, fired=('placeholders-nonnegative', 7), violations=(7,), others=(('idle-only-when-done', 3), ('predicates-agree', 5), ('no-token-while-prefilling', 7), ('placeholder-accounting', 7)))),
-        'vllm-0.30.0+clamp': ({'profile': 'vllm-0.30.0', 'clamp': True, 'guard': 'none'}, Expect(runs=7, others=(('idle-only-when-done', 3), ('predicates-agree', 5)), dropped=1)),
-        'vllm-0.30.0+guard': ({'profile': 'vllm-0.30.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=7, others=(('idle-only-when-done', 3), ('predicates-agree', 5)), dropped=1)),
+        'h4-stream-no-rollback': ({'profile': 'h4-stream-no-rollback', 'clamp': False, 'guard': 'none'}, Expect(runs=7, fired=('placeholders-nonnegative', 7), violations=(7,), others=(('predicates-agree', 5), ('placeholder-accounting', 6), ('idle-only-when-done', 6), ('no-token-while-prefilling', 7)))),
+        'vllm-0.29.0': ({'profile': 'vllm-0.29.0', 'clamp': False, 'guard': 'none'}, Expect(runs=7, others=(('predicates-agree', 5), ('placeholder-accounting', 6), ('idle-only-when-done', 6), ('no-token-while-prefilling', 7)))),
+        'vllm-0.29.0+clamp': ({'profile': 'vllm-0.29.0', 'clamp': True, 'guard': 'none'}, Expect(runs=7, others=(('predicates-agree', 5), ('placeholder-accounting', 6), ('idle-only-when-done', 6), ('no-token-while-prefilling', 7)))),
+        'vllm-0.29.0+guard': ({'profile': 'vllm-0.29.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=7, others=(('predicates-agree', 5), ('placeholder-accounting', 6), ('idle-only-when-done', 6)), dropped=1)),
+        'vllm-0.30.0': ({'profile': 'vllm-0.30.0', 'clamp': False, 'guard': 'none'}, Expect(runs=7, fired=('placeholders-nonnegative', 7), violations=(7,), others=(('predicates-agree', 5), ('placeholder-accounting', 6), ('idle-only-when-done', 6), ('no-token-while-prefilling', 7)))),
+        'vllm-0.30.0+clamp': ({'profile': 'vllm-0.30.0', 'clamp': True, 'guard': 'none'}, Expect(runs=7, others=(('predicates-agree', 5), ('placeholder-accounting', 6), ('idle-only-when-done', 6)), dropped=1)),
+        'vllm-0.30.0+guard': ({'profile': 'vllm-0.30.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=7, others=(('predicates-agree', 5), ('placeholder-accounting', 6), ('idle-only-when-done', 6)), dropped=1)),
         'vllm-0.31.0': ({'profile': 'vllm-0.31.0', 'clamp': False, 'guard': 'none'}, Expect(runs=5)),
         'vllm-0.31.0+clamp': ({'profile': 'vllm-0.31.0', 'clamp': True, 'guard': 'none'}, Expect(runs=5)),
         'vllm-0.31.0+guard': ({'profile': 'vllm-0.31.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=5)),

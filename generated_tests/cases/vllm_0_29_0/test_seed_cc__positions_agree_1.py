@@ -75,6 +75,15 @@ engine; SILENT = the violation passes unnoticed):
   vllm-0.33.0+guard   SILENT: no assert fires
                       violated: positions-agree at step 5
                       runs 5 step(s)
+  vllm-0.34.0         SILENT: no assert fires
+                      violated: positions-agree at step 5
+                      runs 5 step(s)
+  vllm-0.34.0+clamp   SILENT: no assert fires
+                      violated: positions-agree at step 5
+                      runs 5 step(s)
+  vllm-0.34.0+guard   SILENT: no assert fires
+                      violated: positions-agree at step 5
+                      runs 5 step(s)
 
 Replay:      .venv/bin/python -m pytest generated_tests/cases/vllm_0_29_0/test_seed_cc__positions_agree_1.py --target=reference,vllm,vllm-clamp,vllm-guard,kernel
              (add --vllm=0.33.0 for the 0.33.0 arms, SHOW_VLLM_TRACEBACK=1 to see vLLM's own traceback)
@@ -112,6 +121,9 @@ CASE = Case(
         'vllm-0.33.0': ({'profile': 'vllm-0.33.0', 'clamp': False, 'guard': 'none'}, Expect(runs=5, violations=(5,))),
         'vllm-0.33.0+clamp': ({'profile': 'vllm-0.33.0', 'clamp': True, 'guard': 'none'}, Expect(runs=5, violations=(5,))),
         'vllm-0.33.0+guard': ({'profile': 'vllm-0.33.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=5, violations=(5,))),
+        'vllm-0.34.0': ({'profile': 'vllm-0.34.0', 'clamp': False, 'guard': 'none'}, Expect(runs=5, violations=(5,))),
+        'vllm-0.34.0+clamp': ({'profile': 'vllm-0.34.0', 'clamp': True, 'guard': 'none'}, Expect(runs=5, violations=(5,))),
+        'vllm-0.34.0+guard': ({'profile': 'vllm-0.34.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=5, violations=(5,))),
     },
     path='generated_tests/cases/vllm_0_29_0/test_seed_cc__positions_agree_1.py',
 )

@@ -10,17 +10,17 @@ Violated: counter-nonnegative (vLLM 0.29.0: async_scheduler.py:61-63), at step 7
 
 step  event               picks                               what changes
    0  init                prompt_len=[1] resumable=[True]
-   1  schedule            budget=1                            r0: scheduled 1, reserved 1, runner returns 1
+   1  stream_update       new_tokens=1                        r0: update F->T
+   2  schedule            budget=1                            r0: scheduled 1, reserved 1, runner returns 1
                                                               r0: runner rule g + n = 0 + 1 = 1 < prefill_len = 1? no -> samples
                                                               r0: status WAITING->RUNNING, c 0->1, P 0->1, F 0->1, g 0->1
                                                               r0: pl 0->1, tl 0->2
                                                               in flight 0->1
-   2  stream_update       new_tokens=1                        r0: update F->T
    3  schedule            budget=1                            r0: scheduled 1, reserved 1, runner returns 1
                                                               r0: runner rule g + n = 1 + 1 = 2 < prefill_len = 1? no -> samples
                                                               r0: c 1->2, P 1->2, F 1->2, g 1->2, tl 2->3
                                                               in flight 1->2
-   4  deliver             stop=[1]                            delivers the output of step 1
+   4  deliver             stop=[1]                            delivers the output of step 2
                                                               r0: status RUNNING->WAITING, L 1->3, T 1->3, P 2->1, F 2->1
                                                               r0: update T->F
                                                               in flight 2->1
@@ -90,6 +90,15 @@ engine; SILENT = the violation passes unnoticed):
   vllm-0.33.0+guard   holds: no assert fires, nothing is violated
                       counter-nonnegative holds on this arm
                       runs 5 step(s)
+  vllm-0.34.0         holds: no assert fires, nothing is violated
+                      counter-nonnegative holds on this arm
+                      runs 5 step(s)
+  vllm-0.34.0+clamp   holds: no assert fires, nothing is violated
+                      counter-nonnegative holds on this arm
+                      runs 5 step(s)
+  vllm-0.34.0+guard   holds: no assert fires, nothing is violated
+                      counter-nonnegative holds on this arm
+                      runs 5 step(s)
 
 Replay:      .venv/bin/python -m pytest generated_tests/cases/vllm_0_29_0/test_v2__counter_nonnegative.py --target=reference,vllm,vllm-clamp,vllm-guard,kernel
              (add --vllm=0.33.0 for the 0.33.0 arms, SHOW_VLLM_TRACEBACK=1 to see vLLM's own traceback)
@@ -103,8 +112,8 @@ CASE = Case(
     config={'name': 'v2@0.29.0', 'runner': 'v2', 'events': ['abort', 'preempt', 'preempt-drop', 'reset', 'stream'], 'faults': [], 'profile': 'vllm-0.29.0', 'clamp': False, 'requests': 1, 'pp': 1, 'spec_tokens': 0, 'max_budget': None, 'prompt_lens': None, 'long_prefill_threshold': 0, 'block_size': 16},
     init={'prompt_len': [1], 'resumable': [True]},
     steps=(
-        ('schedule', {'budget': 1}),
         ('stream_update', {'req': 0, 'new_tokens': 1}),
+        ('schedule', {'budget': 1}),
         ('schedule', {'budget': 1}),
         ('deliver', {'stop': [1]}),
         ('schedule', {'budget': 1}),
@@ -129,6 +138,9 @@ CASE = Case(
         'vllm-0.33.0': ({'profile': 'vllm-0.33.0', 'clamp': False, 'guard': 'none'}, Expect(runs=5)),
         'vllm-0.33.0+clamp': ({'profile': 'vllm-0.33.0', 'clamp': True, 'guard': 'none'}, Expect(runs=5)),
         'vllm-0.33.0+guard': ({'profile': 'vllm-0.33.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=5)),
+        'vllm-0.34.0': ({'profile': 'vllm-0.34.0', 'clamp': False, 'guard': 'none'}, Expect(runs=5)),
+        'vllm-0.34.0+clamp': ({'profile': 'vllm-0.34.0', 'clamp': True, 'guard': 'none'}, Expect(runs=5)),
+        'vllm-0.34.0+guard': ({'profile': 'vllm-0.34.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=5)),
     },
     path='generated_tests/cases/vllm_0_29_0/test_v2__counter_nonnegative.py',
 )

@@ -69,6 +69,12 @@ engine; SILENT = the violation passes unnoticed):
                       runs 7 step(s); a request completes
   vllm-0.33.0+guard   holds: no assert fires, nothing is violated
                       runs 7 step(s); a request completes
+  vllm-0.34.0         holds: no assert fires, nothing is violated
+                      runs 7 step(s); a request completes
+  vllm-0.34.0+clamp   holds: no assert fires, nothing is violated
+                      runs 7 step(s); a request completes
+  vllm-0.34.0+guard   holds: no assert fires, nothing is violated
+                      runs 7 step(s); a request completes
 
 Replay:      .venv/bin/python -m pytest generated_tests/cases/vllm_0_29_0/test_v2__healthy_path.py --target=reference,vllm,vllm-clamp,vllm-guard,kernel
              (add --vllm=0.33.0 for the 0.33.0 arms, SHOW_VLLM_TRACEBACK=1 to see vLLM's own traceback)
@@ -108,6 +114,9 @@ CASE = Case(
         'vllm-0.33.0': ({'profile': 'vllm-0.33.0', 'clamp': False, 'guard': 'none'}, Expect(runs=7, completed=True)),
         'vllm-0.33.0+clamp': ({'profile': 'vllm-0.33.0', 'clamp': True, 'guard': 'none'}, Expect(runs=7, completed=True)),
         'vllm-0.33.0+guard': ({'profile': 'vllm-0.33.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=7, completed=True)),
+        'vllm-0.34.0': ({'profile': 'vllm-0.34.0', 'clamp': False, 'guard': 'none'}, Expect(runs=7, completed=True)),
+        'vllm-0.34.0+clamp': ({'profile': 'vllm-0.34.0', 'clamp': True, 'guard': 'none'}, Expect(runs=7, completed=True)),
+        'vllm-0.34.0+guard': ({'profile': 'vllm-0.34.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=7, completed=True)),
     },
     path='generated_tests/cases/vllm_0_29_0/test_v2__healthy_path.py',
 )

@@ -99,6 +99,18 @@ engine; SILENT = the violation passes unnoticed):
                       violated: predicates-agree at 4; positions-agree at 4
                       counter-nonnegative holds on this arm
                       runs 7 step(s); the guard drops 1 token(s)
+  vllm-0.34.0         SILENT: no assert fires
+                      violated: predicates-agree at 4; positions-agree at 4; no-token-while-prefilling at 7
+                      counter-nonnegative holds on this arm
+                      runs 7 step(s)
+  vllm-0.34.0+clamp   SILENT: no assert fires
+                      violated: predicates-agree at 4; positions-agree at 4
+                      counter-nonnegative holds on this arm
+                      runs 7 step(s); the clamp drops 1 token(s)
+  vllm-0.34.0+guard   SILENT: no assert fires
+                      violated: predicates-agree at 4; positions-agree at 4
+                      counter-nonnegative holds on this arm
+                      runs 7 step(s); the guard drops 1 token(s)
 
 Replay:      .venv/bin/python -m pytest generated_tests/cases/vllm_0_29_0/test_v2_live_kvfail__counter_nonnegative.py --target=reference,vllm,vllm-clamp,vllm-guard,kernel
              (add --vllm=0.33.0 for the 0.33.0 arms, SHOW_VLLM_TRACEBACK=1 to see vLLM's own traceback)
@@ -138,6 +150,9 @@ CASE = Case(
         'vllm-0.33.0': ({'profile': 'vllm-0.33.0', 'clamp': False, 'guard': 'none'}, Expect(runs=7, others=(('predicates-agree', 4), ('positions-agree', 4), ('no-token-while-prefilling', 7)))),
         'vllm-0.33.0+clamp': ({'profile': 'vllm-0.33.0', 'clamp': True, 'guard': 'none'}, Expect(runs=7, others=(('predicates-agree', 4), ('positions-agree', 4)), dropped=1)),
         'vllm-0.33.0+guard': ({'profile': 'vllm-0.33.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=7, others=(('predicates-agree', 4), ('positions-agree', 4)), dropped=1)),
+        'vllm-0.34.0': ({'profile': 'vllm-0.34.0', 'clamp': False, 'guard': 'none'}, Expect(runs=7, others=(('predicates-agree', 4), ('positions-agree', 4), ('no-token-while-prefilling', 7)))),
+        'vllm-0.34.0+clamp': ({'profile': 'vllm-0.34.0', 'clamp': True, 'guard': 'none'}, Expect(runs=7, others=(('predicates-agree', 4), ('positions-agree', 4)), dropped=1)),
+        'vllm-0.34.0+guard': ({'profile': 'vllm-0.34.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=7, others=(('predicates-agree', 4), ('positions-agree', 4)), dropped=1)),
     },
     path='generated_tests/cases/vllm_0_29_0/test_v2_live_kvfail__counter_nonnegative.py',
 )

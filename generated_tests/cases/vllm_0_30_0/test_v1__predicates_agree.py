@@ -14,15 +14,14 @@ step  event               picks                               what changes
                                                               r0: runner rule c + n = 0 + 1 = 1 < Nr = 1? no -> samples
                                                               r0: status WAITING->RUNNING, c 0->1, P 0->1, F 0->1, Nr 0->2
                                                               in flight 0->1
-   2  stream_update       new_tokens=1                        r0: update F->T
-   3  schedule            budget=1                            r0: scheduled 1, reserved 1, runner returns 1
+   2  schedule            budget=1                            r0: scheduled 1, reserved 1, runner returns 1
                                                               r0: runner rule c + n = 1 + 1 = 2 < Nr = 2? no -> samples
                                                               r0: c 1->2, P 1->2, F 1->2, Nr 2->3
                                                               in flight 1->2
-   4  deliver             stop=[1]                            delivers the output of step 1
-                                                              r0: status RUNNING->WAITING, L 1->3, T 1->3, P 2->1, F 2->1
-                                                              r0: update T->F
+   3  deliver             stop=[1]                            delivers the output of step 1
+                                                              r0: status RUNNING->WAITING_FOR_STREAMING_REQ, T 1->2, P 2->1, F 2->1
                                                               in flight 2->1
+   4  stream_update       new_tokens=1                        r0: status WAITING_FOR_STREAMING_REQ->WAITING, L 1->3, T 2->3
    5  schedule            budget=1                            r0: scheduled 1, reserved 0, runner returns 1
                                                               r0: runner rule c + n = 2 + 1 = 3 < Nr = 3? no -> samples
                                                               r0: status WAITING->RUNNING, c 2->3, F 1->2, X F->T, Nr 3->4
@@ -33,22 +32,22 @@ step  event               picks                               what changes
 What the model predicts on each arm (vLLM's reaction: CRASH = an assert kills the
 engine; SILENT = the violation passes unnoticed):
   vllm-0.29.0         SILENT: no assert fires
-                      violated: predicates-agree at step 5
+                      violated: predicates-agree at step 5; idle-only-when-done at 3
                       runs 5 step(s)
   vllm-0.29.0+clamp   SILENT: no assert fires
-                      violated: predicates-agree at step 5
+                      violated: predicates-agree at step 5; idle-only-when-done at 3
                       runs 5 step(s)
   vllm-0.29.0+guard   SILENT: no assert fires
-                      violated: predicates-agree at step 5
+                      violated: predicates-agree at step 5; idle-only-when-done at 3
                       runs 5 step(s)
   vllm-0.30.0         SILENT: no assert fires
-                      violated: predicates-agree at step 5
+                      violated: predicates-agree at step 5; idle-only-when-done at 3
                       runs 5 step(s)
   vllm-0.30.0+clamp   SILENT: no assert fires
-                      violated: predicates-agree at step 5
+                      violated: predicates-agree at step 5; idle-only-when-done at 3
                       runs 5 step(s)
   vllm-0.30.0+guard   SILENT: no assert fires
-                      violated: predicates-agree at step 5
+                      violated: predicates-agree at step 5; idle-only-when-done at 3
                       runs 5 step(s)
   vllm-0.31.0         holds: no assert fires, nothing is violated
                       predicates-agree holds on this arm
@@ -91,20 +90,20 @@ CASE = Case(
     init={'prompt_len': [1], 'resumable': [True]},
     steps=(
         ('schedule', {'budget': 1}),
-        ('stream_update', {'req': 0, 'new_tokens': 1}),
         ('schedule', {'budget': 1}),
         ('deliver', {'stop': [1]}),
+        ('stream_update', {'req': 0, 'new_tokens': 1}),
         ('schedule', {'budget': 1}),
     ),
     kind='violation',
     property='predicates-agree',
     arms={
-        'vllm-0.29.0': ({'profile': 'vllm-0.29.0', 'clamp': False, 'guard': 'none'}, Expect(runs=5, violations=(5,))),
-        'vllm-0.29.0+clamp': ({'profile': 'vllm-0.29.0', 'clamp': True, 'guard': 'none'}, Expect(runs=5, violations=(5,))),
-        'vllm-0.29.0+guard': ({'profile': 'vllm-0.29.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=5, violations=(5,))),
-        'vllm-0.30.0': ({'profile': 'vllm-0.30.0', 'clamp': False, 'guard': 'none'}, Expect(runs=5, violations=(5,))),
-        'vllm-0.30.0+clamp': ({'profile': 'vllm-0.30.0', 'clamp': True, 'guard': 'none'}, Expect(runs=5, violations=(5,))),
-        'vllm-0.30.0+guard': ({'profile': 'vllm-0.30.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=5, violations=(5,))),
+        'vllm-0.29.0': ({'profile': 'vllm-0.29.0', 'clamp': False, 'guard': 'none'}, Expect(runs=5, violations=(5,), others=(('idle-only-when-done', 3),))),
+        'vllm-0.29.0+clamp': ({'profile': 'vllm-0.29.0', 'clamp': True, 'guard': 'none'}, Expect(runs=5, violations=(5,), others=(('idle-only-when-done', 3),))),
+        'vllm-0.29.0+guard': ({'profile': 'vllm-0.29.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=5, violations=(5,), others=(('idle-only-when-done', 3),))),
+        'vllm-0.30.0': ({'profile': 'vllm-0.30.0', 'clamp': False, 'guard': 'none'}, Expect(runs=5, violations=(5,), others=(('idle-only-when-done', 3),))),
+        'vllm-0.30.0+clamp': ({'profile': 'vllm-0.30.0', 'clamp': True, 'guard': 'none'}, Expect(runs=5, violations=(5,), others=(('idle-only-when-done', 3),))),
+        'vllm-0.30.0+guard': ({'profile': 'vllm-0.30.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=5, violations=(5,), others=(('idle-only-when-done', 3),))),
         'vllm-0.31.0': ({'profile': 'vllm-0.31.0', 'clamp': False, 'guard': 'none'}, Expect(runs=5)),
         'vllm-0.31.0+clamp': ({'profile': 'vllm-0.31.0', 'clamp': True, 'guard': 'none'}, Expect(runs=5)),
         'vllm-0.31.0+guard': ({'profile': 'vllm-0.31.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=5)),

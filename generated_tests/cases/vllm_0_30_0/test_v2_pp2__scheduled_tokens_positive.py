@@ -77,6 +77,15 @@ engine; SILENT = the violation passes unnoticed):
   vllm-0.33.0+guard   holds: no assert fires, nothing is violated
                       scheduled-tokens-positive holds on this arm
                       runs 6 step(s)
+  vllm-0.34.0         holds: no assert fires, nothing is violated
+                      scheduled-tokens-positive holds on this arm
+                      runs 6 step(s)
+  vllm-0.34.0+clamp   holds: no assert fires, nothing is violated
+                      scheduled-tokens-positive holds on this arm
+                      runs 6 step(s)
+  vllm-0.34.0+guard   holds: no assert fires, nothing is violated
+                      scheduled-tokens-positive holds on this arm
+                      runs 6 step(s)
 
 Replay:      .venv/bin/python -m pytest generated_tests/cases/vllm_0_30_0/test_v2_pp2__scheduled_tokens_positive.py --target=reference,vllm,vllm-clamp,vllm-guard,kernel
              (add --vllm=0.33.0 for the 0.33.0 arms, SHOW_VLLM_TRACEBACK=1 to see vLLM's own traceback)
@@ -115,6 +124,9 @@ CASE = Case(
         'vllm-0.33.0': ({'profile': 'vllm-0.33.0', 'clamp': False, 'guard': 'none'}, Expect(runs=6)),
         'vllm-0.33.0+clamp': ({'profile': 'vllm-0.33.0', 'clamp': True, 'guard': 'none'}, Expect(runs=6)),
         'vllm-0.33.0+guard': ({'profile': 'vllm-0.33.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=6)),
+        'vllm-0.34.0': ({'profile': 'vllm-0.34.0', 'clamp': False, 'guard': 'none'}, Expect(runs=6)),
+        'vllm-0.34.0+clamp': ({'profile': 'vllm-0.34.0', 'clamp': True, 'guard': 'none'}, Expect(runs=6)),
+        'vllm-0.34.0+guard': ({'profile': 'vllm-0.34.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=6)),
     },
     path='generated_tests/cases/vllm_0_30_0/test_v2_pp2__scheduled_tokens_positive.py',
 )

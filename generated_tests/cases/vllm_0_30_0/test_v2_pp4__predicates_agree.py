@@ -15,10 +15,10 @@ step  event               picks                               what changes
                                                               r0: status WAITING->RUNNING, c 0->1, P 0->1, F 0->1, g 0->1
                                                               r0: pl 0->1, tl 0->2
                                                               in flight 0->1
-   2  schedule            budget=1                            in flight 1->2
-   3  schedule            budget=1                            in flight 2->3
-   4  schedule            budget=1                            in flight 3->4
-   5  stream_update       new_tokens=1                        r0: update F->T
+   2  stream_update       new_tokens=1                        r0: update F->T
+   3  schedule            budget=1                            in flight 1->2
+   4  schedule            budget=1                            in flight 2->3
+   5  schedule            budget=1                            in flight 3->4
    6  schedule            budget=1                            r0: scheduled 1, reserved 1, runner returns 1
                                                               r0: runner rule g + n = 1 + 1 = 2 < prefill_len = 1? no -> samples
                                                               r0: c 1->2, P 1->2, F 1->2, g 1->2, tl 2->3
@@ -82,6 +82,15 @@ engine; SILENT = the violation passes unnoticed):
   vllm-0.33.0+guard   holds: no assert fires, nothing is violated
                       predicates-agree holds on this arm
                       runs 8 step(s)
+  vllm-0.34.0         holds: no assert fires, nothing is violated
+                      predicates-agree holds on this arm
+                      runs 8 step(s)
+  vllm-0.34.0+clamp   holds: no assert fires, nothing is violated
+                      predicates-agree holds on this arm
+                      runs 8 step(s)
+  vllm-0.34.0+guard   holds: no assert fires, nothing is violated
+                      predicates-agree holds on this arm
+                      runs 8 step(s)
 
 Replay:      .venv/bin/python -m pytest generated_tests/cases/vllm_0_30_0/test_v2_pp4__predicates_agree.py --target=reference,vllm,vllm-clamp,vllm-guard,kernel
              (add --vllm=0.33.0 for the 0.33.0 arms, SHOW_VLLM_TRACEBACK=1 to see vLLM's own traceback)
@@ -96,10 +105,10 @@ CASE = Case(
     init={'prompt_len': [1], 'resumable': [True]},
     steps=(
         ('schedule', {'budget': 1}),
-        ('schedule', {'budget': 1}),
-        ('schedule', {'budget': 1}),
-        ('schedule', {'budget': 1}),
         ('stream_update', {'req': 0, 'new_tokens': 1}),
+        ('schedule', {'budget': 1}),
+        ('schedule', {'budget': 1}),
+        ('schedule', {'budget': 1}),
         ('schedule', {'budget': 1}),
         ('deliver', {'stop': [1]}),
         ('schedule', {'budget': 1}),
@@ -122,6 +131,9 @@ CASE = Case(
         'vllm-0.33.0': ({'profile': 'vllm-0.33.0', 'clamp': False, 'guard': 'none'}, Expect(runs=8)),
         'vllm-0.33.0+clamp': ({'profile': 'vllm-0.33.0', 'clamp': True, 'guard': 'none'}, Expect(runs=8)),
         'vllm-0.33.0+guard': ({'profile': 'vllm-0.33.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=8)),
+        'vllm-0.34.0': ({'profile': 'vllm-0.34.0', 'clamp': False, 'guard': 'none'}, Expect(runs=8)),
+        'vllm-0.34.0+clamp': ({'profile': 'vllm-0.34.0', 'clamp': True, 'guard': 'none'}, Expect(runs=8)),
+        'vllm-0.34.0+guard': ({'profile': 'vllm-0.34.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=8)),
     },
     path='generated_tests/cases/vllm_0_30_0/test_v2_pp4__predicates_agree.py',
 )

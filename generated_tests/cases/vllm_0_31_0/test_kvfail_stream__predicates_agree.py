@@ -10,17 +10,17 @@ Violated: predicates-agree (vLLM 0.31.0: scheduler.py:1601-1603, async_scheduler
 
 step  event               picks                               what changes
    0  init                prompt_len=[16] resumable=[True]
-   1  stream_update       new_tokens=1                        r0: update F->T
-   2  schedule            budget=15                           r0: scheduled 15, reserved 0, runner returns 0
+   1  schedule            budget=15                           r0: scheduled 15, reserved 0, runner returns 0
                                                               r0: runner rule c + n = 0 + 15 = 15 < Nr = 16? yes -> discards
                                                               r0: status WAITING->RUNNING, c 0->15, F 0->15, X F->T, Nr 0->16
                                                               in flight 0->1
+   2  stream_update       new_tokens=1                        r0: update F->T
    3  schedule            budget=1                            r0: scheduled 1, reserved 1, runner returns 1
                                                               r0: runner rule c + n = 15 + 1 = 16 < Nr = 16? no -> samples
                                                               r0: c 15->16, P 0->1, F 15->16, X T->F, drafts 0->1
                                                               r0: Nr 16->17
                                                               in flight 1->2
-   4  deliver             kv_fail_req=0                       delivers the output of step 2
+   4  deliver             kv_fail_req=0                       delivers the output of step 1
                                                               r0: c 16->0, F 16->1
                                                               in flight 2->1
    5  schedule            budget=1                            r0: scheduled 1, reserved 0, runner returns 0
@@ -99,8 +99,8 @@ CASE = Case(
     config={'name': 'kvfail-stream@0.31.0', 'runner': 'v1', 'events': ['kvfail', 'stream'], 'faults': [], 'profile': 'vllm-0.31.0', 'clamp': False, 'requests': 1, 'pp': 1, 'spec_tokens': 1, 'max_budget': None, 'prompt_lens': None, 'long_prefill_threshold': 0, 'block_size': 16},
     init={'prompt_len': [16], 'resumable': [True]},
     steps=(
-        ('stream_update', {'req': 0, 'new_tokens': 1}),
         ('schedule', {'budget': 15, 'accepted': [0]}),
+        ('stream_update', {'req': 0, 'new_tokens': 1}),
         ('schedule', {'budget': 1, 'accepted': [0]}),
         ('deliver', {'stop': [0], 'kv_fail_req': 0, 'kv_fail_block': 0}),
         ('schedule', {'budget': 1, 'accepted': [0]}),

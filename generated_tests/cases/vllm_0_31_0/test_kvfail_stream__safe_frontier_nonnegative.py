@@ -15,7 +15,7 @@ step  event               picks                               what changes
                                                               r0: status WAITING->RUNNING, c 0->16, P 0->1, F 0->16, drafts 0->1
                                                               r0: Nr 0->17
                                                               in flight 0->1
-   2  schedule            budget=2                            r0: scheduled 2, reserved 2, runner returns 1
+   2  schedule            budget=2 accepted=[1]               r0: scheduled 2, reserved 2, runner returns 2
                                                               r0: runner rule c + n = 16 + 2 = 18 < Nr = 17? no -> samples
                                                               r0: c 16->18, P 1->3, F 16->18, Nr 17->18
                                                               in flight 1->2
@@ -100,7 +100,7 @@ CASE = Case(
     init={'prompt_len': [16], 'resumable': [True]},
     steps=(
         ('schedule', {'budget': 16, 'accepted': [0]}),
-        ('schedule', {'budget': 2, 'accepted': [0]}),
+        ('schedule', {'budget': 2, 'accepted': [1]}),
         ('deliver', {'stop': [0], 'kv_fail_req': 0, 'kv_fail_block': 0}),
         ('schedule', {'budget': 1, 'accepted': [0]}),
         ('deliver', {'stop': [1], 'kv_fail_req': -1, 'kv_fail_block': 0}),

@@ -78,6 +78,15 @@ engine; SILENT = the violation passes unnoticed):
   vllm-0.33.0+guard   SILENT: no assert fires
                       violated: positions-agree at step 4; placeholder-accounting at 3; predicates-agree at 4; history-agrees at 4
                       runs 4 step(s)
+  vllm-0.34.0         SILENT: no assert fires
+                      violated: positions-agree at step 4; placeholder-accounting at 3; predicates-agree at 4; history-agrees at 4
+                      runs 4 step(s)
+  vllm-0.34.0+clamp   SILENT: no assert fires
+                      violated: positions-agree at step 4; placeholder-accounting at 3; predicates-agree at 4; history-agrees at 4
+                      runs 4 step(s)
+  vllm-0.34.0+guard   SILENT: no assert fires
+                      violated: positions-agree at step 4; placeholder-accounting at 3; predicates-agree at 4; history-agrees at 4
+                      runs 4 step(s)
 
 Replay:      .venv/bin/python -m pytest generated_tests/cases/vllm_0_31_0/test_v2_live_kvfail__positions_agree.py --target=reference,vllm,vllm-clamp,vllm-guard,kernel
              (add --vllm=0.33.0 for the 0.33.0 arms, SHOW_VLLM_TRACEBACK=1 to see vLLM's own traceback)
@@ -114,6 +123,9 @@ CASE = Case(
         'vllm-0.33.0': ({'profile': 'vllm-0.33.0', 'clamp': False, 'guard': 'none'}, Expect(runs=4, violations=(4,), others=(('placeholder-accounting', 3), ('predicates-agree', 4), ('history-agrees', 4)))),
         'vllm-0.33.0+clamp': ({'profile': 'vllm-0.33.0', 'clamp': True, 'guard': 'none'}, Expect(runs=4, violations=(4,), others=(('placeholder-accounting', 3), ('predicates-agree', 4), ('history-agrees', 4)))),
         'vllm-0.33.0+guard': ({'profile': 'vllm-0.33.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=4, violations=(4,), others=(('placeholder-accounting', 3), ('predicates-agree', 4), ('history-agrees', 4)))),
+        'vllm-0.34.0': ({'profile': 'vllm-0.34.0', 'clamp': False, 'guard': 'none'}, Expect(runs=4, violations=(4,), others=(('placeholder-accounting', 3), ('predicates-agree', 4), ('history-agrees', 4)))),
+        'vllm-0.34.0+clamp': ({'profile': 'vllm-0.34.0', 'clamp': True, 'guard': 'none'}, Expect(runs=4, violations=(4,), others=(('placeholder-accounting', 3), ('predicates-agree', 4), ('history-agrees', 4)))),
+        'vllm-0.34.0+guard': ({'profile': 'vllm-0.34.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=4, violations=(4,), others=(('placeholder-accounting', 3), ('predicates-agree', 4), ('history-agrees', 4)))),
     },
     path='generated_tests/cases/vllm_0_31_0/test_v2_live_kvfail__positions_agree.py',
 )

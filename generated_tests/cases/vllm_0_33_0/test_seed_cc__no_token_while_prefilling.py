@@ -84,6 +84,17 @@ engine; SILENT = the violation passes unnoticed):
                       violated: predicates-agree at 1; history-agrees at 1
                       no-token-while-prefilling holds on this arm
                       runs 3 step(s); the guard drops 1 token(s)
+  vllm-0.34.0         SILENT: no assert fires
+                      violated: no-token-while-prefilling at step 3; predicates-agree at 1; history-agrees at 1
+                      runs 3 step(s)
+  vllm-0.34.0+clamp   SILENT: no assert fires
+                      violated: predicates-agree at 1; history-agrees at 1
+                      no-token-while-prefilling holds on this arm
+                      runs 3 step(s); the clamp drops 1 token(s)
+  vllm-0.34.0+guard   SILENT: no assert fires
+                      violated: predicates-agree at 1; history-agrees at 1
+                      no-token-while-prefilling holds on this arm
+                      runs 3 step(s); the guard drops 1 token(s)
 
 Replay:      .venv/bin/python -m pytest generated_tests/cases/vllm_0_33_0/test_seed_cc__no_token_while_prefilling.py --target=reference,vllm,vllm-clamp,vllm-guard,kernel
              (add --vllm=0.33.0 for the 0.33.0 arms, SHOW_VLLM_TRACEBACK=1 to see vLLM's own traceback)
@@ -119,6 +130,9 @@ CASE = Case(
         'vllm-0.33.0': ({'profile': 'vllm-0.33.0', 'clamp': False, 'guard': 'none'}, Expect(runs=3, violations=(3,), others=(('predicates-agree', 1), ('history-agrees', 1)))),
         'vllm-0.33.0+clamp': ({'profile': 'vllm-0.33.0', 'clamp': True, 'guard': 'none'}, Expect(runs=3, others=(('predicates-agree', 1), ('history-agrees', 1)), dropped=1)),
         'vllm-0.33.0+guard': ({'profile': 'vllm-0.33.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=3, others=(('predicates-agree', 1), ('history-agrees', 1)), dropped=1)),
+        'vllm-0.34.0': ({'profile': 'vllm-0.34.0', 'clamp': False, 'guard': 'none'}, Expect(runs=3, violations=(3,), others=(('predicates-agree', 1), ('history-agrees', 1)))),
+        'vllm-0.34.0+clamp': ({'profile': 'vllm-0.34.0', 'clamp': True, 'guard': 'none'}, Expect(runs=3, others=(('predicates-agree', 1), ('history-agrees', 1)), dropped=1)),
+        'vllm-0.34.0+guard': ({'profile': 'vllm-0.34.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=3, others=(('predicates-agree', 1), ('history-agrees', 1)), dropped=1)),
     },
     path='generated_tests/cases/vllm_0_33_0/test_seed_cc__no_token_while_prefilling.py',
 )

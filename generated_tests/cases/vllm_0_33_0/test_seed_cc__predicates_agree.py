@@ -65,6 +65,15 @@ engine; SILENT = the violation passes unnoticed):
   vllm-0.33.0+guard   SILENT: no assert fires
                       violated: predicates-agree at step 1; history-agrees at 1
                       runs 1 step(s)
+  vllm-0.34.0         SILENT: no assert fires
+                      violated: predicates-agree at step 1; history-agrees at 1
+                      runs 1 step(s)
+  vllm-0.34.0+clamp   SILENT: no assert fires
+                      violated: predicates-agree at step 1; history-agrees at 1
+                      runs 1 step(s)
+  vllm-0.34.0+guard   SILENT: no assert fires
+                      violated: predicates-agree at step 1; history-agrees at 1
+                      runs 1 step(s)
 
 Replay:      .venv/bin/python -m pytest generated_tests/cases/vllm_0_33_0/test_seed_cc__predicates_agree.py --target=reference,vllm,vllm-clamp,vllm-guard,kernel
              (add --vllm=0.33.0 for the 0.33.0 arms, SHOW_VLLM_TRACEBACK=1 to see vLLM's own traceback)
@@ -98,6 +107,9 @@ CASE = Case(
         'vllm-0.33.0': ({'profile': 'vllm-0.33.0', 'clamp': False, 'guard': 'none'}, Expect(runs=1, violations=(1,), others=(('history-agrees', 1),))),
         'vllm-0.33.0+clamp': ({'profile': 'vllm-0.33.0', 'clamp': True, 'guard': 'none'}, Expect(runs=1, violations=(1,), others=(('history-agrees', 1),))),
         'vllm-0.33.0+guard': ({'profile': 'vllm-0.33.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=1, violations=(1,), others=(('history-agrees', 1),))),
+        'vllm-0.34.0': ({'profile': 'vllm-0.34.0', 'clamp': False, 'guard': 'none'}, Expect(runs=1, violations=(1,), others=(('history-agrees', 1),))),
+        'vllm-0.34.0+clamp': ({'profile': 'vllm-0.34.0', 'clamp': True, 'guard': 'none'}, Expect(runs=1, violations=(1,), others=(('history-agrees', 1),))),
+        'vllm-0.34.0+guard': ({'profile': 'vllm-0.34.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=1, violations=(1,), others=(('history-agrees', 1),))),
     },
     path='generated_tests/cases/vllm_0_33_0/test_seed_cc__predicates_agree.py',
 )

@@ -113,6 +113,17 @@ engine; SILENT = the violation passes unnoticed):
                       violated: predicates-agree at 1; history-agrees at 1
                       counter-nonnegative holds on this arm
                       runs 7 step(s); the guard drops 1 token(s)
+  vllm-0.34.0         CRASH at step 7: `assert request.num_output_placeholders >= 0` fires
+                      violated: counter-nonnegative at step 7; predicates-agree at 1; history-agrees at 1; no-token-while-prefilling at 3; placeholder-accounting at 3
+                      runs 7 step(s)
+  vllm-0.34.0+clamp   SILENT: no assert fires
+                      violated: predicates-agree at 1; history-agrees at 1; no-token-while-prefilling at 3; placeholder-accounting at 3
+                      counter-nonnegative holds on this arm
+                      runs 7 step(s); the clamp drops 1 token(s)
+  vllm-0.34.0+guard   SILENT: no assert fires
+                      violated: predicates-agree at 1; history-agrees at 1
+                      counter-nonnegative holds on this arm
+                      runs 7 step(s); the guard drops 1 token(s)
 
 Replay:      .venv/bin/python -m pytest generated_tests/cases/vllm_0_33_0/test_v2_stale_slot__counter_nonnegative.py --target=reference,vllm,vllm-clamp,vllm-guard,kernel
              (add --vllm=0.33.0 for the 0.33.0 arms, SHOW_VLLM_TRACEBACK=1 to see vLLM's own traceback)
@@ -152,6 +163,9 @@ CASE = Case(
         'vllm-0.33.0': ({'profile': 'vllm-0.33.0', 'clamp': False, 'guard': 'none'}, Expect(runs=7, fired=('placeholders-nonnegative', 7), violations=(7,), others=(('predicates-agree', 1), ('history-agrees', 1), ('no-token-while-prefilling', 3), ('placeholder-accounting', 3)))),
         'vllm-0.33.0+clamp': ({'profile': 'vllm-0.33.0', 'clamp': True, 'guard': 'none'}, Expect(runs=7, others=(('predicates-agree', 1), ('history-agrees', 1), ('no-token-while-prefilling', 3), ('placeholder-accounting', 3)), dropped=1)),
         'vllm-0.33.0+guard': ({'profile': 'vllm-0.33.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=7, others=(('predicates-agree', 1), ('history-agrees', 1)), dropped=1)),
+        'vllm-0.34.0': ({'profile': 'vllm-0.34.0', 'clamp': False, 'guard': 'none'}, Expect(runs=7, fired=('placeholders-nonnegative', 7), violations=(7,), others=(('predicates-agree', 1), ('history-agrees', 1), ('no-token-while-prefilling', 3), ('placeholder-accounting', 3)))),
+        'vllm-0.34.0+clamp': ({'profile': 'vllm-0.34.0', 'clamp': True, 'guard': 'none'}, Expect(runs=7, others=(('predicates-agree', 1), ('history-agrees', 1), ('no-token-while-prefilling', 3), ('placeholder-accounting', 3)), dropped=1)),
+        'vllm-0.34.0+guard': ({'profile': 'vllm-0.34.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=7, others=(('predicates-agree', 1), ('history-agrees', 1)), dropped=1)),
     },
     path='generated_tests/cases/vllm_0_33_0/test_v2_stale_slot__counter_nonnegative.py',
 )
