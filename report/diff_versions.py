@@ -89,9 +89,8 @@ def _missing(scenario: str, prop: str, release: str) -> str:
     """Why a release has no verdict for a property: it does not apply there (an assert
     the release does not have), or the matrix does not check it."""
     from spec.matrix import MATRIX
-    from spec.properties import PROPERTIES
-
     from spec.profiles import release_profile
+    from spec.properties import PROPERTIES
 
     for cfg in MATRIX:
         if cfg.name == f"{scenario}@{release}" and not PROPERTIES[prop].applies(cfg):
