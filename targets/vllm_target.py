@@ -145,6 +145,11 @@ class VllmTarget:
                 "tpu-inference's Continue Decode patch of it (tpu_inference/core/sched/utils.py), "
                 "which no target applies"
             )
+        if self.monitor_option and cfg.run.plugin:
+            return (
+                f"{self.name} records vLLM's own runner in vLLM's process; the {cfg.run.plugin} runner's arms "
+                "are played by the vllm target (the monitor's traces cannot name a plugin's rule)"
+            )
         if cfg.release_skipped and not self.releases_skipped:
             return (
                 f"{self.name} runs the release's scheduler, which keeps the reservation of a step it skips; "

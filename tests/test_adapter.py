@@ -161,9 +161,10 @@ def naming_files(root: Path) -> dict[str, set[str]]:
 
     pattern = re.compile(r"(?<!objects)(?<!runners)\.(" + "|".join(sorted(internal_names())) + r")\b")
     found: dict[str, set[str]] = {}
-    for path in sorted(root.rglob("*.py")):
-        rel = path.relative_to(root).as_posix()
-        if rel.startswith((".venv/", ".vllm_trees/", ".vllm_cache/", "build/", "node_modules/")):
+    tracked = subprocess.run(["git", "ls-files", "*.py"], cwd=root, capture_output=True, text=True, check=True)
+    for rel in sorted(tracked.stdout.split()):  # the project's files, not fetched trees or the venv
+        path = root / rel
+        if not path.is_file():
             continue
         text = path.read_text(encoding="utf-8")
         hits = set() if rel.startswith(VOCABULARY_ONLY) else set(pattern.findall(_code_only(text)))

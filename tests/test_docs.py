@@ -36,12 +36,16 @@ def markdown_files() -> list[Path]:
 def make_targets() -> set[str]:
     text = (ROOT / "Makefile").read_text()
     found = set(re.findall(r"^([a-zA-Z0-9_.%-]+):", text, re.M))
-    fetched = re.search(r"^FETCHED_RELEASES := (.+)$", text, re.M)  # vllm-X.Y.Z, one rule for all
-    return found | {f"vllm-{release}" for release in (fetched.group(1).split() if fetched else [])}
+    # vllm-X.Y.Z: one rule for every release with a pinned wheel (requirements/vllm-tree-X.Y.Z.txt)
+    pinned = [
+        p.name.removeprefix("vllm-tree-").removesuffix(".txt") for p in (ROOT / "requirements").glob("vllm-tree-*.txt")
+    ]
+    return found | {f"vllm-{release}" for release in pinned}
 
 
 def known_names() -> set[str]:
     """Every name a document may put in backticks that looks like a configuration."""
+    from adapter import internals
     from spec import citations
     from spec.config import EVENT_FAMILIES, FAULTS, GUARDS
     from spec.matrix import MATRIX
@@ -53,6 +57,7 @@ def known_names() -> set[str]:
     names = {c.name for c in MATRIX} | {c.scenario for c in MATRIX}
     names |= set(PROPERTIES) | set(ASSERTS) | set(PROFILES) | set(RUNNERS) | set(GUARDS)
     names |= set(EVENT_FAMILIES) | set(FAULTS) | set(PRESETS) | set(KNOWN) | set(citations.load())
+    names |= set(internals.VARIANT)  # the adapter's variants (docs/adapter.md)
     return names
 
 

@@ -23,7 +23,7 @@ MAKEFILE = (ROOT / "Makefile").read_text()
 
 # what to run: variable -> the targets that read it (export-check through its prerequisite export)
 OWNERS = {
-    "VLLM": {"test", "cite-check", "fuzz"},
+    "VLLM": {"test", "test-preflight", "cite-check", "fuzz"},
     "CONFIGS": {"prove"},
     "COUNTERS": {"explain"},
     "ALL_RELEASES": {"explain"},
@@ -148,5 +148,5 @@ def test_explain_answers_for_the_release_the_counters_came_from_not_fix_checks()
     for target in ("export", "cite-check"):
         assert "--release" not in out(target)
     # fix-check keeps its own defaults
-    assert "fix-check step-reservation-guard 0.33.0" in out("fix-check")
+    assert "fix-check step-reservation-guard 0.34.0" in out("fix-check")
     assert "vllm-tests v2-recompute-rollback 0.32.0" in out("vllm-tests", "FIX=v2-recompute-rollback", "RELEASE=0.32.0")
