@@ -64,39 +64,39 @@ class HookedAsyncScheduler(AsyncScheduler):
             exc,
         )
 
-    def _watch(self, hook, *args):
-        """Call one of the watcher's hooks; an error of its own turns it off."""
+    def _watch(self, hook: str, *args):
+        """Call one of the watcher's hooks by name; an error of its own turns it off."""
         if self.watching:
             try:
-                return hook(*args)
+                return getattr(self.watcher, hook)(*args)
             except Exception as exc:
                 self._watcher_failed(exc)
         return None
 
     # ---------------------------------------------------------------- front end
     def add_request(self, request) -> None:
-        self._watch(self.watcher.added, request)
+        self._watch("added", request)
         try:
             return super().add_request(request)
         except AssertionError as exc:  # a session update's keep assert (0.33.0): written, then raised
-            self._watch(self.watcher.assert_outside_delivery, exc)
+            self._watch("assert_outside_delivery", exc)
             raise
 
     def _preempt_request(self, request, timestamp, drop_stale_output: bool = False) -> None:
         super()._preempt_request(request, timestamp, drop_stale_output=drop_stale_output)
-        self._watch(self.watcher.preempted, request, drop_stale_output)
+        self._watch("preempted", request, drop_stale_output)
 
     def reset_prefix_cache(self, *args, **kwargs) -> bool:
-        self._watch(self.watcher.resetting)
+        self._watch("resetting")
         try:
             return super().reset_prefix_cache(*args, **kwargs)
         finally:
-            self._watch(self.watcher.reset_done)
+            self._watch("reset_done")
 
     def finish_requests(self, request_ids, finished_status):
         done = super().finish_requests(request_ids, finished_status)
         if finished_status == objects.aborted_status():
-            self._watch(self.watcher.aborted, [r.request_id for r in done or ()])
+            self._watch("aborted", [r.request_id for r in done or ()])
         return done
 
     # ---------------------------------------------------------------- steps
@@ -104,7 +104,7 @@ class HookedAsyncScheduler(AsyncScheduler):
         try:
             return super().schedule(*args, **kwargs)
         except AssertionError as exc:  # e.g. an admission's token count: written, then raised
-            self._watch(self.watcher.schedule_failed, exc)
+            self._watch("schedule_failed", exc)
             raise
 
     def _update_after_schedule(self, scheduler_output) -> None:
@@ -128,7 +128,7 @@ class HookedAsyncScheduler(AsyncScheduler):
         try:
             outputs = super().update_from_output(scheduler_output, model_runner_output)
         except AssertionError as exc:  # one of vLLM's asserts: the watcher records it, then it goes on
-            self._watch(watcher.assert_fired, exc, pending)
+            self._watch("assert_fired", exc, pending)
             raise
         finally:
             objects.set_output_rows(model_runner_output, rows)

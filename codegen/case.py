@@ -91,15 +91,18 @@ def arm_label(profile: str, clamp: bool, guard: str = "none") -> str:
     return profile + ("+clamp" if clamp else "") + ("+guard" if guard != "none" else "")
 
 
-def arms_for(profile: str, clamp: bool, guard: str = "none", v1: bool = False) -> dict[str, dict]:
+def arms_for(
+    profile: str, clamp: bool, guard: str = "none", v1: bool = False, releases: tuple[str, ...] = ()
+) -> dict[str, dict]:
     """The arms a case is checked on: every release as it is, with the seed's clamp and
     with the step-reservation guard; a historical profile also on itself, as found. A
-    case on vLLM's own V1 runner (`v1`) has no arm on a release without it (0.34.0 on)."""
+    case on vLLM's own V1 runner (`v1`) has no arm on a release without it (0.34.0 on); a
+    plugin's runner only on the releases it is checked against (`releases`)."""
     arms = {}
     if PROFILES[profile].historical:
         arms[arm_label(profile, clamp, guard)] = {"profile": profile, "clamp": clamp, "guard": guard}
     for release in RELEASES:
-        if v1 and not release.has_v1_runner:
+        if (v1 and not release.has_v1_runner) or (releases and release.release not in releases):
             continue
         for on, fix in ((False, "none"), (True, "none"), (False, "step-reservation")):
             arms[arm_label(release.name, on, fix)] = {"profile": release.name, "clamp": on, "guard": fix}

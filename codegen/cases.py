@@ -292,7 +292,7 @@ def build(trace_path: Path | str, config_override: str | None = None, index: int
     init = nested(trace.init)
     steps = tuple((s.event, nested(args_for(it.event(s.event), cfg, s.named_args()))) for s in trace.steps)
     arms = {}
-    for label, overrides in arms_for(cfg.profile, cfg.clamp, cfg.guard, cfg.on_vllm_v1).items():
+    for label, overrides in arms_for(cfg.profile, cfg.clamp, cfg.guard, cfg.on_vllm_v1, cfg.run.releases).items():
         arms[label] = (overrides, predict(goal, cfg.with_(**overrides).validate(), init, steps, engine_steps))
 
     found = next(

@@ -301,8 +301,11 @@ def _scheduler_args(cfg: Config) -> list[str]:
         f"block_size={cfg.block_size}",
         f"long_prefill_token_threshold={cfg.long_prefill_threshold}",
         "async_scheduling=True",
-        f"use_v2_model_runner={cfg.is_v2}",
     ]
+    if cfg.prof.has_v1_runner:
+        # up to 0.33.0 the helper chooses the runner; 0.34.0 removed V1, and with it the
+        # parameter ([cite:v1-runner-removed])
+        args.append(f"use_v2_model_runner={cfg.is_v2}")
     if cfg.has("prefix-cache"):
         # create_scheduler's default is off (tests/v1/core/utils.py); the vLLM target
         # builds its CacheConfig with the configuration's (adapter/construct.py)
@@ -409,6 +412,9 @@ def export(src: CaseSource, release: str, healthy: CaseSource | None) -> Exporte
             v2=cfg.is_v2,
             scheduler_args=_scheduler_args(cfg),
             kvfail=kvfail,
+            # ModelRunnerOutput.req_id_to_index went with the V1 runner in 0.34.0: update_from_output
+            # finds a row by its position ([cite:output-req-id-to-index], [cite:output-indexed-by-position])
+            output_index=cfg.prof.has_v1_runner,
             block_size=cfg.block_size,
             tests=tests,
             needs_time="preempt" in events,
@@ -454,20 +460,26 @@ def _first_sentence(text: str) -> str:
     return text.split(". ", 1)[0].rstrip(".") + "."
 
 
-def healthy_of(sources: list[CaseSource]) -> dict[str, CaseSource]:
-    """The healthy path of each scenario (the first one, by module path)."""
-    out: dict[str, CaseSource] = {}
+def healthy_of(sources: list[CaseSource]) -> dict[str, list[CaseSource]]:
+    """The healthy paths of each scenario, by module path."""
+    out: dict[str, list[CaseSource]] = {}
     for src in sorted(sources, key=lambda s: s.module):
         if src.case.kind == "witness":
-            out.setdefault(src.cfg.scenario, src)
+            out.setdefault(src.cfg.scenario, []).append(src)
     return out
 
 
-def exportable(src: CaseSource, release: str, healthy: dict[str, CaseSource]) -> str | None:
+def control_for(src: CaseSource, release: str, healthy: dict[str, list[CaseSource]]) -> CaseSource | None:
+    """The first healthy path of src's scenario that has an arm on the release (a scenario
+    may run on another runner there: 0.34.0 runs V1's scheduler-level findings on V2)."""
+    return next((h for h in healthy.get(src.cfg.scenario, ()) if _release_arm(h, release) is not None), None)
+
+
+def exportable(src: CaseSource, release: str, healthy: dict[str, list[CaseSource]]) -> str | None:
     """Why `src` is not exported for `release` (None: it is); `healthy` as healthy_of gives."""
     reason = why_not(src, release)
-    if reason is None and src.cfg.scenario not in healthy:
-        reason = f"no healthy path of {src.cfg.scenario} to be its control"
+    if reason is None and control_for(src, release, healthy) is None:
+        reason = f"no healthy path of {src.cfg.scenario} on {release} to be its control"
     return reason
 
 
@@ -538,7 +550,7 @@ def export_release(sources: list[CaseSource], release: str, pattern: str = "*") 
             if src.case.kind == "violation":
                 left.append((src.case.name, reason))
             continue
-        done.append(export(src, release, healthy[src.cfg.scenario]))
+        done.append(export(src, release, control_for(src, release, healthy)))
     files = {mod.module: mod.text for mod in done}
     expected = {
         f"{mod.module}::{test.name}": {**test.expect, "lines": _step_lines(mod.text, test.name)}

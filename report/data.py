@@ -168,7 +168,7 @@ def exported_tests(cxs: list[Counterexample], modules: dict[tuple, Module], prov
     exported for)}. A module generated once for a trace found on several releases is
     exported from the oldest release's trace, as `make export` does."""
     from codegen.cases import CaseSource, sentence
-    from codegen.export import export, exportable, healthy_of
+    from codegen.export import control_for, export, exportable, healthy_of
     from spec.profiles import RELEASES
 
     releases = [p.release for p in RELEASES]
@@ -198,7 +198,7 @@ def exported_tests(cxs: list[Counterexample], modules: dict[tuple, Module], prov
             module=c.module.path,
         )
         reason = exportable(src, c.release, healthy)
-        mod = None if reason else export(src, c.release, healthy[src.cfg.scenario])
+        mod = None if reason else export(src, c.release, control_for(src, c.release, healthy))
         elsewhere = [r for r in releases if r != c.release and exportable(src, r, healthy) is None]
         out[c.page] = (mod, reason, elsewhere)
     return out

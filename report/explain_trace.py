@@ -182,7 +182,7 @@ def explain_trace(path: Path, release: str | None = None) -> Answer:
         flat_steps = [Step(e, args_for(it.event(e), cfg, p)) for e, p in steps]
         answer.mechanisms = mechanisms_of(cfg, flat_steps, replay.states)
         answer.same = same_mechanism(prop, cfg.run.family, answer.mechanisms)
-        for label, overrides in arms_for(cfg.profile, False, "none", cfg.on_vllm_v1).items():
+        for label, overrides in arms_for(cfg.profile, False, "none", cfg.on_vllm_v1, cfg.run.releases).items():
             if overrides["clamp"]:
                 continue
             exp = predict(prop, cfg.with_(**overrides).validate(), init, steps)

@@ -78,6 +78,9 @@ class Runner:
     cite: str = ""  # the vLLM lines of its decision (spec/citations.toml ids)
     # ---- what a platform plugin's runner decides differently (docs/plugin-runners.md) ----
     plugin: str = ""  # the plugin that ships it (spec/plugin_runners/), "" for vLLM's own
+    # the vLLM releases a plugin's runner is checked against (its scenarios' releases, and the
+    # arms of its generated cases); empty: every release (vLLM's own runners)
+    releases: tuple[str, ...] = ()
     # v1 family: the host-row model of GPUModelRunner (where -1 placeholders land), which
     # no-placeholder-input checks; a plugin's runner keeps its own rows
     host_rows: bool = True

@@ -243,3 +243,45 @@ def test_an_error_of_the_monitor_never_stops_the_engine(tmp_path, monkeypatch, c
     assert out.num_scheduled_tokens == {"r0": 4} and not sched.monitoring
     _deliver(sched, out)  # and so does every later one, unmonitored
     assert "stopped after an error of its own" in caplog.text
+
+
+def _without(monkeypatch, internal: str):
+    """The monitor's probe as on a vLLM that renamed one internal it reads."""
+    from adapter import internals
+
+    real = internals.probe
+
+    def probe(package, uses=internals.USES):
+        found = real(package, uses)
+        return internals.Probe(found.package, found.values, (internals.Missing(internal, "renamed in this test"),))
+
+    monkeypatch.setattr(internals, "probe", probe)
+    objects._probe.cache_clear()
+
+
+def test_a_vllm_the_monitor_cannot_read_refuses_to_start_one_line_per_internal(monkeypatch):
+    from spec.errors import MonitorUnsupported
+
+    _without(monkeypatch, "Request.num_output_placeholders in vllm/v1/request.py")
+    try:
+        with pytest.raises(MonitorUnsupported) as info:
+            _engine(1, 8)
+        said = str(info.value)
+        assert "cannot be monitored" in said and "has no Request.num_output_placeholders" in said
+        assert "VLLM_CONTRACT_MONITOR_UNSUPPORTED=warn" in said and "\n" not in said
+    finally:
+        monkeypatch.undo()
+        objects._probe.cache_clear()
+
+
+def test_with_warn_it_runs_unmonitored_and_says_why(monkeypatch, caplog):
+    _without(monkeypatch, "Request.num_output_placeholders in vllm/v1/request.py")
+    monkeypatch.setenv("VLLM_CONTRACT_MONITOR_UNSUPPORTED", "warn")
+    try:
+        sched = _engine(1, 8)
+        assert not sched.monitoring and sched.monitor is None
+        out = sched.schedule()  # vLLM itself runs on, unwatched
+        assert objects.scheduled(out) == {"r0": 8}
+    finally:
+        monkeypatch.undo()
+        objects._probe.cache_clear()

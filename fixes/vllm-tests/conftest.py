@@ -35,7 +35,7 @@ _REPO = Path(os.environ["FIX_REPO"])
 def _load_vllm_tree():
     """adapter/tree.py by path: putting the project on sys.path would shadow vLLM's
     `tests` package with the project's."""
-    spec = importlib.util.spec_from_file_location("_fix_vllm_tree", _REPO / "targets" / "vllm_tree.py")
+    spec = importlib.util.spec_from_file_location("_fix_vllm_tree", _REPO / "adapter" / "tree.py")
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module
     spec.loader.exec_module(module)

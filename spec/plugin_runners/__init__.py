@@ -63,6 +63,12 @@ class PluginSource:
         return f"https://github.com/{self.repo}/blob/{self.commit}/{file}#{span}"
 
 
+# the vLLM releases the plugins' runners are checked against: the ones whose scheduler
+# interface their pinned code was written for (0.34.0 re-sends a resumed request as a new one,
+# [cite:resumed-sent-as-new], which none of the pinned versions expects)
+PAIRED_RELEASES: tuple[str, ...] = ("0.32.0", "0.33.0")
+
+
 def _modules() -> tuple[ModuleType, ...]:
     names = sorted(info.name for info in pkgutil.iter_modules(__path__) if not info.name.startswith("_"))
     return tuple(importlib.import_module(f"{__name__}.{name}") for name in names)
@@ -77,9 +83,16 @@ def _checked(module: ModuleType) -> ModuleType:
         raise SpecError(f"{where}: SOURCE.kind is 'pypi' or 'git' (with the full 40-character commit)")
     if not callable(getattr(module, "scenarios", None)):
         raise SpecError(f"{where}: scenarios(matrix) must return the plugin's configurations")
+    from spec.profiles import RELEASE_NAMES
+
     for runner in getattr(module, "RUNNERS", ()):
         if runner.plugin != source.name:
             raise SpecError(f"{where}: runner {runner.name!r} must say plugin={source.name!r}")
+        if not runner.releases or not set(runner.releases) <= set(RELEASE_NAMES):
+            raise SpecError(
+                f"{where}: runner {runner.name!r} must name the vLLM releases it is checked against "
+                f"(releases=..., some of {', '.join(RELEASE_NAMES)})"
+            )
     return module
 
 

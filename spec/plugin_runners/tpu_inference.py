@@ -27,7 +27,7 @@ scheduling off, tpu-inference #3456), so it never reads that copy.
 
 from __future__ import annotations
 
-from spec.plugin_runners import PluginSource
+from spec.plugin_runners import PAIRED_RELEASES, PluginSource
 from spec.runner_variants import V1_RULE, Rule, Runner
 
 SOURCE = PluginSource(
@@ -50,6 +50,7 @@ TPU = Runner(
     phrase="tpu-inference's runner",
     cite="tpu-keep-rule tpu-live-num-tokens",
     plugin=SOURCE.name,
+    releases=PAIRED_RELEASES,
     host_rows=False,
     rebuilds_outputs=False,
     zero_placeholders=True,
@@ -78,6 +79,7 @@ def _continue_decode(steps: int) -> Runner:
         phrase=f"tpu-inference's runner with Continue Decode (N = {steps})",
         cite="tpu-keep-rule tpu-decode-only-by-count tpu-cd-no-discard",
         plugin=SOURCE.name,
+        releases=PAIRED_RELEASES,
         host_rows=False,
         rebuilds_outputs=False,
         continue_decode=steps,

@@ -15,7 +15,7 @@ vLLM's V2 rule, with this project's V2 findings.
 
 from __future__ import annotations
 
-from spec.plugin_runners import PluginSource
+from spec.plugin_runners import PAIRED_RELEASES, PluginSource
 from spec.runner_variants import V1, V2, Runner
 
 SOURCE = PluginSource(
@@ -40,6 +40,7 @@ ASCEND_V1 = Runner(
     phrase="vllm-ascend's V1 runner",
     cite="ascend-v1-discard-mask",
     plugin=SOURCE.name,
+    releases=PAIRED_RELEASES,
     host_rows=False,
     prompt_bounded_view=True,
 )
@@ -55,6 +56,7 @@ ASCEND_V2 = Runner(
     phrase="vllm-ascend's V2 runner",
     cite="ascend-v2-prefill-len ascend-v2-postprocess-super",
     plugin=SOURCE.name,
+    releases=PAIRED_RELEASES,
 )
 
 RUNNERS = (ASCEND_V1, ASCEND_V2)

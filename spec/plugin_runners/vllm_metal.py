@@ -12,7 +12,7 @@ rule is checked against the scheduler of the releases it models.
 
 from __future__ import annotations
 
-from spec.plugin_runners import PluginSource
+from spec.plugin_runners import PAIRED_RELEASES, PluginSource
 from spec.runner_variants import NEVER_RULE, Runner
 
 SOURCE = PluginSource(
@@ -36,6 +36,7 @@ METAL = Runner(
     phrase="vllm-metal's MLX runner",
     cite="metal-new-request-whole-prompt metal-cached-requests-decode",
     plugin=SOURCE.name,
+    releases=PAIRED_RELEASES,
     host_rows=False,
     honours_reservation=False,
 )
