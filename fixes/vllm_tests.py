@@ -169,6 +169,9 @@ def run_suites(
     """pytest on the suites with the tree loaded; per-test outcomes from the JUnit file."""
     junit.parent.mkdir(parents=True, exist_ok=True)
     junit.unlink(missing_ok=True)
+    # the real path: under a symlinked .vllm_trees pytest's rootdir and the working directory
+    # would differ, and its test ids (the JUnit classnames) come out empty
+    tests = Path(tests).resolve()
     env = {
         **os.environ,
         "FIX_REPO": str(REPO),

@@ -42,33 +42,6 @@ step  event               picks                               what changes
 
 What the model predicts on each arm (vLLM's reaction: CRASH = an assert kills the
 engine; SILENT = the violation passes unnoticed):
-  vllm-0.29.0         SILENT: no assert fires
-                      violated: prefill-view-agrees at step 9
-                      runs 9 step(s)
-  vllm-0.29.0+clamp   SILENT: no assert fires
-                      violated: prefill-view-agrees at step 9
-                      runs 9 step(s)
-  vllm-0.29.0+guard   SILENT: no assert fires
-                      violated: prefill-view-agrees at step 9
-                      runs 9 step(s)
-  vllm-0.30.0         SILENT: no assert fires
-                      violated: prefill-view-agrees at step 9
-                      runs 9 step(s)
-  vllm-0.30.0+clamp   SILENT: no assert fires
-                      violated: prefill-view-agrees at step 9
-                      runs 9 step(s)
-  vllm-0.30.0+guard   SILENT: no assert fires
-                      violated: prefill-view-agrees at step 9
-                      runs 9 step(s)
-  vllm-0.31.0         SILENT: no assert fires
-                      violated: prefill-view-agrees at step 9
-                      runs 9 step(s)
-  vllm-0.31.0+clamp   SILENT: no assert fires
-                      violated: prefill-view-agrees at step 9
-                      runs 9 step(s)
-  vllm-0.31.0+guard   SILENT: no assert fires
-                      violated: prefill-view-agrees at step 9
-                      runs 9 step(s)
   vllm-0.32.0         SILENT: no assert fires
                       violated: prefill-view-agrees at step 9
                       runs 9 step(s)
@@ -86,15 +59,6 @@ engine; SILENT = the violation passes unnoticed):
                       runs 9 step(s)
   vllm-0.33.0+guard   SILENT: no assert fires
                       violated: prefill-view-agrees at step 9
-                      runs 9 step(s)
-  vllm-0.34.0         SILENT: no assert fires
-                      violated: prefill-view-agrees at step 9; predicates-agree at 7
-                      runs 9 step(s)
-  vllm-0.34.0+clamp   SILENT: no assert fires
-                      violated: prefill-view-agrees at step 9; predicates-agree at 7
-                      runs 9 step(s)
-  vllm-0.34.0+guard   SILENT: no assert fires
-                      violated: prefill-view-agrees at step 9; predicates-agree at 7
                       runs 9 step(s)
 
 Replay:      .venv/bin/python -m pytest generated_tests/cases/vllm_0_32_0/test_plugin_ascend_v1_view__prefill_view_agrees.py --target=reference,vllm,vllm-clamp,vllm-guard,kernel
@@ -122,24 +86,12 @@ CASE = Case(
     kind='violation',
     property='prefill-view-agrees',
     arms={
-        'vllm-0.29.0': ({'profile': 'vllm-0.29.0', 'clamp': False, 'guard': 'none'}, Expect(runs=9, violations=(9,))),
-        'vllm-0.29.0+clamp': ({'profile': 'vllm-0.29.0', 'clamp': True, 'guard': 'none'}, Expect(runs=9, violations=(9,))),
-        'vllm-0.29.0+guard': ({'profile': 'vllm-0.29.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=9, violations=(9,))),
-        'vllm-0.30.0': ({'profile': 'vllm-0.30.0', 'clamp': False, 'guard': 'none'}, Expect(runs=9, violations=(9,))),
-        'vllm-0.30.0+clamp': ({'profile': 'vllm-0.30.0', 'clamp': True, 'guard': 'none'}, Expect(runs=9, violations=(9,))),
-        'vllm-0.30.0+guard': ({'profile': 'vllm-0.30.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=9, violations=(9,))),
-        'vllm-0.31.0': ({'profile': 'vllm-0.31.0', 'clamp': False, 'guard': 'none'}, Expect(runs=9, violations=(9,))),
-        'vllm-0.31.0+clamp': ({'profile': 'vllm-0.31.0', 'clamp': True, 'guard': 'none'}, Expect(runs=9, violations=(9,))),
-        'vllm-0.31.0+guard': ({'profile': 'vllm-0.31.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=9, violations=(9,))),
         'vllm-0.32.0': ({'profile': 'vllm-0.32.0', 'clamp': False, 'guard': 'none'}, Expect(runs=9, violations=(9,))),
         'vllm-0.32.0+clamp': ({'profile': 'vllm-0.32.0', 'clamp': True, 'guard': 'none'}, Expect(runs=9, violations=(9,))),
         'vllm-0.32.0+guard': ({'profile': 'vllm-0.32.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=9, violations=(9,))),
         'vllm-0.33.0': ({'profile': 'vllm-0.33.0', 'clamp': False, 'guard': 'none'}, Expect(runs=9, violations=(9,))),
         'vllm-0.33.0+clamp': ({'profile': 'vllm-0.33.0', 'clamp': True, 'guard': 'none'}, Expect(runs=9, violations=(9,))),
         'vllm-0.33.0+guard': ({'profile': 'vllm-0.33.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=9, violations=(9,))),
-        'vllm-0.34.0': ({'profile': 'vllm-0.34.0', 'clamp': False, 'guard': 'none'}, Expect(runs=9, violations=(9,), others=(('predicates-agree', 7),))),
-        'vllm-0.34.0+clamp': ({'profile': 'vllm-0.34.0', 'clamp': True, 'guard': 'none'}, Expect(runs=9, violations=(9,), others=(('predicates-agree', 7),))),
-        'vllm-0.34.0+guard': ({'profile': 'vllm-0.34.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=9, violations=(9,), others=(('predicates-agree', 7),))),
     },
     path='generated_tests/cases/vllm_0_32_0/test_plugin_ascend_v1_view__prefill_view_agrees.py',
 )

@@ -43,39 +43,6 @@ step  event               picks                               what changes
 
 What the model predicts on each arm (vLLM's reaction: CRASH = an assert kills the
 engine; SILENT = the violation passes unnoticed):
-  vllm-0.29.0         CRASH at step 7: `assert request.num_output_placeholders >= 0` fires
-                      violated: counter-nonnegative at step 7; predicates-agree at 4; positions-agree at 4; no-token-while-prefilling at 7; placeholder-accounting at 7
-                      runs 7 step(s)
-  vllm-0.29.0+clamp   SILENT: no assert fires
-                      violated: predicates-agree at 4; positions-agree at 4
-                      counter-nonnegative holds on this arm
-                      runs 7 step(s); the clamp drops 1 token(s)
-  vllm-0.29.0+guard   SILENT: no assert fires
-                      violated: predicates-agree at 4; positions-agree at 4
-                      counter-nonnegative holds on this arm
-                      runs 7 step(s); the guard drops 1 token(s)
-  vllm-0.30.0         CRASH at step 7: `assert request.num_output_placeholders >= 0` fires
-                      violated: counter-nonnegative at step 7; predicates-agree at 4; positions-agree at 4; no-token-while-prefilling at 7; placeholder-accounting at 7
-                      runs 7 step(s)
-  vllm-0.30.0+clamp   SILENT: no assert fires
-                      violated: predicates-agree at 4; positions-agree at 4
-                      counter-nonnegative holds on this arm
-                      runs 7 step(s); the clamp drops 1 token(s)
-  vllm-0.30.0+guard   SILENT: no assert fires
-                      violated: predicates-agree at 4; positions-agree at 4
-                      counter-nonnegative holds on this arm
-                      runs 7 step(s); the guard drops 1 token(s)
-  vllm-0.31.0         CRASH at step 7: `assert request.num_output_placeholders >= 0` fires
-                      violated: counter-nonnegative at step 7; predicates-agree at 4; positions-agree at 4; no-token-while-prefilling at 7; placeholder-accounting at 7
-                      runs 7 step(s)
-  vllm-0.31.0+clamp   SILENT: no assert fires
-                      violated: predicates-agree at 4; positions-agree at 4
-                      counter-nonnegative holds on this arm
-                      runs 7 step(s); the clamp drops 1 token(s)
-  vllm-0.31.0+guard   SILENT: no assert fires
-                      violated: predicates-agree at 4; positions-agree at 4
-                      counter-nonnegative holds on this arm
-                      runs 7 step(s); the guard drops 1 token(s)
   vllm-0.32.0         CRASH at step 7: `assert request.num_output_placeholders >= 0` fires
                       violated: counter-nonnegative at step 7; predicates-agree at 4; positions-agree at 4; no-token-while-prefilling at 7; placeholder-accounting at 7
                       runs 7 step(s)
@@ -96,18 +63,6 @@ engine; SILENT = the violation passes unnoticed):
                       counter-nonnegative holds on this arm
                       runs 7 step(s); the clamp drops 1 token(s)
   vllm-0.33.0+guard   SILENT: no assert fires
-                      violated: predicates-agree at 4; positions-agree at 4
-                      counter-nonnegative holds on this arm
-                      runs 7 step(s); the guard drops 1 token(s)
-  vllm-0.34.0         SILENT: no assert fires
-                      violated: predicates-agree at 4; positions-agree at 4; no-token-while-prefilling at 7
-                      counter-nonnegative holds on this arm
-                      runs 7 step(s)
-  vllm-0.34.0+clamp   SILENT: no assert fires
-                      violated: predicates-agree at 4; positions-agree at 4
-                      counter-nonnegative holds on this arm
-                      runs 7 step(s); the clamp drops 1 token(s)
-  vllm-0.34.0+guard   SILENT: no assert fires
                       violated: predicates-agree at 4; positions-agree at 4
                       counter-nonnegative holds on this arm
                       runs 7 step(s); the guard drops 1 token(s)
@@ -135,24 +90,12 @@ CASE = Case(
     kind='violation',
     property='counter-nonnegative',
     arms={
-        'vllm-0.29.0': ({'profile': 'vllm-0.29.0', 'clamp': False, 'guard': 'none'}, Expect(runs=7, fired=('placeholders-nonnegative', 7), violations=(7,), others=(('predicates-agree', 4), ('positions-agree', 4), ('no-token-while-prefilling', 7), ('placeholder-accounting', 7)))),
-        'vllm-0.29.0+clamp': ({'profile': 'vllm-0.29.0', 'clamp': True, 'guard': 'none'}, Expect(runs=7, others=(('predicates-agree', 4), ('positions-agree', 4)), dropped=1)),
-        'vllm-0.29.0+guard': ({'profile': 'vllm-0.29.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=7, others=(('predicates-agree', 4), ('positions-agree', 4)), dropped=1)),
-        'vllm-0.30.0': ({'profile': 'vllm-0.30.0', 'clamp': False, 'guard': 'none'}, Expect(runs=7, fired=('placeholders-nonnegative', 7), violations=(7,), others=(('predicates-agree', 4), ('positions-agree', 4), ('no-token-while-prefilling', 7), ('placeholder-accounting', 7)))),
-        'vllm-0.30.0+clamp': ({'profile': 'vllm-0.30.0', 'clamp': True, 'guard': 'none'}, Expect(runs=7, others=(('predicates-agree', 4), ('positions-agree', 4)), dropped=1)),
-        'vllm-0.30.0+guard': ({'profile': 'vllm-0.30.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=7, others=(('predicates-agree', 4), ('positions-agree', 4)), dropped=1)),
-        'vllm-0.31.0': ({'profile': 'vllm-0.31.0', 'clamp': False, 'guard': 'none'}, Expect(runs=7, fired=('placeholders-nonnegative', 7), violations=(7,), others=(('predicates-agree', 4), ('positions-agree', 4), ('no-token-while-prefilling', 7), ('placeholder-accounting', 7)))),
-        'vllm-0.31.0+clamp': ({'profile': 'vllm-0.31.0', 'clamp': True, 'guard': 'none'}, Expect(runs=7, others=(('predicates-agree', 4), ('positions-agree', 4)), dropped=1)),
-        'vllm-0.31.0+guard': ({'profile': 'vllm-0.31.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=7, others=(('predicates-agree', 4), ('positions-agree', 4)), dropped=1)),
         'vllm-0.32.0': ({'profile': 'vllm-0.32.0', 'clamp': False, 'guard': 'none'}, Expect(runs=7, fired=('placeholders-nonnegative', 7), violations=(7,), others=(('predicates-agree', 4), ('positions-agree', 4), ('no-token-while-prefilling', 7), ('placeholder-accounting', 7)))),
         'vllm-0.32.0+clamp': ({'profile': 'vllm-0.32.0', 'clamp': True, 'guard': 'none'}, Expect(runs=7, others=(('predicates-agree', 4), ('positions-agree', 4)), dropped=1)),
         'vllm-0.32.0+guard': ({'profile': 'vllm-0.32.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=7, others=(('predicates-agree', 4), ('positions-agree', 4)), dropped=1)),
         'vllm-0.33.0': ({'profile': 'vllm-0.33.0', 'clamp': False, 'guard': 'none'}, Expect(runs=7, others=(('predicates-agree', 4), ('positions-agree', 4), ('no-token-while-prefilling', 7)))),
         'vllm-0.33.0+clamp': ({'profile': 'vllm-0.33.0', 'clamp': True, 'guard': 'none'}, Expect(runs=7, others=(('predicates-agree', 4), ('positions-agree', 4)), dropped=1)),
         'vllm-0.33.0+guard': ({'profile': 'vllm-0.33.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=7, others=(('predicates-agree', 4), ('positions-agree', 4)), dropped=1)),
-        'vllm-0.34.0': ({'profile': 'vllm-0.34.0', 'clamp': False, 'guard': 'none'}, Expect(runs=7, others=(('predicates-agree', 4), ('positions-agree', 4), ('no-token-while-prefilling', 7)))),
-        'vllm-0.34.0+clamp': ({'profile': 'vllm-0.34.0', 'clamp': True, 'guard': 'none'}, Expect(runs=7, others=(('predicates-agree', 4), ('positions-agree', 4)), dropped=1)),
-        'vllm-0.34.0+guard': ({'profile': 'vllm-0.34.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=7, others=(('predicates-agree', 4), ('positions-agree', 4)), dropped=1)),
     },
     path='generated_tests/cases/vllm_0_32_0/test_plugin_ascend_v2_kvfail__counter_nonnegative.py',
 )

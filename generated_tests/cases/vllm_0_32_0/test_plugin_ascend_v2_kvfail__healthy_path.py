@@ -39,24 +39,6 @@ step  event               picks                               what changes
 
 What the model predicts on each arm (vLLM's reaction: CRASH = an assert kills the
 engine; SILENT = the violation passes unnoticed):
-  vllm-0.29.0         holds: no assert fires, nothing is violated
-                      runs 7 step(s); a request completes
-  vllm-0.29.0+clamp   holds: no assert fires, nothing is violated
-                      runs 7 step(s); a request completes
-  vllm-0.29.0+guard   holds: no assert fires, nothing is violated
-                      runs 7 step(s); a request completes
-  vllm-0.30.0         holds: no assert fires, nothing is violated
-                      runs 7 step(s); a request completes
-  vllm-0.30.0+clamp   holds: no assert fires, nothing is violated
-                      runs 7 step(s); a request completes
-  vllm-0.30.0+guard   holds: no assert fires, nothing is violated
-                      runs 7 step(s); a request completes
-  vllm-0.31.0         holds: no assert fires, nothing is violated
-                      runs 7 step(s); a request completes
-  vllm-0.31.0+clamp   holds: no assert fires, nothing is violated
-                      runs 7 step(s); a request completes
-  vllm-0.31.0+guard   holds: no assert fires, nothing is violated
-                      runs 7 step(s); a request completes
   vllm-0.32.0         holds: no assert fires, nothing is violated
                       runs 7 step(s); a request completes
   vllm-0.32.0+clamp   holds: no assert fires, nothing is violated
@@ -68,12 +50,6 @@ engine; SILENT = the violation passes unnoticed):
   vllm-0.33.0+clamp   holds: no assert fires, nothing is violated
                       runs 7 step(s); a request completes
   vllm-0.33.0+guard   holds: no assert fires, nothing is violated
-                      runs 7 step(s); a request completes
-  vllm-0.34.0         holds: no assert fires, nothing is violated
-                      runs 7 step(s); a request completes
-  vllm-0.34.0+clamp   holds: no assert fires, nothing is violated
-                      runs 7 step(s); a request completes
-  vllm-0.34.0+guard   holds: no assert fires, nothing is violated
                       runs 7 step(s); a request completes
 
 Replay:      .venv/bin/python -m pytest generated_tests/cases/vllm_0_32_0/test_plugin_ascend_v2_kvfail__healthy_path.py --target=reference,vllm,vllm-clamp,vllm-guard,kernel
@@ -99,24 +75,12 @@ CASE = Case(
     kind='witness',
     property=None,
     arms={
-        'vllm-0.29.0': ({'profile': 'vllm-0.29.0', 'clamp': False, 'guard': 'none'}, Expect(runs=7, completed=True)),
-        'vllm-0.29.0+clamp': ({'profile': 'vllm-0.29.0', 'clamp': True, 'guard': 'none'}, Expect(runs=7, completed=True)),
-        'vllm-0.29.0+guard': ({'profile': 'vllm-0.29.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=7, completed=True)),
-        'vllm-0.30.0': ({'profile': 'vllm-0.30.0', 'clamp': False, 'guard': 'none'}, Expect(runs=7, completed=True)),
-        'vllm-0.30.0+clamp': ({'profile': 'vllm-0.30.0', 'clamp': True, 'guard': 'none'}, Expect(runs=7, completed=True)),
-        'vllm-0.30.0+guard': ({'profile': 'vllm-0.30.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=7, completed=True)),
-        'vllm-0.31.0': ({'profile': 'vllm-0.31.0', 'clamp': False, 'guard': 'none'}, Expect(runs=7, completed=True)),
-        'vllm-0.31.0+clamp': ({'profile': 'vllm-0.31.0', 'clamp': True, 'guard': 'none'}, Expect(runs=7, completed=True)),
-        'vllm-0.31.0+guard': ({'profile': 'vllm-0.31.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=7, completed=True)),
         'vllm-0.32.0': ({'profile': 'vllm-0.32.0', 'clamp': False, 'guard': 'none'}, Expect(runs=7, completed=True)),
         'vllm-0.32.0+clamp': ({'profile': 'vllm-0.32.0', 'clamp': True, 'guard': 'none'}, Expect(runs=7, completed=True)),
         'vllm-0.32.0+guard': ({'profile': 'vllm-0.32.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=7, completed=True)),
         'vllm-0.33.0': ({'profile': 'vllm-0.33.0', 'clamp': False, 'guard': 'none'}, Expect(runs=7, completed=True)),
         'vllm-0.33.0+clamp': ({'profile': 'vllm-0.33.0', 'clamp': True, 'guard': 'none'}, Expect(runs=7, completed=True)),
         'vllm-0.33.0+guard': ({'profile': 'vllm-0.33.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=7, completed=True)),
-        'vllm-0.34.0': ({'profile': 'vllm-0.34.0', 'clamp': False, 'guard': 'none'}, Expect(runs=7, completed=True)),
-        'vllm-0.34.0+clamp': ({'profile': 'vllm-0.34.0', 'clamp': True, 'guard': 'none'}, Expect(runs=7, completed=True)),
-        'vllm-0.34.0+guard': ({'profile': 'vllm-0.34.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=7, completed=True)),
     },
     path='generated_tests/cases/vllm_0_32_0/test_plugin_ascend_v2_kvfail__healthy_path.py',
 )

@@ -31,33 +31,6 @@ step  event               picks                               what changes
 
 What the model predicts on each arm (vLLM's reaction: CRASH = an assert kills the
 engine; SILENT = the violation passes unnoticed):
-  vllm-0.29.0         SILENT: no assert fires
-                      violated: predicates-agree at step 4; positions-agree at 4
-                      runs 4 step(s)
-  vllm-0.29.0+clamp   SILENT: no assert fires
-                      violated: predicates-agree at step 4; positions-agree at 4
-                      runs 4 step(s)
-  vllm-0.29.0+guard   SILENT: no assert fires
-                      violated: predicates-agree at step 4; positions-agree at 4
-                      runs 4 step(s)
-  vllm-0.30.0         SILENT: no assert fires
-                      violated: predicates-agree at step 4; positions-agree at 4
-                      runs 4 step(s)
-  vllm-0.30.0+clamp   SILENT: no assert fires
-                      violated: predicates-agree at step 4; positions-agree at 4
-                      runs 4 step(s)
-  vllm-0.30.0+guard   SILENT: no assert fires
-                      violated: predicates-agree at step 4; positions-agree at 4
-                      runs 4 step(s)
-  vllm-0.31.0         SILENT: no assert fires
-                      violated: predicates-agree at step 4; positions-agree at 4
-                      runs 4 step(s)
-  vllm-0.31.0+clamp   SILENT: no assert fires
-                      violated: predicates-agree at step 4; positions-agree at 4
-                      runs 4 step(s)
-  vllm-0.31.0+guard   SILENT: no assert fires
-                      violated: predicates-agree at step 4; positions-agree at 4
-                      runs 4 step(s)
   vllm-0.32.0         SILENT: no assert fires
                       violated: predicates-agree at step 4; positions-agree at 4
                       runs 4 step(s)
@@ -74,15 +47,6 @@ engine; SILENT = the violation passes unnoticed):
                       violated: predicates-agree at step 4; positions-agree at 4
                       runs 4 step(s)
   vllm-0.33.0+guard   SILENT: no assert fires
-                      violated: predicates-agree at step 4; positions-agree at 4
-                      runs 4 step(s)
-  vllm-0.34.0         SILENT: no assert fires
-                      violated: predicates-agree at step 4; positions-agree at 4
-                      runs 4 step(s)
-  vllm-0.34.0+clamp   SILENT: no assert fires
-                      violated: predicates-agree at step 4; positions-agree at 4
-                      runs 4 step(s)
-  vllm-0.34.0+guard   SILENT: no assert fires
                       violated: predicates-agree at step 4; positions-agree at 4
                       runs 4 step(s)
 
@@ -106,24 +70,12 @@ CASE = Case(
     kind='violation',
     property='predicates-agree',
     arms={
-        'vllm-0.29.0': ({'profile': 'vllm-0.29.0', 'clamp': False, 'guard': 'none'}, Expect(runs=4, violations=(4,), others=(('positions-agree', 4),))),
-        'vllm-0.29.0+clamp': ({'profile': 'vllm-0.29.0', 'clamp': True, 'guard': 'none'}, Expect(runs=4, violations=(4,), others=(('positions-agree', 4),))),
-        'vllm-0.29.0+guard': ({'profile': 'vllm-0.29.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=4, violations=(4,), others=(('positions-agree', 4),))),
-        'vllm-0.30.0': ({'profile': 'vllm-0.30.0', 'clamp': False, 'guard': 'none'}, Expect(runs=4, violations=(4,), others=(('positions-agree', 4),))),
-        'vllm-0.30.0+clamp': ({'profile': 'vllm-0.30.0', 'clamp': True, 'guard': 'none'}, Expect(runs=4, violations=(4,), others=(('positions-agree', 4),))),
-        'vllm-0.30.0+guard': ({'profile': 'vllm-0.30.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=4, violations=(4,), others=(('positions-agree', 4),))),
-        'vllm-0.31.0': ({'profile': 'vllm-0.31.0', 'clamp': False, 'guard': 'none'}, Expect(runs=4, violations=(4,), others=(('positions-agree', 4),))),
-        'vllm-0.31.0+clamp': ({'profile': 'vllm-0.31.0', 'clamp': True, 'guard': 'none'}, Expect(runs=4, violations=(4,), others=(('positions-agree', 4),))),
-        'vllm-0.31.0+guard': ({'profile': 'vllm-0.31.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=4, violations=(4,), others=(('positions-agree', 4),))),
         'vllm-0.32.0': ({'profile': 'vllm-0.32.0', 'clamp': False, 'guard': 'none'}, Expect(runs=4, violations=(4,), others=(('positions-agree', 4),))),
         'vllm-0.32.0+clamp': ({'profile': 'vllm-0.32.0', 'clamp': True, 'guard': 'none'}, Expect(runs=4, violations=(4,), others=(('positions-agree', 4),))),
         'vllm-0.32.0+guard': ({'profile': 'vllm-0.32.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=4, violations=(4,), others=(('positions-agree', 4),))),
         'vllm-0.33.0': ({'profile': 'vllm-0.33.0', 'clamp': False, 'guard': 'none'}, Expect(runs=4, violations=(4,), others=(('positions-agree', 4),))),
         'vllm-0.33.0+clamp': ({'profile': 'vllm-0.33.0', 'clamp': True, 'guard': 'none'}, Expect(runs=4, violations=(4,), others=(('positions-agree', 4),))),
         'vllm-0.33.0+guard': ({'profile': 'vllm-0.33.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=4, violations=(4,), others=(('positions-agree', 4),))),
-        'vllm-0.34.0': ({'profile': 'vllm-0.34.0', 'clamp': False, 'guard': 'none'}, Expect(runs=4, violations=(4,), others=(('positions-agree', 4),))),
-        'vllm-0.34.0+clamp': ({'profile': 'vllm-0.34.0', 'clamp': True, 'guard': 'none'}, Expect(runs=4, violations=(4,), others=(('positions-agree', 4),))),
-        'vllm-0.34.0+guard': ({'profile': 'vllm-0.34.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=4, violations=(4,), others=(('positions-agree', 4),))),
     },
     path='generated_tests/cases/vllm_0_32_0/test_plugin_ascend_v2_kvfail__predicates_agree.py',
 )

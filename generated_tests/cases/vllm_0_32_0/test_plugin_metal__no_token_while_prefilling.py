@@ -27,36 +27,6 @@ step  event               picks                               what changes
 
 What the model predicts on each arm (vLLM's reaction: CRASH = an assert kills the
 engine; SILENT = the violation passes unnoticed):
-  vllm-0.29.0         SILENT: no assert fires
-                      violated: no-token-while-prefilling at step 3; predicates-agree at 1; placeholder-accounting at 3
-                      runs 3 step(s)
-  vllm-0.29.0+clamp   SILENT: no assert fires
-                      violated: no-token-while-prefilling at step 3; predicates-agree at 1; placeholder-accounting at 3
-                      runs 3 step(s)
-  vllm-0.29.0+guard   SILENT: no assert fires
-                      violated: predicates-agree at 1
-                      no-token-while-prefilling holds on this arm
-                      runs 3 step(s); the guard drops 1 token(s)
-  vllm-0.30.0         SILENT: no assert fires
-                      violated: no-token-while-prefilling at step 3; predicates-agree at 1; placeholder-accounting at 3
-                      runs 3 step(s)
-  vllm-0.30.0+clamp   SILENT: no assert fires
-                      violated: no-token-while-prefilling at step 3; predicates-agree at 1; placeholder-accounting at 3
-                      runs 3 step(s)
-  vllm-0.30.0+guard   SILENT: no assert fires
-                      violated: predicates-agree at 1
-                      no-token-while-prefilling holds on this arm
-                      runs 3 step(s); the guard drops 1 token(s)
-  vllm-0.31.0         SILENT: no assert fires
-                      violated: no-token-while-prefilling at step 3; predicates-agree at 1; placeholder-accounting at 3
-                      runs 3 step(s)
-  vllm-0.31.0+clamp   SILENT: no assert fires
-                      violated: no-token-while-prefilling at step 3; predicates-agree at 1; placeholder-accounting at 3
-                      runs 3 step(s)
-  vllm-0.31.0+guard   SILENT: no assert fires
-                      violated: predicates-agree at 1
-                      no-token-while-prefilling holds on this arm
-                      runs 3 step(s); the guard drops 1 token(s)
   vllm-0.32.0         SILENT: no assert fires
                       violated: no-token-while-prefilling at step 3; predicates-agree at 1; placeholder-accounting at 3
                       runs 3 step(s)
@@ -74,16 +44,6 @@ engine; SILENT = the violation passes unnoticed):
                       violated: no-token-while-prefilling at step 3; predicates-agree at 1; placeholder-accounting at 3
                       runs 3 step(s)
   vllm-0.33.0+guard   SILENT: no assert fires
-                      violated: predicates-agree at 1
-                      no-token-while-prefilling holds on this arm
-                      runs 3 step(s); the guard drops 1 token(s)
-  vllm-0.34.0         SILENT: no assert fires
-                      violated: no-token-while-prefilling at step 3; predicates-agree at 1; placeholder-accounting at 3
-                      runs 3 step(s)
-  vllm-0.34.0+clamp   SILENT: no assert fires
-                      violated: no-token-while-prefilling at step 3; predicates-agree at 1; placeholder-accounting at 3
-                      runs 3 step(s)
-  vllm-0.34.0+guard   SILENT: no assert fires
                       violated: predicates-agree at 1
                       no-token-while-prefilling holds on this arm
                       runs 3 step(s); the guard drops 1 token(s)
@@ -107,24 +67,12 @@ CASE = Case(
     kind='violation',
     property='no-token-while-prefilling',
     arms={
-        'vllm-0.29.0': ({'profile': 'vllm-0.29.0', 'clamp': False, 'guard': 'none'}, Expect(runs=3, violations=(3,), others=(('predicates-agree', 1), ('placeholder-accounting', 3)))),
-        'vllm-0.29.0+clamp': ({'profile': 'vllm-0.29.0', 'clamp': True, 'guard': 'none'}, Expect(runs=3, violations=(3,), others=(('predicates-agree', 1), ('placeholder-accounting', 3)))),
-        'vllm-0.29.0+guard': ({'profile': 'vllm-0.29.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=3, others=(('predicates-agree', 1),), dropped=1)),
-        'vllm-0.30.0': ({'profile': 'vllm-0.30.0', 'clamp': False, 'guard': 'none'}, Expect(runs=3, violations=(3,), others=(('predicates-agree', 1), ('placeholder-accounting', 3)))),
-        'vllm-0.30.0+clamp': ({'profile': 'vllm-0.30.0', 'clamp': True, 'guard': 'none'}, Expect(runs=3, violations=(3,), others=(('predicates-agree', 1), ('placeholder-accounting', 3)))),
-        'vllm-0.30.0+guard': ({'profile': 'vllm-0.30.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=3, others=(('predicates-agree', 1),), dropped=1)),
-        'vllm-0.31.0': ({'profile': 'vllm-0.31.0', 'clamp': False, 'guard': 'none'}, Expect(runs=3, violations=(3,), others=(('predicates-agree', 1), ('placeholder-accounting', 3)))),
-        'vllm-0.31.0+clamp': ({'profile': 'vllm-0.31.0', 'clamp': True, 'guard': 'none'}, Expect(runs=3, violations=(3,), others=(('predicates-agree', 1), ('placeholder-accounting', 3)))),
-        'vllm-0.31.0+guard': ({'profile': 'vllm-0.31.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=3, others=(('predicates-agree', 1),), dropped=1)),
         'vllm-0.32.0': ({'profile': 'vllm-0.32.0', 'clamp': False, 'guard': 'none'}, Expect(runs=3, violations=(3,), others=(('predicates-agree', 1), ('placeholder-accounting', 3)))),
         'vllm-0.32.0+clamp': ({'profile': 'vllm-0.32.0', 'clamp': True, 'guard': 'none'}, Expect(runs=3, violations=(3,), others=(('predicates-agree', 1), ('placeholder-accounting', 3)))),
         'vllm-0.32.0+guard': ({'profile': 'vllm-0.32.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=3, others=(('predicates-agree', 1),), dropped=1)),
         'vllm-0.33.0': ({'profile': 'vllm-0.33.0', 'clamp': False, 'guard': 'none'}, Expect(runs=3, violations=(3,), others=(('predicates-agree', 1), ('placeholder-accounting', 3)))),
         'vllm-0.33.0+clamp': ({'profile': 'vllm-0.33.0', 'clamp': True, 'guard': 'none'}, Expect(runs=3, violations=(3,), others=(('predicates-agree', 1), ('placeholder-accounting', 3)))),
         'vllm-0.33.0+guard': ({'profile': 'vllm-0.33.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=3, others=(('predicates-agree', 1),), dropped=1)),
-        'vllm-0.34.0': ({'profile': 'vllm-0.34.0', 'clamp': False, 'guard': 'none'}, Expect(runs=3, violations=(3,), others=(('predicates-agree', 1), ('placeholder-accounting', 3)))),
-        'vllm-0.34.0+clamp': ({'profile': 'vllm-0.34.0', 'clamp': True, 'guard': 'none'}, Expect(runs=3, violations=(3,), others=(('predicates-agree', 1), ('placeholder-accounting', 3)))),
-        'vllm-0.34.0+guard': ({'profile': 'vllm-0.34.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=3, others=(('predicates-agree', 1),), dropped=1)),
     },
     path='generated_tests/cases/vllm_0_32_0/test_plugin_metal__no_token_while_prefilling.py',
 )

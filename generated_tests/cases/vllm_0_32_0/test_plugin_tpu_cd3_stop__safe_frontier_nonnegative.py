@@ -26,39 +26,6 @@ step  event               picks                               what changes
 
 What the model predicts on each arm (vLLM's reaction: CRASH = an assert kills the
 engine; SILENT = the violation passes unnoticed):
-  vllm-0.29.0         SILENT: no assert fires
-                      violated: placeholder-accounting at 3; idle-only-when-done at 3
-                      safe-frontier-nonnegative holds on this arm
-                      runs 3 step(s)
-  vllm-0.29.0+clamp   SILENT: no assert fires
-                      violated: placeholder-accounting at 3; idle-only-when-done at 3
-                      safe-frontier-nonnegative holds on this arm
-                      runs 3 step(s); the clamp drops 1 token(s)
-  vllm-0.29.0+guard   SILENT: no assert fires
-                      violated: idle-only-when-done at 3
-                      safe-frontier-nonnegative holds on this arm
-                      runs 3 step(s); the guard drops 2 token(s)
-  vllm-0.30.0         SILENT: no assert fires
-                      violated: placeholder-accounting at 3; idle-only-when-done at 3
-                      safe-frontier-nonnegative holds on this arm
-                      runs 3 step(s)
-  vllm-0.30.0+clamp   SILENT: no assert fires
-                      violated: placeholder-accounting at 3; idle-only-when-done at 3
-                      safe-frontier-nonnegative holds on this arm
-                      runs 3 step(s); the clamp drops 1 token(s)
-  vllm-0.30.0+guard   SILENT: no assert fires
-                      violated: idle-only-when-done at 3
-                      safe-frontier-nonnegative holds on this arm
-                      runs 3 step(s); the guard drops 2 token(s)
-  vllm-0.31.0         CRASH at step 3: `assert safe_frontier >= 0` fires
-                      violated: safe-frontier-nonnegative at step 3; computed-nonnegative at 3
-                      runs 3 step(s)
-  vllm-0.31.0+clamp   holds: no assert fires, nothing is violated
-                      safe-frontier-nonnegative holds on this arm
-                      runs 3 step(s); the clamp drops 1 token(s)
-  vllm-0.31.0+guard   holds: no assert fires, nothing is violated
-                      safe-frontier-nonnegative holds on this arm
-                      runs 3 step(s); the guard drops 2 token(s)
   vllm-0.32.0         CRASH at step 3: `assert safe_frontier >= 0` fires
                       violated: safe-frontier-nonnegative at step 3; computed-nonnegative at 3
                       runs 3 step(s)
@@ -75,15 +42,6 @@ engine; SILENT = the violation passes unnoticed):
                       safe-frontier-nonnegative holds on this arm
                       runs 3 step(s); the clamp drops 1 token(s)
   vllm-0.33.0+guard   holds: no assert fires, nothing is violated
-                      safe-frontier-nonnegative holds on this arm
-                      runs 3 step(s); the guard drops 2 token(s)
-  vllm-0.34.0         CRASH at step 3: `assert safe_frontier >= 0` fires
-                      violated: safe-frontier-nonnegative at step 3; computed-nonnegative at 3
-                      runs 3 step(s)
-  vllm-0.34.0+clamp   holds: no assert fires, nothing is violated
-                      safe-frontier-nonnegative holds on this arm
-                      runs 3 step(s); the clamp drops 1 token(s)
-  vllm-0.34.0+guard   holds: no assert fires, nothing is violated
                       safe-frontier-nonnegative holds on this arm
                       runs 3 step(s); the guard drops 2 token(s)
 
@@ -106,24 +64,12 @@ CASE = Case(
     kind='violation',
     property='safe-frontier-nonnegative',
     arms={
-        'vllm-0.29.0': ({'profile': 'vllm-0.29.0', 'clamp': False, 'guard': 'none'}, Expect(runs=3, others=(('placeholder-accounting', 3), ('idle-only-when-done', 3)))),
-        'vllm-0.29.0+clamp': ({'profile': 'vllm-0.29.0', 'clamp': True, 'guard': 'none'}, Expect(runs=3, others=(('placeholder-accounting', 3), ('idle-only-when-done', 3)), dropped=1)),
-        'vllm-0.29.0+guard': ({'profile': 'vllm-0.29.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=3, others=(('idle-only-when-done', 3),), dropped=2)),
-        'vllm-0.30.0': ({'profile': 'vllm-0.30.0', 'clamp': False, 'guard': 'none'}, Expect(runs=3, others=(('placeholder-accounting', 3), ('idle-only-when-done', 3)))),
-        'vllm-0.30.0+clamp': ({'profile': 'vllm-0.30.0', 'clamp': True, 'guard': 'none'}, Expect(runs=3, others=(('placeholder-accounting', 3), ('idle-only-when-done', 3)), dropped=1)),
-        'vllm-0.30.0+guard': ({'profile': 'vllm-0.30.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=3, others=(('idle-only-when-done', 3),), dropped=2)),
-        'vllm-0.31.0': ({'profile': 'vllm-0.31.0', 'clamp': False, 'guard': 'none'}, Expect(runs=3, fired=('safe-frontier-nonnegative', 3), violations=(3,), others=(('computed-nonnegative', 3),))),
-        'vllm-0.31.0+clamp': ({'profile': 'vllm-0.31.0', 'clamp': True, 'guard': 'none'}, Expect(runs=3, dropped=1)),
-        'vllm-0.31.0+guard': ({'profile': 'vllm-0.31.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=3, dropped=2)),
         'vllm-0.32.0': ({'profile': 'vllm-0.32.0', 'clamp': False, 'guard': 'none'}, Expect(runs=3, fired=('safe-frontier-nonnegative', 3), violations=(3,), others=(('computed-nonnegative', 3),))),
         'vllm-0.32.0+clamp': ({'profile': 'vllm-0.32.0', 'clamp': True, 'guard': 'none'}, Expect(runs=3, dropped=1)),
         'vllm-0.32.0+guard': ({'profile': 'vllm-0.32.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=3, dropped=2)),
         'vllm-0.33.0': ({'profile': 'vllm-0.33.0', 'clamp': False, 'guard': 'none'}, Expect(runs=3, fired=('safe-frontier-nonnegative', 3), violations=(3,), others=(('computed-nonnegative', 3),))),
         'vllm-0.33.0+clamp': ({'profile': 'vllm-0.33.0', 'clamp': True, 'guard': 'none'}, Expect(runs=3, dropped=1)),
         'vllm-0.33.0+guard': ({'profile': 'vllm-0.33.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=3, dropped=2)),
-        'vllm-0.34.0': ({'profile': 'vllm-0.34.0', 'clamp': False, 'guard': 'none'}, Expect(runs=3, fired=('safe-frontier-nonnegative', 3), violations=(3,), others=(('computed-nonnegative', 3),))),
-        'vllm-0.34.0+clamp': ({'profile': 'vllm-0.34.0', 'clamp': True, 'guard': 'none'}, Expect(runs=3, dropped=1)),
-        'vllm-0.34.0+guard': ({'profile': 'vllm-0.34.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=3, dropped=2)),
     },
     path='generated_tests/cases/vllm_0_32_0/test_plugin_tpu_cd3_stop__safe_frontier_nonnegative.py',
 )

@@ -25,33 +25,6 @@ step  event               picks                               what changes
 
 What the model predicts on each arm (vLLM's reaction: CRASH = an assert kills the
 engine; SILENT = the violation passes unnoticed):
-  vllm-0.29.0         SILENT: no assert fires
-                      violated: predicates-agree at 1; no-token-while-prefilling at 3
-                      runs 3 step(s); a request completes
-  vllm-0.29.0+clamp   SILENT: no assert fires
-                      violated: predicates-agree at 1
-                      runs 2 step(s)
-  vllm-0.29.0+guard   SILENT: no assert fires
-                      violated: predicates-agree at 1
-                      runs 2 step(s)
-  vllm-0.30.0         SILENT: no assert fires
-                      violated: predicates-agree at 1; no-token-while-prefilling at 3
-                      runs 3 step(s); a request completes
-  vllm-0.30.0+clamp   SILENT: no assert fires
-                      violated: predicates-agree at 1
-                      runs 2 step(s)
-  vllm-0.30.0+guard   SILENT: no assert fires
-                      violated: predicates-agree at 1
-                      runs 2 step(s)
-  vllm-0.31.0         SILENT: no assert fires
-                      violated: predicates-agree at 1; no-token-while-prefilling at 3
-                      runs 3 step(s); a request completes
-  vllm-0.31.0+clamp   SILENT: no assert fires
-                      violated: predicates-agree at 1
-                      runs 2 step(s)
-  vllm-0.31.0+guard   SILENT: no assert fires
-                      violated: predicates-agree at 1
-                      runs 2 step(s)
   vllm-0.32.0         SILENT: no assert fires
                       violated: predicates-agree at 1; no-token-while-prefilling at 3
                       runs 3 step(s); a request completes
@@ -68,15 +41,6 @@ engine; SILENT = the violation passes unnoticed):
                       violated: predicates-agree at 1
                       runs 2 step(s)
   vllm-0.33.0+guard   SILENT: no assert fires
-                      violated: predicates-agree at 1
-                      runs 2 step(s)
-  vllm-0.34.0         SILENT: no assert fires
-                      violated: predicates-agree at 1; no-token-while-prefilling at 3
-                      runs 3 step(s); a request completes
-  vllm-0.34.0+clamp   SILENT: no assert fires
-                      violated: predicates-agree at 1
-                      runs 2 step(s)
-  vllm-0.34.0+guard   SILENT: no assert fires
                       violated: predicates-agree at 1
                       runs 2 step(s)
 
@@ -99,24 +63,12 @@ CASE = Case(
     kind='witness',
     property=None,
     arms={
-        'vllm-0.29.0': ({'profile': 'vllm-0.29.0', 'clamp': False, 'guard': 'none'}, Expect(runs=3, others=(('predicates-agree', 1), ('no-token-while-prefilling', 3)), completed=True)),
-        'vllm-0.29.0+clamp': ({'profile': 'vllm-0.29.0', 'clamp': True, 'guard': 'none'}, Expect(runs=2, others=(('predicates-agree', 1),))),
-        'vllm-0.29.0+guard': ({'profile': 'vllm-0.29.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=2, others=(('predicates-agree', 1),))),
-        'vllm-0.30.0': ({'profile': 'vllm-0.30.0', 'clamp': False, 'guard': 'none'}, Expect(runs=3, others=(('predicates-agree', 1), ('no-token-while-prefilling', 3)), completed=True)),
-        'vllm-0.30.0+clamp': ({'profile': 'vllm-0.30.0', 'clamp': True, 'guard': 'none'}, Expect(runs=2, others=(('predicates-agree', 1),))),
-        'vllm-0.30.0+guard': ({'profile': 'vllm-0.30.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=2, others=(('predicates-agree', 1),))),
-        'vllm-0.31.0': ({'profile': 'vllm-0.31.0', 'clamp': False, 'guard': 'none'}, Expect(runs=3, others=(('predicates-agree', 1), ('no-token-while-prefilling', 3)), completed=True)),
-        'vllm-0.31.0+clamp': ({'profile': 'vllm-0.31.0', 'clamp': True, 'guard': 'none'}, Expect(runs=2, others=(('predicates-agree', 1),))),
-        'vllm-0.31.0+guard': ({'profile': 'vllm-0.31.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=2, others=(('predicates-agree', 1),))),
         'vllm-0.32.0': ({'profile': 'vllm-0.32.0', 'clamp': False, 'guard': 'none'}, Expect(runs=3, others=(('predicates-agree', 1), ('no-token-while-prefilling', 3)), completed=True)),
         'vllm-0.32.0+clamp': ({'profile': 'vllm-0.32.0', 'clamp': True, 'guard': 'none'}, Expect(runs=2, others=(('predicates-agree', 1),))),
         'vllm-0.32.0+guard': ({'profile': 'vllm-0.32.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=2, others=(('predicates-agree', 1),))),
         'vllm-0.33.0': ({'profile': 'vllm-0.33.0', 'clamp': False, 'guard': 'none'}, Expect(runs=3, others=(('predicates-agree', 1), ('no-token-while-prefilling', 3)), completed=True)),
         'vllm-0.33.0+clamp': ({'profile': 'vllm-0.33.0', 'clamp': True, 'guard': 'none'}, Expect(runs=2, others=(('predicates-agree', 1),))),
         'vllm-0.33.0+guard': ({'profile': 'vllm-0.33.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=2, others=(('predicates-agree', 1),))),
-        'vllm-0.34.0': ({'profile': 'vllm-0.34.0', 'clamp': False, 'guard': 'none'}, Expect(runs=3, others=(('predicates-agree', 1), ('no-token-while-prefilling', 3)), completed=True)),
-        'vllm-0.34.0+clamp': ({'profile': 'vllm-0.34.0', 'clamp': True, 'guard': 'none'}, Expect(runs=2, others=(('predicates-agree', 1),))),
-        'vllm-0.34.0+guard': ({'profile': 'vllm-0.34.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=2, others=(('predicates-agree', 1),))),
     },
     path='generated_tests/cases/vllm_0_33_0/test_plugin_tpu_cd2_stop__healthy_path.py',
 )

@@ -27,39 +27,6 @@ step  event               picks                               what changes
 
 What the model predicts on each arm (vLLM's reaction: CRASH = an assert kills the
 engine; SILENT = the violation passes unnoticed):
-  vllm-0.29.0         CRASH at step 3: `assert request.num_output_placeholders >= 0` fires
-                      violated: counter-nonnegative at step 3; predicates-agree at 1; no-token-while-prefilling at 3; placeholder-accounting at 3
-                      runs 3 step(s)
-  vllm-0.29.0+clamp   SILENT: no assert fires
-                      violated: predicates-agree at 1
-                      counter-nonnegative holds on this arm
-                      runs 3 step(s); the clamp drops 3 token(s)
-  vllm-0.29.0+guard   SILENT: no assert fires
-                      violated: predicates-agree at 1
-                      counter-nonnegative holds on this arm
-                      runs 3 step(s); the guard drops 3 token(s)
-  vllm-0.30.0         CRASH at step 3: `assert request.num_output_placeholders >= 0` fires
-                      violated: counter-nonnegative at step 3; predicates-agree at 1; no-token-while-prefilling at 3; placeholder-accounting at 3
-                      runs 3 step(s)
-  vllm-0.30.0+clamp   SILENT: no assert fires
-                      violated: predicates-agree at 1
-                      counter-nonnegative holds on this arm
-                      runs 3 step(s); the clamp drops 3 token(s)
-  vllm-0.30.0+guard   SILENT: no assert fires
-                      violated: predicates-agree at 1
-                      counter-nonnegative holds on this arm
-                      runs 3 step(s); the guard drops 3 token(s)
-  vllm-0.31.0         CRASH at step 3: `assert request.num_output_placeholders >= 0` fires
-                      violated: counter-nonnegative at step 3; predicates-agree at 1; no-token-while-prefilling at 3; placeholder-accounting at 3
-                      runs 3 step(s)
-  vllm-0.31.0+clamp   SILENT: no assert fires
-                      violated: predicates-agree at 1
-                      counter-nonnegative holds on this arm
-                      runs 3 step(s); the clamp drops 3 token(s)
-  vllm-0.31.0+guard   SILENT: no assert fires
-                      violated: predicates-agree at 1
-                      counter-nonnegative holds on this arm
-                      runs 3 step(s); the guard drops 3 token(s)
   vllm-0.32.0         CRASH at step 3: `assert request.num_output_placeholders >= 0` fires
                       violated: counter-nonnegative at step 3; predicates-agree at 1; no-token-while-prefilling at 3; placeholder-accounting at 3
                       runs 3 step(s)
@@ -79,17 +46,6 @@ engine; SILENT = the violation passes unnoticed):
                       counter-nonnegative holds on this arm
                       runs 3 step(s); the clamp drops 3 token(s)
   vllm-0.33.0+guard   SILENT: no assert fires
-                      violated: predicates-agree at 1
-                      counter-nonnegative holds on this arm
-                      runs 3 step(s); the guard drops 3 token(s)
-  vllm-0.34.0         CRASH at step 3: `assert request.num_output_placeholders >= 0` fires
-                      violated: counter-nonnegative at step 3; predicates-agree at 1; no-token-while-prefilling at 3; placeholder-accounting at 3
-                      runs 3 step(s)
-  vllm-0.34.0+clamp   SILENT: no assert fires
-                      violated: predicates-agree at 1
-                      counter-nonnegative holds on this arm
-                      runs 3 step(s); the clamp drops 3 token(s)
-  vllm-0.34.0+guard   SILENT: no assert fires
                       violated: predicates-agree at 1
                       counter-nonnegative holds on this arm
                       runs 3 step(s); the guard drops 3 token(s)
@@ -113,24 +69,12 @@ CASE = Case(
     kind='violation',
     property='counter-nonnegative',
     arms={
-        'vllm-0.29.0': ({'profile': 'vllm-0.29.0', 'clamp': False, 'guard': 'none'}, Expect(runs=3, fired=('placeholders-nonnegative', 3), violations=(3,), others=(('predicates-agree', 1), ('no-token-while-prefilling', 3), ('placeholder-accounting', 3)))),
-        'vllm-0.29.0+clamp': ({'profile': 'vllm-0.29.0', 'clamp': True, 'guard': 'none'}, Expect(runs=3, others=(('predicates-agree', 1),), dropped=3)),
-        'vllm-0.29.0+guard': ({'profile': 'vllm-0.29.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=3, others=(('predicates-agree', 1),), dropped=3)),
-        'vllm-0.30.0': ({'profile': 'vllm-0.30.0', 'clamp': False, 'guard': 'none'}, Expect(runs=3, fired=('placeholders-nonnegative', 3), violations=(3,), others=(('predicates-agree', 1), ('no-token-while-prefilling', 3), ('placeholder-accounting', 3)))),
-        'vllm-0.30.0+clamp': ({'profile': 'vllm-0.30.0', 'clamp': True, 'guard': 'none'}, Expect(runs=3, others=(('predicates-agree', 1),), dropped=3)),
-        'vllm-0.30.0+guard': ({'profile': 'vllm-0.30.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=3, others=(('predicates-agree', 1),), dropped=3)),
-        'vllm-0.31.0': ({'profile': 'vllm-0.31.0', 'clamp': False, 'guard': 'none'}, Expect(runs=3, fired=('placeholders-nonnegative', 3), violations=(3,), others=(('predicates-agree', 1), ('no-token-while-prefilling', 3), ('placeholder-accounting', 3)))),
-        'vllm-0.31.0+clamp': ({'profile': 'vllm-0.31.0', 'clamp': True, 'guard': 'none'}, Expect(runs=3, others=(('predicates-agree', 1),), dropped=3)),
-        'vllm-0.31.0+guard': ({'profile': 'vllm-0.31.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=3, others=(('predicates-agree', 1),), dropped=3)),
         'vllm-0.32.0': ({'profile': 'vllm-0.32.0', 'clamp': False, 'guard': 'none'}, Expect(runs=3, fired=('placeholders-nonnegative', 3), violations=(3,), others=(('predicates-agree', 1), ('no-token-while-prefilling', 3), ('placeholder-accounting', 3)))),
         'vllm-0.32.0+clamp': ({'profile': 'vllm-0.32.0', 'clamp': True, 'guard': 'none'}, Expect(runs=3, others=(('predicates-agree', 1),), dropped=3)),
         'vllm-0.32.0+guard': ({'profile': 'vllm-0.32.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=3, others=(('predicates-agree', 1),), dropped=3)),
         'vllm-0.33.0': ({'profile': 'vllm-0.33.0', 'clamp': False, 'guard': 'none'}, Expect(runs=3, fired=('placeholders-nonnegative', 3), violations=(3,), others=(('predicates-agree', 1), ('no-token-while-prefilling', 3), ('placeholder-accounting', 3)))),
         'vllm-0.33.0+clamp': ({'profile': 'vllm-0.33.0', 'clamp': True, 'guard': 'none'}, Expect(runs=3, others=(('predicates-agree', 1),), dropped=3)),
         'vllm-0.33.0+guard': ({'profile': 'vllm-0.33.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=3, others=(('predicates-agree', 1),), dropped=3)),
-        'vllm-0.34.0': ({'profile': 'vllm-0.34.0', 'clamp': False, 'guard': 'none'}, Expect(runs=3, fired=('placeholders-nonnegative', 3), violations=(3,), others=(('predicates-agree', 1), ('no-token-while-prefilling', 3), ('placeholder-accounting', 3)))),
-        'vllm-0.34.0+clamp': ({'profile': 'vllm-0.34.0', 'clamp': True, 'guard': 'none'}, Expect(runs=3, others=(('predicates-agree', 1),), dropped=3)),
-        'vllm-0.34.0+guard': ({'profile': 'vllm-0.34.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=3, others=(('predicates-agree', 1),), dropped=3)),
     },
     path='generated_tests/cases/vllm_0_33_0/test_plugin_tpu_cd3__counter_nonnegative.py',
 )

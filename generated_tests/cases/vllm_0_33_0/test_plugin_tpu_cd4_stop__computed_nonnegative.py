@@ -26,33 +26,6 @@ step  event               picks                               what changes
 
 What the model predicts on each arm (vLLM's reaction: CRASH = an assert kills the
 engine; SILENT = the violation passes unnoticed):
-  vllm-0.29.0         holds: no assert fires, nothing is violated
-                      computed-nonnegative holds on this arm
-                      runs 3 step(s)
-  vllm-0.29.0+clamp   holds: no assert fires, nothing is violated
-                      computed-nonnegative holds on this arm
-                      runs 3 step(s); the clamp drops 2 token(s)
-  vllm-0.29.0+guard   holds: no assert fires, nothing is violated
-                      computed-nonnegative holds on this arm
-                      runs 3 step(s); the guard drops 3 token(s)
-  vllm-0.30.0         holds: no assert fires, nothing is violated
-                      computed-nonnegative holds on this arm
-                      runs 3 step(s)
-  vllm-0.30.0+clamp   holds: no assert fires, nothing is violated
-                      computed-nonnegative holds on this arm
-                      runs 3 step(s); the clamp drops 2 token(s)
-  vllm-0.30.0+guard   holds: no assert fires, nothing is violated
-                      computed-nonnegative holds on this arm
-                      runs 3 step(s); the guard drops 3 token(s)
-  vllm-0.31.0         holds: no assert fires, nothing is violated
-                      computed-nonnegative holds on this arm
-                      runs 3 step(s)
-  vllm-0.31.0+clamp   holds: no assert fires, nothing is violated
-                      computed-nonnegative holds on this arm
-                      runs 3 step(s); the clamp drops 2 token(s)
-  vllm-0.31.0+guard   holds: no assert fires, nothing is violated
-                      computed-nonnegative holds on this arm
-                      runs 3 step(s); the guard drops 3 token(s)
   vllm-0.32.0         holds: no assert fires, nothing is violated
                       computed-nonnegative holds on this arm
                       runs 3 step(s)
@@ -69,15 +42,6 @@ engine; SILENT = the violation passes unnoticed):
                       computed-nonnegative holds on this arm
                       runs 3 step(s); the clamp drops 2 token(s)
   vllm-0.33.0+guard   holds: no assert fires, nothing is violated
-                      computed-nonnegative holds on this arm
-                      runs 3 step(s); the guard drops 3 token(s)
-  vllm-0.34.0         SILENT: no assert fires
-                      violated: computed-nonnegative at step 3
-                      runs 3 step(s)
-  vllm-0.34.0+clamp   holds: no assert fires, nothing is violated
-                      computed-nonnegative holds on this arm
-                      runs 3 step(s); the clamp drops 2 token(s)
-  vllm-0.34.0+guard   holds: no assert fires, nothing is violated
                       computed-nonnegative holds on this arm
                       runs 3 step(s); the guard drops 3 token(s)
 
@@ -100,24 +64,12 @@ CASE = Case(
     kind='violation',
     property='computed-nonnegative',
     arms={
-        'vllm-0.29.0': ({'profile': 'vllm-0.29.0', 'clamp': False, 'guard': 'none'}, Expect(runs=3)),
-        'vllm-0.29.0+clamp': ({'profile': 'vllm-0.29.0', 'clamp': True, 'guard': 'none'}, Expect(runs=3, dropped=2)),
-        'vllm-0.29.0+guard': ({'profile': 'vllm-0.29.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=3, dropped=3)),
-        'vllm-0.30.0': ({'profile': 'vllm-0.30.0', 'clamp': False, 'guard': 'none'}, Expect(runs=3)),
-        'vllm-0.30.0+clamp': ({'profile': 'vllm-0.30.0', 'clamp': True, 'guard': 'none'}, Expect(runs=3, dropped=2)),
-        'vllm-0.30.0+guard': ({'profile': 'vllm-0.30.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=3, dropped=3)),
-        'vllm-0.31.0': ({'profile': 'vllm-0.31.0', 'clamp': False, 'guard': 'none'}, Expect(runs=3)),
-        'vllm-0.31.0+clamp': ({'profile': 'vllm-0.31.0', 'clamp': True, 'guard': 'none'}, Expect(runs=3, dropped=2)),
-        'vllm-0.31.0+guard': ({'profile': 'vllm-0.31.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=3, dropped=3)),
         'vllm-0.32.0': ({'profile': 'vllm-0.32.0', 'clamp': False, 'guard': 'none'}, Expect(runs=3)),
         'vllm-0.32.0+clamp': ({'profile': 'vllm-0.32.0', 'clamp': True, 'guard': 'none'}, Expect(runs=3, dropped=2)),
         'vllm-0.32.0+guard': ({'profile': 'vllm-0.32.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=3, dropped=3)),
         'vllm-0.33.0': ({'profile': 'vllm-0.33.0', 'clamp': False, 'guard': 'none'}, Expect(runs=3, violations=(3,))),
         'vllm-0.33.0+clamp': ({'profile': 'vllm-0.33.0', 'clamp': True, 'guard': 'none'}, Expect(runs=3, dropped=2)),
         'vllm-0.33.0+guard': ({'profile': 'vllm-0.33.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=3, dropped=3)),
-        'vllm-0.34.0': ({'profile': 'vllm-0.34.0', 'clamp': False, 'guard': 'none'}, Expect(runs=3, violations=(3,))),
-        'vllm-0.34.0+clamp': ({'profile': 'vllm-0.34.0', 'clamp': True, 'guard': 'none'}, Expect(runs=3, dropped=2)),
-        'vllm-0.34.0+guard': ({'profile': 'vllm-0.34.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=3, dropped=3)),
     },
     path='generated_tests/cases/vllm_0_33_0/test_plugin_tpu_cd4_stop__computed_nonnegative.py',
 )
