@@ -57,7 +57,6 @@ def test_every_diagram_renders(report_dir, prove_dir):
     assert (report_dir / "html" / "index.html").is_file()
 
 
-@pytest.mark.slow
 def _labels(line: str, scenario: str, release: str) -> bool:
     """A row of the verdict table for that configuration: `name`, or `scenario` @ its releases."""
     if line.startswith(f"| `{scenario}@{release}` |") or (not release and line.startswith(f"| `{scenario}` |")):
@@ -66,6 +65,7 @@ def _labels(line: str, scenario: str, release: str) -> bool:
     return line.startswith(head) and release in line[len(head) :].split(" |")[0].split(", ")
 
 
+@pytest.mark.slow
 def test_summary_fits_one_comment_and_links_every_page(report_dir, prove_dir):
     index = (report_dir / "index.md").read_text()
     assert len(index) <= render.COMMENT_LIMIT
