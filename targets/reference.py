@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+from model import hang
 from model.interpreter import Interpreter, State, nested
 from spec.config import Config
 from targets.protocol import Outcome
@@ -40,6 +41,18 @@ class ReferenceTarget:
         self.state = result.state
         fired = result.fired
         return Outcome(fired=fired[0] if fired else None)
+
+    def engine_step(self) -> tuple[str | None, Outcome]:
+        """The engine run on by itself (model/hang.py next_step): the spec's own policy."""
+        found = hang.next_step(self.interp, self.state)
+        if found is None:
+            return None, Outcome()
+        event, _, result = found
+        self.state = result.state
+        return event, Outcome(fired=result.fired[0] if result.fired else None)
+
+    def engine_view(self) -> dict[str, Any]:
+        return {"has_requests": hang.busy_in(self.interp.cfg, self.state)}
 
     def project(self) -> dict[tuple, Any]:
         return dict(self.state)

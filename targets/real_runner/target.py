@@ -134,6 +134,18 @@ class RealRunnerTarget(VllmTarget):
         out, returns = self.fifo.popleft()  # the tokens vLLM's runner sampled
         return self._update_from_output(out, returns, args)
 
+    def _run_on_returns(self, out) -> dict:
+        """Run on by itself (VllmTarget.engine_step): the tree's own runner executes the
+        step, no draft accepted, no fault; what it returns is what is delivered."""
+        self._write_drafts(out, {})
+        with self._context(), self._live():
+            output, _ = runners.execute(self.runner, out, self.cfg.is_v2)
+        rows = objects.rows(output)
+        return {_index(req_id): rows[req_id] for req_id in objects.scheduled(out)}
+
+    def _run_on_deliver(self, out, returns: dict) -> None:
+        self._update_from_output(out, returns, self._no_picks())
+
     def _preempt(self, args, result) -> dict:
         """The model's preemption between steps stands for vLLM's preemption inside a
         schedule() call (sched:834-841), which then schedules nothing else for the victim
