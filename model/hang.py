@@ -212,8 +212,8 @@ def blocker(cfg: Config, end: Mapping, r: int, why: str) -> str:
     status = Status.NAMES.get(end[("status", r)], str(end[("status", r)]))
     if why == "stale":
         return (
-            f"num_stale_output_tokens {end[('num_stale_output_tokens', r)]} > {draining} its steps in flight "
-            f"drain; status {status}, in the waiting queue that schedule() skips it in"
+            f"num_stale_output_tokens {end[('num_stale_output_tokens', r)]} > {draining} token(s) its steps in "
+            f"flight drain, so schedule() skips it; status {status}"
         )
     if why == "idle":
         return (

@@ -12,6 +12,7 @@ from typing import Any, Mapping
 
 from model import hang
 from model.interpreter import Interpreter, State, nested
+from model.run import is_named
 from spec.config import Config
 from targets.protocol import Outcome
 
@@ -32,7 +33,7 @@ class ReferenceTarget:
 
     def reset(self, cfg: Config, init: Mapping[str, Any]) -> None:
         self.interp = Interpreter(cfg)
-        self.state = self.interp.initial(**nested(init))
+        self.state = self.interp.initial(**(dict(init) if is_named(init) else nested(init)))
 
     def step(self, event: str, args: Mapping[tuple, Any], model=None) -> Outcome:
         """Steps an interpreter of its own: the reference is the spec itself, played again
