@@ -146,9 +146,14 @@ def _replay_arm(case: Case, label: str, cfg: Config, target: Target) -> Expect:
     _compare(case, label, cfg, target, run.initial, 0, "init", case.init)
     tally = Tally(cfg, case.property, case.engine_steps)
     seen: list = []  # the target's projection after every step, for the hang check
+    diverged: Divergence | None = None  # the first state difference: the target then plays on alone
+    alone = _Alone()
     for played in run:
         index, event = played.number - 1, played.event
         named = case.steps[index][1]
+        if diverged is not None:
+            alone.step(cfg, target, played, index + 1)
+            continue
         outcome = target.step(event, played.args, played)
         _target_error(case, label, target, index + 1, event, named, outcome)
         tally.add(played, run.interp)
@@ -175,14 +180,79 @@ def _replay_arm(case: Case, label: str, cfg: Config, target: Target) -> Expect:
             )
         if model_fired:
             break
-        _compare(case, label, cfg, target, played.state, index + 1, event, named)
+        try:
+            _compare(case, label, cfg, target, played.state, index + 1, event, named)
+        except Divergence as exc:
+            if not runs_on(target):
+                raise
+            diverged = exc  # reported below, with what the target's own states then show
+            alone.judge(cfg, target, index + 1)
+            continue
         if case.engine_steps:
             seen.append(target.project())
+    if diverged is not None:
+        raise alone.told(cfg, target, diverged)
     expect = tally.expect(run.state, len(case.steps))
     _check_hang(case, label, cfg, target, tally, seen, expect)
     if not case.engine_steps and not tally.fired:
         _check_run_on(case.name, label, cfg, target, run.interp, run.state, replay_command(case, target))
     return expect
+
+
+class _Alone:
+    """After a state difference the target plays the case's remaining steps on its own
+    (the model's picks, its own state), judged by the liveness properties on its own
+    state, then runs on by itself: a tree that under-drains by any amount, or never
+    drains, is named as the hang it is, whatever the case injected."""
+
+    def __init__(self):
+        self.broken: dict[str, int] = {}  # liveness property -> first step the target's state breaks it
+        self.ended: str | None = None  # what stopped the target playing on
+
+    def judge(self, cfg: Config, target: Target, step: int) -> None:
+        try:
+            for prop in target_liveness(cfg, target.project()):
+                self.broken.setdefault(prop, step)
+        except (KeyError, TypeError):  # a projection without the counters the properties read
+            pass
+
+    def step(self, cfg: Config, target: Target, played, step: int) -> None:
+        if self.ended is not None:
+            return
+        try:
+            outcome = target.step(played.event, played.args, played)
+        except Exception as exc:  # its state is not the model's: a step may not fit it
+            self.ended = f"step {step} {played.event}: {type(exc).__name__}: {exc}"
+            return
+        if outcome.fired or outcome.error:
+            self.ended = f"step {step} {played.event}: {outcome.fired or outcome.error}"
+            return
+        self.judge(cfg, target, step)
+
+    def told(self, cfg: Config, target: Target, diverged: Divergence) -> Divergence:
+        """The first difference, led by the hang the target's own states show, if any."""
+        said = ""
+        if self.ended is None:
+            try:
+                theirs = run_target_on(cfg, target)
+            except Exception as exc:  # noqa: BLE001 - said, the difference stands
+                theirs, said = None, f"; running on by itself raised {type(exc).__name__}: {exc}"
+            if theirs is not None and (theirs.stuck or self.broken):
+                broken = ", ".join(f"{p} from step {n}" for p, n in self.broken.items())
+                head = "HANG on the target" if theirs.stuck else "the target's own state breaks liveness"
+                said = (
+                    f"{head}: playing the case on by itself its own state violates {broken or 'no liveness property'}"
+                    f"; after the last step, run on by itself: {theirs.says(cfg)}"
+                )
+        elif self.broken:
+            said = (
+                f"the target's own state violates {', '.join(self.broken)}; it stopped playing on at {self.ended}"
+            )
+        if not said:
+            return diverged
+        text = str(diverged)
+        at = text.index(": ") + 2 if ": " in text else 0
+        return Divergence(text[:at] + said + "\n" + text[at:], diverged.step, diverged.event, diverged.diff)
 
 
 def _check_hang(case: Case, label: str, cfg: Config, target: Target, tally: Tally, seen: list, expect: Expect) -> None:
@@ -339,9 +409,6 @@ def _compare(case, label, cfg, target, state, step, event, named) -> None:
     diff = compare(cfg, state, target)
     if diff:
         message = _diff_message(step, event, named, diff)
-        hung = hang_words(cfg, state, target)
-        if hung:
-            message = f"{hung}\n{message}"
         raise Divergence(
             f"{case.name} [{label}] on {target.name}: {message}\nreplay: {replay_command(case, target)}",
             step,
