@@ -397,6 +397,8 @@ def _field(mon: Monitor, rid: str, name: str):
 
 
 def reaction(mon: Monitor, window: Window, when: str, fires: str) -> str:
+    if when == "hang":
+        return "no assert fires and the engine runs on without ever scheduling it: a hang"
     if fires:
         return f"vLLM's assert `{ASSERTS[fires].statement}` fires " + ("next" if when == "before" else "now")
     if mon.settings.drop and when == "before":
@@ -405,10 +407,18 @@ def reaction(mon: Monitor, window: Window, when: str, fires: str) -> str:
 
 
 def write(
-    mon: Monitor, prop: str, rid: str, pending: Pending | None, when: str, fires: str = "", window: Window | None = None
+    mon: Monitor,
+    prop: str,
+    rid: str,
+    pending: Pending | None,
+    when: str,
+    fires: str = "",
+    window: Window | None = None,
+    hang: dict | None = None,
 ) -> tuple[Path, str]:
     """Write the window of rid's violation (built here unless given); returns the file and
-    the line to log."""
+    the line to log. `hang`: the monitor's record of a hang (when "hang"): the request, why,
+    the count that holds it, the bound and how long it went unscheduled."""
     if window is None:
         # the runner's decision is the schedule step's: the trace ends where the model sees it
         until = pending.record.step if pending is not None and prop == "predicates-agree" else None
@@ -421,7 +431,9 @@ def write(
     elif replay.differs:
         model = f"the model replays it with other values ({replay.differs})"
     elif prop in replay.violated or fires in replay.fired:
-        model = "the model reproduces it"
+        model = "the model reproduces it" + (
+            f" (run on, the model leaves r{window.rids.index(rid)} behind too)" if when == "hang" else ""
+        )
     else:
         model = f"the model replays it without violating {prop}"
     meta = {
@@ -442,17 +454,26 @@ def write(
             "outside": {str(k): v for k, v in window.outside.items()},
             "notes": window.notes + window.problems,
             "model": model,
+            # what code ran: vLLM's version, the hashes of the files the model covers, plugins,
+            # scheduler methods from elsewhere (explain --trace says where a tree departs)
+            "code": mon.code,
+            **({"hang": hang} if hang else {}),
         },
     }
     document = itf.recorded(window.record, window.init, window.steps, window.states, meta)
     path = mon.settings.folder / monitor_writer.trace_name(mon.release, prop, len(mon.written) + 1)
     # the text now (the window goes on changing), the file off the engine's step
     monitor_writer.submit(path, itf.text(document), mon.log)
+    tail = (
+        f"writing {monitor_writer.shown(path)} ({len(window.steps)} steps, {len(window.rids)} request(s); {model}); "
+        f"`vllm-contract explain --trace {monitor_writer.shown(path)}` says which mechanism it is, or where it "
+        "leaves the model"
+    )
+    if when == "hang":  # the monitor's HANG line says the rest
+        return path, tail
     line = (
         f"vllm-contract monitor: {prop} violated by request {rid} at engine event {mon.seq} on vLLM "
-        f"{mon.release}; {reaction(mon, window, when, fires)}; writing {monitor_writer.shown(path)} "
-        f"({len(window.steps)} steps, {len(window.rids)} request(s); {model}); `vllm-contract explain --trace "
-        f"{monitor_writer.shown(path)}` says which mechanism it is, or where it leaves the model"
+        f"{mon.release}; {reaction(mon, window, when, fires)}; {tail}"
     )
     return path, line
 
