@@ -161,7 +161,7 @@ def _replay_arm(case: Case, label: str, cfg: Config, target: Target) -> Expect:
         observable = [a for a in model_fired if ASSERTS[a].statement]
         if getattr(target, "observes_asserts", False) and (outcome.fired or observable):
             if outcome.fired not in model_fired:
-                raise Divergence(
+                mismatch = Divergence(
                     f"{case.name} [{label}] on {target.name}, step {index + 1} {event}{named}:\n"
                     + fired_mismatch(model_fired, outcome, cfg, played.state, target)
                     + f"\nreplay: {replay_command(case, target)}",
@@ -169,6 +169,10 @@ def _replay_arm(case: Case, label: str, cfg: Config, target: Target) -> Expect:
                     event,
                     {("fired",): (model_fired or None, outcome.fired)},
                 )
+                if outcome.fired or outcome.error or not runs_on(target):
+                    raise mismatch
+                alone.judge(cfg, target, index + 1)  # the target lives on where the model's engine died
+                raise alone.told(cfg, target, mismatch)
         if outcome.mismatches:
             raise Divergence(
                 f"{case.name} [{label}] on {target.name}, step {index + 1} {event}{named}:\n  "
@@ -245,9 +249,7 @@ class _Alone:
                     f"; after the last step, run on by itself: {theirs.says(cfg)}"
                 )
         elif self.broken:
-            said = (
-                f"the target's own state violates {', '.join(self.broken)}; it stopped playing on at {self.ended}"
-            )
+            said = f"the target's own state violates {', '.join(self.broken)}; it stopped playing on at {self.ended}"
         if not said:
             return diverged
         text = str(diverged)
@@ -310,8 +312,11 @@ class RunOn:
 
 
 def runs_on(target: Target) -> bool:
-    """A target that projects the scheduler's state and can run the engine on by itself."""
-    return hasattr(target, "engine_step") and ("status", 0) in target.project()
+    """A target that projects the scheduler's state and can run the engine on by itself
+    (not one whose engine an error already ended: a masked one, in a fuzz replay)."""
+    if not hasattr(target, "engine_step") or getattr(target, "ended", None) is not None:
+        return False
+    return ("status", 0) in target.project()
 
 
 def run_target_on(cfg: Config, target: Target) -> RunOn:

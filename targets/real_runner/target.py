@@ -135,13 +135,11 @@ class RealRunnerTarget(VllmTarget):
         return self._update_from_output(out, returns, args)
 
     def _run_on_returns(self, out) -> dict:
-        """Run on by itself (VllmTarget.engine_step): the tree's own runner executes the
-        step, no draft accepted, no fault; what it returns is what is delivered."""
-        self._write_drafts(out, {})
-        with self._context(), self._live():
-            output, _ = runners.execute(self.runner, out, self.cfg.is_v2)
-        rows = objects.rows(output)
-        return {_index(req_id): rows[req_id] for req_id in objects.scheduled(out)}
+        """Run on by itself (VllmTarget.engine_step): the scheduler alone, its runner's
+        reservation honoured (as token lists, this target's form); the tree's own runner is
+        not stepped: what the run on checks is the scheduler's progress, and a state no runner
+        can take (finding 9's position -1) would end it before any hang could show."""
+        return {r: [SAMPLED_ID] * n for r, n in super()._run_on_returns(out).items()}
 
     def _run_on_deliver(self, out, returns: dict) -> None:
         self._update_from_output(out, returns, self._no_picks())
