@@ -35,6 +35,12 @@ WHY = {
         "so the running loop skips it at every step",
     ),
     "unscheduled": ("never scheduled", "it was not scheduled in any of the engine's steps"),
+    "leaked": (
+        "placeholders no step in flight will resolve",
+        "it is running with output placeholders although none of its steps is in flight, so the scheduler "
+        "counts a step that will never come back: the max_tokens skip (num_computed_tokens + 2 - "
+        "num_output_placeholders >= prompt + max_tokens) passes it over at every step",
+    ),
     # only a target shows these two: the model's has_requests() counts every request by its
     # status, vLLM's counts its queues (a request in none of them is not counted)
     "asleep": (
@@ -146,6 +152,11 @@ def _why(end: Mapping, r: int, queued: Mapping[int, bool] | None = None) -> str:
         return "stale"
     if queued is not None and not queued.get(r, True):
         return "unqueued"
+    in_flight = any(
+        key[0] == "q_scheduled" and key[2] == r and key[1] < end[("queue_len",)] and value for key, value in end.items()
+    )
+    if end[("status", r)] == Status.RUNNING and end[("num_output_placeholders", r)] > 0 and not in_flight:
+        return "leaked"
     owed = (
         end[("num_tokens", r)]
         + end[("num_spec_tokens", r)]
@@ -220,6 +231,11 @@ def blocker(cfg: Config, end: Mapping, r: int, why: str) -> str:
             f"running queue: num_tokens {end[('num_tokens', r)]} + drafts {end[('num_spec_tokens', r)]} + "
             f"num_output_placeholders {end[('num_output_placeholders', r)]} - num_computed_tokens "
             f"{end[('num_computed_tokens', r)]} leaves nothing to schedule, {draining} token(s) in flight"
+        )
+    if why == "leaked":
+        return (
+            f"running queue: num_output_placeholders {end[('num_output_placeholders', r)]} with {draining} token(s) "
+            f"in flight, num_computed_tokens {end[('num_computed_tokens', r)]}, num_tokens {end[('num_tokens', r)]}"
         )
     if why == "asleep":
         return f"status {status}, has_requests() false, {draining} token(s) in flight"

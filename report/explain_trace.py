@@ -228,6 +228,12 @@ def explain_trace(path: Path, release: str | None = None) -> Answer:
         if any(m in cfg.faults for m in answer.mechanisms):
             faults = [m for m in answer.mechanisms if m in cfg.faults]
             origin = "a runner fault (" + ", ".join(m for m in faults if m != "under-drain") + ")"
+            if "lost-sample" in faults:
+                origin = origin.replace(
+                    "lost-sample",
+                    "lost-sample: the output handed over lacks a token the runner sampled, a pending async result "
+                    "lost, the tpu-inference #2833 report",
+                )
             if "under-drain" in faults:  # not the runner's: a rewrite of the output update_from_output reads
                 origin = (
                     "a plugin's rewrite of the scheduler output (under-drain: the counts update_from_output reads "

@@ -561,7 +561,13 @@ class Monitor:
         if status == Status.RUNNING and draining == 0:
             owed = objects.owed(request)
             placeholders = _PLACEHOLDERS(request)
-            if owed <= 0 or placeholders > 0:
+            if placeholders > 0:
+                return "leaked", (
+                    f"running with num_output_placeholders {placeholders} and nothing in flight to resolve them "
+                    f"(num_computed_tokens {_COMPUTED(request)}, num_tokens {objects.num_tokens(request)}): the "
+                    "scheduler counts a step that will never come back, and the max_tokens skip passes it over"
+                )
+            if owed <= 0:
                 return "idle", (
                     f"running with num_tokens {objects.num_tokens(request)} + drafts + num_output_placeholders "
                     f"{placeholders} - num_computed_tokens {_COMPUTED(request)} = {owed} to schedule and nothing "

@@ -21,7 +21,8 @@ narrowest hook that reproduces what vLLM itself does:
                           connector recompute_kv_load_failures is True, sched:166),
                           call update_from_output (core:783). Fault under-drain:
                           first lower the output's num_scheduled_tokens by `short`
-                          per request, as a plugin that rewrites it does.
+                          per request, as a plugin that rewrites it does. Fault
+                          lost-sample: a flagged request's row is handed over empty.
   preempt(req, drop)      HOOK (no public path): the two statements schedule() runs on
                           an allocation failure (sched:834-840): remove the victim from
                           `scheduler.running` and call
@@ -304,6 +305,7 @@ class VllmTarget:
         for r in range(self.cfg.requests):
             picks[("stop", r)] = 0
             picks[("short", r)] = 0
+            picks[("lost", r)] = False
         return picks
 
     def queued(self) -> dict[int, bool]:
@@ -338,6 +340,8 @@ class VllmTarget:
         for req_id in req_ids:
             r = _index(req_id)
             tokens = list(tokens_of.get(r, []))
+            if "lost-sample" in self.cfg.faults and args[("lost", r)]:
+                tokens = []  # fault: the row reaches update_from_output empty (a pending result lost)
             stop = args[("stop", r)]
             if stop:
                 if stop > len(tokens):

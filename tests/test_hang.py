@@ -215,3 +215,26 @@ def test_a_trace_replay_runs_on_too():
     with pytest.raises(Divergence, match="run on by itself after the last step") as info:
         replay(PREEMPT, {"prompt_len": [2]}, steps, _NeverSchedules())
     assert info.value.event == "run-on" and ("stuck",) in info.value.diff
+
+
+# ------------------------------------------------------------------ a lost sample (tpu-inference #2833)
+
+LOST = by_name(["lost-sample@0.33.0"])[0]
+
+
+def test_a_lost_sample_one_step_short_of_max_tokens_hangs_the_request():
+    """A step's output without the token the runner sampled leaves its placeholder unresolved;
+    once the request's steps reach max_tokens the running loop's max_tokens skip passes it over
+    for good (prover and interpreter agree); the same trace with the sample delivered finishes."""
+    trace = Bmc(Encoding(LOST)).shortest(Goal.violation("bounded-progress"), 8)
+    assert trace is not None and trace.mechanisms == ["lost-sample"]
+    confirm(Interpreter(LOST), trace, trace.solver_states)
+    assert trace.stuck == ((0, "leaked"),) and trace.fired_at_end.reaction is Reaction.HANG
+    steps = [(s.event, s.named_args()) for s in trace.steps]
+    whole = [(e, {**a, "lost": [False]}) if e == "deliver" else (e, a) for e, a in steps]
+    init = {k[0]: [v] for k, v in trace.init.items()}
+    for played, stuck in ((steps, ((0, "leaked"),)), (whole, ())):
+        run = Run(LOST, init, played)
+        for _ in run:
+            pass
+        assert hang.shown(run.interp, run.state)[1] == stuck
