@@ -333,7 +333,7 @@ def _classify(result: dict, item: dict, b: dict, h: dict, prop: str | None) -> N
     fresh = sorted(hv - bv)
     if hangs(h) and not hangs(b) and "hangs" not in fresh:
         fresh.append("hangs")
-    if hangs(h):
+    if hangs(h) and not hangs(b):  # newly hangs: what the first line counts and names
         item["hang"] = hang_text(h["observed"])
     if b_has and not h_has:
         result["fixed"].append(item)
