@@ -506,3 +506,85 @@ def runner_site(exc: BaseException) -> str:
             text = (frame.line or linecache.getline(frame.filename, frame.lineno)).strip()
             return f"{path.split('/vllm/', 1)[1]}:{frame.lineno} `{text}`"
     return "outside vLLM's worker"
+
+
+# ---------------------------------------------------------------------- what code runs
+
+
+# the scheduler methods whose code the model covers: where each comes from says whether a
+# plugin or a patch replaced vLLM's (the project's own hook classes call vLLM's through super)
+SCHEDULER_METHODS = (
+    "schedule",
+    "update_from_output",
+    "_update_after_schedule",
+    "_update_request_with_output",
+    "_preempt_request",
+    "add_request",
+    "finish_requests",
+    "has_requests",
+)
+_OURS = ("adapter.", "targets.")  # the hook, clamp and guard classes (they call vLLM's own code)
+PLUGIN_GROUPS = ("vllm.platform_plugins", "vllm.general_plugins")
+
+
+def foreign_methods(scheduler) -> dict[str, str]:
+    """Scheduler methods the running class takes from a file outside the imported vLLM
+    package (a plugin's or a patch's monkeypatch, a subclass): method -> that file."""
+    package = str(_package())
+    out = {}
+    for name in SCHEDULER_METHODS:
+        for klass in type(scheduler).__mro__:
+            if name not in vars(klass) or klass.__module__.startswith(_OURS):
+                continue
+            code = getattr(vars(klass)[name], "__code__", None)
+            where = str(Path(code.co_filename).resolve()) if code is not None else repr(vars(klass)[name])
+            if not where.startswith(package):
+                out[name] = where
+            break
+    return out
+
+
+def plugins() -> list[str]:
+    """The plugins vLLM loads from outside its own package (entry points of its plugin
+    groups): "group: name = module:function"."""
+    from importlib.metadata import entry_points
+
+    found = []
+    for group in PLUGIN_GROUPS:
+        for entry in entry_points(group=group):
+            if not entry.value.startswith("vllm."):
+                found.append(f"{group}: {entry.name} = {entry.value}")
+    return sorted(found)
+
+
+def code_record(scheduler) -> dict:
+    """What code the scheduler runs: vLLM's version, the hashes of the files the model
+    covers (adapter/released.py), plugins vLLM can load, scheduler methods from elsewhere."""
+    from adapter import released
+
+    return {
+        "version": vllm_version(),
+        "files": released.fingerprint(_package()),
+        "plugins": plugins(),
+        "foreign_methods": foreign_methods(scheduler),
+    }
+
+
+def in_a_queue(scheduler, request) -> bool:
+    """Scheduler.running or a waiting queue holds the request (what schedule() visits)."""
+    if any(q is request for q in scheduler.running):
+        return True
+    return any(q is request for q in waiting_front(scheduler)) or any(q is request for q in scheduler.waiting)
+
+
+def in_flight(request) -> int:
+    """The request's tokens in flight (num_in_flight_tokens)."""
+    return int(request.num_in_flight_tokens)
+
+
+def owed(request) -> int:
+    """What the running loop would schedule before its caps: num_tokens + drafts +
+    placeholders - computed ([cite:running-zero-skip])."""
+    return (
+        request.num_tokens + len(request.spec_token_ids) + request.num_output_placeholders - request.num_computed_tokens
+    )

@@ -91,6 +91,8 @@ def why_not(src: CaseSource, release: str) -> str | None:
         return NOT_YET[prop]
     if "under-drain" in src.case.config.get("faults", ()):
         return "the under-drain fault is a platform plugin's rewrite of the scheduler output, not yet exported"
+    if "lost-sample" in src.case.config.get("faults", ()):
+        return "the lost-sample fault is a runner's output without a sample it made, not yet exported"
     if prop not in STATE_CHECKS and prop not in VLLM_ASSERTED and prop not in RUNNER_LEVEL:
         return f"{prop}: no state assert is defined for it yet"
     arm = _release_arm(src, release)

@@ -331,6 +331,10 @@ class Bmc:
                 used["under-drain"].append(
                     z3.And(delivering, z3.Or(*[step.args["deliver"][("short", r)] > 0 for r in reqs]))
                 )
+            if "lost-sample" in cfg.faults:
+                used["lost-sample"].append(
+                    z3.And(delivering, z3.Or(*[step.args["deliver"][("lost", r)] for r in reqs]))
+                )
             if cfg.has("stream"):
                 used["session-stop"].append(
                     z3.And(

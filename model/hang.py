@@ -18,6 +18,7 @@ from model.interpreter import Interpreter, State, args_for
 from spec.config import Config
 from spec.engine import has_requests, spec_k
 from spec.ops import INT_OPS, Ops
+from spec.properties import in_flight_sum
 from spec.state import View
 from spec.vocabulary import Status
 
@@ -34,6 +35,24 @@ WHY = {
         "so the running loop skips it at every step",
     ),
     "unscheduled": ("never scheduled", "it was not scheduled in any of the engine's steps"),
+    "leaked": (
+        "placeholders no step in flight will resolve",
+        "it is running with output placeholders although none of its steps is in flight, so the scheduler "
+        "counts a step that will never come back: the max_tokens skip (num_computed_tokens + 2 - "
+        "num_output_placeholders >= prompt + max_tokens) passes it over at every step",
+    ),
+    # only a target shows these two: the model's has_requests() counts every request by its
+    # status, vLLM's counts its queues (a request in none of them is not counted)
+    "asleep": (
+        "the engine idles while it waits",
+        "has_requests() is false while it waits, so EngineCore schedules nothing and waits for new "
+        "input: it runs again only when another request arrives (a lost wake-up)",
+    ),
+    "unqueued": (
+        "in no queue the scheduler serves",
+        "it waits, but neither the running queue nor a waiting queue holds it, so schedule() never "
+        "visits it (a lost wake-up)",
+    ),
 }
 
 
@@ -77,48 +96,67 @@ def _picks(cfg: Config, state: State, event: str) -> dict:
     return {"budget": budget_for(View(cfg, state), cfg, INT_OPS)}
 
 
+def next_step(interp: Interpreter, state: State):
+    """The engine's own next step from `state`: (event, named picks, StepResult), or None
+    when nothing is enabled (no request left and the queue drained: EngineCore waits)."""
+    cfg = interp.cfg
+    for event in ("schedule", "deliver"):
+        named = _picks(cfg, state, event)
+        args = args_for(interp.event(event), cfg, named)
+        if interp.enabled(state, event, args):
+            return event, named, interp.step(state, event, args)
+    return None
+
+
 def run_on(interp: Interpreter, state: State) -> list[tuple[str, dict]]:
     """The engine's own next steps from `state`, up to engine_bound: (event, named picks).
     It ends early when nothing is left to do, or after a step at which an assert fires."""
-    cfg = interp.cfg
-    steps: list[tuple[str, dict]] = []
-    for _ in range(engine_bound(cfg)):
-        for event in ("schedule", "deliver"):
-            named = _picks(cfg, state, event)
-            args = args_for(interp.event(event), cfg, named)
-            if interp.enabled(state, event, args):
-                result = interp.step(state, event, args)
-                steps.append((event, named))
-                state = result.state
-                if result.fired:
-                    return steps
-                break
-        else:
-            break
-    return steps
+    return played_on(interp, state)[0]
 
 
-def stuck(cfg: Config, events: Sequence[str], states: Sequence[Mapping], busy: bool) -> tuple:
+def stuck(
+    cfg: Config,
+    events: Sequence[str],
+    states: Sequence[Mapping],
+    busy: bool,
+    start: Mapping | None = None,
+    queued: Mapping[int, bool] | None = None,
+) -> tuple:
     """(request, why code) for each request the engine's steps left behind: waiting, running
     or preempted at the end, scheduled in none of `events` (their states `states`, flat
     keys, a model state or a target's projection), while has_requests() (`busy`) is true
-    at the end. Empty unless the steps are a whole engine_bound."""
-    if not busy or len(events) < engine_bound(cfg):
+    at the end; empty unless the steps are a whole engine_bound. With has_requests() false
+    the engine has stopped stepping and waits for input: every request still waiting is
+    left ("asleep"; `start` is the state when no step ran). `queued` (a target's queues:
+    request -> whether a queue the scheduler serves holds it) names a request in none."""
+    end = states[-1] if states else start
+    if end is None:
         return ()
-    end = states[-1]
+    if not busy:
+        last = View(cfg, end)
+        return tuple((r, "asleep") for r in range(cfg.requests) if waits(last, r, INT_OPS))
+    if len(events) < engine_bound(cfg):
+        return ()
     views = [View(cfg, st) for st in states]
     out = []
     for r in range(cfg.requests):
         if not waits(views[-1], r, INT_OPS):
             continue
         if not any(event == "schedule" and ran(v, cfg, INT_OPS, r) for event, v in zip(events, views)):
-            out.append((r, _why(end, r)))
+            out.append((r, _why(end, r, queued)))
     return tuple(out)
 
 
-def _why(end: Mapping, r: int) -> str:
+def _why(end: Mapping, r: int, queued: Mapping[int, bool] | None = None) -> str:
     if end[("num_stale_output_tokens", r)] > 0 and not end[("drop_stale_output", r)]:
         return "stale"
+    if queued is not None and not queued.get(r, True):
+        return "unqueued"
+    in_flight = any(
+        key[0] == "q_scheduled" and key[2] == r and key[1] < end[("queue_len",)] and value for key, value in end.items()
+    )
+    if end[("status", r)] == Status.RUNNING and end[("num_output_placeholders", r)] > 0 and not in_flight:
+        return "leaked"
     owed = (
         end[("num_tokens", r)]
         + end[("num_spec_tokens", r)]
@@ -135,25 +173,72 @@ def busy_in(cfg: Config, state: State) -> bool:
     return bool(has_requests(View(cfg, state), cfg, INT_OPS))
 
 
+def played_on(interp: Interpreter, state: State) -> tuple[list[tuple[str, dict]], list[State], list[str]]:
+    """The engine run on from `state`: its steps (event, named picks), the state after each,
+    and the asserts that fired at its last step (the engine then dies: a crash, not a hang)."""
+    steps, states = [], []
+    for _ in range(engine_bound(interp.cfg)):
+        found = next_step(interp, state)
+        if found is None:
+            break
+        event, named, result = found
+        state = result.state
+        steps.append((event, named))
+        states.append(state)
+        if result.fired:
+            return steps, states, list(result.fired)
+    return steps, states, []
+
+
 def shown(interp: Interpreter, state: State) -> tuple[list[tuple[str, dict]], tuple]:
     """The engine run on from `state`, and the requests it leaves stuck (empty: no hang)."""
-    steps = run_on(interp, state)
-    events, states = [], []
-    for event, named in steps:
-        result = interp.step(state, event, args_for(interp.event(event), interp.cfg, named))
-        if result.fired:  # the engine dies: a crash, not a hang
-            return steps, ()
-        state = result.state
-        events.append(event)
-        states.append(state)
-    return steps, stuck(interp.cfg, events, states, busy_in(interp.cfg, state))
+    steps, states, fired = played_on(interp, state)
+    if fired:  # the engine dies: a crash, not a hang
+        return steps, ()
+    end = states[-1] if states else state
+    return steps, stuck(interp.cfg, [e for e, _ in steps], states, busy_in(interp.cfg, end), start=state)
 
 
-def describe(cfg: Config, stuck_requests: Sequence) -> str:
-    """The hang in words: which request is stuck and why."""
-    parts = [f"request r{r} never runs again: {WHY[why][1]}" for r, why in stuck_requests]
+def describe(cfg: Config, stuck_requests: Sequence, end: Mapping | None = None) -> str:
+    """The hang in words: which request is stuck and why; with the end state, the count
+    that blocks it (blocker)."""
+    parts = []
+    for r, why in stuck_requests:
+        said = f"request r{r} never runs again: {WHY[why][1]}"
+        if end is not None:
+            said += f" [{blocker(cfg, end, r, why)}]"
+        parts.append(said)
     return f"HANG after {engine_bound(cfg)} engine steps with requests left: " + "; ".join(parts)
 
 
 def short(stuck_requests: Sequence) -> str:
     return "; ".join(f"r{r} never runs again ({WHY[why][0]})" for r, why in stuck_requests)
+
+
+def blocker(cfg: Config, end: Mapping, r: int, why: str) -> str:
+    """What holds request r, with vLLM's counts as the state (flat keys) shows them: which
+    count, which queue."""
+    view = View(cfg, end)
+    draining = int(in_flight_sum(view, cfg, INT_OPS, r, lambda i: view.q_scheduled[i, r]))
+    status = Status.NAMES.get(end[("status", r)], str(end[("status", r)]))
+    if why == "stale":
+        return (
+            f"num_stale_output_tokens {end[('num_stale_output_tokens', r)]} > {draining} token(s) its steps in "
+            f"flight drain, so schedule() skips it; status {status}"
+        )
+    if why == "idle":
+        return (
+            f"running queue: num_tokens {end[('num_tokens', r)]} + drafts {end[('num_spec_tokens', r)]} + "
+            f"num_output_placeholders {end[('num_output_placeholders', r)]} - num_computed_tokens "
+            f"{end[('num_computed_tokens', r)]} leaves nothing to schedule, {draining} token(s) in flight"
+        )
+    if why == "leaked":
+        return (
+            f"running queue: num_output_placeholders {end[('num_output_placeholders', r)]} with {draining} token(s) "
+            f"in flight, num_computed_tokens {end[('num_computed_tokens', r)]}, num_tokens {end[('num_tokens', r)]}"
+        )
+    if why == "asleep":
+        return f"status {status}, has_requests() false, {draining} token(s) in flight"
+    if why == "unqueued":
+        return f"status {status}, in neither Scheduler.running nor a waiting queue"
+    return f"status {status}, num_computed_tokens {end[('num_computed_tokens', r)]}, {draining} token(s) in flight"

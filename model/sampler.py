@@ -105,6 +105,8 @@ def propose(
                 r, first, stop = rng.choice(cands)
                 named["kv_fail_req"] = r
                 named["kv_fail_block"] = rng.randrange(first, stop)
+        if "lost-sample" in cfg.faults:  # only a sampled row can be lost
+            named["lost"] = [bool(s[("q_sampled", 0, r)]) and rng.random() < 0.2 for r in R]
         if "under-drain" in cfg.faults:  # the rewritten count stays positive: short < scheduled
             heads = [s[("q_scheduled", 0, r)] for r in R]
             named["short"] = [rng.randrange(n) if n and rng.random() < 0.3 else 0 for n in heads]

@@ -148,6 +148,7 @@ class Replayed:
     violated: list[str] = field(default_factory=list)  # properties the model violates at the last step
     differs: str | None = None  # the first recorded value the replay contradicts
     states: list = field(default_factory=list)  # the replay's states, as far as it went
+    stuck: tuple = ()  # run on from the last state, the requests the engine leaves behind (model/hang.py)
 
 
 def judge(it: Interpreter | None, cfg, init: dict, steps: list, recorded: list | None) -> Replayed:
@@ -181,6 +182,10 @@ def judge(it: Interpreter | None, cfg, init: dict, steps: list, recorded: list |
     replay.fired = list(fired)
     replay.violated = [p for p in properties_for(cfg) if PROPERTIES[p].kind == "transition" and not checks.get(p, True)]
     replay.violated += [p for p, ok in it.state_properties(state).items() if not ok]
+    if not fired:  # run on by itself from the last state: a request left behind violates bounded-progress
+        replay.stuck = hang.shown(it, state)[1]
+        if replay.stuck and "bounded-progress" in properties_for(cfg):
+            replay.violated.append("bounded-progress")
     trace = Trace(cfg.name, {}, [Step(e, {}) for e, _ in steps], "", "violation")
     trace.states, trace.recorded = states, recorded
     replay.differs = first_difference(trace)

@@ -5,8 +5,13 @@ is replayed on the model with the states it records compared at every step
 (model/trace.py `judge`). When the model replays it and violates the recorded property at
 its last step, the answer is the trace's class (model/bmc.py `mechanisms_of`, the
 definition the prover's searches use), what each release does on the same picks, and
-the generated cases of the same mechanism. When it does not, the answer is the step and
-the value where the recording and the model part: a finding about the model, unless the
+the generated cases of the same mechanism; for a liveness property (a hang the monitor
+named), the model run on by itself from the last state must leave the same request behind.
+When it does not, the answer is the step and the value where the recording and the model
+part, and whose that is: where the tree departs from its release's model when the recording
+says the code that ran is not the release as released (a file the model covers differs
+from the release's, adapter/released.py: a local patch or a changed vLLM; a plugin vLLM
+loads; a scheduler method from outside vLLM), else a finding about the model, unless the
 recording says that requests outside the trace acted at that step or that the window
 began after a request's admission (then the recording cannot decide it).
 """
@@ -18,8 +23,10 @@ import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from adapter import released
 from codegen.case import arms_for, predict
 from codegen.cases import CaseError, config_from_meta, describe_expect, sentence_parts
+from model import hang
 from model.bmc import mechanisms_of
 from model.interpreter import Interpreter, args_for, nested
 from model.itf import read
@@ -122,6 +129,32 @@ def recorded_release(meta: dict) -> tuple[str | None, str]:
     return None, "the trace records no modelled release"
 
 
+def departure(meta: dict, release: str | None) -> str:
+    """Where the code that ran a recording is not vLLM `release` as released, as the monitor
+    recorded it (#meta.monitor.code): files the model covers that differ, plugins vLLM
+    loads, scheduler methods from outside vLLM; '' when it is the release, or unrecorded."""
+    code = (meta.get("monitor") or {}).get("code")
+    if not isinstance(code, dict) or release is None:
+        return ""
+    said = []
+    files = code.get("files")
+    if isinstance(files, dict):
+        changed = released.departures(files, release)
+        if changed:
+            version = code.get("version", "?")
+            said.append(
+                f"its vllm/{', vllm/'.join(changed)} differ{'s' if len(changed) == 1 else ''} from vLLM {release} as "
+                f"released (it declares {version}: a local patch, or a vLLM other than the release)"
+            )
+    plugins = code.get("plugins") or []
+    if plugins:
+        said.append("vLLM loads plugins from outside its package (" + "; ".join(map(str, plugins)) + ")")
+    foreign = code.get("foreign_methods") or {}
+    if foreign:
+        said.append("the scheduler's " + ", ".join(f"{m} comes from {f}" for m, f in sorted(foreign.items())))
+    return "; ".join(said)
+
+
 def explain_trace(path: Path, release: str | None = None) -> Answer:
     """The answer for one trace file, for the release it records (`release`, from
     --release, must be that one); SpecError (bad input) when it cannot be read, holds a
@@ -182,17 +215,35 @@ def explain_trace(path: Path, release: str | None = None) -> Answer:
         flat_steps = [Step(e, args_for(it.event(e), cfg, p)) for e, p in steps]
         answer.mechanisms = mechanisms_of(cfg, flat_steps, replay.states)
         answer.same = same_mechanism(prop, cfg.run.family, answer.mechanisms)
+        # a hang is shown by the engine run on from the last state: each release's prediction
+        # plays the same run on (as a generated hang case does)
+        more = hang.run_on(it, replay.states[-1]) if PROPERTIES[prop].hangs and replay.stuck else []
         for label, overrides in arms_for(cfg.profile, False, "none", cfg.on_vllm_v1, cfg.run.releases).items():
             if overrides["clamp"]:
                 continue
-            exp = predict(prop, cfg.with_(**overrides).validate(), init, steps)
+            exp = predict(prop, cfg.with_(**overrides).validate(), init, steps + list(more), len(more))
             answer.releases.append((label, describe_expect(exp, prop, label)))
         how = ", ".join(answer.mechanisms) or "the core path (schedule and deliver only)"
         origin = "an injected fault the scheduler could not see" if inferred else "vLLM's own events"
         if any(m in cfg.faults for m in answer.mechanisms):
-            origin = "a runner fault (" + ", ".join(m for m in answer.mechanisms if m in cfg.faults) + ")"
+            faults = [m for m in answer.mechanisms if m in cfg.faults]
+            origin = "a runner fault (" + ", ".join(m for m in faults if m != "under-drain") + ")"
+            if "lost-sample" in faults:
+                origin = origin.replace(
+                    "lost-sample",
+                    "lost-sample: the output handed over lacks a token the runner sampled, a pending async result "
+                    "lost, the tpu-inference #2833 report",
+                )
+            if "under-drain" in faults:  # not the runner's: a rewrite of the output update_from_output reads
+                origin = (
+                    "a plugin's rewrite of the scheduler output (under-drain: the counts update_from_output reads "
+                    "fall short of what was scheduled, the tpu-inference #3492 class)"
+                    + (", and " + origin if len(faults) > 1 else "")
+                )
         fired = replay.fired[0] if replay.fired else None
         reaction = f"crash: `{ASSERTS[fired].statement}` fires" if fired else "silent: no assert fires"
+        if not fired and PROPERTIES[prop].hangs and replay.stuck:
+            reaction = f"hang: no assert fires and the engine, run on by itself, leaves {hang.short(replay.stuck)}"
         answer.headline = (
             f"the recorded trace is {how} ({origin}), violating {prop} at step {len(steps)} on "
             f"{cfg.prof.release}: {reaction}; the model reproduces every value the monitor recorded"
@@ -224,7 +275,15 @@ def explain_trace(path: Path, release: str | None = None) -> Answer:
         )
     else:
         answer.status = ExitStatus.FINDING
-        answer.headline = f"the recorded trace leaves the model: {where}. This is a finding about the model"
+        departs = departure(meta, recorded)
+        if departs:
+            answer.headline = (
+                f"the recorded trace leaves the model: {where}. The code that ran it is not vLLM {recorded} as the "
+                f"model has it: {departs}. This is where that tree departs from the {recorded} model, not a finding "
+                "about the model"
+            )
+        else:
+            answer.headline = f"the recorded trace leaves the model: {where}. This is a finding about the model"
     return answer
 
 

@@ -16,7 +16,15 @@ it decides how many tokens each step returns) and records, without stopping:
                the target's scheduler reserved), placeholder-accounting (its P against
                what it reserved for the steps in flight since the last preemption or
                resumable stop), and every property an assert reports when it fires
-  reaction     crash (an assert fired), silent (a violation, nothing fired), holds
+               and the liveness properties on its own state (stale-drains,
+               no-stuck-request)
+  stuck        after the trace the tree runs on by itself (model/hang.py's bound, no fault,
+               targets.harness.run_target_on): the requests it leaves behind, why, and the
+               count or queue that holds each (bounded-progress is then violated); beside
+               it, what the model predicts (model_stuck), so a hang is never taken for the
+               model's unless the model predicts that very hang
+  reaction     crash (an assert fired), hang (a request left behind, nothing fired), silent
+               (a violation, nothing fired), holds
 
     python -m report.observe --vllm TREE --out FILE.json [--traces FILE.json]
 
@@ -58,6 +66,8 @@ class Observation:
     violations: dict = field(default_factory=dict)  # property -> first step
     completed: bool = False  # some request finished on a stop token after decoding (model's view)
     model_fired: list | None = None  # [assert name, step] where the model says vLLM's assert fires
+    stuck: list = field(default_factory=list)  # [request, why, what holds it] the tree, run on, leaves behind
+    model_stuck: list = field(default_factory=list)  # [request, why] the model, run on, leaves behind
 
     @property
     def reaction(self) -> str:
@@ -67,6 +77,8 @@ class Observation:
             return Reaction.CRASH.value
         if self.error:
             return "error"
+        if self.stuck:
+            return Reaction.HANG.value
         return (Reaction.SILENT if self.violations else Reaction.HOLDS).value
 
 
@@ -87,7 +99,7 @@ def _key(k: tuple) -> str:
 
 def observe(cfg: Config, init: dict, steps, target) -> Observation:
     """Replay (init, steps) on the target under cfg; see the module docstring."""
-    from targets.harness import compare
+    from targets.harness import compare, target_liveness
 
     obs = Observation()
     run = Run(cfg, init, steps, until_disabled=True)
@@ -143,6 +155,8 @@ def observe(cfg: Config, init: dict, steps, target) -> Observation:
                 break
         mine = target.project()
         _target_properties(cfg, event, before, mine, state, reserved, obs, n)
+        for prop in target_liveness(cfg, mine):  # judged on the tree's own state, whatever the model's
+            obs.violations.setdefault(prop, n)
         if obs.diverged is None:
             diff = compare(cfg, state, target)
             if diff:
@@ -154,7 +168,33 @@ def observe(cfg: Config, init: dict, steps, target) -> Observation:
                     "keys": {_key(k): [a, b] for k, (a, b) in shown.items()},
                 }
     obs.completed = any(nested(state)["completed"])
+    if not (obs.fired or obs.error or obs.could_not_run):
+        _run_on(cfg, run, state, target, obs)
     return obs
+
+
+def _run_on(cfg: Config, run: Run, state, target, obs: Observation) -> None:
+    """After the trace: the tree runs on by itself; what it leaves behind (or the assert
+    that ends it), beside what the model predicts from its own last state."""
+    from model import hang
+    from targets.harness import model_run_on, run_target_on
+
+    if obs.model_fired is None:
+        obs.model_stuck = [[r, why] for r, why in model_run_on(run.interp, state).stuck]
+    try:
+        theirs = run_target_on(cfg, target)
+    except Exception as exc:  # what vLLM raises running on is what it does
+        obs.error = f"run on by itself: {cause(exc)}"
+        return
+    if theirs.fired:
+        where = f"{theirs.site[0]}:{theirs.site[1]}" if theirs.site else "?"
+        obs.fired = [theirs.fired, obs.runs + len(theirs.events), f"{where} (run on)"]
+        obs.violations.setdefault(ASSERTS[theirs.fired].property, obs.runs + len(theirs.events))
+    elif theirs.error:
+        obs.error = f"run on by itself, step {len(theirs.events)}: {theirs.error}"
+    elif theirs.stuck:
+        obs.stuck = [[r, why, hang.blocker(cfg, theirs.end, r, why)] for r, why in theirs.stuck]
+        obs.violations.setdefault("bounded-progress", obs.runs)
 
 
 def _target_properties(cfg, event, before, after, model_state, reserved, obs, n) -> None:

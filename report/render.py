@@ -323,6 +323,7 @@ REFERENCES = {
     "stream_update": ("#30142", "#35755", "#50692"),
     "over-delivery": ("#30142",),
     "under-drain": ("tpu-inference #3492",),
+    "lost-sample": ("tpu-inference #2833",),
 }
 
 

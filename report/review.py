@@ -10,9 +10,14 @@ records what vLLM itself does, whatever the model predicts: which assert fires w
 where the tree first differs from the model, which properties its own state violates.
 Then it compares base with head:
 
-  fixed            violates on base, holds on head
+  fixed            violates on base, holds on head (never a head that hangs)
   still broken     violates on both (a changed reaction, crash <-> silent, is listed apart)
-  newly broken     holds on base, violates (or raises) on head
+  newly broken     holds on base, violates (or raises, or hangs) on head
+
+After each trace both trees run on by themselves (report/observe.py): a head that leaves a
+request behind that base does not is breaking, and the summary's first line says how many
+of the breaking things are hangs and names the first; a hang is never fixed, holds or
+"same as the model" unless the model predicts that very hang.
 and re-anchors every citation of spec/citations.toml in both trees: what moved, what
 changed, what exists in one tree only.
 
@@ -167,12 +172,34 @@ class ObserverCrash(CouldNotRun):
 
 def violated(entry: dict) -> set[str]:
     """What the tree violates on an observation: its properties, plus "raises" for an
-    error other than an assert (vLLM raised something the contract does not name)."""
+    error other than an assert (vLLM raised something the contract does not name) and
+    "hangs" for a request it leaves behind, run on by itself."""
     obs = entry["observed"]
     out = set(obs.get("violations") or {})
     if obs.get("error"):
         out.add("raises")
+    if obs.get("stuck"):
+        out.add("hangs")
     return out
+
+
+def hangs(entry: dict) -> bool:
+    """The tree, run on by itself after the trace, left a request behind."""
+    return bool(entry["observed"].get("stuck"))
+
+
+def hang_text(obs: dict) -> str:
+    """The requests a tree left behind, each with what holds it."""
+    from model.hang import WHY
+
+    return "; ".join(f"r{r} never runs again, {WHY[why][0]} ({held})" for r, why, held in obs["stuck"])
+
+
+def unpredicted_hang(entry: dict) -> bool:
+    """The tree hangs, and the model does not predict that very hang (the same requests, for
+    the same reason)."""
+    obs = entry["observed"]
+    return bool(obs.get("stuck")) and [s[:2] for s in obs["stuck"]] != [list(s) for s in obs.get("model_stuck") or []]
 
 
 def could_not_run(entry: dict) -> str | None:
@@ -189,6 +216,8 @@ def describe(entry: dict) -> str:
         return f"crash at {step}: `{statement}` ({where})"
     if obs.get("error"):
         return f"error: {obs['error'][:120]}"
+    if obs.get("stuck"):
+        return f"hang: {hang_text(obs)}"
     if obs.get("violations"):
         return "silent: " + ", ".join(f"{p}@{s}" for p, s in sorted(obs["violations"].items(), key=lambda x: x[1]))
     return "holds"
@@ -200,9 +229,16 @@ def differs(entry: dict) -> str:
     if obs.get("could_not_run"):
         return "not run"
     d = obs.get("diverged")
+    hung = ""
+    if unpredicted_hang(entry):
+        model = obs.get("model_stuck") or []
+        other = ", ".join(f"r{r} {w}" for r, w in model)
+        hung = "the tree hangs where the model " + (f"predicts another hang ({other})" if model else "predicts no hang")
+    elif obs.get("model_stuck") and not obs.get("stuck") and not obs.get("fired") and not obs.get("error"):
+        hung = "the model predicts a hang the tree does not show"
     if not d:
-        return "same as the model"
-    said = []
+        return hung or "same as the model"
+    said = [hung] if hung else []
     for k, (model, tree) in list(d["keys"].items())[:3]:
         if k == "fired":
             said.append(f"the model fires {model or 'nothing'}, the tree {tree or 'nothing'}")
@@ -292,7 +328,13 @@ def _classify(result: dict, item: dict, b: dict, h: dict, prop: str | None) -> N
     bv, hv = violated(b), violated(h)
     b_has = (prop in bv) if prop else bool(bv)
     h_has = (prop in hv) if prop else bool(hv)
+    if hangs(h):  # a head that hangs is never fixed: its property counts as violated
+        h_has = True
     fresh = sorted(hv - bv)
+    if hangs(h) and not hangs(b) and "hangs" not in fresh:
+        fresh.append("hangs")
+    if hangs(h) and not hangs(b):  # newly hangs: what the first line counts and names
+        item["hang"] = hang_text(h["observed"])
     if b_has and not h_has:
         result["fixed"].append(item)
     elif b_has and h_has:
@@ -355,7 +397,13 @@ def outcome(cmp: dict, head_tree: dict | None = None) -> tuple[int, str]:
         f"; {missing} arm(s) or trace(s) could not run (counted apart, never as fixed or broken)" if missing else ""
     )
     if broken:
-        return ExitStatus.FINDING, f"**Head breaks {len(broken)} thing(s) base did not**{incomplete}{newer}."
+        hung = [it for it in broken if it.get("hang")]
+        said = ""
+        if hung:
+            said = f", {len(hung)} of them a hang: the engine runs on and {hung[0]['hang']}" + (
+                f" ({hung[0].get('module', hung[0].get('trace', '')).rsplit('/', 1)[-1]})"
+            )
+        return ExitStatus.FINDING, f"**Head breaks {len(broken)} thing(s) base did not{said}**{incomplete}{newer}."
     if missing:
         return ExitStatus.COULD_NOT_RUN, (
             f"**Incomplete: {missing} arm(s) or trace(s) could not run**; "
@@ -501,6 +549,9 @@ def summary_md(
         f"{len(cmp['fuzz']['reaction'])} |",
         f"| newly broken (head violates a property, or raises, where base does not) | {len(cmp['new'])} | "
         f"{len(cmp['fuzz']['new'])} |",
+        f"| ... of which head hangs (run on by itself, a request never runs again) | "
+        f"{sum(1 for i in cmp['new'] if 'hangs' in i.get('newly', ()))} | "
+        f"{sum(1 for i in f['new'] if 'hangs' in i.get('newly', ()))} |",
         f"| breaking: crash on base, silent on head (the engine no longer stops on wrong output) | "
         f"{len(crash_to_silent)} | {len(fuzz_crash_to_silent)} |",
         f"| breaking: an assert base fires no longer guards head's state | {len(cmp['unguarded'])} | "

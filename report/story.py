@@ -32,6 +32,7 @@ MECHANISM_CITES = {
     "stale-slot-read": "v2-add-writes-slot v2-remove-frees-slot",
     "over-delivery": "v1-cached-outputs-extend",
     "under-drain": "stale-drain stale-output-blocks-resume",
+    "lost-sample": "update-only-nonempty-output max-tokens-skip",
     "session-stop": "handle-stopped-request resumable-stop-rollback",
 }
 

@@ -46,6 +46,9 @@ FAULTS = {
     "under-drain": "the step's num_scheduled_tokens handed to update_from_output is smaller than what "
     "was scheduled (a platform plugin rewrote it, tpu-inference #3492), so the in-flight and stale "
     "counts drain short",
+    "lost-sample": "the output a step hands update_from_output has no token for a request the runner sampled "
+    "(a plugin that loses or never materialises a pending async result, the tpu-inference #2833 report), so "
+    "the step's placeholder is never resolved",
 }
 
 # The optional mechanisms a trace may go through (model/bmc.py tells them apart: a
@@ -57,6 +60,7 @@ MECHANISMS = {
     "stale-slot-read": "fault stale-slot-read",
     "over-delivery": "fault over-delivery",
     "under-drain": "fault under-drain",
+    "lost-sample": "fault lost-sample",
     "session-stop": "a streaming session stops",
     "prefix-hit": "a request is admitted at blocks it found in the prefix cache",
     "shared-block-failure": "a KV-load failure cuts back a request that found the failed block in the prefix cache",
@@ -204,6 +208,7 @@ class Config:
             "stale-slot-read": "stale-slot-read" in self.faults,
             "over-delivery": "over-delivery" in self.faults,
             "under-drain": "under-drain" in self.faults,
+            "lost-sample": "lost-sample" in self.faults,
             "session-stop": self.has("stream"),
             "prefix-hit": self.has("prefix-cache"),
             "shared-block-failure": self.has("prefix-cache") and self.has("kvfail"),

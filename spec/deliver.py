@@ -31,6 +31,15 @@ def deliver_args(cfg: Config) -> tuple[Arg, ...]:
         args.append(
             Arg("short", int, "fault: tokens the rewritten output leaves out of the step's count", over=("req",), lo=0)
         )
+    if "lost-sample" in cfg.faults:
+        args.append(
+            Arg(
+                "lost",
+                bool,
+                "fault: the output has no token for the request although the runner sampled",
+                over=("req",),
+            )
+        )
     args += rest_args(cfg, "rest_busy")
     return tuple(args)
 
@@ -52,6 +61,16 @@ def deliver(s: View, a: View, nxt: Next, cfg: Config, ops: Ops) -> Effect:
         n, ks = s.q_scheduled[0, r], s.q_spec[0, r]
         reserved, sampled = s.q_reserved[0, r], s.q_sampled[0, r]
         in_step = n != 0
+        if "lost-sample" in cfg.faults:
+            # the row update_from_output reads is empty: nothing is appended and, the output
+            # being empty, nothing resolves the step's placeholders ([cite:update-only-nonempty-output]);
+            # once its reservations reach max_tokens the running loop skips it ([cite:max-tokens-skip]).
+            # tpu-inference #2833 reports a pending result lost on an empty step; the pinned 0.32.0
+            # wheel drains it there ([cite:tpu-empty-step-drains]) and hands each step's tokens with
+            # that step's own output ([cite:tpu-async-output-own-step]), and logs its warning on every
+            # empty step ([cite:tpu-empty-step-warning])
+            guard.append(ops.implies(a.lost[r], ops.all(in_step, sampled > 0)))
+            sampled = ops.ite(a.lost[r], 0, sampled)
         status = s.status[r]
         c = s.num_computed_tokens[r]
         P = s.num_output_placeholders[r]

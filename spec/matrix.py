@@ -529,6 +529,24 @@ MATRIX: tuple[Config, ...] = (
         spec_tokens=0,
     ),
     *_releases(
+        "lost-sample",
+        "a step's output reaches update_from_output without the token the runner sampled for the request (a "
+        "plugin that loses or never materialises a pending async result, the tpu-inference #2833 report) when "
+        "its steps already reach max_tokens: the placeholder is never resolved, and the max_tokens skip never "
+        "schedules the request again",
+        _same(
+            _expect(
+                violated=("placeholder-accounting", "bounded-progress"), bounded=("stale-drains", "no-stuck-request")
+            )
+        ),
+        runner="v2",
+        events=frozenset(),
+        faults=frozenset({"lost-sample"}),
+        requests=1,
+        spec_tokens=0,
+        max_tokens=3,
+    ),
+    *_releases(
         "v1-over-delivery-clamp",
         "the clamp's frontier in the draft count: the rejection decrement "
         "(guarded by P > 0, [cite:spec-reject-decrement]) drives the counter negative once two "

@@ -5,6 +5,14 @@ interpreter (model.run.Run) and hands each step to the target, compares their st
 after every step (a diff headed spec / target, the step and the command that replays
 it), and finally compares the outcome with the recorded one, so a stale case fails too.
 `replay` does the same for a bare trace (the fuzzer's), without a recorded outcome.
+
+After the last step both run on by themselves (model/hang.py's bound, `run_target_on`: the
+engine's own loop, no fault, a runner that returns what was reserved), and the requests
+each leaves behind must be the same: a target that hangs where the model does not (or the
+reverse) fails with the stuck request and the count that holds it. A state difference
+is read first for the liveness properties on the target's own state (stale-drains,
+no-stuck-request): a target that breaks one where the model does not is run on, and the
+failure names the hang.
 """
 
 from __future__ import annotations
@@ -14,15 +22,22 @@ from typing import Any, Mapping, Sequence
 
 from codegen.case import Case, Expect, Tally
 from model import hang
-from model.interpreter import flat, nested
+from model.interpreter import Interpreter, flat, nested
 from model.run import Run, is_named
 from spec.config import Config
 from spec.errors import TargetUnavailable
-from spec.properties import ASSERTS, PROPERTIES
+from spec.ops import INT_OPS
+from spec.properties import ASSERTS, PROPERTIES, properties_for
+from spec.state import View
 from targets.orders import model_orders
 from targets.protocol import Outcome, Target
 
-__all__ = ["Case", "Expect", "Divergence", "check_case", "replay", "replay_case"]
+__all__ = ["Case", "Expect", "Divergence", "RunOn", "check_case", "replay", "replay_case", "run_target_on"]
+
+# the liveness properties a target's own state is judged by (spec/properties.py: hangs, a state property)
+LIVENESS = tuple(
+    name for name, p in PROPERTIES.items() if p.hangs and p.kind == "state" and name != "idle-only-when-done"
+)
 
 
 def replay_command(case: Case, target: Target) -> str:
@@ -131,9 +146,14 @@ def _replay_arm(case: Case, label: str, cfg: Config, target: Target) -> Expect:
     _compare(case, label, cfg, target, run.initial, 0, "init", case.init)
     tally = Tally(cfg, case.property, case.engine_steps)
     seen: list = []  # the target's projection after every step, for the hang check
+    diverged: Divergence | None = None  # the first state difference: the target then plays on alone
+    alone = _Alone()
     for played in run:
         index, event = played.number - 1, played.event
         named = case.steps[index][1]
+        if diverged is not None:
+            alone.step(cfg, target, played, index + 1)
+            continue
         outcome = target.step(event, played.args, played)
         _target_error(case, label, target, index + 1, event, named, outcome)
         tally.add(played, run.interp)
@@ -141,7 +161,7 @@ def _replay_arm(case: Case, label: str, cfg: Config, target: Target) -> Expect:
         observable = [a for a in model_fired if ASSERTS[a].statement]
         if getattr(target, "observes_asserts", False) and (outcome.fired or observable):
             if outcome.fired not in model_fired:
-                raise Divergence(
+                mismatch = Divergence(
                     f"{case.name} [{label}] on {target.name}, step {index + 1} {event}{named}:\n"
                     + fired_mismatch(model_fired, outcome, cfg, played.state, target)
                     + f"\nreplay: {replay_command(case, target)}",
@@ -149,6 +169,10 @@ def _replay_arm(case: Case, label: str, cfg: Config, target: Target) -> Expect:
                     event,
                     {("fired",): (model_fired or None, outcome.fired)},
                 )
+                if outcome.fired or outcome.error or not runs_on(target):
+                    raise mismatch
+                alone.judge(cfg, target, index + 1)  # the target lives on where the model's engine died
+                raise alone.told(cfg, target, mismatch)
         if outcome.mismatches:
             raise Divergence(
                 f"{case.name} [{label}] on {target.name}, step {index + 1} {event}{named}:\n  "
@@ -160,12 +184,77 @@ def _replay_arm(case: Case, label: str, cfg: Config, target: Target) -> Expect:
             )
         if model_fired:
             break
-        _compare(case, label, cfg, target, played.state, index + 1, event, named)
+        try:
+            _compare(case, label, cfg, target, played.state, index + 1, event, named)
+        except Divergence as exc:
+            if not runs_on(target):
+                raise
+            diverged = exc  # reported below, with what the target's own states then show
+            alone.judge(cfg, target, index + 1)
+            continue
         if case.engine_steps:
             seen.append(target.project())
+    if diverged is not None:
+        raise alone.told(cfg, target, diverged)
     expect = tally.expect(run.state, len(case.steps))
     _check_hang(case, label, cfg, target, tally, seen, expect)
+    if not case.engine_steps and not tally.fired:
+        _check_run_on(case.name, label, cfg, target, run.interp, run.state, replay_command(case, target))
     return expect
+
+
+class _Alone:
+    """After a state difference the target plays the case's remaining steps on its own
+    (the model's picks, its own state), judged by the liveness properties on its own
+    state, then runs on by itself: a tree that under-drains by any amount, or never
+    drains, is named as the hang it is, whatever the case injected."""
+
+    def __init__(self):
+        self.broken: dict[str, int] = {}  # liveness property -> first step the target's state breaks it
+        self.ended: str | None = None  # what stopped the target playing on
+
+    def judge(self, cfg: Config, target: Target, step: int) -> None:
+        try:
+            for prop in target_liveness(cfg, target.project()):
+                self.broken.setdefault(prop, step)
+        except (KeyError, TypeError):  # a projection without the counters the properties read
+            pass
+
+    def step(self, cfg: Config, target: Target, played, step: int) -> None:
+        if self.ended is not None:
+            return
+        try:
+            outcome = target.step(played.event, played.args, played)
+        except Exception as exc:  # its state is not the model's: a step may not fit it
+            self.ended = f"step {step} {played.event}: {type(exc).__name__}: {exc}"
+            return
+        if outcome.fired or outcome.error:
+            self.ended = f"step {step} {played.event}: {outcome.fired or outcome.error}"
+            return
+        self.judge(cfg, target, step)
+
+    def told(self, cfg: Config, target: Target, diverged: Divergence) -> Divergence:
+        """The first difference, led by the hang the target's own states show, if any."""
+        said = ""
+        if self.ended is None:
+            try:
+                theirs = run_target_on(cfg, target)
+            except Exception as exc:  # noqa: BLE001 - said, the difference stands
+                theirs, said = None, f"; running on by itself raised {type(exc).__name__}: {exc}"
+            if theirs is not None and (theirs.stuck or self.broken):
+                broken = ", ".join(f"{p} from step {n}" for p, n in self.broken.items())
+                head = "HANG on the target" if theirs.stuck else "the target's own state breaks liveness"
+                said = (
+                    f"{head}: playing the case on by itself its own state violates {broken or 'no liveness property'}"
+                    f"; after the last step, run on by itself: {theirs.says(cfg)}"
+                )
+        elif self.broken:
+            said = f"the target's own state violates {', '.join(self.broken)}; it stopped playing on at {self.ended}"
+        if not said:
+            return diverged
+        text = str(diverged)
+        at = text.index(": ") + 2 if ": " in text else 0
+        return Divergence(text[:at] + said + "\n" + text[at:], diverged.step, diverged.event, diverged.diff)
 
 
 def _check_hang(case: Case, label: str, cfg: Config, target: Target, tally: Tally, seen: list, expect: Expect) -> None:
@@ -179,7 +268,8 @@ def _check_hang(case: Case, label: str, cfg: Config, target: Target, tally: Tall
     if ("status", 0) not in theirs[-1]:
         return  # a target that projects no scheduler state (the kernel) compares none, a hang included
     busy = target.engine_view()["has_requests"] if hasattr(target, "engine_view") else hang.busy_in(cfg, run[-1][1])
-    found = hang.stuck(cfg, [e for e, _ in run], theirs, busy)
+    queued = target.queued() if hasattr(target, "queued") else None
+    found = hang.stuck(cfg, [e for e, _ in run], theirs, busy, queued=queued)
     if found != expect.stuck:
         model_says = hang.describe(cfg, expect.stuck) if expect.stuck else "no request is stuck"
         target_says = hang.describe(cfg, found) if found else "no request is stuck"
@@ -191,6 +281,119 @@ def _check_hang(case: Case, label: str, cfg: Config, target: Target, tally: Tall
             run[-1][0],
             {("stuck",): (expect.stuck, found)},
         )
+
+
+# ----------------------------------------------------------------- running on
+
+
+@dataclass
+class RunOn:
+    """The engine run on by itself on a target: its events, its projection after each,
+    has_requests() at the end, the requests left behind (model/hang.py stuck), or what ended
+    the engine (an assert or an error: a crash, not a hang)."""
+
+    start: dict
+    events: list[str] = field(default_factory=list)
+    states: list[dict] = field(default_factory=list)
+    busy: bool = True
+    stuck: tuple = ()
+    fired: str | None = None
+    error: str | None = None
+    site: tuple | None = None  # (file, line, statement) of the assert that fired
+
+    @property
+    def end(self) -> dict:
+        return self.states[-1] if self.states else self.start
+
+    def says(self, cfg: Config) -> str:
+        if self.fired or self.error:
+            return f"the engine dies while it runs on: {self.fired or self.error}"
+        return hang.describe(cfg, self.stuck, self.end) if self.stuck else "no request is stuck"
+
+
+def runs_on(target: Target) -> bool:
+    """A target that projects the scheduler's state and can run the engine on by itself
+    (not one whose engine an error already ended: a masked one, in a fuzz replay)."""
+    if not hasattr(target, "engine_step") or getattr(target, "ended", None) is not None:
+        return False
+    return ("status", 0) in target.project()
+
+
+def run_target_on(cfg: Config, target: Target) -> RunOn:
+    """EngineCore's own loop on the target, by itself, for model/hang.py's bound (the target's
+    engine_step), then which requests it left behind, on the target's own state and
+    has_requests() (and its queues, where it has them)."""
+    run = RunOn(target.project())
+    for _ in range(hang.engine_bound(cfg)):
+        event, outcome = target.engine_step()
+        if event is None:
+            break
+        if outcome.fired or outcome.error:
+            run.fired, run.error, run.site = outcome.fired, outcome.error, outcome.assert_site
+            run.events.append(event)
+            return run
+        run.events.append(event)
+        run.states.append(target.project())
+    run.busy = bool(target.engine_view()["has_requests"]) if hasattr(target, "engine_view") else True
+    queued = target.queued() if hasattr(target, "queued") else None
+    run.stuck = hang.stuck(cfg, run.events, run.states, run.busy, start=run.start, queued=queued)
+    return run
+
+
+def model_run_on(interp: Interpreter, state) -> RunOn:
+    """The model's counterpart: the engine run on from `state` on the interpreter."""
+    steps, states, fired = hang.played_on(interp, state)
+    run = RunOn(dict(state), [e for e, _ in steps], states, fired=fired[0] if fired else None)
+    if not fired:
+        run.busy = hang.busy_in(interp.cfg, run.end)
+        run.stuck = hang.stuck(interp.cfg, run.events, run.states, run.busy, start=run.start)
+    return run
+
+
+def _check_run_on(name: str, label: str, cfg: Config, target: Target, interp, state, replay_line: str) -> None:
+    """After the case: the model and the target each run on by themselves; they must leave
+    the same requests behind for the same reason (and die of the same assert, if any)."""
+    if not runs_on(target):
+        return
+    mine, theirs = model_run_on(interp, state), run_target_on(cfg, target)
+    if (mine.stuck, mine.fired) == (theirs.stuck, theirs.fired) and not theirs.error:
+        return
+    head = "HANG on the target" if theirs.stuck and not mine.stuck else "the engine run on differs"
+    died = theirs.fired or theirs.error
+    raise Divergence(
+        f"{name} [{label}] on {target.name}: {head}: after the case's last step, run on by itself for "
+        f"{hang.engine_bound(cfg)} engine steps (no fault, a budget for every request)\n"
+        f"  model:  {mine.says(cfg)}\n  target: {theirs.says(cfg)} (has_requests() {theirs.busy})\n"
+        f"replay: {replay_line}",
+        len(theirs.events),
+        theirs.events[-1] if theirs.events else "run-on",
+        {("fired",): (mine.fired, died)} if died else {("stuck",): (mine.stuck, theirs.stuck)},
+    )
+
+
+def target_liveness(cfg: Config, projection) -> list[str]:
+    """The liveness properties (LIVENESS) the target's own state violates, by the spec's
+    definitions on its projection; none for a target that projects no scheduler state."""
+    if ("status", 0) not in projection:
+        return []
+    applies = properties_for(cfg)
+    view = View(cfg, projection)
+    return [p for p in LIVENESS if p in applies and not PROPERTIES[p].holds(view, cfg, INT_OPS)]
+
+
+def hang_words(cfg: Config, spec_state, target: Target) -> str:
+    """For a state difference: the liveness properties the target's state breaks and the
+    model's does not, and the hang the target then shows run on by itself; '' when none."""
+    try:
+        broken = [p for p in target_liveness(cfg, target.project()) if p not in target_liveness(cfg, spec_state)]
+    except (KeyError, TypeError):  # a projection without the counters the properties read
+        return ""
+    if not broken or not runs_on(target):
+        return ""
+    theirs = run_target_on(cfg, target)
+    said = theirs.says(cfg)
+    lead = "HANG on the target" if theirs.stuck else "the target's own state breaks liveness"
+    return f"{lead}: its state violates {', '.join(broken)} where the model's does not; run on by itself: {said}"
 
 
 def _target_error(case, label, target, step, event, named, outcome) -> None:
@@ -283,6 +486,7 @@ def replay(
     target: Target,
     ignore=None,
     engine: bool = False,
+    run_on: bool = True,
 ) -> ReplayResult:
     """Step the reference interpreter and the target together; after every step
     compare the projections (and the queue orders). Raises Divergence (an
@@ -292,7 +496,9 @@ def replay(
     vLLM fired, and vice versa. `ignore` masks known differences (see compare); the
     fuzzer uses it to look past them. engine=True also compares what the engine loop
     decides with (has_requests), which is not a spec variable: a difference there means
-    the model's schedule/deliver guards admit an order EngineCore would not take."""
+    the model's schedule/deliver guards admit an order EngineCore would not take.
+    run_on: after the last step both run on by themselves (run_target_on); the requests
+    each leaves behind must be the same, else a Divergence at the event "run-on"."""
     cfg = cfg.validate()
     run = Run(cfg, init, steps)
     target.reset(cfg, run.init)
@@ -325,5 +531,22 @@ def replay(
                 if mine[k] != theirs[k] and (ignore is None or not ignore((k,), mine[k], theirs[k], state)):
                     diff[(k,)] = (mine[k], theirs[k])
         if diff:
-            raise Divergence(_diff_message(index, event, flat_args, diff), index, event, diff)
-    return ReplayResult(len(steps), None, run.state, target.project(), outcomes)
+            message = _diff_message(index, event, flat_args, diff)
+            hung = hang_words(cfg, state, target)
+            raise Divergence(f"{hung}\n{message}" if hung else message, index, event, diff)
+    result = ReplayResult(len(steps), None, run.state, target.project(), outcomes)
+    if run_on and runs_on(target):
+        mine, theirs = model_run_on(run.interp, run.state), run_target_on(cfg, target)
+        differs = (mine.stuck, mine.fired) != (theirs.stuck, theirs.fired) or theirs.error
+        if differs:
+            key = ("stuck",) if not (theirs.fired or theirs.error) else ("fired",)
+            values = (mine.stuck, theirs.stuck) if key == ("stuck",) else (mine.fired, theirs.fired or theirs.error)
+            if ignore is None or not ignore(key, values[0], values[1], run.state):
+                raise Divergence(
+                    f"run on by itself after the last step ({hang.engine_bound(cfg)} engine steps, no fault)\n"
+                    f"  model:  {mine.says(cfg)}\n  target: {theirs.says(cfg)} (has_requests() {theirs.busy})",
+                    len(steps),
+                    "run-on",
+                    {key: values},
+                )
+    return result

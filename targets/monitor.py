@@ -8,6 +8,15 @@ admission, and checks the contract on vLLM's own Request objects. On the first v
 (or just before one of vLLM's asserts would fire) it writes the window as an ITF trace
 (targets/monitor_trace.py) and logs one line.
 
+A hang is named when it happens: a request that a count holds (stale output with nothing
+in flight to drain it, a running request with nothing left to schedule and nothing in
+flight, a request in no queue the scheduler serves) and that has gone unscheduled for more
+than the model's progress bound (model/hang.py engine_bound: 2 * (pp + 1) + 2 engine
+steps) gets one warning that says HANG, the request, the count and the bound, and a trace;
+each request once, at most MAX_HANG_WARNINGS lines per process. The screens that find such
+a request cost nothing on a step where every running request is scheduled and nothing was
+preempted (docs/monitor.md).
+
 The checks cost little because each step first runs a screen that is necessary for a
 violation at that step and reads only what the step touched (docs/monitor.md says why
 each screen is complete); a request the screen flags is then checked with the spec's own
@@ -29,6 +38,7 @@ from adapter import objects
 from adapter.objects import computed as _COMPUTED
 from adapter.objects import is_prefill_chunk as _IS_CHUNK
 from adapter.objects import placeholders as _PLACEHOLDERS
+from model import hang
 from spec.config import Config
 from spec.ops import INT_OPS
 from spec.profiles import release_profile
@@ -43,6 +53,7 @@ ENV_TRACES = "VLLM_CONTRACT_MONITOR_TRACES"
 ENV_UNSUPPORTED = "VLLM_CONTRACT_MONITOR_UNSUPPORTED"
 MAX_WINDOW = 1_000_000  # events kept at most: about 1.7 KiB each (docs/monitor.md), so 1.7 GiB
 MAX_TRACES = 1_000  # traces one process writes at most
+MAX_HANG_WARNINGS = 8  # hang lines one process logs at most (each request once); later hangs are counted
 
 # the state properties checked on vLLM's objects, by the spec's own definitions; the
 # transition ones the scheduler can see are checked here at the delivery of their step
@@ -134,10 +145,24 @@ class Scheduled:
     """One schedule(): the budget, what each request got, and the reservations it made
     (a prefill chunk reserves nothing; any other request 1 plus its drafts)."""
 
-    __slots__ = ("seq", "so_id", "budget", "counts", "spec", "chunks", "admitted", "ids", "lens", "short", "failed")
+    __slots__ = (
+        "seq",
+        "so_id",
+        "budget",
+        "counts",
+        "spec",
+        "chunks",
+        "admitted",
+        "ids",
+        "lens",
+        "short",
+        "failed",
+        "step",
+    )
 
-    def __init__(self, seq, so_id, budget, counts, spec, chunks, admitted):
+    def __init__(self, seq, so_id, budget, counts, spec, chunks, admitted, step=0):
         self.seq, self.so_id, self.budget = seq, so_id, budget
+        self.step = step  # the engine step (schedules and deliveries counted) this schedule was
         self.counts: dict[str, int] = counts
         self.spec: dict | None = spec
         self.chunks: set[str] = chunks
@@ -234,6 +259,14 @@ class Monitor:
         self.depth = objects.pipeline_depth(scheduler)
         self.runner = objects.shape(scheduler)["runner"]
         self.row_index = objects.row_indexer()
+        # hangs: engine steps seen (schedules and deliveries), the model's progress bound for
+        # this engine's depth, requests a count holds (id -> the step since which), those named
+        self.steps = 0
+        self.bound = hang.engine_bound(Config("monitor", runner=self.runner, requests=1, pp=self.depth - 1))
+        self.suspects: dict[str, int] = {}
+        self.hung: dict[str, dict] = {}
+        self.hang_lines = 0
+        self.code = objects.code_record(scheduler)  # what code runs (explain --trace reads it)
 
     @staticmethod
     def status_of(status) -> int:
@@ -278,6 +311,8 @@ class Monitor:
         self.bumped[rid] = self.seq + 1
         if objects.stale(request) > 0:
             self.stale.add(rid)
+        if not objects.in_a_queue(self.sched, request):  # nothing would ever visit it again
+            self._suspect(rid)
         if self._resetting is not None:
             self._resetting.append(rid)
         else:
@@ -308,9 +343,14 @@ class Monitor:
         if chunks:
             chunks.intersection_update(counts)
         admitted = objects.admitted(so)
-        rec = Scheduled(self._next(), id(so), objects.budget(self.sched), counts, spec, chunks, admitted)
+        self.steps += 1
+        rec = Scheduled(self._next(), id(so), objects.budget(self.sched), counts, spec, chunks, admitted, self.steps)
         self._keep(rec)
         self.in_flight.append(rec)
+        if len(counts) < len(running):  # a running request left out: is a count holding it?
+            self._left_out(running, counts)
+        if self.suspects:
+            self._check_hangs(counts)
 
     # ---------------------------------------------------------------- deliver
     def _take(self, so) -> Scheduled | None:
@@ -344,6 +384,7 @@ class Monitor:
         self.sched.guard_dropped[req_id] += len(row) - reserved
 
     def _delivering(self, so, mro) -> Pending | None:
+        self.steps += 1
         rec = self._take(so)
         if rec is None:
             return None
@@ -458,9 +499,15 @@ class Monitor:
                 check.add(rid)
         for rid in sorted(check):
             broken = self.violations(rid, pending)
+            held_back = [p for p in broken if PROPERTIES[p].hangs]
+            if held_back:  # a hang is named once the bound has passed unscheduled (_check_hangs)
+                self._suspect(rid)
+                broken = [p for p in broken if p not in held_back]
             if broken:
                 self.watch.add(rid)
                 self.violated(broken, rid, pending, "after")
+        if self.suspects and not self.in_flight and not objects.has_requests(self.sched):
+            self._asleep()
 
     def _after(self, request) -> tuple:
         return (
@@ -469,6 +516,140 @@ class Monitor:
             _PLACEHOLDERS(request),
             self.status_of(objects.status(request)),
         )
+
+    # ---------------------------------------------------------------- hangs
+    def _left_out(self, running: list, counts: dict) -> None:
+        """Running requests this step left out with nothing in flight and nothing to schedule
+        (or placeholders left over): a count may hold them."""
+        for request in running:
+            rid = objects.req_id(request)
+            if rid in counts or rid in self.suspects or rid in self.hung:
+                continue  # scheduled now, or watched already
+            if self._draining(rid) == 0 and (objects.owed(request) <= 0 or _PLACEHOLDERS(request) > 0):
+                self._suspect(rid)
+
+    def _suspect(self, rid: str) -> None:
+        """A count may hold rid: watched from the engine step it was last scheduled at (the
+        window's last schedule of it; this step when the window holds none)."""
+        if rid in self.suspects or rid in self.hung:
+            return
+        since = self.steps
+        for x in reversed(self.window):
+            if isinstance(x, Scheduled) and rid in x.counts:
+                since = x.step
+                break
+        self.suspects[rid] = since
+
+    def _draining(self, rid: str) -> int:
+        """Tokens of the request's steps in flight, as the monitor recorded them."""
+        return sum(rec.counts.get(rid, 0) for rec in self.in_flight)
+
+    def holds(self, request) -> tuple[str, str] | None:
+        """What keeps a request from ever being scheduled, on vLLM's own counts: (why code of
+        model/hang.py, the count in words), or None when nothing does."""
+        status = self.status_of(objects.status(request))
+        if status not in (Status.WAITING, Status.RUNNING, Status.PREEMPTED):
+            return None
+        rid = objects.req_id(request)
+        draining = self._draining(rid)
+        stale = objects.stale(request)
+        if stale > draining and not objects.request_counters(request)["drop_stale_output"]:
+            return "stale", (
+                f"num_stale_output_tokens {stale} > {draining} token(s) its steps in flight drain, so schedule() "
+                "skips it and no delivery is left to clear it"
+            )
+        if status == Status.RUNNING and draining == 0:
+            owed = objects.owed(request)
+            placeholders = _PLACEHOLDERS(request)
+            if placeholders > 0:
+                return "leaked", (
+                    f"running with num_output_placeholders {placeholders} and nothing in flight to resolve them "
+                    f"(num_computed_tokens {_COMPUTED(request)}, num_tokens {objects.num_tokens(request)}): the "
+                    "scheduler counts a step that will never come back, and the max_tokens skip passes it over"
+                )
+            if owed <= 0:
+                return "idle", (
+                    f"running with num_tokens {objects.num_tokens(request)} + drafts + num_output_placeholders "
+                    f"{placeholders} - num_computed_tokens {_COMPUTED(request)} = {owed} to schedule and nothing "
+                    "in flight: the running loop skips it"
+                )
+        if not objects.in_a_queue(self.sched, request):
+            return "unqueued", f"status {Status.NAMES[status]}, in neither Scheduler.running nor a waiting queue"
+        return None
+
+    def _check_hangs(self, counts: dict) -> None:
+        """Suspects scheduled again are cleared; one unscheduled past the bound that a count
+        still holds is a hang."""
+        held = objects.requests(self.sched)
+        for rid, since in list(self.suspects.items()):
+            request = held.get(rid)
+            if rid in counts or request is None:
+                del self.suspects[rid]
+                continue
+            if self.steps - since <= self.bound:
+                continue
+            found = self.holds(request)
+            if found is None:
+                del self.suspects[rid]
+                continue
+            self._hang(rid, request, since, *found)
+
+    def _asleep(self) -> None:
+        """has_requests() is false and nothing is in flight: EngineCore stops stepping and
+        waits for input, and every suspect still held is left waiting (a lost wake-up)."""
+        held = objects.requests(self.sched)
+        for rid, since in list(self.suspects.items()):
+            request = held.get(rid)
+            if request is None or self.status_of(objects.status(request)) not in (
+                Status.WAITING,
+                Status.RUNNING,
+                Status.PREEMPTED,
+            ):
+                del self.suspects[rid]
+                continue
+            _, words = self.holds(request) or ("", "")
+            self._hang(
+                rid,
+                request,
+                since,
+                "asleep",
+                "has_requests() is false while it waits, so EngineCore stops stepping and waits for new input"
+                + (f" ({words})" if words else ""),
+            )
+
+    def _hang(self, rid: str, request, since: int, why: str, words: str) -> Path | None:
+        """A hang seen: counted; for the first MAX_HANG_WARNINGS, one warning line (HANG, the
+        request, the count, the bound) and, within the trace limit, the window as a trace."""
+        from targets import monitor_trace
+
+        self.suspects.pop(rid, None)
+        unscheduled = self.steps - since
+        record = {"request": rid, "why": why, "holds": words, "bound": self.bound, "unscheduled_steps": unscheduled}
+        self.hung[rid] = record
+        self.found["bounded-progress"] = self.found.get("bounded-progress", 0) + 1
+        if self.hang_lines >= MAX_HANG_WARNINGS:
+            return None
+        self.hang_lines += 1
+        when = (
+            f"past the bound of {self.bound} (2 * (pp + 1) + 2 on this engine)"
+            if unscheduled > self.bound
+            else f"and the engine stops stepping before the bound of {self.bound} (2 * (pp + 1) + 2 on this engine)"
+        )
+        lead = (
+            f"vllm-contract monitor: HANG: request {rid} on vLLM {self.release} has not been scheduled for "
+            f"{unscheduled} engine steps, {when}, and nothing will schedule it: {words}"
+        )
+        if len(self.written) >= self.settings.max_traces:
+            self.log(f"{lead}; no trace (VLLM_CONTRACT_MONITOR_TRACES={self.settings.max_traces} written)")
+            return None
+        try:
+            path, words_line = monitor_trace.write(self, "bounded-progress", rid, None, "hang", hang=record)
+        except Exception as exc:  # the engine goes on: say why there is no file
+            self.log(f"{lead}; the trace could not be written ({exc})")
+            return None
+        self.written.append(path)
+        self.log(f"{lead}; {words_line}")
+        return path
 
     # ---------------------------------------------------------------- checks
     def violations(self, rid: str, pending: Pending | None) -> list[str]:

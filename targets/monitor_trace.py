@@ -8,7 +8,8 @@ instances have at most four). Every engine step from the first that schedules on
 is a step of the trace, in the engine's order; a step's budget is what those requests got
 when others shared it (the model gives each request what it wants, up to the budget), the
 budget vLLM had when none did. A delivery's picks are what the runner returned (the
-accepted drafts, tokens beyond them as the over-delivery fault), the KV-load failure (the
+accepted drafts, tokens beyond them as the over-delivery fault, an empty row the model's
+runner samples as the lost-sample fault), the KV-load failure (the
 request admitted in the failing step that holds the first invalid block, and that block's
 index) and, for a request that stopped, the appended token that stopped it (from its
 num_tokens after the stop and the model's before it: the replay runs as the trace is
@@ -211,6 +212,8 @@ def build(
                 chosen.append(x)
                 if x.step.short and x.step.short.keys() & index.keys():
                     faults.add("under-drain")
+                if any(q in x.step.counts and q not in x.step.chunks and x.step.returned(q) == 0 for q in rids):
+                    faults.add("lost-sample")  # a reserved row came back empty: lost, or the runner discarded
                 if x.kv is not None and x.kv[0] in index:
                     events.add("kvfail")
                 elif x.kv is not None:
@@ -260,6 +263,8 @@ def build(
     flight: list[Scheduled] = []
     steps: list[tuple[str, dict]] = []
     states: list[dict] = [{"num_prompt_tokens": init["prompt_len"], **_recorded_queue([], rids, depth)}]
+    flights: list[list[Scheduled]] = [[]]  # the steps in flight at each state
+    lost: set[int] = set()  # schedules (id) whose delivery lost a sample of the model's runner
     outside: dict[int, int] = {}
     for x in chosen:
         if isinstance(x, Scheduled):
@@ -278,6 +283,17 @@ def build(
             if x.kv is not None and x.kv[0] in index:
                 picks["kv_fail_req"], picks["kv_fail_block"] = index[x.kv[0]], x.kv[1]
             picks["short"] = [(rec.short or {}).get(q, 0) for q in rids]
+            # an empty row where the model's runner sampled: the output lost it (fault lost-sample);
+            # where the model's runner discarded too, nothing is lost
+            picks["lost"] = [
+                state is not None
+                and rec.returned(q) == 0
+                and q in rec.counts
+                and bool(state.get(("q_sampled", 0, r), 0))
+                for r, q in enumerate(rids)
+            ]
+            if any(picks["lost"]):
+                lost.add(id(rec))
             picks["stop"] = _stops(it, cfg, state, x, picks, rids, index)
             event = "deliver"
             if rec in flight:
@@ -295,12 +311,23 @@ def build(
         steps.append((event, named))
         # a schedule an assert ended shows nothing of itself
         states.append({} if getattr(x, "failed", False) else _recorded_queue(flight, rids, depth))
+        flights.append(list(flight))
         if state is not None:
             try:
                 state = it.step(state, event, args_for(it.event(event), cfg, named)).state
             except (Disabled, SpecError):
                 state = None
 
+    if lost:
+        # what the runner sampled for a row that reached the scheduler empty is unknown to it:
+        # q_sampled is not recorded while such a step is in flight
+        for recorded, in_flight in zip(states, flights):
+            if any(id(rec) in lost for rec in in_flight):
+                recorded.pop("q_sampled", None)
+        notes.append(
+            "a step's output reached the scheduler without a token the model's runner sampled (fault lost-sample): "
+            "what the runner sampled there is not recorded"
+        )
     if when == "at the assert" and fires and cfg is not None:
         _stop_that_fires(it, init, steps, cfg, rids, chosen[-1], fires)
     # vLLM's own counters of these requests, in the last state it reached (none after an
@@ -397,6 +424,8 @@ def _field(mon: Monitor, rid: str, name: str):
 
 
 def reaction(mon: Monitor, window: Window, when: str, fires: str) -> str:
+    if when == "hang":
+        return "no assert fires and the engine runs on without ever scheduling it: a hang"
     if fires:
         return f"vLLM's assert `{ASSERTS[fires].statement}` fires " + ("next" if when == "before" else "now")
     if mon.settings.drop and when == "before":
@@ -405,10 +434,18 @@ def reaction(mon: Monitor, window: Window, when: str, fires: str) -> str:
 
 
 def write(
-    mon: Monitor, prop: str, rid: str, pending: Pending | None, when: str, fires: str = "", window: Window | None = None
+    mon: Monitor,
+    prop: str,
+    rid: str,
+    pending: Pending | None,
+    when: str,
+    fires: str = "",
+    window: Window | None = None,
+    hang: dict | None = None,
 ) -> tuple[Path, str]:
     """Write the window of rid's violation (built here unless given); returns the file and
-    the line to log."""
+    the line to log. `hang`: the monitor's record of a hang (when "hang"): the request, why,
+    the count that holds it, the bound and how long it went unscheduled."""
     if window is None:
         # the runner's decision is the schedule step's: the trace ends where the model sees it
         until = pending.record.step if pending is not None and prop == "predicates-agree" else None
@@ -421,7 +458,9 @@ def write(
     elif replay.differs:
         model = f"the model replays it with other values ({replay.differs})"
     elif prop in replay.violated or fires in replay.fired:
-        model = "the model reproduces it"
+        model = "the model reproduces it" + (
+            f" (run on, the model leaves r{window.rids.index(rid)} behind too)" if when == "hang" else ""
+        )
     else:
         model = f"the model replays it without violating {prop}"
     meta = {
@@ -442,17 +481,26 @@ def write(
             "outside": {str(k): v for k, v in window.outside.items()},
             "notes": window.notes + window.problems,
             "model": model,
+            # what code ran: vLLM's version, the hashes of the files the model covers, plugins,
+            # scheduler methods from elsewhere (explain --trace says where a tree departs)
+            "code": mon.code,
+            **({"hang": hang} if hang else {}),
         },
     }
     document = itf.recorded(window.record, window.init, window.steps, window.states, meta)
     path = mon.settings.folder / monitor_writer.trace_name(mon.release, prop, len(mon.written) + 1)
     # the text now (the window goes on changing), the file off the engine's step
     monitor_writer.submit(path, itf.text(document), mon.log)
+    tail = (
+        f"writing {monitor_writer.shown(path)} ({len(window.steps)} steps, {len(window.rids)} request(s); {model}); "
+        f"`vllm-contract explain --trace {monitor_writer.shown(path)}` says which mechanism it is, or where it "
+        "leaves the model"
+    )
+    if when == "hang":  # the monitor's HANG line says the rest
+        return path, tail
     line = (
         f"vllm-contract monitor: {prop} violated by request {rid} at engine event {mon.seq} on vLLM "
-        f"{mon.release}; {reaction(mon, window, when, fires)}; writing {monitor_writer.shown(path)} "
-        f"({len(window.steps)} steps, {len(window.rids)} request(s); {model}); `vllm-contract explain --trace "
-        f"{monitor_writer.shown(path)}` says which mechanism it is, or where it leaves the model"
+        f"{mon.release}; {reaction(mon, window, when, fires)}; {tail}"
     )
     return path, line
 

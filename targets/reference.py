@@ -10,7 +10,9 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+from model import hang
 from model.interpreter import Interpreter, State, nested
+from model.run import is_named
 from spec.config import Config
 from targets.protocol import Outcome
 
@@ -31,7 +33,7 @@ class ReferenceTarget:
 
     def reset(self, cfg: Config, init: Mapping[str, Any]) -> None:
         self.interp = Interpreter(cfg)
-        self.state = self.interp.initial(**nested(init))
+        self.state = self.interp.initial(**(dict(init) if is_named(init) else nested(init)))
 
     def step(self, event: str, args: Mapping[tuple, Any], model=None) -> Outcome:
         """Steps an interpreter of its own: the reference is the spec itself, played again
@@ -40,6 +42,18 @@ class ReferenceTarget:
         self.state = result.state
         fired = result.fired
         return Outcome(fired=fired[0] if fired else None)
+
+    def engine_step(self) -> tuple[str | None, Outcome]:
+        """The engine run on by itself (model/hang.py next_step): the spec's own policy."""
+        found = hang.next_step(self.interp, self.state)
+        if found is None:
+            return None, Outcome()
+        event, _, result = found
+        self.state = result.state
+        return event, Outcome(fired=result.fired[0] if result.fired else None)
+
+    def engine_view(self) -> dict[str, Any]:
+        return {"has_requests": hang.busy_in(self.interp.cfg, self.state)}
 
     def project(self) -> dict[tuple, Any]:
         return dict(self.state)

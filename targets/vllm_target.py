@@ -21,7 +21,8 @@ narrowest hook that reproduces what vLLM itself does:
                           connector recompute_kv_load_failures is True, sched:166),
                           call update_from_output (core:783). Fault under-drain:
                           first lower the output's num_scheduled_tokens by `short`
-                          per request, as a plugin that rewrites it does.
+                          per request, as a plugin that rewrites it does. Fault
+                          lost-sample: a flagged request's row is handed over empty.
   preempt(req, drop)      HOOK (no public path): the two statements schedule() runs on
                           an allocation failure (sched:834-840): remove the victim from
                           `scheduler.running` and call
@@ -35,6 +36,12 @@ narrowest hook that reproduces what vLLM itself does:
   stream_update(req, u)   add_request with the same id and a resumable request of u
                           prompt tokens (sched:2616-2626).
   abort(req)              finish_requests("rK", FINISHED_ABORTED) (sched:2649).
+
+After a case's events the harness runs the engine on by itself (`engine_step`, model/hang.py's
+bound): EngineCore's own loop on this tree alone, schedule while the scheduler has requests
+and the queue has room, else deliver the oldest step, with a budget for every request and
+a runner that returns exactly what the scheduler reserved (one token for a step it
+reserved for, none for a prefill chunk; no stop, no KV-load failure, no fault).
 
 An AssertionError raised by vLLM is not propagated: the step returns
 Outcome(fired=<assert>) and the case ends (the scheduler is half-updated). The assert
@@ -240,6 +247,79 @@ class VllmTarget:
         mismatches = facts.pop("mismatches", [])
         return Outcome(error=error, mismatches=mismatches, facts=facts)
 
+    # ------------------------------------------------------------- run on
+    def engine_step(self) -> tuple[str | None, Outcome]:
+        """One step of EngineCore's own loop on this tree by itself ([cite:step-with-batch-queue]):
+        schedule while has_requests() and the queue has room, else deliver the oldest step;
+        (None, Outcome()) when the engine has nothing to do and waits for input. The budget
+        covers every request (model/hang.py budget_for, read off this tree's counters)."""
+        if self.ended is not None:
+            raise CaseEnded(f"the case ended at an earlier step ({self.ended})")
+        cfg = self.cfg
+        event = None
+        try:
+            if objects.has_requests(self.sched) and len(self.fifo) < cfg.queue_depth:
+                event = "schedule"
+                objects.set_budget(self.sched, self._run_on_budget())
+                out = objects.schedule(self.sched)
+                self.fifo.append((out, self._run_on_returns(out)))
+            elif self.fifo:
+                event = "deliver"
+                out, returns = self.fifo.popleft()
+                self._run_on_deliver(out, returns)
+        except AssertionError as exc:
+            site = assert_site(exc)
+            where = f"{site[0]}:{site[1]} `{site[2]}`" if site else "outside vllm/v1/core/sched"
+            self.ended = f"{event} (run on): assert at {where}"
+            name = assert_name(site)
+            if name is None:
+                return event, Outcome(error=f"AssertionError at {where}", assert_site=site)
+            return event, Outcome(fired=name, detail=f"vLLM's assert fired at {where}", assert_site=site)
+        except Exception as exc:  # what vLLM raises while running on by itself ends the engine
+            self.ended = f"{event} (run on): {type(exc).__name__}"
+            said = f"{type(exc).__name__}: {exc}"
+            return event, Outcome(detail=f"vLLM raised {said}", error=said)
+        return event, Outcome()
+
+    def _run_on_budget(self) -> int:
+        """1 + each unfinished request's tokens, drafts and placeholders (hang.budget_for on
+        this tree's counters), capped at the configuration's max_num_batched_tokens."""
+        cfg = self.cfg
+        need = 1
+        for req in self.requests:
+            counters = objects.request_counters(req)
+            need += max(counters["num_tokens"] + cfg.spec_tokens + counters["num_output_placeholders"], 0)
+        return need if cfg.max_budget is None else min(need, cfg.max_budget)
+
+    def _run_on_returns(self, out) -> dict:
+        """What a runner that honours the reservation returns for each scheduled request:
+        one token unless the scheduler classed the step a prefill chunk (no draft accepted)."""
+        held = objects.requests(self.sched)
+        returns = {}
+        for req_id in objects.scheduled(out):
+            request = held.get(req_id)
+            returns[_index(req_id)] = 0 if request is None or objects.is_prefill_chunk(request) else 1
+        return returns
+
+    def _run_on_deliver(self, out, returns: dict) -> None:
+        self._update_from_output(out, {r: [factory.SAMPLED_ID] * n for r, n in returns.items()}, self._no_picks())
+
+    def _no_picks(self) -> dict:
+        """A delivery's picks at their fault-free values: no stop, no KV-load failure, nothing short."""
+        picks: dict = {("kv_fail_req",): -1, ("kv_fail_block",): 0}
+        for r in range(self.cfg.requests):
+            picks[("stop", r)] = 0
+            picks[("short", r)] = 0
+            picks[("lost", r)] = False
+        return picks
+
+    def queued(self) -> dict[int, bool]:
+        """Per request: whether Scheduler.running or a waiting queue holds it (a request that
+        waits in none is never visited by schedule())."""
+        orders = objects.orders(self.sched)
+        held = set(orders["running"]) | set(orders["waiting"])
+        return {r: _rid(r) in held for r in range(self.cfg.requests)}
+
     def _schedule(self, args, result: StepResult) -> dict:
         cfg = self.cfg
         objects.set_budget(self.sched, args[("budget",)])
@@ -265,6 +345,8 @@ class VllmTarget:
         for req_id in req_ids:
             r = _index(req_id)
             tokens = list(tokens_of.get(r, []))
+            if "lost-sample" in self.cfg.faults and args[("lost", r)]:
+                tokens = []  # fault: the row reaches update_from_output empty (a pending result lost)
             stop = args[("stop", r)]
             if stop:
                 if stop > len(tokens):

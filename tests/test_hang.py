@@ -19,6 +19,7 @@ from spec.config import Config
 from spec.matrix import by_name
 from spec.verdicts import Fired, Reaction
 from targets.harness import Divergence, replay_case
+from targets.protocol import Outcome
 from targets.reference import ReferenceTarget
 
 UNDER_DRAIN = by_name(["under-drain@0.32.0"])[0]
@@ -66,7 +67,8 @@ def test_stuck_needs_requests_left_and_a_whole_bound():
     played = list(run)[len(STEPS) :]
     events, states = [p.event for p in played], [p.state for p in played]
     assert hang.stuck(UNDER_DRAIN, events, states, busy=True) == ((0, "stale"),)
-    assert hang.stuck(UNDER_DRAIN, events, states, busy=False) == ()
+    # has_requests() false with the request still waiting: the engine idles (only a target can show it)
+    assert hang.stuck(UNDER_DRAIN, events, states, busy=False) == ((0, "asleep"),)
     assert hang.stuck(UNDER_DRAIN, events[:-1], states[:-1], busy=True) == ()
 
 
@@ -115,7 +117,7 @@ def test_bounded_progress_is_read_where_a_case_is_about_it():
 def test_a_case_detects_the_hang_on_the_target_and_fails_where_the_target_does_not_hang():
     case = _case()
     assert replay_case(case, ReferenceTarget()) == ["vllm-0.32.0"]
-    with pytest.raises(Divergence, match="target: no request is stuck"):
+    with pytest.raises(Divergence, match="target: HANG .* has_requests.. is false while it waits"):
         replay_case(case, _IdleEngine())
 
 
@@ -135,3 +137,104 @@ def test_a_hang_is_not_claimed_when_an_arm_stops_early():
 def test_under_drain_with_kv_failures_is_refused():
     with pytest.raises(Exception, match="under-drain"):
         Config(name="x", faults=frozenset({"under-drain"}), events=frozenset({"kvfail"})).validate()
+
+
+# ------------------------------------------------------------------ run on, on a target
+
+PREEMPT = Config("preempt-probe", runner="v2", events=frozenset({"preempt"}), requests=1).validate()
+# the prompt scheduled, the request preempted with that step in flight (its output stale),
+# an empty step (the stale output holds it back), the step delivered (the stale share drained)
+PREEMPT_STEPS = (
+    ("schedule", {"budget": 2}),
+    ("preempt", {"req": 0}),
+    ("schedule", {"budget": 1}),
+    ("deliver", {"stop": [0]}),
+)
+
+
+def _preempt_case():
+    expect = predict(None, PREEMPT, {"prompt_len": [2]}, PREEMPT_STEPS)
+    arm = {"profile": PREEMPT.profile, "clamp": False, "guard": "none"}
+    return Case(
+        "preempt_probe", PREEMPT.record(), {"prompt_len": [2]}, PREEMPT_STEPS, "witness", None, {"a": (arm, expect)}
+    )
+
+
+class _NeverSchedules(ReferenceTarget):
+    """The reference target, except that running on by itself its schedule() schedules nothing."""
+
+    def engine_step(self):
+        return "schedule", Outcome()
+
+
+class _NoDrain(ReferenceTarget):
+    """The reference target with update_from_output's stale drain removed (the missing-drain edit)."""
+
+    def step(self, event, args, model=None):
+        before = {k: v for k, v in self.state.items() if k[0] == "num_stale_output_tokens"}
+        outcome = super().step(event, args, model)
+        if event == "deliver":
+            self.state = {**self.state, **before}
+        return outcome
+
+    def engine_step(self):
+        before = {k: v for k, v in self.state.items() if k[0] == "num_stale_output_tokens"}
+        event, outcome = super().engine_step()
+        if event == "deliver":
+            self.state = {**self.state, **before}
+        return event, outcome
+
+
+def test_after_the_case_the_target_runs_on_and_a_hang_the_model_does_not_predict_fails_it():
+    case = _preempt_case()
+    assert replay_case(case, ReferenceTarget()) == ["a"]  # vLLM's policy: it resumes
+    with pytest.raises(Divergence, match=r"HANG on the target: after the case's last step") as info:
+        replay_case(case, _NeverSchedules())
+    assert "request r0 never runs again" in str(info.value) and info.value.diff == {
+        ("stuck",): ((), ((0, "unscheduled"),))
+    }
+
+
+def test_a_target_that_never_drains_is_named_a_hang_whatever_the_case_injected():
+    """No fault in the case: the target's own state breaks stale-drains from the delivery
+    on, and run on by itself it leaves the request behind, with the count that holds it."""
+    with pytest.raises(Divergence) as info:
+        replay_case(_preempt_case(), _NoDrain())
+    said = str(info.value)
+    assert "HANG on the target: playing the case on by itself its own state violates stale-drains from step 4" in said
+    assert "request r0 never runs again" in said and "num_stale_output_tokens 2 > 0 token(s)" in said
+    assert "divergence after step 4: deliver" in said  # the first difference is still said
+
+
+def test_a_trace_replay_runs_on_too():
+    from targets.harness import replay
+
+    run = Run(PREEMPT, {"prompt_len": [2]}, PREEMPT_STEPS)
+    steps = [(p.event, p.args) for p in run]  # the fuzzer's form: flat keys
+    replay(PREEMPT, {"prompt_len": [2]}, steps, ReferenceTarget())  # nothing left behind
+    with pytest.raises(Divergence, match="run on by itself after the last step") as info:
+        replay(PREEMPT, {"prompt_len": [2]}, steps, _NeverSchedules())
+    assert info.value.event == "run-on" and ("stuck",) in info.value.diff
+
+
+# ------------------------------------------------------------------ a lost sample (tpu-inference #2833)
+
+LOST = by_name(["lost-sample@0.33.0"])[0]
+
+
+def test_a_lost_sample_one_step_short_of_max_tokens_hangs_the_request():
+    """A step's output without the token the runner sampled leaves its placeholder unresolved;
+    once the request's steps reach max_tokens the running loop's max_tokens skip passes it over
+    for good (prover and interpreter agree); the same trace with the sample delivered finishes."""
+    trace = Bmc(Encoding(LOST)).shortest(Goal.violation("bounded-progress"), 8)
+    assert trace is not None and trace.mechanisms == ["lost-sample"]
+    confirm(Interpreter(LOST), trace, trace.solver_states)
+    assert trace.stuck == ((0, "leaked"),) and trace.fired_at_end.reaction is Reaction.HANG
+    steps = [(s.event, s.named_args()) for s in trace.steps]
+    whole = [(e, {**a, "lost": [False]}) if e == "deliver" else (e, a) for e, a in steps]
+    init = {k[0]: [v] for k, v in trace.init.items()}
+    for played, stuck in ((steps, ((0, "leaked"),)), (whole, ())):
+        run = Run(LOST, init, played)
+        for _ in run:
+            pass
+        assert hang.shown(run.interp, run.state)[1] == stuck

@@ -22,7 +22,10 @@ import pytest
 from adapter import construct as vllm_factory
 from adapter import current as vllm_env
 from adapter import objects
+from codegen.case import predict
 from codegen.cases import build, from_monitor
+from model import hang
+from model.run import Run
 from report.explain_trace import explain_trace
 from spec import profiles
 from spec.config import Config
@@ -109,7 +112,20 @@ def test_the_drop_mode_plays_the_guards_arm(path, tmp_path, monkeypatch):
     target = VllmTarget(monitor=True, guard=True)
     for file in _play(case, target, tmp_path, monkeypatch):
         _reproduced(file)
-    assert target.sched.guard_dropped == {} or case.arms[f"{PROFILE}+guard"][1].dropped > 0
+    assert target.sched.guard_dropped == {} or _dropped_with_run_on(case, f"{PROFILE}+guard") > 0
+
+
+def _dropped_with_run_on(case, label: str) -> int:
+    """Tokens the model's guard drops on an arm, the engine's run on after the case included
+    (the harness runs it on every target: a step the case left in flight is delivered there)."""
+    overrides, expect = case.arms[label]
+    cfg = case.config_for(overrides)
+    steps = list(case.steps[: expect.runs])
+    run = Run(cfg, case.init, steps, until_disabled=True)
+    for _ in run:
+        pass
+    more = hang.run_on(run.interp, run.state) if not expect.fired and not case.engine_steps else []
+    return predict(case.property, cfg, case.init, steps + list(more)).dropped
 
 
 # ------------------------------------------------------------------- loading
@@ -171,7 +187,9 @@ def test_a_recorded_crash_becomes_a_case_of_this_release(tmp_path, monkeypatch):
     """The v2-kvfail counterexample recorded by the monitor: explain names the KV-load
     failure; generate --trace shrinks it and the case reproduces it on this release."""
     case = case_of(REPO / "generated_tests/cases/vllm_0_29_0/test_v2_kvfail__counter_nonnegative.py")
-    (file,) = _play(case, VllmTarget(monitor=True), tmp_path / "monitor", monkeypatch)
+    files = _play(case, VllmTarget(monitor=True), tmp_path / "monitor", monkeypatch)
+    # the first trace is the case's; on a silent release the engine run on after it may write more
+    file = min(files, key=lambda f: int(f.name.rsplit("-", 1)[1].split(".")[0]))
     meta = json.loads(file.read_text())["#meta"]
     crash = profiles.of(PROFILE).asserts_counter_at_zero  # 0.33.0 on: the decrement skipped at P = 0
     assert meta["monitor"]["release"] == RELEASE and meta["config"]["runner"] == "v2"
@@ -228,6 +246,78 @@ def test_a_recording_that_leaves_the_model_is_said_to(tmp_path, monkeypatch):
         assert answer.status == ExitStatus.FINDING and "leaves the model" in answer.headline
         assert "a finding about the model" in answer.headline and not answer.mechanisms
         assert cli(["explain", "--trace", str(file)]) == ExitStatus.FINDING
+
+
+@pytest.mark.parametrize("short", [1, 0], ids=["under-drained", "drained"])
+def test_a_hang_is_named_once_past_the_bound(tmp_path, monkeypatch, caplog, short):
+    """A preempted request whose stale output nothing will drain (the count update_from_output
+    reads rewritten one short, as tpu-inference #3492's plugin did): once it has gone
+    unscheduled past the bound (2 * (pp + 1) + 2 engine steps) the monitor says HANG with the
+    request, the count and the bound, once, and writes one trace the model reproduces as a
+    hang. The control: the same steps with the count whole, and nothing is said."""
+    monkeypatch.setenv(ENV_FOLDER, str(tmp_path))
+    sched = _engine(1, 2)
+    vllm_factory.set_budget(sched, 64)
+    first = sched.schedule()  # the whole prompt
+    objects.preempt(sched, sched.requests["r0"], 0.0, False)  # its output becomes stale, in flight
+    flight = [first, sched.schedule()]  # an empty step: the stale output holds it back
+    objects.scheduled(first)["r0"] -= short  # the plugin's rewrite
+    for _ in range(12):  # EngineCore's loop: deliver the oldest, schedule the next
+        _deliver(sched, flight.pop(0))
+        flight.append(sched.schedule())
+    assert monitor_writer.flush()
+    lines = [r.getMessage() for r in caplog.records if "HANG" in r.getMessage()]
+    files = sorted(tmp_path.glob("*.itf.json"))
+    if not short:
+        assert not lines and not files and not sched.monitor.hung
+        assert sched.requests["r0"].num_computed_tokens > 0  # it resumed
+        return
+    (line,) = lines
+    bound = sched.monitor.bound
+    assert f"HANG: request r0 on vLLM {RELEASE} has not been scheduled for" in line
+    assert f"past the bound of {bound}" in line and "num_stale_output_tokens 1 > 0" in line
+    (file,) = files
+    meta = json.loads(file.read_text())["#meta"]
+    assert meta["violated"] == "bounded-progress" and meta["monitor"]["hang"]["why"] == "stale"
+    assert meta["monitor"]["hang"]["unscheduled_steps"] > bound == meta["monitor"]["hang"]["bound"]
+    answer = explain_trace(file)
+    assert answer.status == ExitStatus.OK and "hang: no assert fires" in answer.headline, answer.headline
+    assert "under-drain" in answer.mechanisms
+    assert sched.monitor.found["bounded-progress"] == 1  # said once, however long it stays stuck
+
+
+@pytest.mark.parametrize("lose", [4, 0], ids=["lost", "whole"])
+def test_a_lost_sample_at_max_tokens_is_named_a_hang_and_explained(tmp_path, monkeypatch, caplog, lose):
+    """The tpu-inference #2833 report on vLLM's own scheduler: the output of the step that
+    would reach max_tokens comes back without its token, its placeholder is never resolved,
+    and the max_tokens skip passes the request over for good (RUNNING, nothing in flight).
+    The monitor says HANG with the placeholder count, and explain names fault lost-sample;
+    the control, every token delivered: the request finishes and nothing is said."""
+    monkeypatch.setenv(ENV_FOLDER, str(tmp_path))
+    cfg = Config("monitor-lost", runner=RUNNER, requests=1, profile=PROFILE, max_tokens=4)
+    sched = vllm_factory.new_scheduler(cfg, MONITOR_SCHEDULER_CLS)
+    sched.add_request(vllm_factory.make_request(0, 3, cfg.block_size, max_tokens=4))
+    vllm_factory.set_budget(sched, 64)
+    request = sched.requests["r0"]
+    flight = [sched.schedule()]
+    for delivery in range(1, 16):
+        flight.append(sched.schedule())
+        out = flight.pop(0)
+        _deliver(sched, out, lambda rid, d=delivery: [] if d == lose else [vllm_factory.SAMPLED_ID])
+        if request.is_finished():
+            break
+    assert monitor_writer.flush()
+    lines = [r.getMessage() for r in caplog.records if "HANG" in r.getMessage()]
+    if not lose:
+        assert request.is_finished() and not lines and not list(tmp_path.glob("*bounded-progress*"))
+        return
+    assert not request.is_finished() and request.num_output_placeholders == 1
+    (line,) = lines
+    assert "running with num_output_placeholders 1 and nothing in flight" in line
+    (file,) = sorted(tmp_path.glob("*bounded-progress*.itf.json"))
+    answer = explain_trace(file)
+    assert answer.status == ExitStatus.OK and answer.mechanisms == ["lost-sample"], answer.headline
+    assert "hang: no assert fires" in answer.headline and "tpu-inference #2833" in answer.headline
 
 
 def test_an_error_of_the_monitor_never_stops_the_engine(tmp_path, monkeypatch, caplog):

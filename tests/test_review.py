@@ -18,7 +18,9 @@ from spec.errors import ExitStatus
 from vllm_contract.cli import main as cli
 
 
-def obs(reaction="holds", violations=None, fired=None, error=None, diverged=None, could_not_run=None):
+def obs(
+    reaction="holds", violations=None, fired=None, error=None, diverged=None, could_not_run=None, stuck=(), model=()
+):
     return {
         "reaction": reaction,
         "observed": {
@@ -27,6 +29,8 @@ def obs(reaction="holds", violations=None, fired=None, error=None, diverged=None
             "error": error,
             "diverged": diverged,
             "could_not_run": could_not_run,
+            "stuck": [list(s) for s in stuck],
+            "model_stuck": [list(s) for s in model],
         },
     }
 
@@ -74,6 +78,44 @@ def test_fixed_still_broken_changed_reaction_and_newly_broken():
     assert [i["case"] for i in cmp["unguarded"]] == ["b"] and cmp["unguarded"][0]["asserts"] == [
         "placeholders-nonnegative"
     ]
+
+
+STALE = (0, "stale", "num_stale_output_tokens 2 > 0 token(s) its steps in flight drain, so schedule() skips it")
+HUNG = obs("hang", {"stale-drains": 4, "bounded-progress": 6}, stuck=[STALE])
+
+
+def test_a_head_that_newly_hangs_is_breaking_said_first_and_never_fixed():
+    """A head that leaves a request behind where base runs it: newly broken, breaking, named
+    in the first line; a case whose own property head no longer violates is still not
+    fixed when head hangs; and a hang the model does not predict is never "same as the model"."""
+    base = {
+        "tree": TREE,
+        "cases": [arm("m/a.py", "counter-nonnegative", CRASH), arm("m/w.py", None, obs(), kind="witness")],
+        "fuzz": [{"id": "t1", **obs()}],
+    }
+    head = {
+        "tree": TREE,
+        "cases": [arm("m/a.py", "counter-nonnegative", HUNG), arm("m/w.py", None, HUNG, kind="witness")],
+        "fuzz": [{"id": "t1", **HUNG}],
+    }
+    cmp = review.compare(base, head)
+    assert not cmp["fixed"]  # a's counter holds on head, but head hangs
+    assert {i["case"]: "hangs" in i["newly"] for i in cmp["new"]} == {"a": True, "w": True}
+    assert {i["case"] for i in review.breaking(cmp)} == {"a", "w", "t1"}
+    status, first = review.outcome(cmp)
+    assert status == ExitStatus.FINDING
+    assert first.startswith("**Head breaks 3 thing(s) base did not, 3 of them a hang: the engine runs on and r0 never")
+    assert "num_stale_output_tokens 2" in first
+    text = review.summary_md(base, head, cmp, NO_CITES, 1.0, 0)
+    assert text.splitlines()[0] == first
+    assert "the tree hangs where the model predicts no hang" in text and "same as the model" not in text
+    assert "| ... of which head hangs (run on by itself, a request never runs again) | 2 | 1 |" in text
+    # the model predicting that very hang: both hang, nothing breaks, and it reads as the model's
+    predicted = obs("hang", {"stale-drains": 4, "bounded-progress": 6}, stuck=[STALE], model=[STALE[:2]])
+    both = {"tree": TREE, "cases": [arm("m/u.py", "stale-drains", predicted)], "fuzz": []}
+    again = review.compare(both, both)
+    assert [i["case"] for i in again["still"]] == ["u"] and not review.breaking(again)
+    assert again["still"][0]["head_differs"] == "same as the model"
 
 
 def test_crash_to_silent_is_breaking_and_said_first():
