@@ -16,6 +16,7 @@ import pytest
 from spec.errors import ExitStatus
 from targets.campaign import Campaign
 from targets.campaign_run import LocalPool
+from tests.test_bad_inputs import default_sigint
 from vllm_contract.commands.fuzz import execute
 
 pytestmark = pytest.mark.vllm
@@ -142,6 +143,7 @@ def test_a_billion_traces_a_preset_say_so_at_once_and_ctrl_c_leaves_a_partial_re
         stderr=subprocess.PIPE,
         text=True,
         start_new_session=True,  # Ctrl-C as the terminal sends it, to this run alone
+        preexec_fn=default_sigint,  # a Ctrl-C reaches it even where the run inherited SIGINT ignored
     )
     try:
         header = run.stdout.readline()

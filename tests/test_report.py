@@ -20,6 +20,7 @@ import pytest
 from report import render
 from report.check import missing, render_text
 from report.mermaid import esc
+from tests.test_bad_inputs import default_sigint
 from vllm_contract.cli import main as cli
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -266,6 +267,7 @@ def test_no_renderer_process_outlives_a_stopped_report(how, prove_dir, tmp_path)
         stderr=subprocess.PIPE,
         text=True,
         start_new_session=True,  # its own group, as a shell's job is
+        preexec_fn=default_sigint,  # a Ctrl-C reaches it even where the run inherited SIGINT ignored
     )
     seen: dict[int, str] = {}
     try:
