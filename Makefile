@@ -95,11 +95,16 @@ check-generated: $(STAMP_BASE)
 	$(VC) prove --no-walks
 	$(VC) check-generated
 
-# ruff (lint and format) and the import layers of pyproject.toml
+# ruff (lint and format) and the import layers of pyproject.toml, read on the installed
+# layout (import-linter reads a package's files under its folder; the repository keeps
+# spec/, model/, ... beside vllm_contract/, installed as its subpackages): build/layout
+PACKAGE_DIRS := spec model codegen adapter targets report fixes bench kernels
 lint: $(STAMP_BASE)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	$(VENV)/bin/lint-imports --no-cache
+	@rm -rf build/layout && mkdir -p build/layout
+	@cp -r vllm_contract build/layout/ && for d in $(PACKAGE_DIRS); do cp -r $$d build/layout/vllm_contract/$$d; done
+	cd build/layout && ../../$(VENV)/bin/lint-imports --config ../../pyproject.toml --no-cache
 
 # what make test and make test-all check before pytest, side by side (make -j): installing
 # the kernels and vLLM, fetching the releases and the report's renderer mostly wait on

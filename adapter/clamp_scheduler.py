@@ -13,7 +13,7 @@ delivered, reserved, dropped), and a per-request count of dropped tokens in
 
 Load it the way EngineCore does (engine/core.py:161 ->
 SchedulerConfig.get_scheduler_cls, config/scheduler.py:228-253), with
-`SchedulerConfig(scheduler_cls="adapter.clamp_scheduler.ClampAsyncScheduler")` or the
+`SchedulerConfig(scheduler_cls="vllm_contract.adapter.clamp_scheduler.ClampAsyncScheduler")` or the
 class itself.
 """
 

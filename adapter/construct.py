@@ -39,9 +39,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from adapter import objects
-from adapter.current import load, tree
-from spec.config import Config
+from vllm_contract.adapter import objects
+from vllm_contract.adapter.current import load, tree
+from vllm_contract.spec.config import Config
 
 TINY_MODEL = Path(__file__).resolve().parent / "tiny_model"
 
@@ -59,8 +59,8 @@ MAX_TOKENS = 1 << 30  # SamplingParams.max_tokens: never the reason to stop
 
 # the scheduler classes this package defines, by the qualified name vLLM's
 # SchedulerConfig.get_scheduler_cls resolves (config/scheduler.py, engine/core.py)
-CLAMP_SCHEDULER_CLS = "adapter.clamp_scheduler.ClampAsyncScheduler"
-GUARD_SCHEDULER_CLS = "adapter.guard_scheduler.GuardAsyncScheduler"
+CLAMP_SCHEDULER_CLS = "vllm_contract.adapter.clamp_scheduler.ClampAsyncScheduler"
+GUARD_SCHEDULER_CLS = "vllm_contract.adapter.guard_scheduler.GuardAsyncScheduler"
 
 _VLLM_CONFIGS: dict[tuple, Any] = {}
 

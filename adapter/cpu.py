@@ -8,11 +8,11 @@ import dataclasses
 import os
 import tempfile
 
-from adapter import construct as factory
-from adapter import current as env
-from adapter import objects
-from spec.config import Config
-from spec.errors import TargetUnavailable
+from vllm_contract.adapter import construct as factory
+from vllm_contract.adapter import current as env
+from vllm_contract.adapter import objects
+from vllm_contract.spec.config import Config
+from vllm_contract.spec.errors import TargetUnavailable
 
 _SETUP = False
 _RUNNER_CONFIGS: dict = {}

@@ -20,11 +20,11 @@ import shlex
 from pathlib import Path
 from types import SimpleNamespace
 
-from adapter import internals
-from adapter import tree as vllm_tree
-from adapter.tree import Coherence, Tree
-from spec.config import Config
-from spec.errors import TargetUnavailable, TreeError
+from vllm_contract.adapter import internals
+from vllm_contract.adapter import tree as vllm_tree
+from vllm_contract.adapter.tree import Coherence, Tree
+from vllm_contract.spec.config import Config
+from vllm_contract.spec.errors import TargetUnavailable, TreeError
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -146,7 +146,7 @@ def _import(t: Tree) -> SimpleNamespace:
     try:
         # kernels.runtime first: it settles TRITON_INTERPRET, which Triton reads when a
         # module's @triton.jit runs; `import vllm.logger` already imports modules that do
-        from kernels import runtime  # noqa: F401 # isort: skip
+        from vllm_contract.kernels import runtime  # noqa: F401 # isort: skip
         import vllm.logger  # noqa: F401 - configures the "vllm" logger before the rest of vLLM
 
         logging.getLogger("vllm").setLevel(logging.ERROR)
@@ -258,7 +258,7 @@ def preflight(every_shape: bool = True, uses: tuple[str, ...] = (internals.SCHED
     have what the targets read; one line on success. Raises TreeError with one line per
     missing piece (cause and fix) otherwise. every_shape=False leaves out the shapes with
     draft tokens: a review counts the arms a tree cannot build as could-not-run instead."""
-    from adapter import construct, objects
+    from vllm_contract.adapter import construct, objects
 
     found = check_internals(uses)
     load()

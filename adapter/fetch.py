@@ -17,8 +17,8 @@ import sys
 import zipfile
 from pathlib import Path
 
-from adapter.tree import FETCHED, REPO, SOURCE_FILE, TREES_DIR
-from spec.errors import TreeError
+from vllm_contract.adapter.tree import FETCHED, REPO, SOURCE_FILE, TREES_DIR
+from vllm_contract.spec.errors import TreeError
 
 
 def fetch(version: str, trees_dir: Path = TREES_DIR) -> Path:

@@ -2,7 +2,7 @@
 
 One definition: fixes/step-reservation-guard/guard_scheduler.py, the file a vLLM user puts
 on sys.path. It is loaded from there by path (the folder's name is not a package name)
-and re-exported here, so that `scheduler_cls="adapter.guard_scheduler.GuardAsyncScheduler"`
+and re-exported here, so that `scheduler_cls="vllm_contract.adapter.guard_scheduler.GuardAsyncScheduler"`
 resolves through vLLM's own SchedulerConfig.get_scheduler_cls.
 """
 

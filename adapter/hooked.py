@@ -15,8 +15,7 @@ from __future__ import annotations
 
 from vllm.logger import init_logger
 from vllm.v1.core.sched.async_scheduler import AsyncScheduler
-
-from adapter import objects
+from vllm_contract.adapter import objects
 
 logger = init_logger(__name__)
 

@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
-from kernels import runtime  # noqa: F401 - settles TRITON_INTERPRET first
+from vllm_contract.kernels import runtime  # noqa: F401 - settles TRITON_INTERPRET first
 
 # isort: split
 import triton

@@ -18,9 +18,9 @@ from operator import attrgetter
 from pathlib import Path
 from typing import Any, Iterable
 
-from adapter import internals
-from spec.properties import BY_STATEMENT, statement_key
-from spec.vocabulary import Status
+from vllm_contract.adapter import internals
+from vllm_contract.spec.properties import BY_STATEMENT, statement_key
+from vllm_contract.spec.vocabulary import Status
 
 V2_VARIABLE = "VLLM_USE_V2_MODEL_RUNNER"
 
@@ -560,7 +560,7 @@ def plugins() -> list[str]:
 def code_record(scheduler) -> dict:
     """What code the scheduler runs: vLLM's version, the hashes of the files the model
     covers (adapter/released.py), plugins vLLM can load, scheduler methods from elsewhere."""
-    from adapter import released
+    from vllm_contract.adapter import released
 
     return {
         "version": vllm_version(),

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import contextlib
 
-from adapter import construct as factory
-from adapter import current as env
-from adapter import objects
-from adapter.cpu import NoMemoryProfiler, patched
-from spec.config import Config
-from spec.errors import TargetUnavailable
+from vllm_contract.adapter import construct as factory
+from vllm_contract.adapter import current as env
+from vllm_contract.adapter import objects
+from vllm_contract.adapter.cpu import NoMemoryProfiler, patched
+from vllm_contract.spec.config import Config
+from vllm_contract.spec.errors import TargetUnavailable
 
 SAMPLED_ID = factory.SAMPLED_ID  # what the stub forward pass predicts everywhere
 REJECTED_ID = 13  # a draft the target model does not predict: rejected

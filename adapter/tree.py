@@ -71,8 +71,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Iterable, Mapping
 
-from spec.errors import TreeError
-from spec.profiles import RELEASE_NAMES
+from vllm_contract.spec.errors import TreeError
+from vllm_contract.spec.profiles import RELEASE_NAMES
 
 REPO = Path(__file__).resolve().parent.parent
 TREES_DIR = REPO / ".vllm_trees"

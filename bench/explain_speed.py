@@ -41,7 +41,7 @@ RUNS = {  # label: (counters, the command's other arguments)
 def measure(counters: str, extra: list[str], jobs: int, out: Path) -> dict:
     """The command as an operator runs it: wall time, its answers (--json) and the
     seconds per configuration from its progress lines."""
-    from model.explain import BUDGET_S
+    from vllm_contract.model.explain import BUDGET_S
 
     started = time.perf_counter()
     done = subprocess.run(

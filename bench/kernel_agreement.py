@@ -16,16 +16,15 @@ from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
-
-from model.interpreter import flat
-from model.run import Run
-from targets.kernel import KernelTarget
+from vllm_contract.model.interpreter import flat
+from vllm_contract.model.run import Run
+from vllm_contract.targets.kernel import KernelTarget
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def cases():
-    from bench import generated_cases
+    from vllm_contract.bench import generated_cases
 
     return generated_cases()
 

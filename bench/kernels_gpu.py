@@ -28,15 +28,14 @@ from pathlib import Path
 # triton (it settles TRITON_INTERPRET before any @triton.jit).
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import kernels  # noqa: F401 - see above
+import vllm_contract.kernels  # noqa: F401 - see above
 
 # isort: split
 import torch
 import triton
 from rich.console import Console
 from rich.table import Table
-
-from kernels import discard, reference, runtime
+from vllm_contract.kernels import discard, reference, runtime
 
 GPU_SIZES = (1_000, 10_000, 100_000, 1_000_000)
 INTERPRETER_SIZES = (1, 1_000, 5_000)
@@ -116,7 +115,7 @@ def make_batch(rows: int, seed: int, device: torch.device) -> Batch:
 
 def load_vllm():
     """vLLM's launcher and bare kernel, or (None, reason)."""
-    from adapter import kernel as vllm_kernel
+    from vllm_contract.adapter import kernel as vllm_kernel
 
     try:
         module = vllm_kernel.load_input_batch()

@@ -28,15 +28,15 @@ import time
 from collections import deque
 from pathlib import Path
 
-from adapter import objects
+from vllm_contract.adapter import objects
 
 TARGET = 1.03
 
 
 def _scheduler(requests: int, monitor: bool, prompt: int):
     """vLLM's scheduler (the monitor's class, or vLLM's own) with N requests added."""
-    from adapter import construct as vllm_factory
-    from targets.monitor_scheduler import MONITOR_SCHEDULER_CLS
+    from vllm_contract.adapter import construct as vllm_factory
+    from vllm_contract.targets.monitor_scheduler import MONITOR_SCHEDULER_CLS
 
     cls = MONITOR_SCHEDULER_CLS if monitor else None
     sched = vllm_factory.scheduler_of(vllm_factory.Shape(requests, 16, 0, 0, 1, cls, v2=not objects.has_v1_runner()))
@@ -50,7 +50,7 @@ class Engine:
     """One scheduler stepped as EngineCore steps it (two steps in flight)."""
 
     def __init__(self, sched):
-        from adapter import construct as vllm_factory
+        from vllm_contract.adapter import construct as vllm_factory
 
         self.sched = sched
         self.V = vllm_factory.load()
@@ -154,7 +154,7 @@ def memory(requests: int, prompt: int, window: int) -> tuple[int, int, int]:
     """The monitor's bytes when its window is full, and after four times as many events."""
     import os
 
-    from targets.monitor import ENV_WINDOW
+    from vllm_contract.targets.monitor import ENV_WINDOW
 
     saved = os.environ.get(ENV_WINDOW)
     os.environ[ENV_WINDOW] = str(window)
@@ -193,7 +193,7 @@ def main(argv=None) -> int:
     if ns.small:
         ns.requests, ns.rounds, ns.steps, ns.warmup, ns.window = [8], 2, 5, 2, 64
 
-    from adapter import current as vllm_env
+    from vllm_contract.adapter import current as vllm_env
 
     vllm_env.select(ns.vllm)
     vllm_env.load()

@@ -30,12 +30,11 @@ from pathlib import Path
 import z3
 from rich.console import Console
 from rich.table import Table
-
-from model.bmc import Bmc, Goal, SolverUnknown
-from model.encoding import Encoding
-from model.induction import KInduction
-from spec.config import Config
-from spec.invariants import lemmas_for
+from vllm_contract.model.bmc import Bmc, Goal, SolverUnknown
+from vllm_contract.model.encoding import Encoding
+from vllm_contract.model.induction import KInduction
+from vllm_contract.spec.config import Config
+from vllm_contract.spec.invariants import lemmas_for
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -25,7 +25,7 @@ TARGET_SECONDS = 180.0  # all generated cases on the real-runner targets, 2 core
 
 
 def cases(small: bool = False):
-    from bench import generated_cases
+    from vllm_contract.bench import generated_cases
 
     found = generated_cases()
     return itertools.islice(found, 2) if small else found
@@ -43,12 +43,12 @@ def main(argv=None) -> int:
     ns = ap.parse_args(argv)
 
     started = time.perf_counter()
-    from adapter import current as vllm_env
+    from vllm_contract.adapter import current as vllm_env
 
     vllm_env.select(ns.vllm)
-    from spec.errors import TargetUnavailable
-    from targets.harness import replay_case
-    from targets.real_runner import RealRunnerTarget, preflight
+    from vllm_contract.spec.errors import TargetUnavailable
+    from vllm_contract.targets.harness import replay_case
+    from vllm_contract.targets.real_runner import RealRunnerTarget, preflight
 
     load = time.perf_counter()
     vllm_env.load()

@@ -33,10 +33,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from model.interpreter import flat, nested
-from model.run import Run
-from spec.config import Config
-from spec.vocabulary import Status
+from vllm_contract.model.interpreter import flat, nested
+from vllm_contract.model.run import Run
+from vllm_contract.spec.config import Config
+from vllm_contract.spec.vocabulary import Status
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -84,7 +84,7 @@ def observe(cfg: Config, init: dict, steps: list, target, where: str) -> list[Ob
     """Replay a trace on the model and the target together and collect Obs; stops at a
     fired assert, a target error, a step the model does not allow, or a state beyond the
     real runner's contract."""
-    from targets.real_runner import beyond_runner_contract
+    from vllm_contract.targets.real_runner import beyond_runner_contract
 
     run = Run(cfg, init, steps, until_disabled=True)
     target.reset(cfg, flat(run.init))
@@ -211,9 +211,9 @@ def _same(fed, predicted) -> bool:
 
 
 def _model_positions_agree(o: Obs) -> bool:
-    from spec.engine import pending_rejections
-    from spec.ops import INT_OPS
-    from spec.state import View
+    from vllm_contract.spec.engine import pending_rejections
+    from vllm_contract.spec.ops import INT_OPS
+    from vllm_contract.spec.state import View
 
     pend = pending_rejections(View(o.cfg, o.before), o.cfg, INT_OPS, o.r)
     return o.row["num_computed"] == o.before[("num_computed_tokens", o.r)] - pend
@@ -336,8 +336,8 @@ def conditions() -> tuple[Condition, ...]:
 
 def generated_traces():
     """Every generated case, arm of the loaded release, as (where, cfg, init, steps)."""
-    from adapter import current as vllm_env
-    from bench import generated_cases
+    from vllm_contract.adapter import current as vllm_env
+    from vllm_contract.bench import generated_cases
 
     profile = vllm_env.tree().profile
     for path, case in generated_cases():
@@ -351,10 +351,10 @@ def generated_traces():
 
 
 def fuzz_traces(names, cases: int, seed: int = 0, length: int = 40):
-    from adapter import current as vllm_env
-    from model.sampler import random_trace
-    from targets.fuzz import draw_for
-    from targets.fuzz_presets import PRESETS
+    from vllm_contract.adapter import current as vllm_env
+    from vllm_contract.model.sampler import random_trace
+    from vllm_contract.targets.fuzz import draw_for
+    from vllm_contract.targets.fuzz_presets import PRESETS
 
     profile = vllm_env.tree().profile
     draw = draw_for("real")
@@ -368,7 +368,7 @@ def fuzz_traces(names, cases: int, seed: int = 0, length: int = 40):
 
 def measure(traces, target, conds=None) -> dict[str, Any]:
     """Check every condition on every observation; returns counts and first failures."""
-    from spec.errors import TargetUnavailable
+    from vllm_contract.spec.errors import TargetUnavailable
 
     conds = conds or conditions()
     held, failed, first = Counter(), Counter(), {}
@@ -432,8 +432,8 @@ def _brief(seen: dict) -> str:
 
 
 def main(argv=None) -> int:
-    from adapter import current as vllm_env
-    from targets.fuzz_presets import PRESETS
+    from vllm_contract.adapter import current as vllm_env
+    from vllm_contract.targets.fuzz_presets import PRESETS
 
     ap = argparse.ArgumentParser(
         prog="vllm-contract bench runner-measure",
@@ -453,7 +453,7 @@ def main(argv=None) -> int:
     if ns.small:
         ns.cases, ns.config = min(ns.cases, 1), ns.config or [next(iter(PRESETS))]
     vllm_env.select(ns.vllm)
-    from targets.real_runner import RealRunnerTarget
+    from vllm_contract.targets.real_runner import RealRunnerTarget
 
     target = RealRunnerTarget()
     print(f"{vllm_env.describe()}")

@@ -33,12 +33,11 @@ from pathlib import Path
 import z3
 from rich.console import Console
 from rich.table import Table
-
-from model.bmc import Bmc, Goal
-from model.encoding import Encoding
-from model.interpreter import Interpreter
-from model.trace import confirm
-from spec.config import Config
+from vllm_contract.model.bmc import Bmc, Goal
+from vllm_contract.model.encoding import Encoding
+from vllm_contract.model.interpreter import Interpreter
+from vllm_contract.model.trace import confirm
+from vllm_contract.spec.config import Config
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -188,7 +187,7 @@ def main(argv=None) -> int:
     ns = ap.parse_args(argv)
     if ns.small:
         ns.limit, ns.max_depth = min(ns.limit, 5.0), min(ns.max_depth, 12)
-    from spec.matrix import by_name
+    from vllm_contract.spec.matrix import by_name
 
     def log(text: str) -> None:
         print(text, file=sys.stderr, flush=True)

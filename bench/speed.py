@@ -35,8 +35,7 @@ from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
-
-from model.results import without_timings
+from vllm_contract.model.results import without_timings
 
 ROOT = Path(__file__).resolve().parent.parent
 PY = sys.executable
@@ -80,8 +79,8 @@ def cold_and_warm(configs: list[str] | None = None) -> dict:
 
 
 def _walk_first(cfg, prop: str, seed: int, limit: float) -> float | None:
-    from model.check import concrete_instances
-    from model.probe import Walker
+    from vllm_contract.model.check import concrete_instances
+    from vllm_contract.model.probe import Walker
 
     started = time.perf_counter()
     walker = Walker(concrete_instances(cfg)[0], prop, seed)
@@ -95,9 +94,9 @@ def first_counterexamples(seeds: int, limit: float, configs: list[str] | None = 
     """Each violated case: make prove's first counterexample against a plain walk. A
     property no walk can see (bounded-progress: model/probe.py walkable) is the BMC's
     alone: timed, and kept out of the comparison."""
-    from model.check import MAX_DEPTH, TIMEOUT_S, search_violation
-    from model.probe import walkable
-    from spec.matrix import by_name
+    from vllm_contract.model.check import MAX_DEPTH, TIMEOUT_S, search_violation
+    from vllm_contract.model.probe import walkable
+    from vllm_contract.spec.matrix import by_name
 
     rows = []
     for cfg in by_name(configs):

@@ -14,13 +14,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from model import hang
-from model.interpreter import nested
-from model.run import Played, Run
-from spec.config import Config
-from spec.profiles import PROFILES, RELEASES
-from spec.properties import PROPERTIES, properties_for
-from spec.verdicts import Reaction
+from vllm_contract.model import hang
+from vllm_contract.model.interpreter import nested
+from vllm_contract.model.run import Played, Run
+from vllm_contract.spec.config import Config
+from vllm_contract.spec.profiles import PROFILES, RELEASES
+from vllm_contract.spec.properties import PROPERTIES, properties_for
+from vllm_contract.spec.verdicts import Reaction
 
 
 @dataclass(frozen=True)

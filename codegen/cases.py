@@ -12,15 +12,15 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from codegen.case import Case, Expect, arms_for, predict
-from model import hang
-from model.interpreter import Interpreter, args_for, flat, nested
-from model.itf import read
-from model.trace import Step, Trace, first_difference, replay
-from spec.config import Config
-from spec.errors import MalformedConfig, SpecError
-from spec.properties import PROPERTIES
-from spec.vocabulary import SHORT_LABELS, Status
+from vllm_contract.codegen.case import Case, Expect, arms_for, predict
+from vllm_contract.model import hang
+from vllm_contract.model.interpreter import Interpreter, args_for, flat, nested
+from vllm_contract.model.itf import read
+from vllm_contract.model.trace import Step, Trace, first_difference, replay
+from vllm_contract.spec.config import Config
+from vllm_contract.spec.errors import MalformedConfig, SpecError
+from vllm_contract.spec.properties import PROPERTIES
+from vllm_contract.spec.vocabulary import SHORT_LABELS, Status
 
 
 class CaseError(SpecError):
@@ -46,7 +46,7 @@ class CaseSource:
 def config_from_meta(meta: dict, override: str | None = None) -> Config:
     """The trace's configuration: named in --config, or carried in its #meta. The record
     is validated like a matrix entry (types included), so a malformed one is one line."""
-    from spec.matrix import MATRIX, by_name  # imported late: a malformed matrix is reported by the caller
+    from vllm_contract.spec.matrix import MATRIX, by_name  # imported late: a malformed matrix is reported by the caller
 
     if override:
         return by_name([override])[0]
@@ -348,10 +348,10 @@ def from_monitor(trace_path: Path | str) -> dict | None:
     property at its last step; it is then shrunk to the requests and steps that matter
     (model/shrink.py: the same property, the same assert, the same mechanisms). Returns
     the shrunk trace as an ITF document; None for a trace the monitor did not record."""
-    from model.bmc import mechanisms_of
-    from model.itf import to_itf
-    from model.shrink import violation
-    from model.trace import confirm, judge
+    from vllm_contract.model.bmc import mechanisms_of
+    from vllm_contract.model.itf import to_itf
+    from vllm_contract.model.shrink import violation
+    from vllm_contract.model.trace import confirm, judge
 
     meta, trace = read(trace_path)
     monitor = meta.get("monitor")
@@ -398,7 +398,7 @@ def from_monitor(trace_path: Path | str) -> dict | None:
 
 def describe_expect(exp: Expect, prop: str | None, label: str = "") -> list[str]:
     """The lines of one arm: vLLM's reaction, what is violated where, how far it runs."""
-    from spec.properties import ASSERTS
+    from vllm_contract.spec.properties import ASSERTS
 
     lines = []
     if exp.fired:

@@ -16,12 +16,12 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from codegen.case import arm_label
-from codegen.cases import CaseSource, runner_rule
-from codegen.render import cited, environment
-from model.run import Run
-from spec.config import Config
-from spec.properties import ASSERTS, PROPERTIES
+from vllm_contract.codegen.case import arm_label
+from vllm_contract.codegen.cases import CaseSource, runner_rule
+from vllm_contract.codegen.render import cited, environment
+from vllm_contract.model.run import Run
+from vllm_contract.spec.config import Config
+from vllm_contract.spec.properties import ASSERTS, PROPERTIES
 
 GUARD = "step-reservation"
 MAX_MODEL_LEN = 2048  # facebook/opt-125m's (the model vLLM's scheduler tests configure)
@@ -524,7 +524,7 @@ def case_names(prove_dir: Path) -> set[str]:
     """Every case name a prover result can give (generate's module names, from the trace
     files' names alone: nothing replayed), so a --case matching none of them is refused
     before the cases are built (a minute)."""
-    from codegen.cases import module_path
+    from vllm_contract.codegen.cases import module_path
 
     names = set()
     for path in (Path(prove_dir) / "traces").rglob("*.itf.json"):

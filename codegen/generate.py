@@ -48,10 +48,10 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from codegen.cases import USER_PREFIX, CaseError, CaseSource, build, from_monitor, user_case_name
-from codegen.render import environment, render
-from model.results import load_summary
-from spec.errors import SpecError
+from vllm_contract.codegen.cases import USER_PREFIX, CaseError, CaseSource, build, from_monitor, user_case_name
+from vllm_contract.codegen.render import environment, render
+from vllm_contract.model.results import load_summary
+from vllm_contract.spec.errors import SpecError
 
 ROOT = Path(__file__).resolve().parent.parent
 CASES = ROOT / "generated_tests" / "cases"
@@ -359,7 +359,7 @@ def adopt(
                 build(Path(tmp) / dest.name, None, user=True)  # refuses a bad trace before anything is copied
         elif config:
             build(path, config, user=True)
-            from spec.matrix import by_name
+            from vllm_contract.spec.matrix import by_name
 
             doc = json.loads(path.read_text())
             doc.setdefault("#meta", {})["config"] = by_name([config])[0].record()

@@ -6,11 +6,10 @@ import dataclasses
 from pathlib import Path
 
 import jinja2
-
-from codegen.case import TARGETS, Expect
-from codegen.cases import LEGEND, CaseSource, describe_expect
-from spec.citations import in_words
-from spec.properties import PROPERTIES
+from vllm_contract.codegen.case import TARGETS, Expect
+from vllm_contract.codegen.cases import LEGEND, CaseSource, describe_expect
+from vllm_contract.spec.citations import in_words
+from vllm_contract.spec.properties import PROPERTIES
 
 # the targets a module's replay line names: every one but those that also need vLLM's runner
 REPLAY_TARGETS = ",".join(t.name for t in TARGETS if not t.runner)
@@ -52,7 +51,7 @@ def environment() -> jinja2.Environment:
 
 def cited(prop_name: str, release: str) -> str:
     """Where vLLM implements a property, in a release: `scheduler.py:1634-1636, ...`."""
-    from spec import citations
+    from vllm_contract.spec import citations
 
     known = citations.load()
     refs = []

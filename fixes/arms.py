@@ -82,7 +82,7 @@ class ArmResult:
 def model_run(case, cfg) -> list[dict]:
     """The reference interpreter's state after each step of the case under cfg (the
     run ends where a step is disabled or an assert fires, as in the harness)."""
-    from model.run import Run
+    from vllm_contract.model.run import Run
 
     run = Run(cfg, case.init, case.steps, until_disabled=True)
     return [dict(run.initial)] + [dict(played.state) for played in run]
@@ -131,8 +131,8 @@ def _violated(case, expect) -> tuple:
 
 def _replay(case, label: str, overrides: dict, target) -> tuple[bool, str, object]:
     """Replay one arm against the model's prediction made now; (holds, why not, prediction)."""
-    from codegen.case import predict
-    from targets.harness import Divergence, replay_case
+    from vllm_contract.codegen.case import predict
+    from vllm_contract.targets.harness import Divergence, replay_case
 
     cfg = case.config_for(overrides)
     fresh = predict(case.property, cfg, case.init, case.steps)
@@ -179,7 +179,7 @@ def watch_drops(target) -> None:
 
 def native_guard_target():
     """The vLLM target on the loaded tree's plain AsyncScheduler, playing the +guard arms."""
-    from targets.vllm_target import VllmTarget
+    from vllm_contract.targets.vllm_target import VllmTarget
 
     class NativeGuardTarget(VllmTarget):
         """The tree's own AsyncScheduler plays the step-reservation guard's arms: a tree
@@ -197,7 +197,7 @@ def native_guard_target():
 
 
 def check_guard(cases, target, profile: str) -> list[ArmResult]:
-    from codegen.case import predict
+    from vllm_contract.codegen.case import predict
 
     results = []
     for case in cases:
@@ -231,11 +231,11 @@ def runner_target():
     here also plays `v2-rollback-history` with `release_skipped`: the loaded tree's
     runner and scheduler are taken to carry fixes/v2-recompute-rollback (on a tree
     without it, the control arms fail)."""
-    from spec.errors import TargetUnavailable
+    from vllm_contract.spec.errors import TargetUnavailable
 
     try:
-        from targets.real_runner import RealRunnerTarget
-        from targets.vllm_target import VllmTarget
+        from vllm_contract.targets.real_runner import RealRunnerTarget
+        from vllm_contract.targets.vllm_target import VllmTarget
     except ImportError as exc:
         raise TargetUnavailable(f"targets.real_runner is not available ({exc})") from exc
 
@@ -261,8 +261,8 @@ FIXED_LABEL = "+v2-rollback-history"
 
 
 def check_rollback(cases, target, profile: str) -> list[ArmResult]:
-    from codegen.case import predict
-    from spec.errors import TargetUnavailable
+    from vllm_contract.codegen.case import predict
+    from vllm_contract.spec.errors import TargetUnavailable
 
     results = []
     for case in cases:

@@ -28,7 +28,7 @@ import sys
 import time
 from pathlib import Path
 
-from fixes.trees import REPO, VARIANTS, build, patch_path, touched_files, tree_name
+from vllm_contract.fixes.trees import REPO, VARIANTS, build, patch_path, touched_files, tree_name
 
 CHECK_OF = {"step-reservation-guard": "guard", "v2-recompute-rollback": "rollback"}
 

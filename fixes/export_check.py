@@ -1,6 +1,6 @@
 """The exported tests (codegen/export.py) on vLLM's own code, in vLLM's own test tree.
 
-    python -m fixes.export_check RELEASE [--out bench/results/export]
+    python -m vllm_contract.fixes.export_check RELEASE [--out bench/results/export]
 
 The modules of build/export/<RELEASE>/ are copied into the release's sdist test tree
 (.vllm_trees/tests-<RELEASE>/tests/v1/core/, as `make vllm-tests` unpacks it) and run
@@ -36,9 +36,9 @@ import sys
 import tarfile
 from pathlib import Path
 
-from fixes import trees
-from fixes.trees import REPO, FixError
-from fixes.vllm_tests import fetch_sdist, parse_junit, run_suites, unpack_tests
+from vllm_contract.fixes import trees
+from vllm_contract.fixes.trees import REPO, FixError
+from vllm_contract.fixes.vllm_tests import fetch_sdist, parse_junit, run_suites, unpack_tests
 
 EXPORT_DIR = REPO / "build" / "export"
 OUT_DIR = REPO / "bench" / "results" / "export"

@@ -26,8 +26,8 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from spec.errors import BadInput, TreeError
-from spec.profiles import RELEASE_NAMES
+from vllm_contract.spec.errors import BadInput, TreeError
+from vllm_contract.spec.profiles import RELEASE_NAMES
 
 REPO = Path(__file__).resolve().parent.parent
 FIXES_DIR = REPO / "fixes"
@@ -105,7 +105,7 @@ def patch_path(fix: str, release: str) -> Path:
 
 def release_root(release: str) -> Path:
     """The folder holding the release's `vllm/` package (the vLLM target's tree)."""
-    from adapter import tree as vllm_tree
+    from vllm_contract.adapter import tree as vllm_tree
 
     try:
         return vllm_tree.resolve(release).root

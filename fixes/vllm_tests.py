@@ -1,6 +1,6 @@
 """vLLM's own scheduler tests, from the release's sdist, on a patched and an unpatched tree.
 
-    python -m fixes.vllm_tests FIX RELEASE [--variant NAME] [-k EXPR]
+    python -m vllm_contract.fixes.vllm_tests FIX RELEASE [--variant NAME] [-k EXPR]
 
 1. The sdist (requirements/vllm-sdist-<release>.txt, hash-pinned) is downloaded once
    with pip into .vllm_trees/sdist/ (pip prepares its metadata: build dependencies from
@@ -37,7 +37,7 @@ import xml.etree.ElementTree as ET
 from collections import Counter
 from pathlib import Path
 
-from fixes.trees import REPO, TREES_DIR, FixError
+from vllm_contract.fixes.trees import REPO, TREES_DIR, FixError
 
 SDIST_DIR = TREES_DIR / "sdist"
 BUILD_DEPS = SDIST_DIR / "build-deps"

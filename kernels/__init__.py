@@ -11,8 +11,8 @@ Import order matters: TRITON_INTERPRET is read when @triton.jit decorates, so ru
 is imported here before anything that defines a kernel.
 """
 
-from kernels import runtime  # must precede every kernel module
-from kernels.discard import (
+from vllm_contract.kernels import runtime  # must precede every kernel module
+from vllm_contract.kernels.discard import (
     LAUNCHERS,
     get_num_sampled_and_rejected_live,
     get_num_sampled_and_rejected_snapshot,

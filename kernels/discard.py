@@ -21,7 +21,7 @@ rows with vector loads, and num_sampled is only rewritten where it changes.
 
 from __future__ import annotations
 
-from kernels import runtime  # settles TRITON_INTERPRET before @triton.jit
+from vllm_contract.kernels import runtime  # settles TRITON_INTERPRET before @triton.jit
 
 # isort: split
 import torch

@@ -7,7 +7,7 @@ spent, and shows the decision in Triton's IR: it must be one signed comparison,
 `arith.cmpi slt`, the operation kernels/proof.py reasons about.
 
 Run it where the interpreter is off (kernels decorated by the interpreter cannot be
-compiled):    TRITON_INTERPRET=0 .venv/bin/python -m kernels.lowering [--arch 90]
+compiled):    TRITON_INTERPRET=0 .venv/bin/python -m vllm_contract.kernels.lowering [--arch 90]
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import argparse
 import re
 import sys
 
-from kernels import discard, runtime
+from vllm_contract.kernels import discard, runtime
 
 # the decision's SSA value is named after the kernel's `prefilling` variable
 DECISION = re.compile(r"%prefilling(?:_\d+)? = arith\.cmpi (\w+), %(\w+?)(?:_\d+)?, %(\w+?)(?:_\d+)? :")

@@ -34,9 +34,8 @@ import textwrap
 from dataclasses import dataclass, field
 
 import z3
-
-from kernels import discard
-from kernels.reference import wrap_to
+from vllm_contract.kernels import discard
+from vllm_contract.kernels.reference import wrap_to
 
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
 WIDE = 64  # bits that hold any g + n of int32 operands exactly
@@ -206,8 +205,7 @@ def _values(model, **terms) -> dict[str, int]:
 def replay_on_kernel(variant: str, g: int, n: int, threshold: int) -> bool:
     """Run the real kernel on one row: seq_len = int32(g + n), slot 0 holds threshold."""
     import torch
-
-    from kernels import runtime
+    from vllm_contract.kernels import runtime
 
     device = runtime.DEVICE
     seq_lens = wrap_to(torch.tensor([g + n], dtype=torch.int64), torch.int32).to(device)

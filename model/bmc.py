@@ -15,17 +15,16 @@ from dataclasses import dataclass
 from typing import Callable
 
 import z3
-
-from model import solvers
-from model.encoding import Encoding
-from model.trace import Step, Trace
-from model.z3ops import Z3_OPS
-from spec.catalog import BY_NAME, INIT
-from spec.deliver import failure_sharers
-from spec.events import ArgView
-from spec.properties import PROPERTIES, reported_by
-from spec.state import View
-from spec.vocabulary import Status
+from vllm_contract.model import solvers
+from vllm_contract.model.encoding import Encoding
+from vllm_contract.model.trace import Step, Trace
+from vllm_contract.model.z3ops import Z3_OPS
+from vllm_contract.spec.catalog import BY_NAME, INIT
+from vllm_contract.spec.deliver import failure_sharers
+from vllm_contract.spec.events import ArgView
+from vllm_contract.spec.properties import PROPERTIES, reported_by
+from vllm_contract.spec.state import View
+from vllm_contract.spec.vocabulary import Status
 
 
 class SolverUnknown(RuntimeError):
@@ -38,7 +37,7 @@ class SolverTimeout(SolverUnknown):
 
     def __init__(self, query: str, limit_s: float, config: str = ""):
         self.query, self.limit_s, self.config = query, limit_s, config
-        again = f"python -m model.prove {config} --timeout {max(2 * limit_s, 1):g}".replace("  ", " ")
+        again = f"python -m vllm_contract.model.prove {config} --timeout {max(2 * limit_s, 1):g}".replace("  ", " ")
         super().__init__(
             f"solver timeout: {query} ran past the {limit_s:g} s limit per query; "
             f"raise it with --timeout SECONDS (e.g. {again})"
@@ -81,7 +80,7 @@ class Goal:
     def violation(prop: str) -> "Goal":
         kind = PROPERTIES[prop].kind
         if kind == "progress":
-            from model import progress  # it builds on this module
+            from vllm_contract.model import progress  # it builds on this module
 
             return Goal(prop, kind, progress.goal)
         return Goal(prop, kind)

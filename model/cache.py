@@ -28,7 +28,7 @@ import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
-from model.results import StaleSummary, VerdictRow, sources_key
+from vllm_contract.model.results import StaleSummary, VerdictRow, sources_key
 
 FORMAT = 1
 MATRIX_FILE = "spec/matrix.py"
@@ -65,8 +65,7 @@ class ProverCache:
 
     def __init__(self, folder: Path, max_depth: int, timeout_s: float, contract: str | None = None, read: bool = True):
         import z3
-
-        from spec.invariants import lemmas_for
+        from vllm_contract.spec.invariants import lemmas_for
 
         self.folder = Path(folder)
         self.read = read
@@ -94,7 +93,7 @@ class ProverCache:
 
     def get(self, cfg):
         """The cached report of `cfg`, or None (absent, damaged, or of another key)."""
-        from model.check import ConfigReport
+        from vllm_contract.model.check import ConfigReport
 
         path = self._path(cfg)
         if not self.read or not path.exists():

@@ -16,25 +16,24 @@ import time
 from dataclasses import dataclass
 
 import z3
-
-from model.bmc import Bmc, Goal, SolverUnknown, classify_unknown
-from model.encoding import Encoding
-from model.induction import KInduction
-from model.interpreter import Interpreter
-from model.itf import text as itf_text
-from model.itf import to_itf
-from model.probe import Race, walkable
-from model.progress import prove as prove_progress
-from model.results import VerdictRow
-from model.trace import Trace, confirm
-from model.witness import admitted_by_encoding, policy_run
-from spec.config import Config
-from spec.invariants import lemmas_for
-from spec.ops import Ops
-from spec.properties import PROPERTIES
-from spec.state import View
-from spec.verdicts import BOUNDED, PROVED, UNKNOWN, VIOLATED, Kind, Verdict
-from spec.verdicts import frontier as frontier_verdict
+from vllm_contract.model.bmc import Bmc, Goal, SolverUnknown, classify_unknown
+from vllm_contract.model.encoding import Encoding
+from vllm_contract.model.induction import KInduction
+from vllm_contract.model.interpreter import Interpreter
+from vllm_contract.model.itf import text as itf_text
+from vllm_contract.model.itf import to_itf
+from vllm_contract.model.probe import Race, walkable
+from vllm_contract.model.progress import prove as prove_progress
+from vllm_contract.model.results import VerdictRow
+from vllm_contract.model.trace import Trace, confirm
+from vllm_contract.model.witness import admitted_by_encoding, policy_run
+from vllm_contract.spec.config import Config
+from vllm_contract.spec.invariants import lemmas_for
+from vllm_contract.spec.ops import Ops
+from vllm_contract.spec.properties import PROPERTIES
+from vllm_contract.spec.state import View
+from vllm_contract.spec.verdicts import BOUNDED, PROVED, UNKNOWN, VIOLATED, Kind, Verdict
+from vllm_contract.spec.verdicts import frontier as frontier_verdict
 
 MAX_DEPTH = 12
 TIMEOUT_S = 60.0  # per solver query; `make prove --timeout SECONDS` changes it

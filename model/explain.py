@@ -26,20 +26,19 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 import z3
-
-from model.bmc import Bmc, Goal, SolverUnknown
-from model.check import concrete_instances
-from model.encoding import Encoding
-from model.induction import KInduction
-from model.interpreter import Interpreter
-from model.trace import Trace, confirm
-from model.z3ops import Z3Ops
-from spec.config import Config
-from spec.invariants import lemmas_for
-from spec.ops import INT_OPS
-from spec.properties import PROPERTIES, properties_for
-from spec.verdicts import Fired
-from spec.vocabulary import Status
+from vllm_contract.model.bmc import Bmc, Goal, SolverUnknown
+from vllm_contract.model.check import concrete_instances
+from vllm_contract.model.encoding import Encoding
+from vllm_contract.model.induction import KInduction
+from vllm_contract.model.interpreter import Interpreter
+from vllm_contract.model.trace import Trace, confirm
+from vllm_contract.model.z3ops import Z3Ops
+from vllm_contract.spec.config import Config
+from vllm_contract.spec.invariants import lemmas_for
+from vllm_contract.spec.ops import INT_OPS
+from vllm_contract.spec.properties import PROPERTIES, properties_for
+from vllm_contract.spec.verdicts import Fired
+from vllm_contract.spec.vocabulary import Status
 
 MAX_DEPTH = 12
 TIMEOUT_S = 20.0

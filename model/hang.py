@@ -14,13 +14,13 @@ from __future__ import annotations
 
 from typing import Mapping, Sequence
 
-from model.interpreter import Interpreter, State, args_for
-from spec.config import Config
-from spec.engine import has_requests, spec_k
-from spec.ops import INT_OPS, Ops
-from spec.properties import in_flight_sum
-from spec.state import View
-from spec.vocabulary import Status
+from vllm_contract.model.interpreter import Interpreter, State, args_for
+from vllm_contract.spec.config import Config
+from vllm_contract.spec.engine import has_requests, spec_k
+from vllm_contract.spec.ops import INT_OPS, Ops
+from vllm_contract.spec.properties import in_flight_sum
+from vllm_contract.spec.state import View
+from vllm_contract.spec.vocabulary import Status
 
 # why a request is stuck: a code (what cases record) -> (a short phrase, the sentence)
 WHY = {

@@ -17,11 +17,10 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 import z3
-
-from model import solvers
-from model.bmc import _value, classify_unknown
-from model.encoding import Encoding
-from spec.properties import PROPERTIES, reported_by
+from vllm_contract.model import solvers
+from vllm_contract.model.bmc import _value, classify_unknown
+from vllm_contract.model.encoding import Encoding
+from vllm_contract.spec.properties import PROPERTIES, reported_by
 
 Lemma = tuple[str, Callable]  # (name, (View, cfg, ops) -> condition)
 

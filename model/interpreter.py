@@ -9,12 +9,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from spec.catalog import BY_NAME, INIT, events_for
-from spec.config import Config
-from spec.errors import SpecError
-from spec.events import Event, apply
-from spec.ops import INT_OPS
-from spec.vocabulary import decls_for, keys_of
+from vllm_contract.spec.catalog import BY_NAME, INIT, events_for
+from vllm_contract.spec.config import Config
+from vllm_contract.spec.errors import SpecError
+from vllm_contract.spec.events import Event, apply
+from vllm_contract.spec.ops import INT_OPS
+from vllm_contract.spec.vocabulary import decls_for, keys_of
 
 State = dict  # key tuple -> int | bool
 
@@ -142,8 +142,8 @@ class Interpreter:
         )
 
     def state_properties(self, state: State) -> dict[str, bool]:
-        from spec.properties import PROPERTIES
-        from spec.state import View
+        from vllm_contract.spec.properties import PROPERTIES
+        from vllm_contract.spec.state import View
 
         view = View(self.cfg, state)
         return {

@@ -21,10 +21,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from model.interpreter import flat, nested
-from model.trace import Step, Trace
-from spec.errors import SpecError
-from spec.user_input import MIB, loads, read_text, whole_number
+from vllm_contract.model.interpreter import flat, nested
+from vllm_contract.model.trace import Step, Trace
+from vllm_contract.spec.errors import SpecError
+from vllm_contract.spec.user_input import MIB, loads, read_text, whole_number
 
 SAFE = 2**53 - 1
 KINDS = ("violation", "witness", "divergence")  # what a trace shows (#meta kind)
@@ -144,9 +144,9 @@ MAX_BYTES = 32 * MIB
 def value_sorts() -> dict[str, type]:
     """The sort (int or bool) of every event argument and state variable by name, from
     their declarations: each name has one sort in every configuration."""
-    from spec.catalog import INIT, events_for
-    from spec.matrix import MATRIX
-    from spec.vocabulary import DECLS
+    from vllm_contract.spec.catalog import INIT, events_for
+    from vllm_contract.spec.matrix import MATRIX
+    from vllm_contract.spec.vocabulary import DECLS
 
     sorts: dict[str, set] = {d.name: {d.sort} for d in DECLS}
     for cfg in MATRIX:

@@ -34,14 +34,14 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from model.interpreter import Disabled, Interpreter, StepResult, args_for, flat
-from model.sampler import WEIGHTS, Limits, propose, random_init
-from model.trace import Step, Trace, confirm
-from spec.catalog import INIT
-from spec.config import Config
-from spec.ops import INT_OPS
-from spec.properties import PROPERTIES, reported_by
-from spec.state import View
+from vllm_contract.model.interpreter import Disabled, Interpreter, StepResult, args_for, flat
+from vllm_contract.model.sampler import WEIGHTS, Limits, propose, random_init
+from vllm_contract.model.trace import Step, Trace, confirm
+from vllm_contract.spec.catalog import INIT
+from vllm_contract.spec.config import Config
+from vllm_contract.spec.ops import INT_OPS
+from vllm_contract.spec.properties import PROPERTIES, reported_by
+from vllm_contract.spec.state import View
 
 LENGTH = 24  # steps per walk: twice the matrix's search depth (model/check.py MAX_DEPTH)
 SECONDS = 0.05  # default budget of probe(): what a probe in front of the BMC may cost

@@ -29,13 +29,12 @@ from dataclasses import dataclass
 from typing import Callable
 
 import z3
-
-from model import hang, solvers
-from model.bmc import _value, classify_unknown
-from model.encoding import Encoding, _as_bool
-from model.z3ops import Z3_OPS, _lift
-from spec.catalog import BY_NAME
-from spec.state import View
+from vllm_contract.model import hang, solvers
+from vllm_contract.model.bmc import _value, classify_unknown
+from vllm_contract.model.encoding import Encoding, _as_bool
+from vllm_contract.model.z3ops import Z3_OPS, _lift
+from vllm_contract.spec.catalog import BY_NAME
+from vllm_contract.spec.state import View
 
 ENGINE = ("schedule", "deliver")
 # what the others of an abstract rest do in the step a query checks is enabled: they keep

@@ -15,12 +15,12 @@ import sys
 from dataclasses import dataclass, field
 from typing import Callable
 
-from model.bmc import SolverInterrupted
-from model.cache import ProverCache
-from model.check import MAX_DEPTH, TIMEOUT_S, ConfigReport, check_config
-from model.results import VerdictRow, sources_key
-from model.workers import run_isolated, sigint_seen, watch_sigint
-from spec.errors import SpecError
+from vllm_contract.model.bmc import SolverInterrupted
+from vllm_contract.model.cache import ProverCache
+from vllm_contract.model.check import MAX_DEPTH, TIMEOUT_S, ConfigReport, check_config
+from vllm_contract.model.results import VerdictRow, sources_key
+from vllm_contract.model.workers import run_isolated, sigint_seen, watch_sigint
+from vllm_contract.spec.errors import SpecError
 
 
 def import_matrix():
@@ -28,7 +28,7 @@ def import_matrix():
     or a missing argument fails while the module is imported, before any validation,
     as a TypeError; say where it is and what the fields are."""
     try:
-        import spec.matrix as matrix
+        import vllm_contract.spec.matrix as matrix
     except TypeError as exc:
         tb, line = exc.__traceback__, None
         while tb is not None:  # the entry's line: where the module body made the call
@@ -38,7 +38,7 @@ def import_matrix():
             tb = tb.tb_next
         from dataclasses import fields
 
-        from spec.config import Config
+        from vllm_contract.spec.config import Config
 
         names = ", ".join(f.name for f in fields(Config))
         where = f"spec/matrix.py line {line}" if line else "spec/matrix.py"
@@ -131,7 +131,11 @@ def run_matrix(
 
     if heavy_first:
         reports = run_isolated(
-            worker_check, [(cfg, max_depth, timeout_s, walks) for cfg in heavy_first], jobs, ["model.check"], done
+            worker_check,
+            [(cfg, max_depth, timeout_s, walks) for cfg in heavy_first],
+            jobs,
+            ["vllm_contract.model.check"],
+            done,
         )
         by_name.update({cfg.name: report for cfg, report in zip(heavy_first, reports)})
     ordered = [by_name[c.name] for c in configs]

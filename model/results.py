@@ -14,8 +14,8 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from spec.errors import BadInput
-from spec.verdicts import Fired, Kind, Verdict
+from vllm_contract.spec.errors import BadInput
+from vllm_contract.spec.verdicts import Fired, Kind, Verdict
 
 ROOT = Path(__file__).resolve().parent.parent
 # what a verdict is computed from: the contract, the matrix and the prover

@@ -18,8 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterable, Iterator, Mapping
 
-from model.interpreter import Disabled, Interpreter, State, StepResult, args_for, nested
-from spec.config import Config
+from vllm_contract.model.interpreter import Disabled, Interpreter, State, StepResult, args_for, nested
+from vllm_contract.spec.config import Config
 
 
 def is_named(values: Mapping) -> bool:

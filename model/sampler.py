@@ -19,10 +19,10 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
-from model.interpreter import Disabled, Interpreter, args_for
-from spec.config import Config
-from spec.engine import shares_prefix
-from spec.vocabulary import Status
+from vllm_contract.model.interpreter import Disabled, Interpreter, args_for
+from vllm_contract.spec.config import Config
+from vllm_contract.spec.engine import shares_prefix
+from vllm_contract.spec.vocabulary import Status
 
 
 @dataclass

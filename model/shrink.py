@@ -12,12 +12,12 @@ from __future__ import annotations
 
 from typing import Callable
 
-from model.interpreter import Disabled, Interpreter, args_for, nested
-from model.trace import Step
-from spec.catalog import BY_NAME
-from spec.config import Config
-from spec.errors import SpecError
-from spec.properties import PROPERTIES
+from vllm_contract.model.interpreter import Disabled, Interpreter, args_for, nested
+from vllm_contract.model.trace import Step
+from vllm_contract.spec.catalog import BY_NAME
+from vllm_contract.spec.config import Config
+from vllm_contract.spec.errors import SpecError
+from vllm_contract.spec.properties import PROPERTIES
 
 # the value of each pick that adds nothing: no stop, no KV failure, no fault, no accepted draft
 NEUTRAL = {
@@ -117,7 +117,7 @@ def replayed(cfg: Config, init: dict, steps: list) -> tuple | None:
 def shows(cfg: Config, init: dict, steps: list, prop: str) -> tuple | None:
     """What the trace shows at its last step: (the assert that fires, the mechanisms it
     went through) when `prop` is violated there, else None."""
-    from model.bmc import mechanisms_of
+    from vllm_contract.model.bmc import mechanisms_of
 
     if not steps:
         return None

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from model import hang
-from model.interpreter import Disabled, Interpreter, State, args_for, flat, nested
-from model.run import Run
-from spec.errors import SpecError
-from spec.properties import PROPERTIES, properties_for
-from spec.verdicts import Fired
+from vllm_contract.model import hang
+from vllm_contract.model.interpreter import Disabled, Interpreter, State, args_for, flat, nested
+from vllm_contract.model.run import Run
+from vllm_contract.spec.errors import SpecError
+from vllm_contract.spec.properties import PROPERTIES, properties_for
+from vllm_contract.spec.verdicts import Fired
 
 
 class ReplayMismatch(AssertionError):

@@ -13,16 +13,15 @@ fallback for a configuration the policy does not get through.
 from __future__ import annotations
 
 import z3
-
-from model import solvers
-from model.bmc import SolverUnknown, _value
-from model.encoding import Encoding
-from model.interpreter import Interpreter, State, args_for, nested
-from model.trace import Step, Trace
-from spec.catalog import INIT
-from spec.ops import INT_OPS
-from spec.state import View
-from spec.vocabulary import Status
+from vllm_contract.model import solvers
+from vllm_contract.model.bmc import SolverUnknown, _value
+from vllm_contract.model.encoding import Encoding
+from vllm_contract.model.interpreter import Interpreter, State, args_for, nested
+from vllm_contract.model.trace import Step, Trace
+from vllm_contract.spec.catalog import INIT
+from vllm_contract.spec.ops import INT_OPS
+from vllm_contract.spec.state import View
+from vllm_contract.spec.vocabulary import Status
 
 POLICY_STEPS = 60
 

@@ -39,12 +39,12 @@ def _worker_start() -> None:
     die_with_parent()
 
 
-def isolated_pool(jobs: int, preload: Iterable[str] = ("model.check",)) -> ProcessPoolExecutor:
+def isolated_pool(jobs: int, preload: Iterable[str] = ("vllm_contract.model.check",)) -> ProcessPoolExecutor:
     """A pool whose every task runs in a fresh process forked from a preloaded server.
     The server is made to die with this process too (model/forkserver_guard.py is
     preloaded first: importing it sets the server's death signal)."""
     context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(["model.forkserver_guard", *preload])
+    context.set_forkserver_preload(["vllm_contract.model.forkserver_guard", *preload])
     return ProcessPoolExecutor(
         max_workers=max(jobs, 1), mp_context=context, max_tasks_per_child=1, initializer=_worker_start
     )

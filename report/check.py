@@ -136,7 +136,7 @@ def _group(pid: int) -> int:
 
 
 def _die_with_parent() -> None:
-    from model.workers import die_with_parent
+    from vllm_contract.model.workers import die_with_parent
 
     die_with_parent(signal.SIGTERM)
 

@@ -15,15 +15,15 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from model.interpreter import Disabled, Interpreter, args_for, nested
-from model.itf import read
-from model.results import VerdictRow
-from model.trace import Trace, left_stuck, replay
-from spec.config import Config
-from spec.errors import SpecError
-from spec.matrix import MATRIX
-from spec.profiles import release_order
-from spec.verdicts import Fired, Kind
+from vllm_contract.model.interpreter import Disabled, Interpreter, args_for, nested
+from vllm_contract.model.itf import read
+from vllm_contract.model.results import VerdictRow
+from vllm_contract.model.trace import Trace, left_stuck, replay
+from vllm_contract.spec.config import Config
+from vllm_contract.spec.errors import SpecError
+from vllm_contract.spec.matrix import MATRIX
+from vllm_contract.spec.profiles import release_order
+from vllm_contract.spec.verdicts import Fired, Kind
 
 ROOT = Path(__file__).resolve().parent.parent
 CASES = ROOT / "generated_tests" / "cases"
@@ -167,9 +167,9 @@ def exported_tests(cxs: list[Counterexample], modules: dict[tuple, Module], prov
     writes for the page's release, or None; why not, or None; the other releases it is
     exported for)}. A module generated once for a trace found on several releases is
     exported from the oldest release's trace, as `make export` does."""
-    from codegen.cases import CaseSource, sentence
-    from codegen.export import control_for, export, exportable, healthy_of
-    from spec.profiles import RELEASES
+    from vllm_contract.codegen.cases import CaseSource, sentence
+    from vllm_contract.codegen.export import control_for, export, exportable, healthy_of
+    from vllm_contract.spec.profiles import RELEASES
 
     releases = [p.release for p in RELEASES]
 

@@ -13,10 +13,10 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from codegen.cases import module_path
-from model.results import VerdictRow
-from spec.profiles import RELEASES
-from spec.verdicts import Fired, Kind, Reaction
+from vllm_contract.codegen.cases import module_path
+from vllm_contract.model.results import VerdictRow
+from vllm_contract.spec.profiles import RELEASES
+from vllm_contract.spec.verdicts import Fired, Kind, Reaction
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -88,9 +88,9 @@ def table(summary: dict, a: str, b: str) -> tuple[list[tuple], list[tuple]]:
 def _missing(scenario: str, prop: str, release: str) -> str:
     """Why a release has no verdict for a property: it does not apply there (an assert
     the release does not have), or the matrix does not check it."""
-    from spec.matrix import MATRIX
-    from spec.profiles import release_profile
-    from spec.properties import PROPERTIES
+    from vllm_contract.spec.matrix import MATRIX
+    from vllm_contract.spec.profiles import release_profile
+    from vllm_contract.spec.properties import PROPERTIES
 
     for cfg in MATRIX:
         if cfg.name == f"{scenario}@{release}" and not PROPERTIES[prop].applies(cfg):
@@ -104,7 +104,7 @@ def _missing(scenario: str, prop: str, release: str) -> str:
 
 def _on_v2_note(scenario: str, release: str) -> str:
     """' (on V2)' where a V1 scenario runs on V2 because the release has no V1 runner."""
-    from spec.matrix import MATRIX
+    from vllm_contract.spec.matrix import MATRIX
 
     for cfg in MATRIX:
         if cfg.name == f"{scenario}@{release}":

@@ -16,13 +16,13 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from model.explain import ALIASES, BUDGET_S, COUNTERS, Answer, accepted_names, explain_config
-from spec.config import FAULTS
-from spec.errors import BadInput, SpecError
-from spec.profiles import release_order
-from spec.user_input import MIB, loads, whole_number
-from spec.verdicts import Fired, Reaction
-from spec.vocabulary import Status
+from vllm_contract.model.explain import ALIASES, BUDGET_S, COUNTERS, Answer, accepted_names, explain_config
+from vllm_contract.spec.config import FAULTS
+from vllm_contract.spec.errors import BadInput, SpecError
+from vllm_contract.spec.profiles import release_order
+from vllm_contract.spec.user_input import MIB, loads, whole_number
+from vllm_contract.spec.verdicts import Fired, Reaction
+from vllm_contract.spec.vocabulary import Status
 
 COULD_NOT_RUN = "could not run"
 MAX_COUNTER = 2**63 - 1  # a counter beyond a 64-bit integer is not a count a request reaches
@@ -196,7 +196,7 @@ class Scope:
 
 def installed_release() -> tuple[str, str] | None:
     """The modelled release nearest the vLLM installed here, and why; None when no vLLM is."""
-    from adapter.tree import installed_version, nearest_release
+    from vllm_contract.adapter.tree import installed_version, nearest_release
 
     version = installed_version()
     return None if version is None else nearest_release(version)
@@ -206,7 +206,7 @@ def scope(matrix: list, named: list | None, releases: list[str] | None, every_re
     """--all-releases: the whole matrix (or the named configurations); --release R: R's;
     else the configurations named with --configs as they are; else the installed vLLM's
     release (its nearest modelled one). Never a silent default."""
-    from spec.profiles import RELEASE_NAMES
+    from vllm_contract.spec.profiles import RELEASE_NAMES
 
     others = f"another release: --release X.Y.Z ({', '.join(RELEASE_NAMES)}); every release: --all-releases"
     if every_release and releases:
@@ -240,7 +240,7 @@ def group_of(cfg) -> str:
 
 
 def group_order(label: str) -> tuple:
-    from spec.profiles import RELEASE_NAMES
+    from vllm_contract.spec.profiles import RELEASE_NAMES
 
     return (0, release_order(label), "") if label in RELEASE_NAMES else (1, 0, label)
 
@@ -251,7 +251,7 @@ def group_order(label: str) -> tuple:
 def of_releases(configs: list, releases: list[str]) -> list:
     """The configurations that model these releases (historical profiles alter a release
     on purpose: they are not one an operator runs)."""
-    from spec.profiles import RELEASE_NAMES
+    from vllm_contract.spec.profiles import RELEASE_NAMES
 
     unknown = [r for r in releases if r not in RELEASE_NAMES]
     if unknown:
@@ -292,8 +292,8 @@ def run(
     `on_group(release, answers)`: the configurations are solved a release after
     another (oldest first, historical profiles last), and each release's answers are
     handed over as soon as its last one is in."""
-    from model.prove import cost
-    from model.workers import run_isolated
+    from vllm_contract.model.prove import cost
+    from vllm_contract.model.workers import run_isolated
 
     models: dict[str, list] = {}
     for cfg in configs:
@@ -334,7 +334,11 @@ def run(
             arrived(shared(a, other))
 
     run_isolated(
-        _worker, [(cfg, values, max_depth, timeout_s, budget_s) for cfg in solved], jobs, ["model.explain"], show
+        _worker,
+        [(cfg, values, max_depth, timeout_s, budget_s) for cfg in solved],
+        jobs,
+        ["vllm_contract.model.explain"],
+        show,
     )
     by_name = {a.config: a for a in answers}
     return [by_name[c.name] for c in configs]
@@ -343,7 +347,7 @@ def run(
 def shared(a: Answer, cfg) -> Answer:
     """The answer of a configuration with the same model, as cfg's own: its name on the
     trace, cfg (or cfg's concrete instance of the same size) as where it runs."""
-    from model.check import concrete_instances
+    from vllm_contract.model.check import concrete_instances
 
     instance = trace = None
     if a.instance is not None:
@@ -482,8 +486,8 @@ def links(prove_dir: Path, report_dir: Path) -> tuple[dict, str]:
     """config -> [(property, mechanisms, test module, page)] from the prover's results;
     and a note when they cannot be read."""
     try:
-        from model.results import load_summary
-        from report.data import counterexamples
+        from vllm_contract.model.results import load_summary
+        from vllm_contract.report.data import counterexamples
 
         cxs = counterexamples(load_summary(prove_dir), prove_dir)
     except BadInput as exc:
@@ -504,7 +508,7 @@ def links(prove_dir: Path, report_dir: Path) -> tuple[dict, str]:
 
 
 def steps_text(a: Answer, cfg) -> list[str]:
-    from report.story import picks
+    from vllm_contract.report.story import picks
 
     trace = a.trace
     init = ", ".join(
@@ -520,9 +524,9 @@ def traces_to_write(answers: list[Answer], cfgs: dict) -> dict[str, dict]:
     """Each reaching trace as an ITF document (file name -> document), for those whose
     last step violates a property: such a trace is a counterexample codegen can turn into
     a test."""
-    from model.interpreter import Interpreter
-    from model.itf import to_itf
-    from spec.properties import ASSERTS, PROPERTIES
+    from vllm_contract.model.interpreter import Interpreter
+    from vllm_contract.model.itf import to_itf
+    from vllm_contract.spec.properties import ASSERTS, PROPERTIES
 
     written = {}
     for a in answers:

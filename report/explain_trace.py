@@ -23,18 +23,18 @@ import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from adapter import released
-from codegen.case import arms_for, predict
-from codegen.cases import CaseError, config_from_meta, describe_expect, sentence_parts
-from model import hang
-from model.bmc import mechanisms_of
-from model.interpreter import Interpreter, args_for, nested
-from model.itf import read
-from model.trace import Replayed, Step, judge
-from spec.config import Config
-from spec.errors import ExitStatus, MalformedConfig, SpecError
-from spec.profiles import PROFILES
-from spec.properties import ASSERTS, PROPERTIES
+from vllm_contract.adapter import released
+from vllm_contract.codegen.case import arms_for, predict
+from vllm_contract.codegen.cases import CaseError, config_from_meta, describe_expect, sentence_parts
+from vllm_contract.model import hang
+from vllm_contract.model.bmc import mechanisms_of
+from vllm_contract.model.interpreter import Interpreter, args_for, nested
+from vllm_contract.model.itf import read
+from vllm_contract.model.trace import Replayed, Step, judge
+from vllm_contract.spec.config import Config
+from vllm_contract.spec.errors import ExitStatus, MalformedConfig, SpecError
+from vllm_contract.spec.profiles import PROFILES
+from vllm_contract.spec.properties import ASSERTS, PROPERTIES
 
 REPO = Path(__file__).resolve().parent.parent
 INDEX = REPO / "generated_tests" / "cases" / "README.md"
@@ -65,7 +65,7 @@ def _step_words(event: str, named: dict) -> str:
 def same_mechanism(prop: str, runner_family: str, mechanisms: list[str], index: Path = INDEX) -> list[str]:
     """The committed generated cases that violate `prop` through exactly these mechanisms,
     on a runner of the same family (their index rows, read back)."""
-    from codegen.generate import INDEX_ROW
+    from vllm_contract.codegen.generate import INDEX_ROW
 
     if not index.is_file():
         return []

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import re
 
-from model.interpreter import nested
-from report.story import changes, delivered_step, picks, scheduled
-from spec.config import Config
-from spec.properties import ASSERTS
+from vllm_contract.model.interpreter import nested
+from vllm_contract.report.story import changes, delivered_step, picks, scheduled
+from vllm_contract.spec.config import Config
+from vllm_contract.spec.properties import ASSERTS
 
 BAD = "rect rgba(220, 50, 50, 0.12)"
 FAULT = "rect rgba(240, 170, 40, 0.15)"

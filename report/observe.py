@@ -26,7 +26,7 @@ it decides how many tokens each step returns) and records, without stopping:
   reaction     crash (an assert fired), hang (a request left behind, nothing fired), silent
                (a violation, nothing fired), holds
 
-    python -m report.observe --vllm TREE --out FILE.json [--traces FILE.json]
+    python -m vllm_contract.report.observe --vllm TREE --out FILE.json [--traces FILE.json]
 
 runs every generated case (each arm of the tree's profile, clamp off and on) and the
 given fuzz traces on one tree, in this process (one vLLM tree per process).
@@ -39,13 +39,13 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from model.interpreter import Disabled, nested
-from model.run import Run
-from spec.config import Config
-from spec.errors import SpecError, TargetUnavailable
-from spec.properties import ASSERTS
-from spec.verdicts import Reaction
-from spec.vocabulary import Status
+from vllm_contract.model.interpreter import Disabled, nested
+from vllm_contract.model.run import Run
+from vllm_contract.spec.config import Config
+from vllm_contract.spec.errors import SpecError, TargetUnavailable
+from vllm_contract.spec.properties import ASSERTS
+from vllm_contract.spec.verdicts import Reaction
+from vllm_contract.spec.vocabulary import Status
 
 OBSERVED_PROPERTIES = (
     "counter-nonnegative",
@@ -99,7 +99,7 @@ def _key(k: tuple) -> str:
 
 def observe(cfg: Config, init: dict, steps, target) -> Observation:
     """Replay (init, steps) on the target under cfg; see the module docstring."""
-    from targets.harness import compare, target_liveness
+    from vllm_contract.targets.harness import compare, target_liveness
 
     obs = Observation()
     run = Run(cfg, init, steps, until_disabled=True)
@@ -176,8 +176,8 @@ def observe(cfg: Config, init: dict, steps, target) -> Observation:
 def _run_on(cfg: Config, run: Run, state, target, obs: Observation) -> None:
     """After the trace: the tree runs on by itself; what it leaves behind (or the assert
     that ends it), beside what the model predicts from its own last state."""
-    from model import hang
-    from targets.harness import model_run_on, run_target_on
+    from vllm_contract.model import hang
+    from vllm_contract.targets.harness import model_run_on, run_target_on
 
     if obs.model_fired is None:
         obs.model_stuck = [[r, why] for r, why in model_run_on(run.interp, state).stuck]
@@ -251,7 +251,7 @@ def case_modules(pattern: str = "*") -> list:
     """The generated case modules whose path under generated_tests/cases matches `pattern`."""
     from fnmatch import fnmatch
 
-    from report.data import generated_modules
+    from vllm_contract.report.data import generated_modules
 
     return sorted(
         (
@@ -276,9 +276,9 @@ def reviewed_arms(case, profile: str) -> list:
 
 def run_tree(spec: str, traces: list[dict], log=print, cases_pattern: str = "*") -> dict:
     """Every generated case (the tree's profile, clamp off and on) and every trace."""
-    from adapter import current as vllm_env
-    from adapter import objects
-    from targets.vllm_target import VllmTarget
+    from vllm_contract.adapter import current as vllm_env
+    from vllm_contract.adapter import objects
+    from vllm_contract.targets.vllm_target import VllmTarget
 
     vllm_env.select(spec)
     described = vllm_env.preflight(every_shape=False)  # a shape the tree cannot build: could-not-run arms

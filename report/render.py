@@ -11,16 +11,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from codegen.export import as_markdown
-from model.results import VerdictRow
-from report.data import Counterexample, ReportError, config_of
-from report.mermaid import diagram
-from report.story import LEGEND, change_table, sentence, violations_by_step, vllm_lines, why
-from spec.citations import in_words
-from spec.config import FAULTS
-from spec.profiles import release_order
-from spec.properties import ASSERTS, PROPERTIES
-from spec.verdicts import Fired, Kind, Reaction
+from vllm_contract.codegen.export import as_markdown
+from vllm_contract.model.results import VerdictRow
+from vllm_contract.report.data import Counterexample, ReportError, config_of
+from vllm_contract.report.mermaid import diagram
+from vllm_contract.report.story import LEGEND, change_table, sentence, violations_by_step, vllm_lines, why
+from vllm_contract.spec.citations import in_words
+from vllm_contract.spec.config import FAULTS
+from vllm_contract.spec.profiles import release_order
+from vllm_contract.spec.properties import ASSERTS, PROPERTIES
+from vllm_contract.spec.verdicts import Fired, Kind, Reaction
 
 COMMENT_LIMIT = 65_536  # GitHub's limit for one comment body
 VERDICTS_PAGE = "verdicts.md"  # every verdict, when the index cannot hold them
@@ -439,7 +439,7 @@ def page_md(c: Counterexample, prove_dir: Path, exported: tuple | None = None) -
     lines += md_table(change_table(cfg, trace, broken))
     lines += [""]
     if c.module is not None:
-        from codegen.cases import describe_expect
+        from vllm_contract.codegen.cases import describe_expect
 
         lines += [
             "## What vLLM does on each release",

@@ -1,6 +1,6 @@
 """`make review BASE=<tree or release> HEAD=<tree>`: what a change to vLLM fixes and breaks.
 
-    python -m report.review --base 0.33.0 --head /path/to/vllm-checkout [--fuzz N] [--out build/review]
+    python -m vllm_contract.report.review --base 0.33.0 --head /path/to/vllm-checkout [--fuzz N] [--out build/review]
 
 Runs on both trees, each in a process of its own (one vLLM tree per process,
 report/observe.py): every known counterexample and healthy path (the generated cases,
@@ -38,10 +38,10 @@ import threading
 import time
 from pathlib import Path
 
-from codegen.export import as_markdown, outcome_words
-from spec import citations as C
-from spec.errors import CouldNotRun, TreeError
-from spec.properties import ASSERTS
+from vllm_contract.codegen.export import as_markdown, outcome_words
+from vllm_contract.spec import citations as C
+from vllm_contract.spec.errors import CouldNotRun, TreeError
+from vllm_contract.spec.properties import ASSERTS
 
 ROOT = Path(__file__).resolve().parent.parent
 COMMENT_LIMIT = 65_536
@@ -56,8 +56,8 @@ def log(message: str) -> None:
 
 def fuzz_traces(profile: str, per_preset: int, seed: int, length: int = 30) -> list[dict]:
     """Random traces from the model under `profile`, one list for both trees."""
-    from model.sampler import random_trace
-    from targets.fuzz_presets import PRESETS
+    from vllm_contract.model.sampler import random_trace
+    from vllm_contract.targets.fuzz_presets import PRESETS
 
     out = []
     for name, preset in PRESETS.items():
@@ -83,8 +83,8 @@ def fuzz_traces(profile: str, per_preset: int, seed: int, length: int = 30) -> l
 def check_source(side: str, tree) -> None:
     """A tree's source has every internal the observer reads (adapter/internals.py); else
     TreeFailure, one line per missing internal, said for its side."""
-    from adapter import internals
-    from adapter.tree import nearest_release
+    from vllm_contract.adapter import internals
+    from vllm_contract.adapter.tree import nearest_release
 
     found = internals.probe(tree.package, (internals.SCHEDULER,))
     if found.missing:
@@ -93,7 +93,7 @@ def check_source(side: str, tree) -> None:
 
 
 def observe_both(base: str, head: str, traces_file: Path, out: Path, cases: str = "*") -> tuple[dict, dict]:
-    """report.observe on each tree, in two processes at once; their progress is shown."""
+    """vllm_contract.report.observe on each tree, in two processes at once; their progress is shown."""
     procs = {}
     for side, spec in (("base", base), ("head", head)):
         cmd = [
@@ -190,7 +190,7 @@ def hangs(entry: dict) -> bool:
 
 def hang_text(obs: dict) -> str:
     """The requests a tree left behind, each with what holds it."""
-    from model.hang import WHY
+    from vllm_contract.model.hang import WHY
 
     return "; ".join(f"r{r} never runs again, {WHY[why][0]} ({held})" for r, why, held in obs["stuck"])
 
@@ -388,7 +388,7 @@ def newer_than_modelled(tree: dict | None) -> str:
 def outcome(cmp: dict, head_tree: dict | None = None) -> tuple[int, str]:
     """The exit status and the summary's first line (which says when head is newer than
     every modelled release)."""
-    from spec.errors import ExitStatus
+    from vllm_contract.spec.errors import ExitStatus
 
     newer = newer_than_modelled(head_tree)
     broken = breaking(cmp)
@@ -474,8 +474,8 @@ def compare_cites(base_view: dict, head_view: dict) -> dict:
 def exported_tests(cmp: dict, profile: str, prove_dir: Path) -> tuple[list, str]:
     """The exported vLLM tests (codegen.export, as `make export` writes them for the head's
     release) of the cases head still or newly violates, and a line on what is left out."""
-    from model.results import StaleSummary, load_summary
-    from report.data import counterexamples, exported_tests, generated_modules
+    from vllm_contract.model.results import StaleSummary, load_summary
+    from vllm_contract.report.data import counterexamples, exported_tests, generated_modules
 
     release = profile.removeprefix("vllm-")
     if not (prove_dir / "summary.json").is_file():

@@ -9,14 +9,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from model import hang
-from model.interpreter import Interpreter, args_for, nested
-from spec import citations
-from spec.catalog import BY_NAME
-from spec.citations import field_ids
-from spec.config import Config
-from spec.properties import ASSERTS, PROPERTIES
-from spec.vocabulary import SHORT_LABELS, Status
+from vllm_contract.model import hang
+from vllm_contract.model.interpreter import Interpreter, args_for, nested
+from vllm_contract.spec import citations
+from vllm_contract.spec.catalog import BY_NAME
+from vllm_contract.spec.citations import field_ids
+from vllm_contract.spec.config import Config
+from vllm_contract.spec.properties import ASSERTS, PROPERTIES
+from vllm_contract.spec.vocabulary import SHORT_LABELS, Status
 
 LABEL = dict(SHORT_LABELS)
 LEGEND = (

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from spec import deliver, engine, front_end, schedule
-from spec.config import Config
-from spec.events import Event
+from vllm_contract.spec import deliver, engine, front_end, schedule
+from vllm_contract.spec.config import Config
+from vllm_contract.spec.events import Event
 
 INIT = Event(
     "init",

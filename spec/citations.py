@@ -43,11 +43,11 @@ LEGACY_RE = re.compile(
 
 # record types whose field holds citation ids: type name -> (module, field)
 RECORD_FIELDS = {
-    "VarDecl": ("spec.vocabulary", "source"),
-    "Event": ("spec.events", "source"),
-    "Property": ("spec.properties", "cite"),
-    "Assert": ("spec.properties", "cite"),
-    "Runner": ("spec.runner_variants", "cite"),
+    "VarDecl": ("vllm_contract.spec.vocabulary", "source"),
+    "Event": ("vllm_contract.spec.events", "source"),
+    "Property": ("vllm_contract.spec.properties", "cite"),
+    "Assert": ("vllm_contract.spec.properties", "cite"),
+    "Runner": ("vllm_contract.spec.runner_variants", "cite"),
 }
 
 # the detail of a citation whose file the tree does not have
@@ -224,7 +224,7 @@ def ref(cid: str, release: str) -> tuple[str, str]:
     span = f"{first}" if first == last else f"{first}-{last}"
     plugin = load()[cid].plugin
     if plugin:
-        from spec.plugin_runners import SOURCES
+        from vllm_contract.spec.plugin_runners import SOURCES
 
         source = SOURCES[plugin]
         return f"{Path(file).name}:{span} ({source.label})", source.url(file, first, last)

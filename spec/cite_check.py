@@ -6,7 +6,7 @@ import re
 import tomllib
 from pathlib import Path
 
-from spec import citations as C
+from vllm_contract.spec import citations as C
 
 # ---- recording lines in citations.toml ------------------------------------------------------
 

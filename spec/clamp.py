@@ -8,7 +8,7 @@ real scheduler class (adapter/clamp_scheduler.py); this is its definition.
 
 from __future__ import annotations
 
-from spec.ops import Ops, Term
+from vllm_contract.spec.ops import Ops, Term
 
 
 def clamp_delivery(ops: Ops, applies: Term, delivered: Term, reserved: Term) -> tuple[Term, Term]:

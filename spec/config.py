@@ -10,12 +10,12 @@ from dataclasses import dataclass, field, replace
 from typing import Mapping
 
 # the platform plugins' runners join RUNNERS when their package is imported
-import spec.plugin_runners  # noqa: F401  (its import adds the plugins' runners to RUNNERS)
-from spec.errors import MalformedConfig, SpecError
+import vllm_contract.spec.plugin_runners  # noqa: F401  (its import adds the plugins' runners to RUNNERS)
+from vllm_contract.spec.errors import MalformedConfig, SpecError
 
 # Profiles (vLLM releases and historical behaviours) are data: spec/profiles.py.
-from spec.profiles import PROFILES, Profile
-from spec.runner_variants import RUNNERS, Runner
+from vllm_contract.spec.profiles import PROFILES, Profile
+from vllm_contract.spec.runner_variants import RUNNERS, Runner
 
 GUARDS = {
     "none": "vLLM's own accounting",
@@ -437,7 +437,7 @@ class Config:
             raise SpecError(f"{where}: profile {self.profile} only differs on the stream events; add 'stream'")
         if prof.historical and prof.reset != "preempt-drop-stale" and "reset" not in self.events:
             raise SpecError(f"{where}: profile {self.profile} only differs on reset; add 'reset'")
-        from spec.properties import PROPERTIES
+        from vllm_contract.spec.properties import PROPERTIES
 
         for prop, verdict in self.expect.items():
             if prop not in PROPERTIES:

@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
-from spec.clamp import clamp_delivery
-from spec.config import Config
-from spec.engine import SAMPLED_PER_STEP, common_prefix, has_requests, merge_checks, rest_args, session_kept, spec_k
-from spec.events import Arg, Effect
-from spec.ops import Ops, whole_blocks
-from spec.state import Next, View
-from spec.vocabulary import Status
+from vllm_contract.spec.clamp import clamp_delivery
+from vllm_contract.spec.config import Config
+from vllm_contract.spec.engine import (
+    SAMPLED_PER_STEP,
+    common_prefix,
+    has_requests,
+    merge_checks,
+    rest_args,
+    session_kept,
+    spec_k,
+)
+from vllm_contract.spec.events import Arg, Effect
+from vllm_contract.spec.ops import Ops, whole_blocks
+from vllm_contract.spec.state import Next, View
+from vllm_contract.spec.vocabulary import Status
 
 
 def deliver_args(cfg: Config) -> tuple[Arg, ...]:

@@ -11,11 +11,11 @@ code it cites (paths in spec/vocabulary.py).
 
 from __future__ import annotations
 
-from spec.config import Config
-from spec.events import Arg, Effect
-from spec.ops import Ops
-from spec.state import Next, View
-from spec.vocabulary import Status
+from vllm_contract.spec.config import Config
+from vllm_contract.spec.events import Arg, Effect
+from vllm_contract.spec.ops import Ops
+from vllm_contract.spec.state import Next, View
+from vllm_contract.spec.vocabulary import Status
 
 SAMPLED_PER_STEP = 1  # num_sampled_tokens_per_step for generative models ([cite:sampled-per-step])
 

@@ -14,10 +14,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
-from spec.config import Config
-from spec.ops import Ops
-from spec.state import Next, View
-from spec.vocabulary import keys_of
+from vllm_contract.spec.config import Config
+from vllm_contract.spec.ops import Ops
+from vllm_contract.spec.state import Next, View
+from vllm_contract.spec.vocabulary import keys_of
 
 
 @dataclass(frozen=True)
@@ -86,7 +86,7 @@ def domain_guard(event: Event, a_values: Mapping[tuple, Any], cfg: Config, ops: 
 def apply(event: Event, state: Mapping, args: Mapping, cfg: Config, ops: Ops):
     """Run an event: returns (guard, writes, effect). The guard includes argument
     domains; effect.checks includes the checks of assert-defined properties."""
-    from spec.properties import checks_with_asserts
+    from vllm_contract.spec.properties import checks_with_asserts
 
     s = View(cfg, state)
     a = ArgView(event, cfg, args)

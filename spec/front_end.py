@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from spec.config import Config
-from spec.engine import merge_checks, session_kept
-from spec.events import Arg, Effect
-from spec.ops import Ops
-from spec.state import Next, View
-from spec.vocabulary import Status
+from vllm_contract.spec.config import Config
+from vllm_contract.spec.engine import merge_checks, session_kept
+from vllm_contract.spec.events import Arg, Effect
+from vllm_contract.spec.ops import Ops
+from vllm_contract.spec.state import Next, View
+from vllm_contract.spec.vocabulary import Status
 
 
 def _other(cfg: Config) -> int:

@@ -15,12 +15,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from spec.config import Config
-from spec.engine import pending_rejections, spec_k
-from spec.ops import Ops
-from spec.properties import in_flight_sum, placeholder_accounting
-from spec.state import View
-from spec.vocabulary import Status
+from vllm_contract.spec.config import Config
+from vllm_contract.spec.engine import pending_rejections, spec_k
+from vllm_contract.spec.ops import Ops
+from vllm_contract.spec.properties import in_flight_sum, placeholder_accounting
+from vllm_contract.spec.state import View
+from vllm_contract.spec.vocabulary import Status
 
 
 @dataclass(frozen=True)

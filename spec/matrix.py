@@ -28,10 +28,10 @@ from __future__ import annotations
 
 import sys
 
-from spec.config import Config
-from spec.errors import SpecError
-from spec.plugin_runners import plugin_scenarios
-from spec.profiles import RELEASES
+from vllm_contract.spec.config import Config
+from vllm_contract.spec.errors import SpecError
+from vllm_contract.spec.plugin_runners import plugin_scenarios
+from vllm_contract.spec.profiles import RELEASES
 
 ALL = frozenset({"preempt", "preempt-drop", "reset", "stream", "abort"})
 KVFAIL = ALL | {"kvfail"}

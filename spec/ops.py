@@ -4,7 +4,7 @@ The contract is written once, as ordinary Python over this interface. Arithmetic
 comparisons use Python's operators (they work on ints and on Z3 terms alike); what
 Python cannot overload -- `and`, `or`, `not`, `if` on a value -- goes through an
 `Ops` object. `IntOps` runs the contract on plain ints and bools (the reference
-interpreter); `model.z3ops.Z3Ops` builds Z3 terms from the same code.
+interpreter); `vllm_contract.model.z3ops.Z3Ops` builds Z3 terms from the same code.
 
 Rule for spec authors: Python `if` may only test the configuration (static), never a
 state value. State-dependent choices use `ops.ite`.

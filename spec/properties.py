@@ -22,11 +22,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from spec.config import Config
-from spec.engine import has_requests
-from spec.ops import Ops
-from spec.state import View
-from spec.vocabulary import Status
+from vllm_contract.spec.config import Config
+from vllm_contract.spec.engine import has_requests
+from vllm_contract.spec.ops import Ops
+from vllm_contract.spec.state import View
+from vllm_contract.spec.vocabulary import Status
 
 
 @dataclass(frozen=True)

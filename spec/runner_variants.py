@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from functools import reduce
 from typing import Any, Mapping
 
-from spec.ops import INT_OPS, Ops
+from vllm_contract.spec.ops import INT_OPS, Ops
 
 
 @dataclass(frozen=True)

@@ -25,10 +25,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from spec.config import Config
-from spec.ops import Ops, select
-from spec.state import Next, View
-from spec.vocabulary import Status
+from vllm_contract.spec.config import Config
+from vllm_contract.spec.ops import Ops, select
+from vllm_contract.spec.state import Next, View
+from vllm_contract.spec.vocabulary import Status
 
 Term = Any
 

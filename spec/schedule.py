@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from spec.config import Config
-from spec.engine import (
+from vllm_contract.spec.config import Config
+from vllm_contract.spec.engine import (
     SAMPLED_PER_STEP,
     common_prefix,
     has_requests,
@@ -12,12 +12,12 @@ from spec.engine import (
     rest_args,
     spec_k,
 )
-from spec.events import Arg, Effect
-from spec.ops import Ops, select, whole_blocks
-from spec.properties import in_flight_sum
-from spec.runners import Shipped, v1_decide, v2_decide
-from spec.state import Next, View
-from spec.vocabulary import Status
+from vllm_contract.spec.events import Arg, Effect
+from vllm_contract.spec.ops import Ops, select, whole_blocks
+from vllm_contract.spec.properties import in_flight_sum
+from vllm_contract.spec.runners import Shipped, v1_decide, v2_decide
+from vllm_contract.spec.state import Next, View
+from vllm_contract.spec.vocabulary import Status
 
 
 def schedule_args(cfg: Config) -> tuple[Arg, ...]:

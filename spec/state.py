@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from spec.config import Config
-from spec.vocabulary import VarDecl, decls_for
+from vllm_contract.spec.config import Config
+from vllm_contract.spec.vocabulary import VarDecl, decls_for
 
 Key = tuple
 

@@ -21,7 +21,7 @@ import stat
 from pathlib import Path
 from typing import Any
 
-from spec.errors import SpecError
+from vllm_contract.spec.errors import SpecError
 
 MIB = 1 << 20
 WHOLE = re.compile(r"[+-]?[0-9]+")

@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
-from spec.errors import SpecError
+from vllm_contract.spec.errors import SpecError
 
 
 class Kind(str, Enum):

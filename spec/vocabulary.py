@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from spec.config import Config
+from vllm_contract.spec.config import Config
 
 
 class Status:

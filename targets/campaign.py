@@ -30,13 +30,13 @@ from collections import Counter
 from dataclasses import asdict, dataclass
 from typing import Any, Iterable, Iterator, Mapping
 
-from model.interpreter import Interpreter, flat, nested
-from model.itf import to_itf
-from model.trace import Step, Trace, replay
-from spec.config import Config
-from spec.errors import TargetUnavailable
-from targets.fuzz import DIVERGED, NOT_PLAYED, new_target, play, shrunk
-from targets.fuzz_presets import PRESETS, ignore_known
+from vllm_contract.model.interpreter import Interpreter, flat, nested
+from vllm_contract.model.itf import to_itf
+from vllm_contract.model.trace import Step, Trace, replay
+from vllm_contract.spec.config import Config
+from vllm_contract.spec.errors import TargetUnavailable
+from vllm_contract.targets.fuzz import DIVERGED, NOT_PLAYED, new_target, play, shrunk
+from vllm_contract.targets.fuzz_presets import PRESETS, ignore_known
 
 FORMAT = "vllm-contract fuzz campaign 1"
 SHARD_SIZE = 25  # traces per shard: 3 s on the scheduler, about 10 s with the real runner (progress, retries)
@@ -184,7 +184,7 @@ class Worker:
 
     def prepare(self) -> str:
         """Select, load and preflight the release (raises TreeError, one line per missing piece)."""
-        from adapter import current as vllm_env
+        from vllm_contract.adapter import current as vllm_env
 
         vllm_env.select(self.release)
         line = vllm_env.preflight()
@@ -194,7 +194,7 @@ class Worker:
     def target(self, runner: str):
         if runner not in self.targets:
             if runner == "real" and self.factory is new_target:
-                from targets import real_runner
+                from vllm_contract.targets import real_runner
 
                 real_runner.preflight()
             self.targets[runner] = self.factory(runner)

@@ -21,10 +21,9 @@ import time
 
 import ray
 from ray.exceptions import RayActorError
-
-from spec.errors import ExitStatus, TargetUnavailable
-from targets.campaign import Worker
-from targets.campaign_run import Event, Handle
+from vllm_contract.spec.errors import ExitStatus, TargetUnavailable
+from vllm_contract.targets.campaign import Worker
+from vllm_contract.targets.campaign_run import Event, Handle
 
 
 @ray.remote(num_cpus=1, max_restarts=0)

@@ -31,10 +31,10 @@ from multiprocessing.connection import Connection
 from multiprocessing.connection import wait as wait_for
 from typing import Any, Callable
 
-from model.workers import die_with_parent
-from spec.errors import TargetUnavailable, TreeError
-from targets.campaign import RETRIES, Campaign, CaseKey, Shard, Worker, case_keys, groups
-from targets.fuzz import DIVERGED, NOT_PLAYED
+from vllm_contract.model.workers import die_with_parent
+from vllm_contract.spec.errors import TargetUnavailable, TreeError
+from vllm_contract.targets.campaign import RETRIES, Campaign, CaseKey, Shard, Worker, case_keys, groups
+from vllm_contract.targets.fuzz import DIVERGED, NOT_PLAYED
 
 
 @dataclass(eq=False)

@@ -24,13 +24,13 @@ import random
 from collections import Counter
 from dataclasses import dataclass, field
 
-from model.interpreter import Disabled, nested
-from model.sampler import Draw, Limits, random_trace
-from spec.config import Config
-from spec.errors import TargetUnavailable
-from targets.harness import Divergence, replay
-from targets.shrink import shrink
-from targets.vllm_target import CaseEnded
+from vllm_contract.model.interpreter import Disabled, nested
+from vllm_contract.model.sampler import Draw, Limits, random_trace
+from vllm_contract.spec.config import Config
+from vllm_contract.spec.errors import TargetUnavailable
+from vllm_contract.targets.harness import Divergence, replay
+from vllm_contract.targets.shrink import shrink
+from vllm_contract.targets.vllm_target import CaseEnded
 
 RUNNERS = ("model", "real")  # who decides what a step returns: the model, or vLLM's own runner
 SAME, DIVERGED, NOT_PLAYED = "same", "diverged", "could not run"  # what a target did with a trace
@@ -40,7 +40,7 @@ def draw_for(runner: str) -> Draw:
     """What the traces for this runner mode may not contain (model/sampler.py Draw)."""
     if runner != "real":
         return Draw()
-    from targets.real_runner import beyond_runner_contract, drafts_are_placeholders
+    from vllm_contract.targets.real_runner import beyond_runner_contract, drafts_are_placeholders
 
     return Draw(redraw_accepted=drafts_are_placeholders, beyond=beyond_runner_contract)
 
@@ -153,10 +153,10 @@ def new_target(runner: str = "model"):
     """The target the fuzzer replays on: vLLM's scheduler with the model's runner
     decisions, or (runner "real") with vLLM's own model runner."""
     if runner == "real":
-        from targets.real_runner import RealRunnerTarget
+        from vllm_contract.targets.real_runner import RealRunnerTarget
 
         return RealRunnerTarget()
-    from targets.vllm_target import VllmTarget
+    from vllm_contract.targets.vllm_target import VllmTarget
 
     return VllmTarget()
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
-from spec.config import Config
-from spec.vocabulary import Status
+from vllm_contract.spec.config import Config
+from vllm_contract.spec.vocabulary import Status
 
 F = frozenset
 PRESETS: dict[str, Config] = {

@@ -20,17 +20,17 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
-from codegen.case import Case, Expect, Tally
-from model import hang
-from model.interpreter import Interpreter, flat, nested
-from model.run import Run, is_named
-from spec.config import Config
-from spec.errors import TargetUnavailable
-from spec.ops import INT_OPS
-from spec.properties import ASSERTS, PROPERTIES, properties_for
-from spec.state import View
-from targets.orders import model_orders
-from targets.protocol import Outcome, Target
+from vllm_contract.codegen.case import Case, Expect, Tally
+from vllm_contract.model import hang
+from vllm_contract.model.interpreter import Interpreter, flat, nested
+from vllm_contract.model.run import Run, is_named
+from vllm_contract.spec.config import Config
+from vllm_contract.spec.errors import TargetUnavailable
+from vllm_contract.spec.ops import INT_OPS
+from vllm_contract.spec.properties import ASSERTS, PROPERTIES, properties_for
+from vllm_contract.spec.state import View
+from vllm_contract.targets.orders import model_orders
+from vllm_contract.targets.protocol import Outcome, Target
 
 __all__ = ["Case", "Expect", "Divergence", "RunOn", "check_case", "replay", "replay_case", "run_target_on"]
 
@@ -472,9 +472,9 @@ def compare(cfg: Config, spec_state: Mapping, target: Target, ignore=None) -> di
 
 def model_engine_view(cfg: Config, state: Mapping) -> dict[str, Any]:
     """The model's counterpart of VllmTarget.engine_view (spec.engine.has_requests)."""
-    from spec.engine import has_requests
-    from spec.ops import INT_OPS
-    from spec.state import View
+    from vllm_contract.spec.engine import has_requests
+    from vllm_contract.spec.ops import INT_OPS
+    from vllm_contract.spec.state import View
 
     return {"has_requests": bool(has_requests(View(cfg, state), cfg, INT_OPS))}
 

@@ -26,11 +26,11 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from model.run import Played
-from spec.config import Config
-from spec.errors import TargetUnavailable
-from spec.runner_variants import RUNNERS
-from targets.protocol import Outcome, Target
+from vllm_contract.model.run import Played
+from vllm_contract.spec.config import Config
+from vllm_contract.spec.errors import TargetUnavailable
+from vllm_contract.spec.runner_variants import RUNNERS
+from vllm_contract.targets.protocol import Outcome, Target
 
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
 POISONS = (INT32_MIN, INT32_MAX)  # fills for slots no scheduled row holds
@@ -53,7 +53,7 @@ class KernelTarget(Target):
         return None
 
     def __init__(self) -> None:
-        from kernels import runtime
+        from vllm_contract.kernels import runtime
 
         # the flag that chose Triton's interpreter or the compiled kernels, when the user set it
         self.replay_env = runtime.chosen_by_user()
@@ -69,8 +69,8 @@ class KernelTarget(Target):
                 f"runner {cfg.runner!r}. Use runner 'v2' or 'v2-live'."
             )
         try:
-            import kernels  # noqa: F401 - picks native Triton or the interpreter
-            from kernels import runtime
+            import vllm_contract.kernels  # noqa: F401 - picks native Triton or the interpreter
+            from vllm_contract.kernels import runtime
 
             runtime.check_runnable()
         except Exception as exc:  # ImportError, KernelsUnavailable
@@ -160,9 +160,8 @@ def evaluate(rows: list[dict], cfg: Config) -> dict[str, Any]:
 def _run_variant(variant: str, rows: list[dict], cfg: Config) -> dict[str, Any]:
     """Launch the variant's kernel once per poison fill; the decisions must not depend on it."""
     import torch
-
-    from kernels import runtime
-    from kernels.discard import LAUNCHERS
+    from vllm_contract.kernels import runtime
+    from vllm_contract.kernels.discard import LAUNCHERS
 
     device = runtime.DEVICE
     per_slot_key = "prefill_len" if variant == "snapshot" else "total_len"

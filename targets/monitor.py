@@ -34,17 +34,17 @@ from operator import not_
 from pathlib import Path
 from typing import Any, Callable
 
-from adapter import objects
-from adapter.objects import computed as _COMPUTED
-from adapter.objects import is_prefill_chunk as _IS_CHUNK
-from adapter.objects import placeholders as _PLACEHOLDERS
-from model import hang
-from spec.config import Config
-from spec.ops import INT_OPS
-from spec.profiles import release_profile
-from spec.properties import ASSERTS, PROPERTIES
-from spec.state import View
-from spec.vocabulary import Status
+from vllm_contract.adapter import objects
+from vllm_contract.adapter.objects import computed as _COMPUTED
+from vllm_contract.adapter.objects import is_prefill_chunk as _IS_CHUNK
+from vllm_contract.adapter.objects import placeholders as _PLACEHOLDERS
+from vllm_contract.model import hang
+from vllm_contract.spec.config import Config
+from vllm_contract.spec.ops import INT_OPS
+from vllm_contract.spec.profiles import release_profile
+from vllm_contract.spec.properties import ASSERTS, PROPERTIES
+from vllm_contract.spec.state import View
+from vllm_contract.spec.vocabulary import Status
 
 ENV_FOLDER = "VLLM_CONTRACT_MONITOR_DIR"
 ENV_WINDOW = "VLLM_CONTRACT_MONITOR_WINDOW"
@@ -620,7 +620,7 @@ class Monitor:
     def _hang(self, rid: str, request, since: int, why: str, words: str) -> Path | None:
         """A hang seen: counted; for the first MAX_HANG_WARNINGS, one warning line (HANG, the
         request, the count, the bound) and, within the trace limit, the window as a trace."""
-        from targets import monitor_trace
+        from vllm_contract.targets import monitor_trace
 
         self.suspects.pop(rid, None)
         unscheduled = self.steps - since
@@ -704,7 +704,7 @@ class Monitor:
         replaying the window through this delivery, says whether one of vLLM's asserts
         fires now (the trace is written first) and, in drop mode, what the delivery would
         have violated had the monitor not dropped."""
-        from targets import monitor_trace
+        from vllm_contract.targets import monitor_trace
 
         rid = overflow[min(overflow)][0]
         try:
@@ -755,7 +755,7 @@ class Monitor:
     ) -> Path | None:
         """A violation seen: count it; write the window as a trace (the first of each
         property, up to the setting's number) and log one line."""
-        from targets import monitor_trace
+        from vllm_contract.targets import monitor_trace
 
         prop = broken[0]
         self.found[prop] = self.found.get(prop, 0) + 1

@@ -1,9 +1,10 @@
 """The online contract monitor as a `scheduler_cls`, for every supported vLLM release.
 
-    vllm serve ... --scheduler-cls targets.monitor_scheduler.MonitoredAsyncScheduler
-    SchedulerConfig(scheduler_cls="targets.monitor_scheduler.MonitoredAsyncScheduler")
+    vllm serve ... --scheduler-cls vllm_contract.monitor.MonitoredAsyncScheduler
+    SchedulerConfig(scheduler_cls="vllm_contract.monitor.MonitoredAsyncScheduler")
 
-(with this project installed in vLLM's environment). `MonitoredAsyncScheduler` is the
+(with this project installed in vLLM's environment; vllm_contract/monitor.py is the public
+path, this module its implementation). `MonitoredAsyncScheduler` is the
 loaded release's AsyncScheduler, unchanged (adapter/hooked.py): each hook records what
 the step did in the model's vocabulary and runs the monitor's checks (targets/monitor.py),
 then lets vLLM do exactly what it does. On the first violation, or just before one of
@@ -31,14 +32,17 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from adapter import objects
-from adapter.hooked import HookedAsyncScheduler, logger
-from adapter.internals import MONITOR
-from adapter.tree import nearest_release
-from spec.errors import MonitorUnsupported
-from targets.monitor import Monitor, Settings
+from vllm_contract.adapter import objects
+from vllm_contract.adapter.hooked import HookedAsyncScheduler, logger
+from vllm_contract.adapter.internals import MONITOR
+from vllm_contract.adapter.tree import nearest_release
+from vllm_contract.spec.errors import MonitorUnsupported
+from vllm_contract.targets.monitor import Monitor, Settings
 
-MONITOR_SCHEDULER_CLS = "targets.monitor_scheduler.MonitoredAsyncScheduler"
+# the public path (vllm_contract/monitor.py re-exports the class: the same object)
+MONITOR_SCHEDULER_CLS = "vllm_contract.monitor.MonitoredAsyncScheduler"
+# the path before the one installed namespace, still taken from a checkout's root for one release
+DEPRECATED_MONITOR_SCHEDULER_CLS = "targets.monitor_scheduler.MonitoredAsyncScheduler"
 
 
 class MonitoredAsyncScheduler(HookedAsyncScheduler):
@@ -74,3 +78,13 @@ class MonitoredAsyncScheduler(HookedAsyncScheduler):
     @property
     def monitoring(self) -> bool:
         return self.watching
+
+
+if __name__ == "targets.monitor_scheduler":
+    # imported by the deprecated path (a checkout's root on sys.path): the one class, and a
+    # line in vLLM's log that says what to write instead
+    logger.warning(
+        "vllm-contract monitor: --scheduler-cls %s is deprecated and goes in the next release; use %s",
+        DEPRECATED_MONITOR_SCHEDULER_CLS,
+        MONITOR_SCHEDULER_CLS,
+    )

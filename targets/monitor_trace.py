@@ -28,15 +28,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from adapter import objects
-from model import itf
-from model.interpreter import Disabled, Interpreter, args_for
-from model.trace import Replayed, judge
-from spec.config import Config
-from spec.errors import SpecError
-from spec.properties import ASSERTS
-from targets import monitor_writer
-from targets.monitor import Delivered, FrontEnd, Monitor, Pending, Scheduled
+from vllm_contract.adapter import objects
+from vllm_contract.model import itf
+from vllm_contract.model.interpreter import Disabled, Interpreter, args_for
+from vllm_contract.model.trace import Replayed, judge
+from vllm_contract.spec.config import Config
+from vllm_contract.spec.errors import SpecError
+from vllm_contract.spec.properties import ASSERTS
+from vllm_contract.targets import monitor_writer
+from vllm_contract.targets.monitor import Delivered, FrontEnd, Monitor, Pending, Scheduled
 
 MAX_REQUESTS = 4  # spec/config.py: a concrete instance has 1..4 requests
 # the counters of vLLM's Request the states record (the spec's names; the target's list)
@@ -404,7 +404,7 @@ def _stops(it, cfg, state, x: Delivered, picks: dict, rids: list[str], index: di
 
 def _fit(cfg: Config, event: str, picks: dict) -> dict:
     """The picks the event takes under the configuration (the others are left out)."""
-    from spec.catalog import BY_NAME
+    from vllm_contract.spec.catalog import BY_NAME
 
     names = {a.name for a in BY_NAME[event].args(cfg)}
     return {k: v for k, v in picks.items() if k in names}

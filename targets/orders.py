@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from adapter.construct import request_id
-from spec.config import Config
-from spec.vocabulary import Status
+from vllm_contract.adapter.construct import request_id
+from vllm_contract.spec.config import Config
+from vllm_contract.spec.vocabulary import Status
 
 
 def model_orders(cfg: Config, state: Mapping[tuple, Any]) -> dict[str, list[str]]:

@@ -19,8 +19,8 @@ import tarfile
 import zipfile
 from pathlib import Path
 
-from spec.errors import TreeError, UsageError
-from spec.plugin_runners import SOURCES, PluginSource
+from vllm_contract.spec.errors import TreeError, UsageError
+from vllm_contract.spec.plugin_runners import SOURCES, PluginSource
 
 REPO = Path(__file__).resolve().parent.parent
 PLUGIN_TREES = REPO / ".plugin_trees"

@@ -15,8 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Protocol
 
-from model.run import Played
-from spec.config import Config
+from vllm_contract.model.run import Played
+from vllm_contract.spec.config import Config
 
 
 @dataclass

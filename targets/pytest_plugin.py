@@ -23,8 +23,7 @@ import re
 from collections import Counter
 
 import pytest
-
-from codegen.case import TARGET_NAMES, TARGETS
+from vllm_contract.codegen.case import TARGET_NAMES, TARGETS
 
 MARKERS = {
     "reference": "runs on the reference interpreter",
@@ -105,13 +104,13 @@ def _stop(config, run: _VllmRun, message: str) -> None:
 
 
 def _preflight(config, run: _VllmRun) -> None:
-    from adapter import current as vllm_env
-    from spec.errors import TargetUnavailable
+    from vllm_contract.adapter import current as vllm_env
+    from vllm_contract.spec.errors import TargetUnavailable
 
     try:
         run.ready = vllm_env.preflight()
         if run.runner:
-            from targets import real_runner
+            from vllm_contract.targets import real_runner
 
             real_runner.preflight()
     except TargetUnavailable as exc:
@@ -139,8 +138,8 @@ def pytest_configure(config):
     run.distributed = _distributing(config)
     config._vllm_run = run
 
-    from adapter import current as vllm_env
-    from spec.errors import TreeError
+    from vllm_contract.adapter import current as vllm_env
+    from vllm_contract.spec.errors import TreeError
 
     try:
         vllm_env.select(spec)
@@ -160,7 +159,7 @@ def _private_prove_cache(config) -> None:
     import shutil
     import tempfile
 
-    from model.cache import CACHE_ENV
+    from vllm_contract.model.cache import CACHE_ENV
 
     ours = "VLLM_CONTRACT_PRIVATE_CACHE"  # set beside it: an xdist worker inherits the controller's
     if os.environ.get(CACHE_ENV) and os.environ.get(CACHE_ENV) != os.environ.get(ours):
@@ -256,7 +255,7 @@ def prove_results(tmp_path_factory):
     import sys
     from pathlib import Path
 
-    from model.results import StaleSummary, load_summary
+    from vllm_contract.model.results import StaleSummary, load_summary
 
     root = Path(__file__).resolve().parent.parent
 
@@ -286,7 +285,7 @@ def pytest_collection_finish(session):
     run = getattr(config, "_vllm_run", None)
     if run is None or not run.wanted or run.ready or run.distributed:
         return
-    from adapter import current as vllm_env
+    from vllm_contract.adapter import current as vllm_env
 
     if not run.failed and (vllm_env.attempted() or any(item.get_closest_marker("vllm") for item in session.items)):
         if run.unresolved:
@@ -300,7 +299,7 @@ def pytest_collection_finish(session):
 def pytest_report_header(config):
     run = getattr(config, "_vllm_run", None)
     if run is not None and run.wanted and not run.unresolved:
-        from adapter import current as vllm_env
+        from vllm_contract.adapter import current as vllm_env
 
         return f"vllm: {vllm_env.describe()}"
     return None
@@ -313,8 +312,8 @@ def pytest_sessionfinish(session, exitstatus):
     if run is None:
         return
     if run.ready and not run.distributed:
-        from adapter import current as vllm_env
-        from spec.errors import TreeError
+        from vllm_contract.adapter import current as vllm_env
+        from vllm_contract.spec.errors import TreeError
 
         try:
             vllm_env.check_coherence()
@@ -372,8 +371,8 @@ def target(request):
     """The target a generated case runs on. One that cannot be built stops the run when it
     drives vLLM or was named in --target; otherwise (the default list) it is skipped with
     its reason."""
-    from spec.errors import TargetUnavailable
-    from targets.registry import build
+    from vllm_contract.spec.errors import TargetUnavailable
+    from vllm_contract.targets.registry import build
 
     name = request.param
     if name not in _built:

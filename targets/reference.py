@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from model import hang
-from model.interpreter import Interpreter, State, nested
-from model.run import is_named
-from spec.config import Config
-from targets.protocol import Outcome
+from vllm_contract.model import hang
+from vllm_contract.model.interpreter import Interpreter, State, nested
+from vllm_contract.model.run import is_named
+from vllm_contract.spec.config import Config
+from vllm_contract.targets.protocol import Outcome
 
 
 class ReferenceTarget:

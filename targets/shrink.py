@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from model.interpreter import Disabled, Interpreter
-from model.shrink import greedy
-from spec.config import Config
+from vllm_contract.model.interpreter import Disabled, Interpreter
+from vllm_contract.model.shrink import greedy
+from vllm_contract.spec.config import Config
 
 
 def _revalidate(cfg: Config, init, steps):

@@ -59,15 +59,15 @@ import traceback
 from collections import deque
 from typing import Any, Mapping
 
-from adapter import construct as factory
-from adapter import current as env
-from adapter import objects
-from adapter.construct import request_id, request_index
-from adapter.objects import assert_name, assert_site
-from model.interpreter import StepResult, nested
-from model.run import Played, is_named
-from spec.config import Config
-from targets.protocol import Outcome
+from vllm_contract.adapter import construct as factory
+from vllm_contract.adapter import current as env
+from vllm_contract.adapter import objects
+from vllm_contract.adapter.construct import request_id, request_index
+from vllm_contract.adapter.objects import assert_name, assert_site
+from vllm_contract.model.interpreter import StepResult, nested
+from vllm_contract.model.run import Played, is_named
+from vllm_contract.spec.config import Config
+from vllm_contract.targets.protocol import Outcome
 
 
 def show_traceback() -> bool:
@@ -192,8 +192,8 @@ class VllmTarget:
         """The arm's scheduler: the monitor's class (its drop mode on for the guard's arms),
         the tree's own for a patched tree's guard, else the class the arm runs."""
         if self.monitor_option:
-            from targets.monitor import ENV_DROP
-            from targets.monitor_scheduler import MONITOR_SCHEDULER_CLS
+            from vllm_contract.targets.monitor import ENV_DROP
+            from vllm_contract.targets.monitor_scheduler import MONITOR_SCHEDULER_CLS
 
             saved = os.environ.get(ENV_DROP)
             os.environ[ENV_DROP] = "1" if cfg.guard != "none" else "0"

@@ -31,8 +31,8 @@ STEPS = (
 
 def control_case(profile: str):
     """The case above on the tree's profile (V2: every release has it), as the model predicts it."""
-    from codegen.case import Case, predict
-    from spec.config import Config
+    from vllm_contract.codegen.case import Case, predict
+    from vllm_contract.spec.config import Config
 
     cfg = Config("hang-probe", runner="v2", events=frozenset({"preempt"}), requests=1, profile=profile).validate()
     init = {"prompt_len": [2]}
@@ -43,14 +43,14 @@ def control_case(profile: str):
 
 def main(tree: str, folder: str) -> int:
     os.environ["VLLM_CONTRACT_MONITOR_DIR"] = folder
-    from adapter import current as env
+    from vllm_contract.adapter import current as env
 
     env.select(tree)
     env.load()
-    from report.explain_trace import explain_trace
-    from targets import monitor_writer
-    from targets.harness import Divergence, replay_case
-    from targets.vllm_target import VllmTarget
+    from vllm_contract.report.explain_trace import explain_trace
+    from vllm_contract.targets import monitor_writer
+    from vllm_contract.targets.harness import Divergence, replay_case
+    from vllm_contract.targets.vllm_target import VllmTarget
 
     profile = env.tree().profile
     case = control_case(profile)

@@ -21,18 +21,17 @@ import random
 
 import pytest
 import z3
-
-from model.encoding import _as_bool
-from model.interpreter import Interpreter, args_for
-from model.sampler import Limits, random_trace
-from model.z3ops import Z3_OPS
-from spec import deliver, engine, schedule
-from spec.catalog import BY_NAME
-from spec.config import Config
-from spec.events import Arg, apply
-from spec.ops import INT_OPS
-from spec.state import View
-from spec.vocabulary import decls_for, keys_of
+from vllm_contract.model.encoding import _as_bool
+from vllm_contract.model.interpreter import Interpreter, args_for
+from vllm_contract.model.sampler import Limits, random_trace
+from vllm_contract.model.z3ops import Z3_OPS
+from vllm_contract.spec import deliver, engine, schedule
+from vllm_contract.spec.catalog import BY_NAME
+from vllm_contract.spec.config import Config
+from vllm_contract.spec.events import Arg, apply
+from vllm_contract.spec.ops import INT_OPS
+from vllm_contract.spec.state import View
+from vllm_contract.spec.vocabulary import decls_for, keys_of
 
 # what the abstraction does not keep: orders, ranks and slot numbers only decide what
 # the others do to the focal request, which is a pick there
@@ -125,8 +124,8 @@ def witness_args(cfg: Config, event: str, args: dict, state, observed: dict, r: 
 
 
 def _sharers(cfg: Config, state, args, ops) -> list:
-    from spec.deliver import failure_sharers
-    from spec.events import ArgView
+    from vllm_contract.spec.deliver import failure_sharers
+    from vllm_contract.spec.events import ArgView
 
     return failure_sharers(View(cfg, state), ArgView(BY_NAME["deliver"], cfg, args), cfg, ops, [])
 
@@ -218,7 +217,7 @@ def _any_cached(s, cfg, ops, cache_now, r):
 
 
 def _blocks_as_linear(side: list):
-    """spec.ops.whole_blocks for the simulation query: tokens rounded down to a block as a
+    """vllm_contract.spec.ops.whole_blocks for the simulation query: tokens rounded down to a block as a
     fresh count k with k * B <= tokens < (k + 1) * B (its definition, linear) instead of an
     integer division, which leaves Z3 searching the query for many minutes."""
 

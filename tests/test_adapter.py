@@ -15,10 +15,10 @@ import time
 from pathlib import Path
 
 import pytest
+from vllm_contract.adapter import internals
+from vllm_contract.spec import citations
+from vllm_contract.spec.profiles import RELEASE_NAMES
 
-from adapter import internals
-from spec import citations
-from spec.profiles import RELEASE_NAMES
 from tests.test_citations import release_tree
 
 REPO = Path(__file__).resolve().parent.parent
@@ -130,7 +130,7 @@ VOCABULARY_ONLY = ("spec/", "model/", "kernels/", "bench/kernels_gpu.py")
 def internal_names() -> set[str]:
     """vLLM's distinctive member names the project reads that are not also the spec's own
     state variables (spec/vocabulary.py mirrors vLLM's counters by name)."""
-    from spec.vocabulary import DECLS
+    from vllm_contract.spec.vocabulary import DECLS
 
     names = {n.name for n in internals.NEEDED}
     for variant in internals.VARIANTS:

@@ -21,18 +21,18 @@ from pathlib import Path
 
 import pytest
 import z3
+from vllm_contract.codegen import generate
+from vllm_contract.codegen.cases import CaseError, build
+from vllm_contract.model import prove
+from vllm_contract.model.bmc import Bmc, SolverInterrupted, SolverTimeout, SolverUnknown, classify_unknown
+from vllm_contract.model.encoding import Encoding
+from vllm_contract.model.induction import KInduction
+from vllm_contract.model.itf import read
+from vllm_contract.spec.config import Config
+from vllm_contract.spec.errors import SpecError
+from vllm_contract.spec.invariants import LEMMAS
+from vllm_contract.spec.matrix import by_name
 
-from codegen import generate
-from codegen.cases import CaseError, build
-from model import prove
-from model.bmc import Bmc, SolverInterrupted, SolverTimeout, SolverUnknown, classify_unknown
-from model.encoding import Encoding
-from model.induction import KInduction
-from model.itf import read
-from spec.config import Config
-from spec.errors import SpecError
-from spec.invariants import LEMMAS
-from spec.matrix import by_name
 from vllm_contract import outfolder
 from vllm_contract.cli import main as cli
 from vllm_contract.commands.generate import cases_folder
@@ -116,7 +116,7 @@ def test_out_naming_a_file_is_one_line(tmp_path, capsys, no_solving):
     ids=["explain", "report", "review"],
 )
 def test_an_out_that_is_a_file_is_one_line_before_any_work(command, tmp_path, capsys, monkeypatch):
-    from report import explain, review
+    from vllm_contract.report import explain, review
 
     def no_work(*args, **kwargs):
         raise AssertionError("the work started before --out was checked")
@@ -382,10 +382,10 @@ def test_a_configuration_named_twice_runs_once(tmp_path, capsys):
     ],
 )
 def test_a_matrix_entry_of_the_wrong_type_is_one_line(field, value, says, monkeypatch, tmp_path, capsys):
-    import spec.matrix
+    from vllm_contract.spec import matrix
 
-    bad = spec.matrix.MATRIX[0].with_(**{field: value})
-    monkeypatch.setattr(spec.matrix, "MATRIX", (bad,) + spec.matrix.MATRIX[1:])
+    bad = matrix.MATRIX[0].with_(**{field: value})
+    monkeypatch.setattr(matrix, "MATRIX", (bad,) + matrix.MATRIX[1:])
     with pytest.raises(SpecError, match=says):
         bad.validate()
     assert cli(["prove", bad.name, "--out", str(tmp_path / "p")]) == 2
@@ -399,21 +399,23 @@ def test_a_list_of_events_is_taken_as_a_set():
 
 
 def test_a_duplicate_configuration_name_is_named(monkeypatch):
-    import spec.matrix
+    from vllm_contract.spec import matrix
 
-    monkeypatch.setattr(spec.matrix, "MATRIX", spec.matrix.MATRIX + (spec.matrix.MATRIX[2],))
-    with pytest.raises(SpecError, match=repr(spec.matrix.MATRIX[2].name)):
-        spec.matrix.by_name(None)
+    monkeypatch.setattr(matrix, "MATRIX", matrix.MATRIX + (matrix.MATRIX[2],))
+    with pytest.raises(SpecError, match=repr(matrix.MATRIX[2].name)):
+        matrix.by_name(None)
 
 
 def test_an_unknown_keyword_in_the_matrix_is_one_line(tmp_path, monkeypatch, capsys):
-    import spec
+    from vllm_contract import spec
 
     fake = tmp_path / "spec"
     fake.mkdir()
-    (fake / "matrix.py").write_text("from spec.config import Config\n\nMATRIX = (Config(name='x', colour=1),)\n")
+    (fake / "matrix.py").write_text(
+        "from vllm_contract.spec.config import Config\n\nMATRIX = (Config(name='x', colour=1),)\n"
+    )
     monkeypatch.setattr(spec, "__path__", [str(fake)] + list(spec.__path__))
-    monkeypatch.delitem(sys.modules, "spec.matrix", raising=False)
+    monkeypatch.delitem(sys.modules, "vllm_contract.spec.matrix", raising=False)
     assert cli(["prove", "--out", str(tmp_path / "p")]) == 2
     err = capsys.readouterr().err
     assert one_line(err) and "spec/matrix.py line 3" in err and "colour" in err and "the fields are" in err
@@ -466,7 +468,8 @@ def test_fuzz_resume_of_another_campaign_is_one_line(tmp_path, capsys):
     out = tmp_path / "fuzz"
     assert cli(["fuzz", "--resume", "--out", str(out)]) == 2
     assert one_line(capsys.readouterr().err)
-    from targets.campaign import Campaign
+    from vllm_contract.targets.campaign import Campaign
+
     from vllm_contract.commands.fuzz import start_folder
 
     start_folder(out, Campaign(seed=1, cases=3, length=5, releases=("0.32.0",), presets=("v1-core",)))
@@ -620,7 +623,7 @@ def test_the_unchanged_trace_is_explained_and_generated(result, tmp_path, monkey
 def test_a_trace_is_read_only_from_a_regular_file_of_bounded_size(tmp_path, capsys):
     """XT24: `explain --trace /dev/zero` grew to 10.7 GB in 10 s; a folder or a file over
     the limit is one line too, refused before anything is read."""
-    from model.itf import MAX_BYTES
+    from vllm_contract.model.itf import MAX_BYTES
 
     big = tmp_path / "big.itf.json"
     with big.open("wb") as handle:
@@ -946,7 +949,7 @@ def test_the_solver_workers_and_their_fork_server_die_with_a_killed_parent():
     dies (model/workers.py, model/forkserver_guard.py)."""
     code = (
         "import time\n"
-        "from model.workers import isolated_pool\n"
+        "from vllm_contract.model.workers import isolated_pool\n"
         "pool = isolated_pool(1, preload=())\n"
         "pool.submit(time.sleep, 60).result()\n"
     )
@@ -974,7 +977,7 @@ def test_an_interrupt_wrapped_by_ctypes_is_still_an_interrupt():
     the signal's doing, never an error of the configuration."""
     import ctypes
 
-    from model.prove import _interrupt_in
+    from vllm_contract.model.prove import _interrupt_in
 
     try:
         try:

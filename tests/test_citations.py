@@ -11,11 +11,11 @@ import tomllib
 from pathlib import Path
 
 import pytest
+from vllm_contract.spec import citations as C
+from vllm_contract.spec import cite_check
+from vllm_contract.spec.plugin_runners import SOURCES
+from vllm_contract.targets import plugin_fetch
 
-from spec import citations as C
-from spec import cite_check
-from spec.plugin_runners import SOURCES
-from targets import plugin_fetch
 from vllm_contract.cli import main as cli
 from vllm_contract.commands import cite_check as cite_check_command
 
@@ -146,7 +146,7 @@ def test_per_release_text_is_used():
 
 def test_asserts_are_in_their_cited_text():
     """Each vLLM assert the contract names is in the text its citation records."""
-    from spec.properties import ASSERTS, statement_key
+    from vllm_contract.spec.properties import ASSERTS, statement_key
 
     for a in ASSERTS.values():
         if a.statement is None:

@@ -13,15 +13,14 @@ from __future__ import annotations
 import logging
 
 import pytest
-
-from adapter import clamp_scheduler, objects
-from adapter import construct as vllm_factory
-from adapter import current as vllm_env
-from adapter.clamp_scheduler import ClampAsyncScheduler
-from spec import profiles
-from spec.config import Config
-from targets.harness import replay
-from targets.vllm_target import VllmTarget, assert_site
+from vllm_contract.adapter import clamp_scheduler, objects
+from vllm_contract.adapter import construct as vllm_factory
+from vllm_contract.adapter import current as vllm_env
+from vllm_contract.adapter.clamp_scheduler import ClampAsyncScheduler
+from vllm_contract.spec import profiles
+from vllm_contract.spec.config import Config
+from vllm_contract.targets.harness import replay
+from vllm_contract.targets.vllm_target import VllmTarget, assert_site
 
 # a vLLM tree the run cannot load stops it (the plugin's preflight), never a skip
 pytestmark = pytest.mark.vllm

@@ -3,17 +3,16 @@
 from pathlib import Path
 
 import pytest
-
-from codegen import generate
-from codegen.cases import CaseError, build
-from codegen.render import render
-from model.check import check_config
-from model.itf import write
-from model.workers import isolated_pool
-from spec.errors import SpecError
-from spec.matrix import by_name
-from targets.harness import Divergence, replay_case
-from targets.reference import ReferenceTarget
+from vllm_contract.codegen import generate
+from vllm_contract.codegen.cases import CaseError, build
+from vllm_contract.codegen.render import render
+from vllm_contract.model.check import check_config
+from vllm_contract.model.itf import write
+from vllm_contract.model.workers import isolated_pool
+from vllm_contract.spec.errors import SpecError
+from vllm_contract.spec.matrix import by_name
+from vllm_contract.targets.harness import Divergence, replay_case
+from vllm_contract.targets.reference import ReferenceTarget
 
 
 def isolated(name: str):
@@ -51,7 +50,7 @@ def test_check_catches_a_hand_edit(kvfail_trace, tmp_path):
 
 def test_check_catches_a_spec_change(kvfail_trace, monkeypatch):
     before = render(build(kvfail_trace))
-    import spec.deliver
+    from vllm_contract.spec import deliver
 
     # a weaker clamp: it keeps one token more than was reserved
     def leaky(ops, applies, delivered, reserved):
@@ -59,7 +58,7 @@ def test_check_catches_a_spec_change(kvfail_trace, monkeypatch):
         kept = ops.ite(over, ops.max(reserved + 1, 0), delivered)
         return kept, delivered - kept
 
-    monkeypatch.setattr(spec.deliver, "clamp_delivery", leaky)
+    monkeypatch.setattr(deliver, "clamp_delivery", leaky)
     assert render(build(kvfail_trace)) != before
 
 

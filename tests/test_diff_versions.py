@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from vllm_contract.spec.profiles import RELEASES
 
-from spec.profiles import RELEASES
 from vllm_contract.cli import main as cli
 
 

@@ -13,12 +13,11 @@ import os
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from adapter import current as vllm_env
-from model.sampler import random_trace
-from targets.fuzz_presets import KNOWN, PRESETS, ignore_known
-from targets.harness import replay
-from targets.vllm_target import VllmTarget
+from vllm_contract.adapter import current as vllm_env
+from vllm_contract.model.sampler import random_trace
+from vllm_contract.targets.fuzz_presets import KNOWN, PRESETS, ignore_known
+from vllm_contract.targets.harness import replay
+from vllm_contract.targets.vllm_target import VllmTarget
 
 # a vLLM tree the run cannot load stops it (the plugin's preflight), never a skip
 pytestmark = pytest.mark.vllm

@@ -45,14 +45,14 @@ def make_targets() -> set[str]:
 
 def known_names() -> set[str]:
     """Every name a document may put in backticks that looks like a configuration."""
-    from adapter import internals
-    from spec import citations
-    from spec.config import EVENT_FAMILIES, FAULTS, GUARDS
-    from spec.matrix import MATRIX
-    from spec.profiles import PROFILES
-    from spec.properties import ASSERTS, PROPERTIES
-    from spec.runner_variants import RUNNERS
-    from targets.fuzz_presets import KNOWN, PRESETS
+    from vllm_contract.adapter import internals
+    from vllm_contract.spec import citations
+    from vllm_contract.spec.config import EVENT_FAMILIES, FAULTS, GUARDS
+    from vllm_contract.spec.matrix import MATRIX
+    from vllm_contract.spec.profiles import PROFILES
+    from vllm_contract.spec.properties import ASSERTS, PROPERTIES
+    from vllm_contract.spec.runner_variants import RUNNERS
+    from vllm_contract.targets.fuzz_presets import KNOWN, PRESETS
 
     names = {c.name for c in MATRIX} | {c.scenario for c in MATRIX}
     names |= set(PROPERTIES) | set(ASSERTS) | set(PROFILES) | set(RUNNERS) | set(GUARDS)
@@ -88,7 +88,7 @@ def _exists(rel: str, md: Path) -> bool:
     rel = rel.rstrip("/").rstrip(".,;")
     if any(ch in rel for ch in "*<>{}") or "X.Y.Z" in rel or "CONFIG" in rel or "PROPERTY" in rel:
         return True  # a pattern, not a path
-    from codegen.generate import USER_TRACES
+    from vllm_contract.codegen.generate import USER_TRACES
 
     if ROOT / rel == USER_TRACES:
         return True  # made by the first `generate --trace`

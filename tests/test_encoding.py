@@ -10,11 +10,10 @@ import random
 
 import pytest
 import z3
-
-from model.encoding import Encoding
-from model.interpreter import Interpreter, args_for
-from spec.config import Config
-from spec.properties import PROPERTIES
+from vllm_contract.model.encoding import Encoding
+from vllm_contract.model.interpreter import Interpreter, args_for
+from vllm_contract.spec.config import Config
+from vllm_contract.spec.properties import PROPERTIES
 
 CONFIGS = [
     Config(

@@ -5,12 +5,12 @@ from __future__ import annotations
 import json
 
 import pytest
+from vllm_contract.model.explain import explain_config
+from vllm_contract.report import explain
+from vllm_contract.spec.matrix import by_name
+from vllm_contract.spec.verdicts import Fired
+from vllm_contract.spec.vocabulary import Status
 
-from model.explain import explain_config
-from report import explain
-from spec.matrix import by_name
-from spec.verdicts import Fired
-from spec.vocabulary import Status
 from vllm_contract.cli import main as cli
 
 SEED = "placeholders=-1 new_tokens=1 computed=8448 num_tokens=9119 prompt=9118 output=1 prefill_chunk=True"
@@ -88,7 +88,7 @@ def test_unknown_is_never_no():
 
 
 def test_the_command_ranks_mechanisms_and_writes_a_replayable_trace(tmp_path, capsys):
-    from codegen.cases import build
+    from vllm_contract.codegen.cases import build
 
     code = cli(
         [
@@ -174,7 +174,7 @@ def test_a_configuration_that_raises_is_could_not_run_with_its_cause(monkeypatch
 
 
 def test_could_not_run_exits_3_and_its_cause_is_printed_once(monkeypatch, tmp_path, capsys):
-    from model.explain import Answer
+    from vllm_contract.model.explain import Answer
 
     def run(configs, *args, **kwargs):
         return [Answer(c.name, explain.COULD_NOT_RUN, 0.0, "MemoryError: no message") for c in configs]
@@ -192,7 +192,7 @@ SAME_MODEL = ["v1", "v2-pp4", "guard-healthy", "kvfail-stream", "v2-stale-slot"]
 
 
 def _model_text(cfg) -> str:
-    from model.encoding import Encoding
+    from vllm_contract.model.encoding import Encoding
 
     enc = Encoding(cfg)
     return "\n".join(f.sexpr() for f in (enc.initial(), enc.transition(0), enc.fatal_ok(0)))
@@ -221,7 +221,7 @@ def test_only_releases_that_model_alike_share_an_answer():
 
 
 def test_a_shared_answer_is_the_configurations_own_trace(tmp_path, capsys):
-    from codegen.cases import build
+    from vllm_contract.codegen.cases import build
 
     out = tmp_path / "explain"
     code = cli(["explain", SEED, "--configs", "v2-kvfail@0.31.0", "v2-kvfail@0.32.0", "--json", "--out", str(out)])
@@ -329,8 +329,8 @@ def test_every_release_is_answered_as_it_completes_then_the_whole(tmp_path, caps
 
 
 def test_an_answer_at_the_edge_of_its_budget_says_so_and_so_does_a_budget_that_ran_out(monkeypatch):
-    from model import explain as model_explain
-    from model.explain import Answer
+    from vllm_contract.model import explain as model_explain
+    from vllm_contract.model.explain import Answer
 
     cfgs = {c.name: c for c in by_name(["v2-kvfail@0.32.0", "v2@0.32.0", "v1@0.32.0"])}
     reached = Answer("v2-kvfail@0.32.0", "reached", 4.6, "BMC", depth=7, mechanisms=["kv-load-failure"], edge=True)
@@ -411,10 +411,10 @@ def _case_trace(tmp_path, module: str):
     """A generated counterexample as the ITF file a monitor would write (no vLLM needed)."""
     import importlib
 
-    from model.interpreter import Interpreter, args_for, flat
-    from model.itf import text, to_itf
-    from model.trace import Step, Trace, confirm
-    from spec.config import Config
+    from vllm_contract.model.interpreter import Interpreter, args_for, flat
+    from vllm_contract.model.itf import text, to_itf
+    from vllm_contract.model.trace import Step, Trace, confirm
+    from vllm_contract.spec.config import Config
 
     case = importlib.import_module(module).CASE
     cfg = Config.from_record(case.config)

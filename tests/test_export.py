@@ -14,10 +14,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from vllm_contract.adapter.tree import INSTALLED
+from vllm_contract.codegen.cases import build
+from vllm_contract.codegen.export import export_release
 
-from adapter.tree import INSTALLED
-from codegen.cases import build
-from codegen.export import export_release
 from vllm_contract.commands.export import RELEASES
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -151,7 +151,7 @@ E   AssertionError"""
 
 
 def test_the_checker_names_the_assert_and_the_step_and_refuses_any_other(tmp_path):
-    from fixes.export_check import judge
+    from vllm_contract.fixes.export_check import judge
 
     sched = tmp_path / "async_scheduler.py"
     sched.write_text("x = 1\ny = 2\n        assert request.num_output_placeholders >= 0\n")
@@ -170,7 +170,7 @@ def test_the_checker_names_the_assert_and_the_step_and_refuses_any_other(tmp_pat
 
 
 def test_the_broken_copy_loses_its_violating_step(exported, tmp_path):
-    from fixes.export_check import BROKEN_PREFIX, break_one
+    from vllm_contract.fixes.export_check import BROKEN_PREFIX, break_one
 
     files = exported["0.32.0"][0]
     for name, text in files.items():
@@ -218,7 +218,7 @@ def test_make_export_and_export_check_default_to_every_release():
 def test_the_guard_readme_lists_what_export_check_measured():
     """fixes/step-reservation-guard/README.md's list is the committed results' (make
     export-check rewrites it)."""
-    from fixes.export_check import README, readme_block
+    from vllm_contract.fixes.export_check import README, readme_block
 
     block = readme_block()
     assert block in README.read_text(), "the README's exported tests are stale: run `make export-check`"
@@ -227,7 +227,7 @@ def test_the_guard_readme_lists_what_export_check_measured():
 
 def _passing_record(files: dict[str, str]) -> dict:
     """The results export-check writes for a run of `files` in which everything held."""
-    from fixes.export_check import digests, predictions
+    from vllm_contract.fixes.export_check import digests, predictions
 
     predicted = predictions(json.loads(files["expected.json"]))
     observed = {arm: {t: p[arm]["outcome"] for t, p in predicted.items()} for arm in ("release", "guard")}
@@ -243,7 +243,7 @@ def _passing_record(files: dict[str, str]) -> dict:
 def test_committed_results_of_other_modules_or_predictions_are_stale(tmp_path):
     """fixes/export_check.stale, the check below, on a made-up export: a passing record of
     the same modules is not stale, and each way a record stops matching is named."""
-    from fixes.export_check import stale
+    from vllm_contract.fixes.export_check import stale
 
     expect = {"outcome": "failed", "step": 7, "statement": None}
     expected = {"test_contract_x.py::test_x": {"release": expect, "guard": {"outcome": "passed"}, "lines": {}}}
@@ -282,7 +282,7 @@ def whole_matrix(tmp_path_factory) -> Path:
     """The prover's results of the whole matrix: build/prove when it is complete and
     computed from the sources here now (make test proves it first), else a prover run of
     its own (about 70 s on 2 cores)."""
-    from model.results import StaleSummary, load_summary
+    from vllm_contract.model.results import StaleSummary, load_summary
 
     built = ROOT / "build" / "prove"
     try:
@@ -307,8 +307,8 @@ def test_the_committed_export_check_results_are_of_what_make_export_writes_now(w
     and predictions `make export` writes now: for the installed release and the newest one,
     and for every release under --sweep (vLLM's test tree is not run: export-check itself
     did that when the results were written)."""
-    from codegen.generate import plan
-    from fixes.export_check import stale
+    from vllm_contract.codegen.generate import plan
+    from vllm_contract.fixes.export_check import stale
 
     sources = plan(whole_matrix, [], None).sources
     releases = RELEASES if sweep else sorted({INSTALLED, RELEASES[-1]})
@@ -340,8 +340,8 @@ def test_a_reset_that_a_session_makes_fail_is_exported_as_raising():
     RuntimeError, and a reset that succeeds is a plain call."""
     from types import SimpleNamespace
 
-    from codegen.export import _steps
-    from spec.config import Config
+    from vllm_contract.codegen.export import _steps
+    from vllm_contract.spec.config import Config
 
     cfg = Config("reset-stream", runner="v1", events=frozenset({"stream", "reset"}), profile="vllm-0.32.0")
     steps = [

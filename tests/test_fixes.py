@@ -14,12 +14,11 @@ says it skipped it (spec/matrix.py: v2-rollback-no-release, v2-rollback-no-drop)
 from __future__ import annotations
 
 import pytest
-
-from model.bmc import Bmc, Goal
-from model.encoding import Encoding
-from model.interpreter import Interpreter
-from model.trace import confirm
-from spec.matrix import by_name
+from vllm_contract.model.bmc import Bmc, Goal
+from vllm_contract.model.encoding import Encoding
+from vllm_contract.model.interpreter import Interpreter
+from vllm_contract.model.trace import confirm
+from vllm_contract.spec.matrix import by_name
 
 
 def counterexample(cfg, prop, depth=10):

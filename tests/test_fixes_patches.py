@@ -30,9 +30,8 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from fixes import trees
-from fixes.check import check
+from vllm_contract.fixes import trees
+from vllm_contract.fixes.check import check
 
 REPO = Path(__file__).resolve().parent.parent
 NEWEST = trees.RELEASES[-1]
@@ -214,7 +213,7 @@ def test_a_patch_that_does_not_apply_is_an_error(tmp_path):
 
 
 def test_the_vllm_guard_target_loads_the_one_class():
-    from adapter import guard_scheduler
+    from vllm_contract.adapter import guard_scheduler
 
     assert guard_scheduler.SOURCE == REPO / "fixes" / "step-reservation-guard" / "guard_scheduler.py"
     assert Path(sys.modules[guard_scheduler.GuardAsyncScheduler.__module__].__file__) == guard_scheduler.SOURCE
@@ -284,7 +283,7 @@ SKIP_SCRIPT = """
 import json
 from types import SimpleNamespace
 
-from adapter.cpu import setup
+from vllm_contract.adapter.cpu import setup
 
 setup()  # the tree, and vLLM's CPU patches (no pinned memory)
 import torch

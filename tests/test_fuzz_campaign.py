@@ -12,10 +12,10 @@ from __future__ import annotations
 import json
 
 import pytest
+from vllm_contract.spec.errors import ExitStatus
+from vllm_contract.targets.campaign import Campaign
+from vllm_contract.targets.campaign_run import LocalPool
 
-from spec.errors import ExitStatus
-from targets.campaign import Campaign
-from targets.campaign_run import LocalPool
 from tests.test_bad_inputs import default_sigint
 from vllm_contract.commands.fuzz import execute
 
@@ -106,8 +106,7 @@ def test_a_two_node_ray_cluster_gives_the_same_bytes(one_worker, tmp_path, monke
     try:
         import ray
         from ray.cluster_utils import Cluster
-
-        from targets.campaign_ray import RayPool
+        from vllm_contract.targets.campaign_ray import RayPool
     except ImportError:
         pytest.fail("Ray is not installed: run `make venv` (it installs vllm-contract[ray])", pytrace=False)
     monkeypatch.setenv("RAY_USAGE_STATS_ENABLED", "0")  # no usage report from this machine

@@ -10,14 +10,14 @@ from __future__ import annotations
 import json
 
 import pytest
+from vllm_contract.codegen import generate
+from vllm_contract.model.interpreter import flat
+from vllm_contract.spec.errors import ExitStatus, TargetUnavailable
+from vllm_contract.targets.campaign import Campaign, merge, run_shard
+from vllm_contract.targets.campaign_run import Event, Handle
+from vllm_contract.targets.fuzz_presets import PRESETS
+from vllm_contract.targets.reference import ReferenceTarget
 
-from codegen import generate
-from model.interpreter import flat
-from spec.errors import ExitStatus, TargetUnavailable
-from targets.campaign import Campaign, merge, run_shard
-from targets.campaign_run import Event, Handle
-from targets.fuzz_presets import PRESETS
-from targets.reference import ReferenceTarget
 from vllm_contract.cli import main as cli
 from vllm_contract.commands.fuzz import execute
 
@@ -78,7 +78,7 @@ class InlinePool:
         return list(self.handles)
 
     def start(self, release):
-        from targets.campaign import Worker
+        from vllm_contract.targets.campaign import Worker
 
         self.started += 1
         handle = Handle(release, self.started)

@@ -7,20 +7,19 @@ runs again, and a target whose has_requests() says the engine is idle fails the 
 """
 
 import pytest
-
-from codegen.case import Case, Tally, predict
-from model import hang
-from model.bmc import Bmc, Goal
-from model.encoding import Encoding
-from model.interpreter import Interpreter
-from model.run import Run
-from model.trace import confirm
-from spec.config import Config
-from spec.matrix import by_name
-from spec.verdicts import Fired, Reaction
-from targets.harness import Divergence, replay_case
-from targets.protocol import Outcome
-from targets.reference import ReferenceTarget
+from vllm_contract.codegen.case import Case, Tally, predict
+from vllm_contract.model import hang
+from vllm_contract.model.bmc import Bmc, Goal
+from vllm_contract.model.encoding import Encoding
+from vllm_contract.model.interpreter import Interpreter
+from vllm_contract.model.run import Run
+from vllm_contract.model.trace import confirm
+from vllm_contract.spec.config import Config
+from vllm_contract.spec.matrix import by_name
+from vllm_contract.spec.verdicts import Fired, Reaction
+from vllm_contract.targets.harness import Divergence, replay_case
+from vllm_contract.targets.protocol import Outcome
+from vllm_contract.targets.reference import ReferenceTarget
 
 UNDER_DRAIN = by_name(["under-drain@0.32.0"])[0]
 # schedule the whole prompt, preempt (deliver-stale mode) with that step in flight, an
@@ -207,7 +206,7 @@ def test_a_target_that_never_drains_is_named_a_hang_whatever_the_case_injected()
 
 
 def test_a_trace_replay_runs_on_too():
-    from targets.harness import replay
+    from vllm_contract.targets.harness import replay
 
     run = Run(PREEMPT, {"prompt_len": [2]}, PREEMPT_STEPS)
     steps = [(p.event, p.args) for p in run]  # the fuzzer's form: flat keys

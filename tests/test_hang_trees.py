@@ -28,10 +28,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-
-from adapter import released
-from adapter.tree import RELEASES, resolve
-from spec.properties import PROPERTIES
+from vllm_contract.adapter import released
+from vllm_contract.adapter.tree import RELEASES, resolve
+from vllm_contract.spec.properties import PROPERTIES
 
 REPO = Path(__file__).resolve().parent.parent
 SCHEDULER = "vllm/v1/core/sched/scheduler.py"
@@ -147,7 +146,7 @@ def test_a_tree_edited_to_hang_is_a_hang_to_the_cases_and_the_monitor(tmp_path, 
     run = _child(sys.executable, *pytest_argv, "--target=vllm", f"--vllm={tree}")
     assert run.returncode == 1, run.stdout[-3000:]
     failed = int(re.search(r"(\d+) failed", run.stdout).group(1))
-    said = [ln for ln in run.stdout.splitlines() if ln.startswith("targets.harness.Divergence: ")]
+    said = [ln for ln in run.stdout.splitlines() if ln.startswith("vllm_contract.targets.harness.Divergence: ")]
     assert len(said) == failed == len(cases), run.stdout[-3000:]
     assert all("HANG on the target" in ln and "request r0 never runs again" in ln for ln in said), said
 

@@ -8,10 +8,9 @@ import importlib.util
 from pathlib import Path
 
 import pytest
-
-from targets.harness import Divergence, replay_case, replay_command
-from targets.protocol import Outcome
-from targets.reference import ReferenceTarget
+from vllm_contract.targets.harness import Divergence, replay_case, replay_command
+from vllm_contract.targets.protocol import Outcome
+from vllm_contract.targets.reference import ReferenceTarget
 
 ROOT = Path(__file__).resolve().parent.parent
 CASE_FILE = ROOT / "generated_tests/cases/vllm_0_29_0/test_v2_kvfail__counter_nonnegative.py"
@@ -94,8 +93,8 @@ def test_show_vllm_traceback_prints_vllms_own_traceback(monkeypatch, capsys):
     """SHOW_VLLM_TRACEBACK=1 prints vLLM's traceback when its assert fires, even in a
     replay that passes because the case expects that assert (the over-delivery crash,
     on every release's counter assert)."""
-    from adapter import current as vllm_env
-    from targets.vllm_target import VllmTarget
+    from vllm_contract.adapter import current as vllm_env
+    from vllm_contract.targets.vllm_target import VllmTarget
 
     case_file = ROOT / "generated_tests/cases/vllm_0_29_0/test_v1_over_delivery__counter_nonnegative.py"
     spec = importlib.util.spec_from_file_location("over_delivery_case", case_file)

@@ -1,11 +1,10 @@
 """The reference interpreter on hand-checked scenarios (vLLM line numbers in spec/)."""
 
 import pytest
-
-from model.interpreter import Disabled, Interpreter, args_for, nested
-from spec.config import Config
-from spec.errors import SpecError
-from spec.vocabulary import Status
+from vllm_contract.model.interpreter import Disabled, Interpreter, args_for, nested
+from vllm_contract.spec.config import Config
+from vllm_contract.spec.errors import SpecError
+from vllm_contract.spec.vocabulary import Status
 
 
 def run(cfg, prompt_len, steps, **init):

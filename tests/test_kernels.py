@@ -12,8 +12,7 @@ import sys
 
 import pytest
 import torch
-
-from kernels import discard, reference, runtime
+from vllm_contract.kernels import discard, reference, runtime
 
 # the Triton kernels (interpreted on CPU): left out of make test-fast
 pytestmark = pytest.mark.kernel
@@ -181,8 +180,8 @@ def test_runtime_chooses_the_interpreter_without_cuda():
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     probe = (
         "import os, torch, triton.language\n"  # before kernels: its @jit library is compiled-mode
-        "import kernels\n"
-        "from kernels import discard, reference, runtime\n"
+        "import vllm_contract.kernels\n"
+        "from vllm_contract.kernels import discard, reference, runtime\n"
         "d = runtime.DEVICE\n"
         "args = [torch.tensor(v, dtype=torch.int32, device=d) for v in ([1, 1], [3, 9], [0, 1, 3])]\n"
         "args += [torch.tensor([1, 0], device=d), torch.tensor([5, 4], dtype=torch.int32, device=d)]\n"
@@ -221,7 +220,7 @@ def test_refuses_to_launch_with_neither_cuda_nor_interpreter(monkeypatch):
 
 @pytest.fixture(scope="module")
 def vllm_launcher():
-    from adapter import kernel as vllm_kernel
+    from vllm_contract.adapter import kernel as vllm_kernel
 
     try:
         return vllm_kernel.get_num_sampled_and_rejected()

@@ -6,9 +6,8 @@ import importlib.util
 from pathlib import Path
 
 import pytest
-
-import kernels  # noqa: F401 - settles TRITON_INTERPRET first
-from kernels import reference, runtime
+import vllm_contract.kernels  # noqa: F401 - settles TRITON_INTERPRET first
+from vllm_contract.kernels import reference, runtime
 
 # the Triton kernels (interpreted on CPU): left out of make test-fast
 pytestmark = pytest.mark.kernel

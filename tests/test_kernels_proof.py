@@ -9,10 +9,9 @@ import sys
 from pathlib import Path
 
 import pytest
+import vllm_contract.kernels  # noqa: F401 - settles TRITON_INTERPRET first
 import z3
-
-import kernels  # noqa: F401 - settles TRITON_INTERPRET first
-from kernels import proof
+from vllm_contract.kernels import proof
 
 # the Triton kernels (interpreted on CPU): left out of make test-fast
 pytestmark = pytest.mark.kernel
@@ -130,7 +129,7 @@ def test_native_compile_lowers_the_decision_to_one_signed_comparison(tmp_path):
     the operation the Z3 claims are about, and both kernels compile for the H200."""
     env = dict(os.environ, TRITON_INTERPRET="0", TRITON_CACHE_DIR=str(tmp_path))
     run = subprocess.run(
-        [sys.executable, "-m", "kernels.lowering", "--arch", "90"],
+        [sys.executable, "-m", "vllm_contract.kernels.lowering", "--arch", "90"],
         env=env,
         cwd=ROOT,
         capture_output=True,
@@ -153,6 +152,6 @@ def test_native_compile_lowers_the_decision_to_one_signed_comparison(tmp_path):
     ],
 )
 def test_lowering_check_catches_other_comparisons(ttir, problem):
-    from kernels import lowering
+    from vllm_contract.kernels import lowering
 
     assert problem in lowering.decision_problem("snapshot", ttir)

@@ -5,15 +5,14 @@ from __future__ import annotations
 import random
 
 import pytest
-
-import kernels  # noqa: F401 - settles TRITON_INTERPRET first
-from kernels import discard
-from model.interpreter import Interpreter, flat
-from model.run import Played, Run
-from spec.config import Config
-from spec.errors import TargetUnavailable
-from targets import kernel as kernel_target
-from targets.kernel import KernelTarget
+import vllm_contract.kernels  # noqa: F401 - settles TRITON_INTERPRET first
+from vllm_contract.kernels import discard
+from vllm_contract.model.interpreter import Interpreter, flat
+from vllm_contract.model.run import Played, Run
+from vllm_contract.spec.config import Config
+from vllm_contract.spec.errors import TargetUnavailable
+from vllm_contract.targets import kernel as kernel_target
+from vllm_contract.targets.kernel import KernelTarget
 
 # the Triton kernels (interpreted on CPU): left out of make test-fast
 pytestmark = pytest.mark.kernel

@@ -18,23 +18,23 @@ import json
 from pathlib import Path
 
 import pytest
+from vllm_contract.adapter import construct as vllm_factory
+from vllm_contract.adapter import current as vllm_env
+from vllm_contract.adapter import objects
+from vllm_contract.codegen.case import predict
+from vllm_contract.codegen.cases import build, from_monitor
+from vllm_contract.model import hang
+from vllm_contract.model.run import Run
+from vllm_contract.report.explain_trace import explain_trace
+from vllm_contract.spec import profiles
+from vllm_contract.spec.config import Config
+from vllm_contract.spec.errors import ExitStatus, TargetUnavailable
+from vllm_contract.targets import monitor_writer
+from vllm_contract.targets.harness import replay_case
+from vllm_contract.targets.monitor import ENV_FOLDER, ENV_WINDOW, Settings, SettingsError
+from vllm_contract.targets.monitor_scheduler import MONITOR_SCHEDULER_CLS
+from vllm_contract.targets.vllm_target import VllmTarget
 
-from adapter import construct as vllm_factory
-from adapter import current as vllm_env
-from adapter import objects
-from codegen.case import predict
-from codegen.cases import build, from_monitor
-from model import hang
-from model.run import Run
-from report.explain_trace import explain_trace
-from spec import profiles
-from spec.config import Config
-from spec.errors import ExitStatus, TargetUnavailable
-from targets import monitor_writer
-from targets.harness import replay_case
-from targets.monitor import ENV_FOLDER, ENV_WINDOW, Settings, SettingsError
-from targets.monitor_scheduler import MONITOR_SCHEDULER_CLS
-from targets.vllm_target import VllmTarget
 from vllm_contract.cli import main as cli
 
 # a vLLM tree the run cannot load stops it (the plugin's preflight), never a skip
@@ -132,7 +132,7 @@ def _dropped_with_run_on(case, label: str) -> int:
 
 
 def test_loads_through_vllms_own_scheduler_cls():
-    from targets.monitor_scheduler import MonitoredAsyncScheduler
+    from vllm_contract.targets.monitor_scheduler import MonitoredAsyncScheduler
 
     cfg = Config("monitor-load", runner=RUNNER, requests=1, profile=PROFILE)
     config = vllm_factory.vllm_config(vllm_factory.Shape.of(cfg, MONITOR_SCHEDULER_CLS))
@@ -337,7 +337,7 @@ def test_an_error_of_the_monitor_never_stops_the_engine(tmp_path, monkeypatch, c
 
 def _without(monkeypatch, internal: str):
     """The monitor's probe as on a vLLM that renamed one internal it reads."""
-    from adapter import internals
+    from vllm_contract.adapter import internals
 
     real = internals.probe
 
@@ -350,7 +350,7 @@ def _without(monkeypatch, internal: str):
 
 
 def test_a_vllm_the_monitor_cannot_read_refuses_to_start_one_line_per_internal(monkeypatch):
-    from spec.errors import MonitorUnsupported
+    from vllm_contract.spec.errors import MonitorUnsupported
 
     _without(monkeypatch, "Request.num_output_placeholders in vllm/v1/request.py")
     try:

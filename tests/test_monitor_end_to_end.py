@@ -16,18 +16,17 @@ import json
 from pathlib import Path
 
 import pytest
-
-from adapter import current as vllm_env
-from codegen.cases import build
-from codegen.generate import adopt
-from report.explain_trace import explain_trace
-from spec import profiles
-from spec.errors import ExitStatus
-from spec.verdicts import Reaction
-from targets import monitor_writer
-from targets.harness import replay_case
-from targets.monitor import ENV_FOLDER
-from targets.vllm_target import VllmTarget
+from vllm_contract.adapter import current as vllm_env
+from vllm_contract.codegen.cases import build
+from vllm_contract.codegen.generate import adopt
+from vllm_contract.report.explain_trace import explain_trace
+from vllm_contract.spec import profiles
+from vllm_contract.spec.errors import ExitStatus
+from vllm_contract.spec.verdicts import Reaction
+from vllm_contract.targets import monitor_writer
+from vllm_contract.targets.harness import replay_case
+from vllm_contract.targets.monitor import ENV_FOLDER
+from vllm_contract.targets.vllm_target import VllmTarget
 
 pytestmark = pytest.mark.vllm
 
@@ -47,7 +46,7 @@ def _case(path: Path):
 
 @pytest.mark.skipif(PROFILE not in CRASHES, reason="the real V2 runner end to end runs on 0.32.0, 0.33.0 and 0.34.0")
 def test_the_monitor_turns_finding_1_on_the_real_v2_runner_into_a_case(tmp_path, monkeypatch):
-    from targets.real_runner.target import RealRunnerTarget
+    from vllm_contract.targets.real_runner.target import RealRunnerTarget
 
     crash = CRASHES[PROFILE]
     folder = tmp_path / "monitor"

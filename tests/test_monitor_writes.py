@@ -16,10 +16,9 @@ import time
 from pathlib import Path
 
 import pytest
-
-from targets import monitor_writer
-from targets.monitor import ENV_TRACES, ENV_WINDOW, MAX_WINDOW, Settings, SettingsError
-from targets.monitor_writer import TraceDropped, TraceWriter, publish, shown, trace_name
+from vllm_contract.targets import monitor_writer
+from vllm_contract.targets.monitor import ENV_TRACES, ENV_WINDOW, MAX_WINDOW, Settings, SettingsError
+from vllm_contract.targets.monitor_writer import TraceDropped, TraceWriter, publish, shown, trace_name
 
 
 @pytest.mark.parametrize(

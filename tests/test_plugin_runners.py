@@ -7,18 +7,17 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-
-from model.bmc import Bmc, Goal
-from model.encoding import Encoding
-from model.induction import KInduction
-from model.interpreter import Interpreter
-from model.trace import confirm
-from spec.config import Config
-from spec.errors import SpecError
-from spec.invariants import lemmas_for
-from spec.matrix import by_name
-from spec.plugin_runners import PLUGINS, SOURCES
-from spec.runner_variants import NEVER_RULE, RUNNERS
+from vllm_contract.model.bmc import Bmc, Goal
+from vllm_contract.model.encoding import Encoding
+from vllm_contract.model.induction import KInduction
+from vllm_contract.model.interpreter import Interpreter
+from vllm_contract.model.trace import confirm
+from vllm_contract.spec.config import Config
+from vllm_contract.spec.errors import SpecError
+from vllm_contract.spec.invariants import lemmas_for
+from vllm_contract.spec.matrix import by_name
+from vllm_contract.spec.plugin_runners import PLUGINS, SOURCES
+from vllm_contract.spec.runner_variants import NEVER_RULE, RUNNERS
 
 ALL = frozenset({"preempt", "preempt-drop", "reset", "stream", "abort"})
 

@@ -7,13 +7,12 @@ import dataclasses
 import time
 
 import pytest
-
-from model.bmc import Bmc, Goal
-from model.encoding import Encoding
-from model.interpreter import Interpreter
-from model.probe import probe
-from model.trace import happens
-from spec.config import Config
+from vllm_contract.model.bmc import Bmc, Goal
+from vllm_contract.model.encoding import Encoding
+from vllm_contract.model.interpreter import Interpreter
+from vllm_contract.model.probe import probe
+from vllm_contract.model.trace import happens
+from vllm_contract.spec.config import Config
 
 # as the matrix's v1-over-delivery@0.32.0 (counter-nonnegative violated: crash in 3 steps)
 OVER = Config("probe-over-delivery", runner="v1", faults=frozenset({"over-delivery"}), requests=1, spec_tokens=1)
@@ -77,7 +76,7 @@ def test_symbolic_draft_count_does_not_break_it():
 
 def test_a_paused_walker_finds_what_an_unpaused_one_does():
     # the race gives the walks many small slices: slicing must not change what they find
-    from model.probe import Walker
+    from vllm_contract.model.probe import Walker
 
     whole = Walker(OVER, "counter-nonnegative", seed=5).run(30)
     sliced, found = Walker(OVER, "counter-nonnegative", seed=5), None
@@ -93,7 +92,7 @@ def test_race_beside_the_bmc_finds_no_shorter_trace():
     # a trace the walks found is a real counterexample, never shorter than the BMC's.
     # (That the race changes no reported trace is checked in fresh processes, where Z3's
     # history is the same: tests/test_prove_cache.py, --no-walks against the default.)
-    from model.probe import Race
+    from vllm_contract.model.probe import Race
 
     goal = Goal.violation("counter-nonnegative")
     with Race(OVER, "counter-nonnegative", seed=0) as race:
@@ -109,7 +108,7 @@ def test_race_beside_the_bmc_finds_no_shorter_trace():
 def test_race_walks_in_a_thread_of_its_own():
     # while the search's thread waits (as it does in a solver check, which releases the
     # GIL) the walks go on and find the counterexample; the race ends with the search
-    from model.probe import Race
+    from vllm_contract.model.probe import Race
 
     with Race(OVER, "counter-nonnegative", seed=0, cap=30) as race:
         deadline = time.perf_counter() + 20
@@ -120,7 +119,7 @@ def test_race_walks_in_a_thread_of_its_own():
 
 
 def test_an_error_in_a_walk_is_raised_not_swallowed(monkeypatch):
-    from model import probe
+    from vllm_contract.model import probe
 
     def broken(*args, **kwargs):
         raise RuntimeError("interpreter bug")
@@ -136,9 +135,9 @@ def test_no_walk_races_a_property_no_step_shows():
     for its counterexample runs without walks, where a walk raised TypeError (its test
     called a predicate that is None) once the race got to it (bench speed, make prove
     with a caller that asked for walks)."""
-    from model.check import MAX_DEPTH, search_violation
-    from model.probe import Walker, walkable
-    from spec.matrix import by_name
+    from vllm_contract.model.check import MAX_DEPTH, search_violation
+    from vllm_contract.model.probe import Walker, walkable
+    from vllm_contract.spec.matrix import by_name
 
     (cfg,) = by_name(["under-drain@0.32.0"])
     assert cfg.expect["bounded-progress"] == "violated" and not walkable("bounded-progress")

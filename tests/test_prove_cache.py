@@ -13,13 +13,13 @@ import sys
 from pathlib import Path
 
 import pytest
+from vllm_contract.model import cache as cache_module
+from vllm_contract.model.cache import ProverCache
+from vllm_contract.model.check import ConfigReport, check_config
+from vllm_contract.model.results import without_timings
+from vllm_contract.spec.matrix import by_name
+from vllm_contract.spec.verdicts import UNKNOWN
 
-from model import cache as cache_module
-from model.cache import ProverCache
-from model.check import ConfigReport, check_config
-from model.results import without_timings
-from spec.matrix import by_name
-from spec.verdicts import UNKNOWN
 from vllm_contract.cli import main as cli
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -159,7 +159,7 @@ def test_the_key_follows_exactly_the_inputs(tmp_path):
     assert ProverCache(tmp_path, 12, 60.0, contract="c2").key(cfg) != base.key(cfg)  # the sources
     # the same in any process: sets are keyed sorted, not in the hash seed's order
     code = (
-        "from model.cache import ProverCache; from spec.matrix import by_name; "
+        "from vllm_contract.model.cache import ProverCache; from vllm_contract.spec.matrix import by_name; "
         f"print(ProverCache('.', 12, 60.0, contract='c1').key(by_name([{SMALL[0]!r}])[0]))"
     )
     keys = {
@@ -181,7 +181,7 @@ def test_the_contract_digest_leaves_out_only_the_matrix(tmp_path):
     alone does not (its entries are keyed one by one)."""
     import shutil
 
-    from model.results import sources_key
+    from vllm_contract.model.results import sources_key
 
     for folder in ("spec", "model"):
         shutil.copytree(ROOT / folder, tmp_path / folder, ignore=shutil.ignore_patterns("__pycache__"))

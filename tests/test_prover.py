@@ -8,18 +8,18 @@ a mutated rule) where it must find a counterexample, replayed on the interpreter
 import json
 
 import pytest
+from vllm_contract.model import hang, progress
+from vllm_contract.model.bmc import Bmc, Goal, SolverUnknown
+from vllm_contract.model.check import check_config
+from vllm_contract.model.encoding import Encoding
+from vllm_contract.model.induction import KInduction
+from vllm_contract.model.interpreter import Interpreter
+from vllm_contract.model.trace import confirm
+from vllm_contract.spec.config import Config
+from vllm_contract.spec.invariants import LEMMAS, lemmas_for
+from vllm_contract.spec.verdicts import VIOLATED
+from vllm_contract.spec.vocabulary import Status
 
-from model import hang, progress
-from model.bmc import Bmc, Goal, SolverUnknown
-from model.check import check_config
-from model.encoding import Encoding
-from model.induction import KInduction
-from model.interpreter import Interpreter
-from model.trace import confirm
-from spec.config import Config
-from spec.invariants import LEMMAS, lemmas_for
-from spec.verdicts import VIOLATED
-from spec.vocabulary import Status
 from vllm_contract.cli import main as cli
 
 ALL = frozenset({"preempt", "preempt-drop", "reset", "stream", "abort"})
@@ -88,7 +88,7 @@ def test_padding_proved_and_refuted_when_the_threshold_cuts_it():
 
 def test_stale_count_proved_and_refuted_by_a_mutated_preemption(monkeypatch):
     assert prove(V1, ["stale-count-nonnegative"]).status == "proved"
-    import spec.front_end as sch
+    import vllm_contract.spec.front_end as sch
 
     original = sch._preempt
 
@@ -107,7 +107,7 @@ def test_stale_drains_proved_and_refuted_when_preemption_overcounts_the_stale_sh
     remainder that preemption turns into stale output no frame in flight will drain, so
     the request is skipped from then on."""
     assert prove(V1, ["stale-drains"]).status == "proved"
-    import spec.front_end as sch
+    import vllm_contract.spec.front_end as sch
 
     original = sch._preempt
 
@@ -126,7 +126,7 @@ def test_stale_drains_proved_and_refuted_when_preemption_overcounts_the_stale_sh
 def _computed_too(monkeypatch) -> Config:
     """A mutant delivery that counts the appended token as computed (c := T for a running
     request), and a configuration to show what it does on."""
-    import spec.deliver as dlv
+    import vllm_contract.spec.deliver as dlv
 
     original = dlv._pop_head
 
@@ -160,7 +160,7 @@ def test_idle_only_when_done_proved_and_refuted_when_a_stop_leaves_the_update_qu
     assert counterexample(no_rollback, "idle-only-when-done").states[-1][("status", 0)] == (
         Status.WAITING_FOR_STREAMING_REQ
     )
-    import spec.deliver as dlv
+    import vllm_contract.spec.deliver as dlv
 
     original = dlv._pop_head
 
@@ -309,9 +309,8 @@ def test_prove_writes_a_summary_with_replayable_traces(tmp_path):
 def test_an_over_constrained_encoding_has_no_witness(monkeypatch):
     """Vacuity check that can fail: forbid every completion in the encoding alone; the
     interpreter's healthy run is then rejected and the configuration reported vacuous."""
+    import vllm_contract.model.check as check
     import z3
-
-    import model.check as check
 
     class NoStop(Encoding):
         def __init__(self, cfg):
@@ -328,8 +327,7 @@ def test_an_over_constrained_encoding_has_no_witness(monkeypatch):
 
 def test_counterexample_picks_are_least_along_their_path():
     import z3
-
-    from model.bmc import _value
+    from vllm_contract.model.bmc import _value
 
     goal = Goal.violation("counter-nonnegative")
     bmc = Bmc(Encoding(Config(name="kv", runner="v2", requests=1, events=frozenset({"kvfail"}))))
@@ -350,7 +348,7 @@ def test_counterexample_picks_are_least_along_their_path():
 def test_the_slot_bookkeeping_is_an_invariant():
     """v2-slots is left out of the matrix's proofs (no property needs it); it is proved
     here, for V2 with every event family, so the slot stack is still checked."""
-    from spec.invariants import BOOKKEEPING
+    from vllm_contract.spec.invariants import BOOKKEEPING
 
     cfg = V1.with_(name="v2", runner="v2")
     lemmas = [(lemma.name, lemma.holds) for lemma in lemmas_for(cfg) + list(BOOKKEEPING) if lemma.applies(cfg)]
@@ -365,9 +363,8 @@ def test_a_lemma_left_out_as_implied_is_implied(cfg):
     """lemmas_for drops a lemma when a proved property or a kept lemma implies it; each
     such claim is checked here on states that satisfy the shape lemmas."""
     import z3
-
-    from spec.invariants import BY_NAME
-    from spec.properties import PROPERTIES
+    from vllm_contract.spec.invariants import BY_NAME
+    from vllm_contract.spec.properties import PROPERTIES
 
     enc = Encoding(cfg)
     shape = [enc.state_formula(BY_NAME[n].holds, 0) for n in ("queue-shape", "request-shape")]
@@ -385,7 +382,7 @@ def test_a_lemma_left_out_as_implied_is_implied(cfg):
 
 
 def test_the_witness_falls_back_to_a_search_when_the_policy_does_not_get_through(monkeypatch):
-    import model.check as check
+    import vllm_contract.model.check as check
 
     monkeypatch.setattr(check, "policy_run", lambda *args: None)
     report = check.check_config(Config(name="v1-one", runner="v1", requests=1))
@@ -398,7 +395,7 @@ def test_session_keep_proved_on_0_33_and_refuted_without_the_stop_rollback(monke
     tokens (the safe-frontier rollback removed) must fire it."""
     from dataclasses import replace
 
-    import spec.profiles as profiles
+    import vllm_contract.spec.profiles as profiles
 
     v1_033 = V1.with_(name="v1-033", profile="vllm-0.33.0")
     assert prove(v1_033, ["session-keep-covers-computed"]).status == "proved"
@@ -416,7 +413,7 @@ def test_0_33_guard_keeps_the_counter_at_zero_where_0_32_asserts():
     trace = counterexample(stray, "counter-nonnegative")
     assert str(trace.fired_at_end) == "crash: placeholders-nonnegative"
     interp = Interpreter(stray.with_(profile="vllm-0.33.0"))
-    from model.trace import replay
+    from vllm_contract.model.trace import replay
 
     fired: list = []
     states, checks, _ = replay(interp, trace.init, trace.steps, fired)

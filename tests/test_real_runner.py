@@ -13,20 +13,19 @@ from __future__ import annotations
 import random
 
 import pytest
-
-from adapter import construct as vllm_factory
-from adapter import current as vllm_env
-from bench.runner_measure import conditions, observe
-from model.interpreter import Interpreter, args_for, nested
-from model.run import Run
-from model.sampler import random_trace
-from spec import profiles
-from spec.config import Config
-from targets import real_runner as rr
-from targets.fuzz import draw_for
-from targets.fuzz_presets import KNOWN, PRESETS, ignore_known
-from targets.harness import Divergence, replay
-from targets.vllm_target import VllmTarget
+from vllm_contract.adapter import construct as vllm_factory
+from vllm_contract.adapter import current as vllm_env
+from vllm_contract.bench.runner_measure import conditions, observe
+from vllm_contract.model.interpreter import Interpreter, args_for, nested
+from vllm_contract.model.run import Run
+from vllm_contract.model.sampler import random_trace
+from vllm_contract.spec import profiles
+from vllm_contract.spec.config import Config
+from vllm_contract.targets import real_runner as rr
+from vllm_contract.targets.fuzz import draw_for
+from vllm_contract.targets.fuzz_presets import KNOWN, PRESETS, ignore_known
+from vllm_contract.targets.harness import Divergence, replay
+from vllm_contract.targets.vllm_target import VllmTarget
 
 # a vLLM tree the run cannot load stops it (the plugin's preflight), never a skip
 pytestmark = pytest.mark.vllm

@@ -16,10 +16,10 @@ import re
 from pathlib import Path
 
 import pytest
+from vllm_contract.report import render
+from vllm_contract.report.check import missing, render_text
+from vllm_contract.report.mermaid import esc
 
-from report import render
-from report.check import missing, render_text
-from report.mermaid import esc
 from tests.test_bad_inputs import default_sigint
 from vllm_contract.cli import main as cli
 
@@ -168,8 +168,8 @@ def test_escaping_keeps_mermaid_statements_whole():
 
 
 def test_the_summary_folds_proved_rows_when_it_would_not_fit(prove_dir, monkeypatch):
-    from model.results import load_summary
-    from report.data import counterexamples
+    from vllm_contract.model.results import load_summary
+    from vllm_contract.report.data import counterexamples
 
     summary = load_summary(prove_dir)
     cxs = counterexamples(summary, prove_dir)

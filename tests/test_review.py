@@ -12,9 +12,9 @@ import re
 from pathlib import Path
 
 import pytest
+from vllm_contract.report import review
+from vllm_contract.spec.errors import ExitStatus
 
-from report import review
-from spec.errors import ExitStatus
 from vllm_contract.cli import main as cli
 
 
@@ -164,7 +164,7 @@ def test_nothing_broken_is_said_first():
 
 
 def test_citations_between_the_two_releases():
-    from adapter.tree import resolve
+    from vllm_contract.adapter.tree import resolve
 
     views = {}
     for spec in ("0.32.0", "0.33.0"):
@@ -186,9 +186,9 @@ def test_a_bad_tree_is_one_line(capsys):
 
 @pytest.mark.vllm
 def test_the_observer_sees_what_vllm_does():
-    from adapter import current as vllm_env
-    from report.observe import case_modules, observe
-    from targets.vllm_target import VllmTarget
+    from vllm_contract.adapter import current as vllm_env
+    from vllm_contract.report.observe import case_modules, observe
+    from vllm_contract.targets.vllm_target import VllmTarget
 
     profile = vllm_env.tree().profile
     module = next(m for m in case_modules() if m.path.endswith("vllm_0_29_0/test_v2_kvfail__counter_nonnegative.py"))
@@ -209,8 +209,9 @@ def test_the_observer_sees_what_vllm_does():
 def test_a_review_plays_the_release_and_its_clamp_not_our_guard_arm():
     """The +guard arm models the fix on top of the release; keyed like the plain arm
     (module, clamp off), it used to replace the plain arm and hide what the tree does."""
+    from vllm_contract.report.observe import reviewed_arms
+
     from generated_tests.cases.vllm_0_29_0 import test_v2_kvfail__no_token_while_prefilling as module
-    from report.observe import reviewed_arms
 
     arms = dict(reviewed_arms(module.CASE, "vllm-0.33.0"))
     assert sorted(arms) == ["vllm-0.33.0", "vllm-0.33.0+clamp"]

@@ -11,11 +11,10 @@ from __future__ import annotations
 import random
 
 import pytest
-
-from model.run import Run
-from model.sampler import random_trace
-from spec.config import Config
-from spec.runner_variants import RUNNERS
+from vllm_contract.model.run import Run
+from vllm_contract.model.sampler import random_trace
+from vllm_contract.spec.config import Config
+from vllm_contract.spec.runner_variants import RUNNERS
 
 EVENTS = frozenset({"kvfail", "preempt", "abort"})
 

@@ -12,20 +12,19 @@ vLLM is imported once per session; a fresh scheduler is built per case.
 from __future__ import annotations
 
 import pytest
-
-from adapter import current as vllm_env
-from adapter import objects
-from model.interpreter import nested
-from model.run import Run
-from model.sampler import random_trace
-from spec import citations, profiles
-from spec.config import Config
-from spec.properties import ASSERTS, statement_key
-from spec.vocabulary import Status
-from targets.fuzz_presets import KNOWN, ignore_known
-from targets.harness import Divergence, replay
-from targets.orders import model_orders
-from targets.vllm_target import CaseEnded, VllmTarget
+from vllm_contract.adapter import current as vllm_env
+from vllm_contract.adapter import objects
+from vllm_contract.model.interpreter import nested
+from vllm_contract.model.run import Run
+from vllm_contract.model.sampler import random_trace
+from vllm_contract.spec import citations, profiles
+from vllm_contract.spec.config import Config
+from vllm_contract.spec.properties import ASSERTS, statement_key
+from vllm_contract.spec.vocabulary import Status
+from vllm_contract.targets.fuzz_presets import KNOWN, ignore_known
+from vllm_contract.targets.harness import Divergence, replay
+from vllm_contract.targets.orders import model_orders
+from vllm_contract.targets.vllm_target import CaseEnded, VllmTarget
 
 # a vLLM tree the run cannot load stops it (the plugin's preflight), never a skip
 pytestmark = pytest.mark.vllm
@@ -96,8 +95,8 @@ def at(views, i, name):
 def _engine_until_done(cfg, init):
     """The engine left alone from init (model/hang.py's fault-free steps) until nothing is
     left: no stop pick anywhere, so every request ends on a length stop."""
-    from model import hang
-    from model.interpreter import Interpreter
+    from vllm_contract.model import hang
+    from vllm_contract.model.interpreter import Interpreter
 
     interp = Interpreter(cfg)
     state = interp.initial(**init)

@@ -18,14 +18,13 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
-
-from adapter import construct as vllm_factory
-from adapter import current as vllm_env
-from adapter import objects
-from adapter import tree as vllm_tree
-from adapter.tree import Overlay, Tree, resolve
-from spec.config import Config
-from spec.errors import TreeError
+from vllm_contract.adapter import construct as vllm_factory
+from vllm_contract.adapter import current as vllm_env
+from vllm_contract.adapter import objects
+from vllm_contract.adapter import tree as vllm_tree
+from vllm_contract.adapter.tree import Overlay, Tree, resolve
+from vllm_contract.spec.config import Config
+from vllm_contract.spec.errors import TreeError
 
 REPO = Path(__file__).resolve().parent.parent
 HERE = Path(__file__).resolve()
@@ -298,7 +297,7 @@ def test_loaded_tree_builds_and_runs_v1_v2_and_v2_pp2(V, runner, pp):
 
 @pytest.mark.vllm
 def test_loaded_clamp_scheduler_loads_through_scheduler_cls(V):
-    from adapter.clamp_scheduler import ClampAsyncScheduler
+    from vllm_contract.adapter.clamp_scheduler import ClampAsyncScheduler
 
     sched = vllm_factory.new_scheduler(
         Config("tree-clamp", runner="v1" if objects.has_v1_runner() else "v2", requests=1),
@@ -470,7 +469,7 @@ def test_an_xdist_controller_ends_the_run_as_its_workers_report(reported, exit_c
     names the tree the workers ran."""
     from types import SimpleNamespace
 
-    from targets import pytest_plugin
+    from vllm_contract.targets import pytest_plugin
 
     run = pytest_plugin._VllmRun(wanted=True, explicit=True)
     run.distributed = True

@@ -16,8 +16,8 @@ import importlib
 import os
 import sys
 
-from spec.errors import ContractError, ExitStatus
 from vllm_contract.parsing import Parser, statuses_epilog
+from vllm_contract.spec.errors import ContractError, ExitStatus
 
 # the subcommands, in the order --help lists them
 COMMANDS = (

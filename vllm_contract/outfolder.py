@@ -41,7 +41,7 @@ import tempfile
 import threading
 from pathlib import Path
 
-from spec.errors import ContractError, ExitStatus, UsageError
+from vllm_contract.spec.errors import ContractError, ExitStatus, UsageError
 
 MARKER = ".vllm-contract"
 NOTE = "written by {tool}, which replaces this folder only while it holds just the files listed here"

@@ -6,8 +6,8 @@ import argparse
 import math
 import re
 
-from spec.errors import ExitStatus, UsageError
-from spec.user_input import whole_number
+from vllm_contract.spec.errors import ExitStatus, UsageError
+from vllm_contract.spec.user_input import whole_number
 
 
 class Parser(argparse.ArgumentParser):

@@ -40,6 +40,6 @@ of requests) is run by BFS at a concrete instance, K = 1 and two requests, label
 Results: bench/results/peers.txt.
 """
 
-from bench.peers.run import main
+from vllm_contract.bench.peers.run import main
 
 __all__ = ["main"]

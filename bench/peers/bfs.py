@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import itertools
 
-from bench.peers.common import CLOCK, SMALL
-from model.interpreter import Disabled, Interpreter
-from model.probe import violated_by
-from spec.catalog import INIT
-from spec.config import Config
+from vllm_contract.bench.peers.common import CLOCK, SMALL
+from vllm_contract.model.interpreter import Disabled, Interpreter
+from vllm_contract.model.probe import violated_by
+from vllm_contract.spec.catalog import INIT
+from vllm_contract.spec.config import Config
 
 
 def pick_values(cfg: Config, trace=None, extra: dict | None = None) -> dict:

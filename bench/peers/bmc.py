@@ -5,15 +5,15 @@ from __future__ import annotations
 import statistics
 import time
 
-from bench.peers.common import BMC_REPEAT, CLOCK, PROBE_SEEDS, RACE_SEEDS, concrete, searched_on
-from model.bmc import Bmc, Goal
-from model.check import MAX_DEPTH, TIMEOUT_S, search_violation
-from model.encoding import Encoding
-from model.interpreter import Interpreter
-from model.probe import SECONDS as PROBE_S
-from model.probe import probe
-from model.trace import confirm
-from spec.config import Config
+from vllm_contract.bench.peers.common import BMC_REPEAT, CLOCK, PROBE_SEEDS, RACE_SEEDS, concrete, searched_on
+from vllm_contract.model.bmc import Bmc, Goal
+from vllm_contract.model.check import MAX_DEPTH, TIMEOUT_S, search_violation
+from vllm_contract.model.encoding import Encoding
+from vllm_contract.model.interpreter import Interpreter
+from vllm_contract.model.probe import SECONDS as PROBE_S
+from vllm_contract.model.probe import probe
+from vllm_contract.model.trace import confirm
+from vllm_contract.spec.config import Config
 
 
 def project(cfg: Config, prop: str) -> dict:

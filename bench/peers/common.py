@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from spec.config import Config
+from vllm_contract.spec.config import Config
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -35,7 +35,7 @@ def concrete(cfg: Config) -> str | None:
 def searched_on(cfg: Config) -> list[Config]:
     """Where make prove searches this configuration's counterexamples."""
     try:
-        from model.check import concrete_instances
+        from vllm_contract.model.check import concrete_instances
     except ImportError:  # a tree without abstract rests
         return [cfg]
     return concrete_instances(cfg)

@@ -5,11 +5,11 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
-from bench.peers.common import CLOCK, HYP_STEPS
-from model.interpreter import Interpreter
-from model.probe import _generic, _init, violated_by
-from model.sampler import Limits, propose
-from spec.config import Config
+from vllm_contract.bench.peers.common import CLOCK, HYP_STEPS
+from vllm_contract.model.interpreter import Interpreter
+from vllm_contract.model.probe import _generic, _init, violated_by
+from vllm_contract.model.sampler import Limits, propose
+from vllm_contract.spec.config import Config
 
 
 class OutOfTime(BaseException):

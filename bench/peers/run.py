@@ -12,10 +12,9 @@ from pathlib import Path
 import z3
 from rich.console import Console
 from rich.table import Table
-
-from bench.peers.bfs import bfs, pick_values, proved_init
-from bench.peers.bmc import project
-from bench.peers.common import (
+from vllm_contract.bench.peers.bfs import bfs, pick_values, proved_init
+from vllm_contract.bench.peers.bmc import project
+from vllm_contract.bench.peers.common import (
     BMC_REPEAT,
     PROBE_SEEDS,
     RACE_SEEDS,
@@ -27,13 +26,13 @@ from bench.peers.common import (
     concrete,
     instance,
 )
-from bench.peers.hypothesis_search import hypothesis_search
-from bench.peers.walk import random_walk
-from model.bmc import Bmc
-from model.encoding import Encoding
-from model.interpreter import nested
-from model.probe import CAP as RACE_CAP
-from model.probe import SECONDS as PROBE_S
+from vllm_contract.bench.peers.hypothesis_search import hypothesis_search
+from vllm_contract.bench.peers.walk import random_walk
+from vllm_contract.model.bmc import Bmc
+from vllm_contract.model.encoding import Encoding
+from vllm_contract.model.interpreter import nested
+from vllm_contract.model.probe import CAP as RACE_CAP
+from vllm_contract.model.probe import SECONDS as PROBE_S
 
 
 def run_case(job) -> dict:
@@ -65,8 +64,8 @@ def jobs(only: list[str] | None, limit: float, proved: bool) -> list:
     """The cases: each violated property a walk can see (the peers are walks and searches
     over steps; bounded-progress needs the engine run on, the BMC's alone), and each
     proved configuration's BFS."""
-    from model.probe import walkable
-    from spec.matrix import by_name
+    from vllm_contract.model.probe import walkable
+    from vllm_contract.spec.matrix import by_name
 
     out = []
     for cfg in by_name(only):

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import random
 
-from bench.peers.common import CLOCK, WALK_FINDS, WALK_LENGTH
-from model.interpreter import Interpreter
-from model.probe import violated_by, walk
-from model.sampler import Limits
-from spec.config import Config
+from vllm_contract.bench.peers.common import CLOCK, WALK_FINDS, WALK_LENGTH
+from vllm_contract.model.interpreter import Interpreter
+from vllm_contract.model.probe import violated_by, walk
+from vllm_contract.model.sampler import Limits
+from vllm_contract.spec.config import Config
 
 
 def random_walk(cfg: Config, prop: str, limit: float, seed: int = 1) -> dict:

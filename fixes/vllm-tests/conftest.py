@@ -29,17 +29,11 @@ from pathlib import Path
 
 import pytest
 
+# the project's one installed name: importing it shadows nothing of vLLM's (its `tests`
+# package included), so the tree is loaded through the installed adapter, not by path
+from vllm_contract.adapter import tree as _vllm_tree
+
 _REPO = Path(os.environ["FIX_REPO"])
-
-
-def _load_vllm_tree():
-    """adapter/tree.py by path: putting the project on sys.path would shadow vLLM's
-    `tests` package with the project's."""
-    spec = importlib.util.spec_from_file_location("_fix_vllm_tree", _REPO / "adapter" / "tree.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 def _enable_triton() -> None:
@@ -55,7 +49,6 @@ def _enable_triton() -> None:
     spec.loader.exec_module(module)
 
 
-_vllm_tree = _load_vllm_tree()
 TREE = _vllm_tree.resolve(os.environ.get("FIX_VLLM_TREE"))
 _vllm_tree.prepare(TREE)  # before any test module imports vllm
 TRITON = os.environ.get("FIX_ENABLE_TRITON") == "1"

@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
-from spec.errors import SpecError
-from spec.runner_variants import RUNNERS, VLLM_RUNNERS
+from vllm_contract.spec.errors import SpecError
+from vllm_contract.spec.runner_variants import RUNNERS, VLLM_RUNNERS
 
 
 @dataclass(frozen=True)
@@ -83,7 +83,7 @@ def _checked(module: ModuleType) -> ModuleType:
         raise SpecError(f"{where}: SOURCE.kind is 'pypi' or 'git' (with the full 40-character commit)")
     if not callable(getattr(module, "scenarios", None)):
         raise SpecError(f"{where}: scenarios(matrix) must return the plugin's configurations")
-    from spec.profiles import RELEASE_NAMES
+    from vllm_contract.spec.profiles import RELEASE_NAMES
 
     for runner in getattr(module, "RUNNERS", ()):
         if runner.plugin != source.name:

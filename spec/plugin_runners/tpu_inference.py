@@ -27,8 +27,8 @@ scheduling off, tpu-inference #3456), so it never reads that copy.
 
 from __future__ import annotations
 
-from spec.plugin_runners import PAIRED_RELEASES, PluginSource
-from spec.runner_variants import V1_RULE, Rule, Runner
+from vllm_contract.spec.plugin_runners import PAIRED_RELEASES, PluginSource
+from vllm_contract.spec.runner_variants import V1_RULE, Rule, Runner
 
 SOURCE = PluginSource(
     name="tpu-inference",

@@ -15,8 +15,8 @@ vLLM's V2 rule, with this project's V2 findings.
 
 from __future__ import annotations
 
-from spec.plugin_runners import PAIRED_RELEASES, PluginSource
-from spec.runner_variants import V1, V2, Runner
+from vllm_contract.spec.plugin_runners import PAIRED_RELEASES, PluginSource
+from vllm_contract.spec.runner_variants import V1, V2, Runner
 
 SOURCE = PluginSource(
     name="vllm-ascend",

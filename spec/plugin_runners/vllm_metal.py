@@ -12,8 +12,8 @@ rule is checked against the scheduler of the releases it models.
 
 from __future__ import annotations
 
-from spec.plugin_runners import PAIRED_RELEASES, PluginSource
-from spec.runner_variants import NEVER_RULE, Runner
+from vllm_contract.spec.plugin_runners import PAIRED_RELEASES, PluginSource
+from vllm_contract.spec.runner_variants import NEVER_RULE, Runner
 
 SOURCE = PluginSource(
     name="vllm-metal",

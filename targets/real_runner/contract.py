@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import Mapping
 
-from spec.config import Config
-from spec.errors import TargetUnavailable
-from spec.vocabulary import Status
+from vllm_contract.spec.config import Config
+from vllm_contract.spec.errors import TargetUnavailable
+from vllm_contract.spec.vocabulary import Status
 
 
 class UnrealisablePick(TargetUnavailable):

@@ -11,16 +11,16 @@ from __future__ import annotations
 import contextlib
 from typing import Any, Mapping
 
-from adapter import current as env
-from adapter import objects, runners
-from adapter.cpu import runner_config, setup
-from adapter.runners import PLACEHOLDER_ID, REJECTED_ID, SAMPLED_ID, build_v1, build_v2, stub_model
-from model.run import Run
-from spec.config import Config
-from spec.errors import TargetUnavailable, TreeError
-from spec.runner_variants import RUNNERS
-from targets.real_runner.contract import UnrealisablePick
-from targets.vllm_target import VllmTarget, _index, _rid
+from vllm_contract.adapter import current as env
+from vllm_contract.adapter import objects, runners
+from vllm_contract.adapter.cpu import runner_config, setup
+from vllm_contract.adapter.runners import PLACEHOLDER_ID, REJECTED_ID, SAMPLED_ID, build_v1, build_v2, stub_model
+from vllm_contract.model.run import Run
+from vllm_contract.spec.config import Config
+from vllm_contract.spec.errors import TargetUnavailable, TreeError
+from vllm_contract.spec.runner_variants import RUNNERS
+from vllm_contract.targets.real_runner.contract import UnrealisablePick
+from vllm_contract.targets.vllm_target import VllmTarget, _index, _rid
 
 
 class RealRunnerTarget(VllmTarget):
@@ -330,7 +330,7 @@ def preflight() -> str:
     """Build vLLM's own model runners of the loaded tree (V2, and V1 where the tree has it)
     and run one step on each; one line on success. Raises TargetUnavailable (one line:
     cause and fix) otherwise."""
-    from adapter import tree as vllm_tree
+    from vllm_contract.adapter import tree as vllm_tree
 
     t = env.tree()
     kinds = ("v1", "v2") if objects.has_v1_runner() else ("v2",)

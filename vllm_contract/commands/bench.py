@@ -22,7 +22,7 @@ from __future__ import annotations
 import argparse
 import importlib
 
-from spec.errors import ExitStatus
+from vllm_contract.spec.errors import ExitStatus
 
 NAME = "bench"
 STATUSES = {
@@ -31,17 +31,17 @@ STATUSES = {
     ExitStatus.BAD_INPUT: "bad input",
 }
 BENCHES = {
-    "prover": "bench.prover_bench",
-    "peers": "bench.peers",
-    "scaling": "bench.scaling",
-    "real-runner": "bench.real_runner_bench",
-    "kernel-agreement": "bench.kernel_agreement",
-    "kernels-gpu": "bench.kernels_gpu",
-    "runner-measure": "bench.runner_measure",
-    "speed": "bench.speed",
-    "explain": "bench.explain_speed",
-    "fuzz-scaling": "bench.fuzz_scaling",
-    "monitor": "bench.monitor_cost",
+    "prover": "vllm_contract.bench.prover_bench",
+    "peers": "vllm_contract.bench.peers",
+    "scaling": "vllm_contract.bench.scaling",
+    "real-runner": "vllm_contract.bench.real_runner_bench",
+    "kernel-agreement": "vllm_contract.bench.kernel_agreement",
+    "kernels-gpu": "vllm_contract.bench.kernels_gpu",
+    "runner-measure": "vllm_contract.bench.runner_measure",
+    "speed": "vllm_contract.bench.speed",
+    "explain": "vllm_contract.bench.explain_speed",
+    "fuzz-scaling": "vllm_contract.bench.fuzz_scaling",
+    "monitor": "vllm_contract.bench.monitor_cost",
 }
 HELP = "run a benchmark (" + ", ".join(BENCHES) + ")"
 

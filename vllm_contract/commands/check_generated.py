@@ -10,8 +10,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from spec.errors import ExitStatus
 from vllm_contract.commands import generate
+from vllm_contract.spec.errors import ExitStatus
 
 NAME = "check-generated"
 HELP = "fail when the committed generated suites are stale"
@@ -27,8 +27,8 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
-    from codegen.generate import CASES, check, plan
-    from model.prove import import_matrix
+    from vllm_contract.codegen.generate import CASES, check, plan
+    from vllm_contract.model.prove import import_matrix
 
     import_matrix()
     work = plan(

@@ -23,7 +23,7 @@ import sys
 import time
 from pathlib import Path
 
-from spec.errors import ExitStatus, UsageError
+from vllm_contract.spec.errors import ExitStatus, UsageError
 
 NAME = "cite-check"
 HELP = "re-anchor every vLLM (or a plugin's) citation in a tree: what moved, changed, vanished"
@@ -39,7 +39,7 @@ ORDER = {"changed": 0, "vanished": 1, "moved": 2, "ok": 3}
 
 
 def add_arguments(parser) -> None:
-    from spec import citations as C
+    from vllm_contract.spec import citations as C
 
     parser.add_argument("--vllm", type=Path, help="the folder holding vllm/ (site-packages for an install)")
     parser.add_argument("--plugin", help="a platform plugin (spec/plugin_runners/): re-anchor its citations instead")
@@ -56,8 +56,8 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
-    from spec import citations as C
-    from spec.cite_check import write_lines
+    from vllm_contract.spec import citations as C
+    from vllm_contract.spec.cite_check import write_lines
 
     if args.plugin:
         return run_plugin(args)
@@ -124,8 +124,8 @@ def run(args) -> int:
 def check_write(tree: Path, release: str, new: bool) -> None:
     """--write records lines for a modelled release (or, said with --new-release, one being
     added) from that release's own tree: anything else is refused before the work."""
-    from spec import citations as C
-    from spec.profiles import RELEASE_NAMES
+    from vllm_contract.spec import citations as C
+    from vllm_contract.spec.profiles import RELEASE_NAMES
 
     if new and release in RELEASE_NAMES:
         raise UsageError(f"--new-release: {release} is already modelled; drop --new-release")
@@ -146,9 +146,9 @@ def check_write(tree: Path, release: str, new: bool) -> None:
 
 def run_plugin(args) -> int:
     """--plugin: every citation of the plugin's pinned code, at its recorded line in --tree."""
-    from spec import citations as C
-    from spec.errors import TreeError
-    from targets.plugin_fetch import source, tree
+    from vllm_contract.spec import citations as C
+    from vllm_contract.spec.errors import TreeError
+    from vllm_contract.targets.plugin_fetch import source, tree
 
     src = source(args.plugin)
     if args.write or args.vllm or args.release:
@@ -183,7 +183,7 @@ def not_compared(skipped: list, release: str | None) -> str:
     """Why citations were not compared, grouped: introduced after the tree, or gone before it."""
     from collections import Counter
 
-    from spec import citations as C
+    from vllm_contract.spec import citations as C
 
     why: Counter = Counter()
     for c in skipped:
@@ -195,7 +195,7 @@ def not_compared(skipped: list, release: str | None) -> str:
 
 
 def table(findings: list, release: str | None, show_ok: bool) -> None:
-    from spec import citations as C
+    from vllm_contract.spec import citations as C
 
     rows = sorted(findings, key=lambda f: (ORDER[f.status], f.file, f.line))
     width = max((len(f.id) for f in rows), default=10)

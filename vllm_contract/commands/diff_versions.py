@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from spec.errors import ExitStatus, UsageError
+from vllm_contract.spec.errors import ExitStatus, UsageError
 
 NAME = "diff-versions"
 HELP = "what changed between two vLLM releases: verdicts and vLLM's reaction"
@@ -21,7 +21,7 @@ STATUSES = {
 
 
 def add_arguments(parser) -> None:
-    from spec.profiles import RELEASES
+    from vllm_contract.spec.profiles import RELEASES
 
     releases = [p.release for p in RELEASES]
     parser.add_argument("a", nargs="?", default=releases[0], help=f"a release ({', '.join(releases)})")
@@ -30,9 +30,9 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
-    from model.results import load_summary
-    from report.diff_versions import render, table
-    from spec.profiles import RELEASES
+    from vllm_contract.model.results import load_summary
+    from vllm_contract.report.diff_versions import render, table
+    from vllm_contract.spec.profiles import RELEASES
 
     releases = [p.release for p in RELEASES]
     for release in (args.a, args.b):

@@ -31,10 +31,10 @@ import time
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 
-from spec.errors import ContractError, ExitStatus
-from spec.user_input import read_text
 from vllm_contract.outfolder import OutFolder, interrupts, stopped
 from vllm_contract.parsing import seconds, whole
+from vllm_contract.spec.errors import ContractError, ExitStatus
+from vllm_contract.spec.user_input import read_text
 
 NAME = "explain"
 HELP = "which configurations reach an operator's counters (a log line, JSON or a Request repr)"
@@ -55,7 +55,7 @@ STATUSES = {
 
 
 def add_arguments(parser) -> None:
-    from model.explain import BUDGET_S, MAX_DEPTH, TIMEOUT_S
+    from vllm_contract.model.explain import BUDGET_S, MAX_DEPTH, TIMEOUT_S
 
     parser.add_argument("counters", nargs="?", help="the log line, a JSON object, a Request repr, or @FILE")
     parser.add_argument(
@@ -96,9 +96,9 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
-    from model.itf import write
-    from model.prove import import_matrix
-    from report import explain
+    from vllm_contract.model.itf import write
+    from vllm_contract.model.prove import import_matrix
+    from vllm_contract.report import explain
 
     if (args.trace is None) == (args.counters is None):
         raise explain.InputError("give the counters or --trace FILE (one of them)")
@@ -188,8 +188,8 @@ def run(args) -> int:
 
 def run_trace(args) -> int:
     """explain --trace FILE: the answer printed, its status returned."""
-    from report import explain_trace
-    from report.explain import InputError
+    from vllm_contract.report import explain_trace
+    from vllm_contract.report.explain import InputError
 
     if args.all_releases:
         raise InputError("--all-releases is for counters: explain --trace shows the same picks on every release")

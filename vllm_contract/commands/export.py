@@ -15,9 +15,9 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from fixes.trees import PATCHED
-from spec.errors import ExitStatus, UsageError
+from vllm_contract.fixes.trees import PATCHED
 from vllm_contract.outfolder import STOPS, OutFolder, interrupts, stopped
+from vllm_contract.spec.errors import ExitStatus, UsageError
 
 NAME = "export"
 HELP = "write the counterexamples as tests of vLLM's own test suite (build/export/<release>/)"
@@ -41,8 +41,8 @@ def add_arguments(parser) -> None:
 def run(args) -> int:
     from fnmatch import fnmatch
 
-    from codegen.export import case_names, export_release
-    from codegen.generate import plan
+    from vllm_contract.codegen.export import case_names, export_release
+    from vllm_contract.codegen.generate import plan
 
     prove_dir = Path(args.prove_dir)
     releases = args.release or RELEASES

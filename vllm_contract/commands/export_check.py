@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from spec.errors import ExitStatus
+from vllm_contract.spec.errors import ExitStatus
 
 NAME = "export-check"
 HELP = "run the exported tests in vLLM's own test tree, on the release and with the guard"
@@ -32,7 +32,7 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
-    from fixes import export_check
+    from vllm_contract.fixes import export_check
 
     argv = [args.release] + (["--out", str(args.out)] if args.out else [])
     return export_check.main(argv)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import subprocess
 
-from spec.errors import CouldNotRun, ExitStatus
+from vllm_contract.spec.errors import CouldNotRun, ExitStatus
 
 NAME = "fetch-plugin"
 HELP = "fetch a platform plugin's pinned code into .plugin_trees/ (hash-pinned, from PyPI)"
@@ -23,13 +23,13 @@ STATUSES = {
 
 
 def add_arguments(parser) -> None:
-    from spec.plugin_runners import SOURCES
+    from vllm_contract.spec.plugin_runners import SOURCES
 
     parser.add_argument("plugin", choices=sorted(SOURCES), help="the plugin (spec/plugin_runners/)")
 
 
 def run(args) -> int:
-    from targets.plugin_fetch import REPO, fetch
+    from vllm_contract.targets.plugin_fetch import REPO, fetch
 
     try:
         print(f"fetched {fetch(args.plugin).relative_to(REPO)}")

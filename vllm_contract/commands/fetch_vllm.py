@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import subprocess
 
-from spec.errors import CouldNotRun, ExitStatus
+from vllm_contract.spec.errors import CouldNotRun, ExitStatus
 
 NAME = "fetch-vllm"
 HELP = "fetch a vLLM release's pure-Python tree into .vllm_trees/ (hash-pinned wheel)"
@@ -22,14 +22,14 @@ STATUSES = {
 
 
 def add_arguments(parser) -> None:
-    from adapter.tree import FETCHED
+    from vllm_contract.adapter.tree import FETCHED
 
     parser.add_argument("version", choices=FETCHED, help="the release")
 
 
 def run(args) -> int:
-    from adapter.fetch import fetch
-    from adapter.tree import REPO
+    from vllm_contract.adapter.fetch import fetch
+    from vllm_contract.adapter.tree import REPO
 
     try:
         print(f"fetched {fetch(args.version).relative_to(REPO)}")

@@ -12,7 +12,7 @@ import sys
 import time
 from pathlib import Path
 
-from spec.errors import ExitStatus, TargetUnavailable
+from vllm_contract.spec.errors import ExitStatus, TargetUnavailable
 
 NAME = "fix-arm"
 HELP = "(internal) one run of fix-check on one tree"
@@ -54,14 +54,14 @@ def import_modules(names: list[str]) -> dict:
             raise TargetUnavailable(f"{name} does not import from this tree: {type(exc).__name__}: {exc}") from None
     if not names:
         return {}
-    from adapter import objects
+    from vllm_contract.adapter import objects
 
     return {"files": files, "scheduler_output_fields": objects.output_fields()}
 
 
 def run(args) -> int:
-    from adapter import current as env
-    from fixes.arms import (
+    from vllm_contract.adapter import current as env
+    from vllm_contract.fixes.arms import (
         check_guard,
         check_rollback,
         claimed,
@@ -71,7 +71,7 @@ def run(args) -> int:
         summary,
         verdict,
     )
-    from model.workers import die_with_parent
+    from vllm_contract.model.workers import die_with_parent
 
     die_with_parent()  # a fix-check that is stopped takes its runs with it
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import sys
 
-from spec.errors import ExitStatus
+from vllm_contract.spec.errors import ExitStatus
 
 NAME = "fix-check"
 HELP = "a fix on vLLM's real code: the generated cases on the patched, unpatched and minus-key-line trees"
@@ -27,7 +27,7 @@ STATUSES = {
 
 
 def add_arguments(parser) -> None:
-    from fixes.trees import FIXES, RELEASES
+    from vllm_contract.fixes.trees import FIXES, RELEASES
 
     parser.add_argument("fix", choices=FIXES)
     parser.add_argument("release", choices=RELEASES)
@@ -35,9 +35,9 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
-    from fixes.arms import CLAIMS, FAULT_FREE_CLAIMS
-    from fixes.check import CHECK_OF, check
-    from fixes.trees import tree_name
+    from vllm_contract.fixes.arms import CLAIMS, FAULT_FREE_CLAIMS
+    from vllm_contract.fixes.check import CHECK_OF, check
+    from vllm_contract.fixes.trees import tree_name
 
     report = check(args.fix, args.release, args.cases, log=lambda line: print(line, file=sys.stderr, flush=True))
     print(f"{tree_name(args.release, args.fix)}: the generated cases on vLLM's real code")

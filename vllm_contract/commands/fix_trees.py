@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from spec.errors import ExitStatus
+from vllm_contract.spec.errors import ExitStatus
 
 NAME = "fix-trees"
 HELP = "build a release's tree with a fix (or a fix minus its key line) patched in"
@@ -18,7 +18,7 @@ STATUSES = {ExitStatus.OK: "built; its root is printed", ExitStatus.BAD_INPUT: "
 
 
 def add_arguments(parser) -> None:
-    from fixes.trees import FIXES, RELEASES
+    from vllm_contract.fixes.trees import FIXES, RELEASES
 
     parser.add_argument("fix", choices=FIXES)
     parser.add_argument("release", choices=RELEASES)
@@ -28,7 +28,7 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
-    from fixes.trees import build
+    from vllm_contract.fixes.trees import build
 
     print(build(args.fix, args.release, args.variant, args.dest, args.force))
     return ExitStatus.OK

@@ -28,9 +28,9 @@ from collections import Counter
 from collections.abc import MutableMapping
 from pathlib import Path
 
-from spec.errors import ContractError, CouldNotRun, ExitStatus, UsageError
 from vllm_contract.outfolder import OutFolder, Terminated, exclusive, interrupts, write_atomic
 from vllm_contract.parsing import whole
+from vllm_contract.spec.errors import ContractError, CouldNotRun, ExitStatus, UsageError
 
 NAME = "fuzz"
 HELP = "differential fuzzing: a campaign of random model traces on vLLM trees, on local workers or Ray"
@@ -52,7 +52,7 @@ RAY_MISSING = "--ray needs Ray, which is not installed here: pip install 'vllm-c
 
 
 def add_arguments(parser) -> None:
-    from targets.fuzz_presets import KNOWN, PRESETS
+    from vllm_contract.targets.fuzz_presets import KNOWN, PRESETS
 
     parser.add_argument(
         "--presets", action="append", help=f"comma-separated presets (default all): {', '.join(PRESETS)}"
@@ -92,8 +92,8 @@ def add_arguments(parser) -> None:
 def runnable_presets(releases: tuple[str, ...]) -> list[str]:
     """Every preset that runs on some of the releases: vLLM's V1 runner's end at 0.33.0
     (0.34.0 has no V1 runner; a campaign of only such releases leaves them out)."""
-    from spec import profiles
-    from targets.fuzz_presets import PRESETS
+    from vllm_contract.spec import profiles
+    from vllm_contract.targets.fuzz_presets import PRESETS
 
     known = {p.release: p for p in profiles.RELEASES}
     with_v1 = any(known[r].has_v1_runner for r in releases if r in known) or any(r not in known for r in releases)
@@ -106,10 +106,10 @@ def _names(values: list[str] | None) -> list[str]:
 
 def campaign_from(args):
     """The campaign the arguments name (checked); None for what --resume reads from the folder."""
-    from spec.profiles import RELEASE_NAMES
-    from targets.campaign import Campaign
-    from targets.fuzz import RUNNERS
-    from targets.fuzz_presets import KNOWN, PRESETS
+    from vllm_contract.spec.profiles import RELEASE_NAMES
+    from vllm_contract.targets.campaign import Campaign
+    from vllm_contract.targets.fuzz import RUNNERS
+    from vllm_contract.targets.fuzz_presets import KNOWN, PRESETS
 
     for option, given in (("--config", args.config), ("--presets", args.presets)):
         unknown = [n for n in _names(given) if n not in PRESETS]
@@ -159,7 +159,7 @@ def campaign_from(args):
 
 def _resumed(out: Path, given: dict):
     """The campaign in `out` (--resume), refusing options that would make it another."""
-    from targets.campaign import Campaign
+    from vllm_contract.targets.campaign import Campaign
 
     try:
         record = json.loads((out / "campaign.json").read_text())
@@ -214,7 +214,7 @@ def _staged(out: Path, campaign, keep_shards: bool) -> OutFolder:
 
 
 def _campaign_json(campaign) -> dict:
-    from targets.campaign import FORMAT
+    from vllm_contract.targets.campaign import FORMAT
 
     return {"format": FORMAT, "campaign": campaign.record(), "shard_size": campaign.shard_size}
 
@@ -262,7 +262,7 @@ def checkpointed(out: Path, campaign) -> tuple[ShardFiles, dict]:
     match the campaign, or is damaged, is run again); the shards stay on disk."""
     from dataclasses import asdict
 
-    from targets.campaign import CaseKey
+    from vllm_contract.targets.campaign import CaseKey
 
     numbers, cases = set(), {}
     for path in sorted((out / "shards").glob("*.json")):
@@ -297,7 +297,7 @@ def checkpoint(out: Path, task: tuple, result: dict) -> None:
 def write_result(out: Path, campaign, done, cases: dict, times: dict, stop: str | None):
     """results.json, summary.txt, timings.json and the cases, beside the shards, swapped in
     whole; results.json is written row by row from the shards (never held whole)."""
-    from targets.campaign import case_file, divergence_itf, dump_chunks, merge, summary
+    from vllm_contract.targets.campaign import case_file, divergence_itf, dump_chunks, merge, summary
 
     results = merge(campaign, done, cases)
     folder = _staged(out, campaign, keep_shards=True)
@@ -306,7 +306,7 @@ def write_result(out: Path, campaign, done, cases: dict, times: dict, stop: str 
         text = summary(results, stop)
         folder.write_text("summary.txt", text)
         folder.write_text("timings.json", json.dumps(times, indent=1) + "\n")
-        from model.itf import text as itf_text
+        from vllm_contract.model.itf import text as itf_text
 
         for key, found in sorted(cases.items(), key=lambda kv: case_file(kv[0])):
             if found.get("reproduced"):
@@ -326,7 +326,7 @@ RAY_CONNECT_S = 5.0  # a TCP connection to --ray's address must open within this
 def make_pool(args, workers: int | None):
     """Local worker processes, or Ray (imported only here). An address nobody answers at
     is one line of ours before Ray is asked (Ray itself retries for minutes)."""
-    from targets.campaign_run import LocalPool, default_workers
+    from vllm_contract.targets.campaign_run import LocalPool, default_workers
 
     if args.ray is None:
         return LocalPool(workers or default_workers())
@@ -335,7 +335,7 @@ def make_pool(args, workers: int | None):
         raise UsageError("--ray alone joins $RAY_ADDRESS, which is not set: give --ray local or --ray ADDRESS")
     if address not in ("local", "auto"):
         reachable(address)
-    from targets.campaign_ray import RayPool
+    from vllm_contract.targets.campaign_ray import RayPool
 
     try:
         return RayPool(address, workers or (default_workers() if address == "local" else None))
@@ -388,7 +388,7 @@ def run(args) -> int:
             f"{hours:,.0f} hour(s) on {workers or 2} worker(s) here; add --yes to run it, or ask for fewer --cases"
         )
     if args.ray is None or args.ray == "local":
-        from adapter import tree as vllm_tree
+        from vllm_contract.adapter import tree as vllm_tree
 
         for release in campaign.releases:  # a tree that is not here: one line now, before any work
             vllm_tree.resolve(release)
@@ -408,8 +408,8 @@ def execute(campaign, pool, out: Path, resume: bool = False, on_dispatch=None, s
 
 
 def _execute(campaign, pool, out: Path, resume: bool, on_dispatch, say) -> int:
-    from targets import campaign_run
-    from targets.campaign import timings
+    from vllm_contract.targets import campaign_run
+    from vllm_contract.targets.campaign import timings
 
     say = say or (lambda line: print(line, flush=True))
     if resume:
@@ -480,8 +480,8 @@ class _Groups:
     its last shard finishes (its rows read back then, once)."""
 
     def __init__(self, campaign, done, say):
-        from targets.campaign import groups
-        from targets.fuzz import DIVERGED
+        from vllm_contract.targets.campaign import groups
+        from vllm_contract.targets.fuzz import DIVERGED
 
         self.prefix = DIVERGED + ": "
         self.campaign, self.done, self.say = campaign, done, say

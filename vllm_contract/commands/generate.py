@@ -17,8 +17,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from spec.errors import ExitStatus, UsageError
 from vllm_contract.outfolder import OutFolder, interrupts, stopped
+from vllm_contract.spec.errors import ExitStatus, UsageError
 
 NAME = "generate"
 HELP = "write the generated suites from the prover's traces and user traces"
@@ -43,14 +43,14 @@ def add_arguments(parser, check: bool = False) -> None:
 
 
 def cases_folder() -> OutFolder:
-    from codegen.generate import CASES
+    from vllm_contract.codegen.generate import CASES
 
     return OutFolder(CASES, "vllm-contract generate", owned=True, hidden=True)
 
 
 def run(args) -> int:
-    from codegen.generate import CASES, _shown, adopt, plan, write_all
-    from model.prove import import_matrix
+    from vllm_contract.codegen.generate import CASES, _shown, adopt, plan, write_all
+    from vllm_contract.model.prove import import_matrix
 
     if args.config and not args.trace:
         raise UsageError("--config names the configuration of --trace files; give --trace FILE too")

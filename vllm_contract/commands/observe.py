@@ -11,7 +11,7 @@ import sys
 import traceback
 from pathlib import Path
 
-from spec.errors import ExitStatus, TargetUnavailable
+from vllm_contract.spec.errors import ExitStatus, TargetUnavailable
 
 NAME = "observe"
 HELP = "(internal) observe one tree for review"
@@ -30,8 +30,8 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
-    from model.workers import die_with_parent
-    from report.observe import run_tree
+    from vllm_contract.model.workers import die_with_parent
+    from vllm_contract.report.observe import run_tree
 
     die_with_parent()  # a review that is stopped takes its observers with it
     traces = json.loads(args.traces.read_text()) if args.traces else []

@@ -12,7 +12,7 @@ this first.
 
 from __future__ import annotations
 
-from spec.errors import ExitStatus
+from vllm_contract.spec.errors import ExitStatus
 
 NAME = "preflight"
 HELP = "check a vLLM tree can be driven (its source, then loading it), before anything slow"
@@ -33,7 +33,7 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
-    from adapter import current, internals
+    from vllm_contract.adapter import current, internals
 
     tree = current.select(args.vllm)
     uses = [internals.SCHEDULER]
@@ -47,7 +47,7 @@ def run(args) -> int:
         return ExitStatus.OK
     print(f"preflight: {current.preflight(uses=tuple(uses))}", flush=True)
     if args.runner:
-        from targets import real_runner
+        from vllm_contract.targets import real_runner
 
         print(f"preflight: {real_runner.preflight()}", flush=True)
     return ExitStatus.OK

@@ -22,9 +22,9 @@ from pathlib import Path
 
 from rich.console import Console
 
-from spec.errors import CouldNotRun, ExitStatus
 from vllm_contract.outfolder import OutFolder, Terminated, interrupts
 from vllm_contract.parsing import seconds, whole
+from vllm_contract.spec.errors import CouldNotRun, ExitStatus
 
 NAME = "prove"
 HELP = "check the configuration matrix: proofs, shortest counterexamples, witnesses"
@@ -44,8 +44,8 @@ VERDICT_STYLE = {"proved": "green", "violated": "yellow", "bounded": "magenta", 
 
 
 def add_arguments(parser) -> None:
-    from model.cache import CACHE_ENV, DEFAULT_DIR, default_folder
-    from model.check import MAX_DEPTH, TIMEOUT_S
+    from vllm_contract.model.cache import CACHE_ENV, DEFAULT_DIR, default_folder
+    from vllm_contract.model.check import MAX_DEPTH, TIMEOUT_S
 
     parser.add_argument("configs", nargs="*", help="configuration or scenario names from spec/matrix.py (default: all)")
     parser.add_argument("--jobs", type=whole(), default=min(2, os.cpu_count() or 1), help="solver processes")
@@ -124,10 +124,10 @@ def print_row(row) -> None:
 
 
 def run(args) -> int:
-    from model import prove
-    from model.bmc import SolverInterrupted
-    from model.cache import ProverCache
-    from model.itf import write
+    from vllm_contract.model import prove
+    from vllm_contract.model.bmc import SolverInterrupted
+    from vllm_contract.model.cache import ProverCache
+    from vllm_contract.model.itf import write
 
     folder = None
     try:

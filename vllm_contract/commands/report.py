@@ -25,9 +25,9 @@ import sys
 import time
 from pathlib import Path
 
-from spec.errors import CouldNotRun, ExitStatus
-from spec.verdicts import Kind
 from vllm_contract.outfolder import STOPS, OutFolder, interrupts, stopped
+from vllm_contract.spec.errors import CouldNotRun, ExitStatus
+from vllm_contract.spec.verdicts import Kind
 
 NAME = "report"
 HELP = "write build/report: the verdict table, a page per counterexample, every diagram rendered"
@@ -59,9 +59,9 @@ def progress(message: str) -> None:
 
 
 def run(args) -> int:
-    from model.results import load_summary
-    from report.data import counterexamples, exported_tests, generated_modules
-    from report.render import COMMENT_LIMIT, write_report
+    from vllm_contract.model.results import load_summary
+    from vllm_contract.report.data import counterexamples, exported_tests, generated_modules
+    from vllm_contract.report.render import COMMENT_LIMIT, write_report
 
     started = time.perf_counter()
     folder = OutFolder(
@@ -86,7 +86,7 @@ def run(args) -> int:
             )
             status = ExitStatus.OK
             if not args.no_check:
-                from report.check import RenderError, render_all
+                from vllm_contract.report.check import RenderError, render_all
 
                 try:
                     result = render_all(folder.staging, folder.staging / "html")

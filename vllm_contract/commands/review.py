@@ -17,9 +17,9 @@ import sys
 import time
 from pathlib import Path
 
-from spec.errors import ContractError, ExitStatus, UsageError
 from vllm_contract.outfolder import STOPS, OutFolder, interrupts, stopped
 from vllm_contract.parsing import whole
+from vllm_contract.spec.errors import ContractError, ExitStatus, UsageError
 
 NAME = "review"
 HELP = "what a vLLM change fixes and breaks: every case, healthy path and a short fuzz on both trees"
@@ -60,9 +60,9 @@ def log(message: str) -> None:
 
 
 def run(args) -> int:
-    from adapter.tree import resolve
-    from report import review
-    from report.observe import case_modules
+    from vllm_contract.adapter.tree import resolve
+    from vllm_contract.report import review
+    from vllm_contract.report.observe import case_modules
 
     started = time.monotonic()
     if not case_modules(args.cases):

@@ -13,7 +13,7 @@ import json
 import subprocess
 import sys
 
-from spec.errors import ExitStatus
+from vllm_contract.spec.errors import ExitStatus
 
 NAME = "vllm-tests"
 HELP = "vLLM's own scheduler tests on a release and on the release with a fix"
@@ -25,7 +25,7 @@ STATUSES = {
 
 
 def add_arguments(parser) -> None:
-    from fixes.trees import FIXES, RELEASES
+    from vllm_contract.fixes.trees import FIXES, RELEASES
 
     parser.add_argument("fix", choices=FIXES)
     parser.add_argument("release", choices=RELEASES)
@@ -35,8 +35,17 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
-    from fixes.trees import build, tree_name
-    from fixes.vllm_tests import PASSES, REPO, SUITES_OF, FixError, compare, line, run_suites, unpack_tests
+    from vllm_contract.fixes.trees import build, tree_name
+    from vllm_contract.fixes.vllm_tests import (
+        PASSES,
+        REPO,
+        SUITES_OF,
+        FixError,
+        compare,
+        line,
+        run_suites,
+        unpack_tests,
+    )
 
     try:
         patched_root = build(args.fix, args.release, args.variant)

@@ -83,7 +83,7 @@ Replay:      .venv/bin/python -m pytest generated_tests/cases/h1_preempt_keeps_p
 Regenerate:  make generate    (from build/prove/traces/h1-preempt/placeholder-accounting.itf.json; generated, do not edit)
 """
 
-from targets.harness import Case, Expect, check_case
+from vllm_contract.targets.harness import Case, Expect, check_case
 
 CASE = Case(
     name='h1_preempt__placeholder_accounting',

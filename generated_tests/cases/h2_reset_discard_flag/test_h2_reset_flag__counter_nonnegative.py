@@ -88,7 +88,7 @@ Replay:      .venv/bin/python -m pytest generated_tests/cases/h2_reset_discard_f
 Regenerate:  make generate    (from build/prove/traces/h2-reset-flag/counter-nonnegative.itf.json; generated, do not edit)
 """
 
-from targets.harness import Case, Expect, check_case
+from vllm_contract.targets.harness import Case, Expect, check_case
 
 CASE = Case(
     name='h2_reset_flag__counter_nonnegative',

@@ -76,7 +76,7 @@ Replay:      .venv/bin/python -m pytest generated_tests/cases/h3_reset_discard_c
 Regenerate:  make generate    (from build/prove/traces/h3-reset-counter/witness.itf.json; generated, do not edit)
 """
 
-from targets.harness import Case, Expect, check_case
+from vllm_contract.targets.harness import Case, Expect, check_case
 
 CASE = Case(
     name='h3_reset_counter__healthy_path',

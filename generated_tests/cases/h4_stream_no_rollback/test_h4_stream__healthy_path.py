@@ -76,7 +76,7 @@ Replay:      .venv/bin/python -m pytest generated_tests/cases/h4_stream_no_rollb
 Regenerate:  make generate    (from build/prove/traces/h4-stream/witness.itf.json; generated, do not edit)
 """
 
-from targets.harness import Case, Expect, check_case
+from vllm_contract.targets.harness import Case, Expect, check_case
 
 CASE = Case(
     name='h4_stream__healthy_path',

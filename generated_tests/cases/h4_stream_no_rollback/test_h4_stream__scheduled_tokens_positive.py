@@ -85,7 +85,7 @@ Replay:      .venv/bin/python -m pytest generated_tests/cases/h4_stream_no_rollb
 Regenerate:  make generate    (from build/prove/traces/h4-stream/scheduled-tokens-positive.itf.json; generated, do not edit)
 """
 
-from targets.harness import Case, Expect, check_case
+from vllm_contract.targets.harness import Case, Expect, check_case
 
 CASE = Case(
     name='h4_stream__scheduled_tokens_positive',

@@ -91,7 +91,7 @@ Replay:      .venv/bin/python -m pytest generated_tests/cases/vllm_0_29_0/test_g
 Regenerate:  make generate    (from build/prove/traces/guard-v1-healthy@0.29.0/never-drops.itf.json; generated, do not edit)
 """
 
-from targets.harness import Case, Expect, check_case
+from vllm_contract.targets.harness import Case, Expect, check_case
 
 CASE = Case(
     name='guard_v1_healthy__never_drops',

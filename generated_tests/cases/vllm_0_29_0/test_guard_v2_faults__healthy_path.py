@@ -82,7 +82,7 @@ Replay:      .venv/bin/python -m pytest generated_tests/cases/vllm_0_29_0/test_g
 Regenerate:  make generate    (from build/prove/traces/guard-v2-faults@0.29.0/witness.itf.json; generated, do not edit)
 """
 
-from targets.harness import Case, Expect, check_case
+from vllm_contract.targets.harness import Case, Expect, check_case
 
 CASE = Case(
     name='guard_v2_faults__healthy_path',

@@ -92,7 +92,7 @@ Replay:      .venv/bin/python -m pytest generated_tests/cases/vllm_0_29_0/test_k
 Regenerate:  make generate    (from build/prove/traces/kvfail-stream@0.29.0/no-token-while-prefilling.itf.json; generated, do not edit)
 """
 
-from targets.harness import Case, Expect, check_case
+from vllm_contract.targets.harness import Case, Expect, check_case
 
 CASE = Case(
     name='kvfail_stream__no_token_while_prefilling',

@@ -84,7 +84,7 @@ Replay:      .venv/bin/python -m pytest generated_tests/cases/vllm_0_29_0/test_k
 Regenerate:  make generate    (from build/prove/traces/kvfail-stream@0.29.0/predicates-agree.itf.json; generated, do not edit)
 """
 
-from targets.harness import Case, Expect, check_case
+from vllm_contract.targets.harness import Case, Expect, check_case
 
 CASE = Case(
     name='kvfail_stream__predicates_agree',

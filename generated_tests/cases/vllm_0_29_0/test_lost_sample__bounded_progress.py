@@ -112,7 +112,7 @@ Replay:      .venv/bin/python -m pytest generated_tests/cases/vllm_0_29_0/test_l
 Regenerate:  make generate    (from build/prove/traces/lost-sample@0.29.0/bounded-progress.itf.json; generated, do not edit)
 """
 
-from targets.harness import Case, Expect, check_case
+from vllm_contract.targets.harness import Case, Expect, check_case
 
 CASE = Case(
     name='lost_sample__bounded_progress',

@@ -89,7 +89,7 @@ Replay:      .venv/bin/python -m pytest generated_tests/cases/vllm_0_29_0/test_u
 Regenerate:  make generate    (from build/prove/traces/under-drain@0.29.0/bounded-progress.itf.json; generated, do not edit)
 """
 
-from targets.harness import Case, Expect, check_case
+from vllm_contract.targets.harness import Case, Expect, check_case
 
 CASE = Case(
     name='under_drain__bounded_progress',

@@ -74,7 +74,7 @@ Replay:      .venv/bin/python -m pytest generated_tests/cases/vllm_0_29_0/test_v
 Regenerate:  make generate    (from build/prove/traces/v1-clamp@0.29.0/witness.itf.json; generated, do not edit)
 """
 
-from targets.harness import Case, Expect, check_case
+from vllm_contract.targets.harness import Case, Expect, check_case
 
 CASE = Case(
     name='v1_clamp__healthy_path',

@@ -94,7 +94,7 @@ Replay:      .venv/bin/python -m pytest generated_tests/cases/vllm_0_29_0/test_v
 Regenerate:  make generate    (from build/prove/traces/v2-kvfail@0.29.0/history-agrees.itf.json; generated, do not edit)
 """
 
-from targets.harness import Case, Expect, check_case
+from vllm_contract.targets.harness import Case, Expect, check_case
 
 CASE = Case(
     name='v2_kvfail__history_agrees',

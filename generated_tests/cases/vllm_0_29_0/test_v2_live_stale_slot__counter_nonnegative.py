@@ -103,7 +103,7 @@ Replay:      .venv/bin/python -m pytest generated_tests/cases/vllm_0_29_0/test_v
 Regenerate:  make generate    (from build/prove/traces/v2-live-stale-slot@0.29.0/counter-nonnegative.itf.json; generated, do not edit)
 """
 
-from targets.harness import Case, Expect, check_case
+from vllm_contract.targets.harness import Case, Expect, check_case
 
 CASE = Case(
     name='v2_live_stale_slot__counter_nonnegative',

@@ -87,7 +87,7 @@ Replay:      .venv/bin/python -m pytest generated_tests/cases/vllm_0_29_0/test_v
 Regenerate:  make generate    (from build/prove/traces/v2-rollback-no-release@0.29.0/placeholder-accounting.itf.json; generated, do not edit)
 """
 
-from targets.harness import Case, Expect, check_case
+from vllm_contract.targets.harness import Case, Expect, check_case
 
 CASE = Case(
     name='v2_rollback_no_release__placeholder_accounting',

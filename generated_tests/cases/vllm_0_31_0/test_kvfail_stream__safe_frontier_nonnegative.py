@@ -92,7 +92,7 @@ Replay:      .venv/bin/python -m pytest generated_tests/cases/vllm_0_31_0/test_k
 Regenerate:  make generate    (from build/prove/traces/kvfail-stream@0.31.0/safe-frontier-nonnegative.itf.json; generated, do not edit)
 """
 
-from targets.harness import Case, Expect, check_case
+from vllm_contract.targets.harness import Case, Expect, check_case
 
 CASE = Case(
     name='kvfail_stream__safe_frontier_nonnegative',

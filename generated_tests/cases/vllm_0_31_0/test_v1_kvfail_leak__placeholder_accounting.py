@@ -77,7 +77,7 @@ Replay:      .venv/bin/python -m pytest generated_tests/cases/vllm_0_31_0/test_v
 Regenerate:  make generate    (from build/prove/traces/v1-kvfail-leak@0.31.0/placeholder-accounting.itf.json; generated, do not edit)
 """
 
-from targets.harness import Case, Expect, check_case
+from vllm_contract.targets.harness import Case, Expect, check_case
 
 CASE = Case(
     name='v1_kvfail_leak__placeholder_accounting',

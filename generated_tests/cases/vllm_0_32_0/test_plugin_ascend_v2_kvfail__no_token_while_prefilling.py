@@ -71,7 +71,7 @@ Replay:      .venv/bin/python -m pytest generated_tests/cases/vllm_0_32_0/test_p
 Regenerate:  make generate    (from build/prove/traces/plugin-ascend-v2-kvfail@0.32.0/no-token-while-prefilling.itf.json; generated, do not edit)
 """
 
-from targets.harness import Case, Expect, check_case
+from vllm_contract.targets.harness import Case, Expect, check_case
 
 CASE = Case(
     name='plugin_ascend_v2_kvfail__no_token_while_prefilling',

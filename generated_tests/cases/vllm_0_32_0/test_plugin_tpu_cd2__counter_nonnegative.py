@@ -56,7 +56,7 @@ Replay:      .venv/bin/python -m pytest generated_tests/cases/vllm_0_32_0/test_p
 Regenerate:  make generate    (from build/prove/traces/plugin-tpu-cd2@0.32.0/counter-nonnegative.itf.json; generated, do not edit)
 """
 
-from targets.harness import Case, Expect, check_case
+from vllm_contract.targets.harness import Case, Expect, check_case
 
 CASE = Case(
     name='plugin_tpu_cd2__counter_nonnegative',

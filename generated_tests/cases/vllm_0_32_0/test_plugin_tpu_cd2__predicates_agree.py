@@ -43,7 +43,7 @@ Replay:      .venv/bin/python -m pytest generated_tests/cases/vllm_0_32_0/test_p
 Regenerate:  make generate    (from build/prove/traces/plugin-tpu-cd2@0.32.0/predicates-agree.itf.json; generated, do not edit)
 """
 
-from targets.harness import Case, Expect, check_case
+from vllm_contract.targets.harness import Case, Expect, check_case
 
 CASE = Case(
     name='plugin_tpu_cd2__predicates_agree',

@@ -97,7 +97,7 @@ Replay:      .venv/bin/python -m pytest generated_tests/cases/vllm_0_33_0/test_k
 Regenerate:  make generate    (from build/prove/traces/kvfail-2drafts@0.33.0/computed-nonnegative.itf.json; generated, do not edit)
 """
 
-from targets.harness import Case, Expect, check_case
+from vllm_contract.targets.harness import Case, Expect, check_case
 
 CASE = Case(
     name='kvfail_2drafts__computed_nonnegative',

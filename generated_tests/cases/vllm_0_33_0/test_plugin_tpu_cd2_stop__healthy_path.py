@@ -49,7 +49,7 @@ Replay:      .venv/bin/python -m pytest generated_tests/cases/vllm_0_33_0/test_p
 Regenerate:  make generate    (from build/prove/traces/plugin-tpu-cd2-stop@0.33.0/witness.itf.json; generated, do not edit)
 """
 
-from targets.harness import Case, Expect, check_case
+from vllm_contract.targets.harness import Case, Expect, check_case
 
 CASE = Case(
     name='plugin_tpu_cd2_stop__healthy_path',

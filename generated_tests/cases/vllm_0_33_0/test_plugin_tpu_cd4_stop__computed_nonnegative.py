@@ -50,7 +50,7 @@ Replay:      .venv/bin/python -m pytest generated_tests/cases/vllm_0_33_0/test_p
 Regenerate:  make generate    (from build/prove/traces/plugin-tpu-cd4-stop@0.33.0/computed-nonnegative.itf.json; generated, do not edit)
 """
 
-from targets.harness import Case, Expect, check_case
+from vllm_contract.targets.harness import Case, Expect, check_case
 
 CASE = Case(
     name='plugin_tpu_cd4_stop__computed_nonnegative',

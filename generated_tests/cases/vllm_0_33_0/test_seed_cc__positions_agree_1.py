@@ -90,7 +90,7 @@ Replay:      .venv/bin/python -m pytest generated_tests/cases/vllm_0_33_0/test_s
 Regenerate:  make generate    (from build/prove/traces/seed-cc@0.33.0/positions-agree.1.itf.json; generated, do not edit)
 """
 
-from targets.harness import Case, Expect, check_case
+from vllm_contract.targets.harness import Case, Expect, check_case
 
 CASE = Case(
     name='seed_cc__positions_agree_1',

@@ -110,7 +110,7 @@ Replay:      .venv/bin/python -m pytest generated_tests/cases/vllm_0_33_0/test_v
 Regenerate:  make generate    (from build/prove/traces/v2-live-kvfail@0.33.0/no-token-while-prefilling.itf.json; generated, do not edit)
 """
 
-from targets.harness import Case, Expect, check_case
+from vllm_contract.targets.harness import Case, Expect, check_case
 
 CASE = Case(
     name='v2_live_kvfail__no_token_while_prefilling',

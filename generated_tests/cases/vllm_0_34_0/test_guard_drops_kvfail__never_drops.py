@@ -108,7 +108,7 @@ Replay:      .venv/bin/python -m pytest generated_tests/cases/vllm_0_34_0/test_g
 Regenerate:  make generate    (from build/prove/traces/guard-drops-kvfail@0.34.0/never-drops.itf.json; generated, do not edit)
 """
 
-from targets.harness import Case, Expect, check_case
+from vllm_contract.targets.harness import Case, Expect, check_case
 
 CASE = Case(
     name='guard_drops_kvfail__never_drops',

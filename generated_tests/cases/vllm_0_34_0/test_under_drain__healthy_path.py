@@ -81,7 +81,7 @@ Replay:      .venv/bin/python -m pytest generated_tests/cases/vllm_0_34_0/test_u
 Regenerate:  make generate    (from build/prove/traces/under-drain@0.34.0/witness.itf.json; generated, do not edit)
 """
 
-from targets.harness import Case, Expect, check_case
+from vllm_contract.targets.harness import Case, Expect, check_case
 
 CASE = Case(
     name='under_drain__healthy_path',
