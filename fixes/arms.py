@@ -135,7 +135,7 @@ def _replay(case, label: str, overrides: dict, target) -> tuple[bool, str, objec
     from vllm_contract.targets.harness import Divergence, replay_case
 
     cfg = case.config_for(overrides)
-    fresh = predict(case.property, cfg, case.init, case.steps)
+    fresh = predict(case.property, cfg, case.init, case.steps, case.engine_steps)
     one = dataclasses.replace(case, arms={label: (overrides, fresh)})
     try:
         replay_case(one, target)
@@ -204,10 +204,15 @@ def check_guard(cases, target, profile: str) -> list[ArmResult]:
         for label, (overrides, recorded) in case.arms.items():
             if overrides.get("guard", "none") == "none" or overrides.get("profile") != profile:
                 continue
-            holds, why, fresh = _replay(case, label, dict(overrides), target)
             baseline = {**overrides, "guard": "none"}
             acts = fix_acts(case, dict(overrides), baseline)
-            before = predict(case.property, case.config_for(baseline), case.init, case.steps)
+            # an arm another target plays (the V2 recompute fix's scheduler, a plugin's patch)
+            elsewhere = target.accepts(case.config_for(overrides))
+            if elsewhere is not None:
+                results.append(ArmResult(case.name, label, acts, False, False, f"skipped: {elsewhere}"))
+                continue
+            holds, why, fresh = _replay(case, label, dict(overrides), target)
+            before = predict(case.property, case.config_for(baseline), case.init, case.steps, case.engine_steps)
             results.append(
                 ArmResult(
                     case.name,
@@ -278,7 +283,7 @@ def check_rollback(cases, target, profile: str) -> list[ArmResult]:
             swapped = {**overrides, **FIXED_V2}
             baseline = {**overrides, "runner": "v2"}
             acts = fix_acts(case, swapped, baseline)
-            before = predict(case.property, case.config_for(baseline), case.init, case.steps)
+            before = predict(case.property, case.config_for(baseline), case.init, case.steps, case.engine_steps)
             try:
                 holds, why, fresh = _replay(case, label + FIXED_LABEL, swapped, target)
             except TargetUnavailable as exc:  # e.g. a pick real code cannot realise

@@ -57,11 +57,12 @@ def log(message: str) -> None:
 def fuzz_traces(profile: str, per_preset: int, seed: int, length: int = 30) -> list[dict]:
     """Random traces from the model under `profile`, one list for both trees."""
     from vllm_contract.model.sampler import random_trace
-    from vllm_contract.targets.fuzz_presets import PRESETS
+    from vllm_contract.targets.fuzz_presets import PRESETS, runnable_presets
 
     out = []
-    for name, preset in PRESETS.items():
-        cfg = preset.with_(profile=profile).validate()
+    release = profile.removeprefix("vllm-")
+    for name in runnable_presets((release,)):  # V1's presets end with V1 (0.33.0)
+        cfg = PRESETS[name].with_(profile=profile).validate()
         for i in range(per_preset):
             rng = random.Random(seed * 100003 + i * 7919 + len(out))
             init, steps, _ = random_trace(cfg, rng, length)

@@ -89,17 +89,6 @@ def add_arguments(parser) -> None:
 # ------------------------------------------------------------------ the campaign from the arguments
 
 
-def runnable_presets(releases: tuple[str, ...]) -> list[str]:
-    """Every preset that runs on some of the releases: vLLM's V1 runner's end at 0.33.0
-    (0.34.0 has no V1 runner; a campaign of only such releases leaves them out)."""
-    from vllm_contract.spec import profiles
-    from vllm_contract.targets.fuzz_presets import PRESETS
-
-    known = {p.release: p for p in profiles.RELEASES}
-    with_v1 = any(known[r].has_v1_runner for r in releases if r in known) or any(r not in known for r in releases)
-    return [name for name, cfg in PRESETS.items() if with_v1 or not cfg.on_vllm_v1]
-
-
 def _names(values: list[str] | None) -> list[str]:
     return list(dict.fromkeys(n.strip() for v in values or [] for n in v.split(",") if n.strip()))
 
@@ -109,7 +98,7 @@ def campaign_from(args):
     from vllm_contract.spec.profiles import RELEASE_NAMES
     from vllm_contract.targets.campaign import Campaign
     from vllm_contract.targets.fuzz import RUNNERS
-    from vllm_contract.targets.fuzz_presets import KNOWN, PRESETS
+    from vllm_contract.targets.fuzz_presets import KNOWN, PRESETS, runnable_presets
 
     for option, given in (("--config", args.config), ("--presets", args.presets)):
         unknown = [n for n in _names(given) if n not in PRESETS]

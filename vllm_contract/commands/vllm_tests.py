@@ -2,7 +2,8 @@
 
 The suites run twice per tree: as the CPU platform configures vLLM (Triton off, so the V1
 model runner), and with Triton visible (interpreted), so that vLLM picks its model runner
-as on a GPU. Prints pass/fail/skip counts per tree and pass, what fails on the release
+as on a GPU (0.34.0 on: only the latter, since vLLM needs Triton on a CPU once its V1
+runner is gone). Prints pass/fail/skip counts per tree and pass, what fails on the release
 too, and every test whose outcome differs; writes build/fixes/<release>+<fix>/
 vllm-tests.json and the JUnit files (fixes/vllm_tests.py).
 """
@@ -46,6 +47,7 @@ def run(args) -> int:
         run_suites,
         unpack_tests,
     )
+    from vllm_contract.spec import profiles
 
     try:
         patched_root = build(args.fix, args.release, args.variant)
@@ -55,7 +57,15 @@ def run(args) -> int:
     out = REPO / "build" / "fixes" / tree_name(args.release, args.fix, args.variant)
     runs, problems, differs = {}, [], []
     print(f"vLLM {args.release}'s own tests, {tree_name(args.release, args.fix, args.variant)} vs the release:")
-    for suffix, env, suites in PASSES if not args.cpu_only else PASSES[:1]:
+    passes = PASSES if not args.cpu_only else PASSES[:1]
+    if not {p.release: p for p in profiles.RELEASES}[args.release].has_v1_runner:
+        # 0.34.0 on: vLLM on a CPU needs Triton (the V1 runner that ran without it is gone);
+        # the pass with Triton switched off would fail every test on both trees alike
+        print(f"vllm-tests: vLLM {args.release} has no V1 runner and needs Triton on a CPU: only the Triton pass runs")
+        if args.cpu_only:
+            raise FixError(f"--cpu-only: vLLM {args.release} does not run on a CPU without Triton; leave it out")
+        passes = [p for p in PASSES if p[1]]
+    for suffix, env, suites in passes:
         suites = suites or SUITES_OF[args.fix]
         here = {}
         for label, tree in (("unpatched", args.release), ("patched", str(patched_root))):
