@@ -88,3 +88,6 @@ if __name__ == "targets.monitor_scheduler":
         DEPRECATED_MONITOR_SCHEDULER_CLS,
         MONITOR_SCHEDULER_CLS,
     )
+    from vllm_contract.targets import monitor_scheduler as _canonical
+
+    MonitoredAsyncScheduler = _canonical.MonitoredAsyncScheduler  # noqa: F811 - the one class, not a copy
