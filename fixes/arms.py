@@ -1,7 +1,7 @@
 """The generated cases against a vLLM tree that carries a fix natively (fixes/<fix>/).
 
-    vllm-contract fix-arm guard    --vllm=TREE [--expect fixed|control|minus] [--cases GLOB,...] [--json FILE]
-    vllm-contract fix-arm rollback --vllm=TREE [--expect fixed|control|minus] [--cases GLOB,...] [--json FILE]
+    python -m vllm_contract.adapter.child vllm_contract.fixes.arm_child guard|rollback \
+        --vllm=TREE [--expect fixed|control|minus] [--cases GLOB,...] [--json FILE]
 
 TREE is a release (0.32.0, 0.33.0) or the root of a patched tree (fixes/trees.py), with
 VLLM_PROFILE=<release> for the latter. One tree per process (adapter/tree.py).

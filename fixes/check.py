@@ -22,12 +22,10 @@ cannot run the patched tree yet).
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 
+from vllm_contract.adapter import child
 from vllm_contract.fixes.trees import REPO, VARIANTS, build, patch_path, touched_files, tree_name
 
 CHECK_OF = {"step-reservation-guard": "guard", "v2-recompute-rollback": "rollback"}
@@ -55,29 +53,14 @@ def run_one(
     cases: str | None = None,
     modules: list[str] = (),
 ) -> dict:
-    """`vllm-contract fix-arm` (fixes/arms.py) in a fresh process; its JSON, plus exit status and output.
-    `modules` are imported from the tree first (the patched run imports every module its patch touches)."""
+    """One run (fixes/arm_child.py) in a fresh process holding the tree; its JSON, plus exit
+    status and output. `modules` are imported from the tree first (the patched run imports
+    every module its patch touches)."""
     out.parent.mkdir(parents=True, exist_ok=True)
     out.unlink(missing_ok=True)
-    env = {**os.environ, "VLLM_PROFILE": release}
-    env.pop("VLLM", None)
-    cmd = (
-        [
-            sys.executable,
-            "-m",
-            "vllm_contract",
-            "fix-arm",
-            CHECK_OF[fix],
-            f"--vllm={tree}",
-            "--expect",
-            expect,
-            "--json",
-            str(out),
-        ]
-        + (["--cases", cases] if cases else [])
-        + (["--import", ",".join(modules)] if modules else [])
-    )
-    done = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True)
+    args = [CHECK_OF[fix], f"--vllm={tree}", "--expect", expect, "--json", str(out)]
+    args += (["--cases", cases] if cases else []) + (["--import", ",".join(modules)] if modules else [])
+    done = child.run("vllm_contract.fixes.arm_child", args, child.environment(profile=release), REPO)
     result = json.loads(out.read_text()) if out.is_file() else {}
     result.update({"run": name, "exit": done.returncode, "output": (done.stdout + done.stderr)[-4000:]})
     return result

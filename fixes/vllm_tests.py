@@ -37,6 +37,7 @@ import xml.etree.ElementTree as ET
 from collections import Counter
 from pathlib import Path
 
+from vllm_contract.adapter import child
 from vllm_contract.fixes.trees import REPO, TREES_DIR, FixError
 
 SDIST_DIR = TREES_DIR / "sdist"
@@ -172,18 +173,16 @@ def run_suites(
     # the real path: under a symlinked .vllm_trees pytest's rootdir and the working directory
     # would differ, and its test ids (the JUnit classnames) come out empty
     tests = Path(tests).resolve()
-    env = {
-        **os.environ,
-        "FIX_REPO": str(REPO),
-        "FIX_VLLM_TREE": tree,
-        "VLLM_PROFILE": release,
-        "HF_HUB_OFFLINE": "1",
-        "TRANSFORMERS_OFFLINE": "1",
-        "PYTHONDONTWRITEBYTECODE": "1",
-    }
-    for name in ("VLLM", "VLLM_USE_V2_MODEL_RUNNER", "FIX_ENABLE_TRITON", "TRITON_INTERPRET"):
-        env.pop(name, None)
-    env.update(extra_env or {})
+    env = child.environment(
+        profile=release,
+        clear=("VLLM_USE_V2_MODEL_RUNNER", "FIX_ENABLE_TRITON", "TRITON_INTERPRET"),
+        FIX_REPO=str(REPO),
+        FIX_VLLM_TREE=tree,
+        HF_HUB_OFFLINE="1",
+        TRANSFORMERS_OFFLINE="1",
+        PYTHONDONTWRITEBYTECODE="1",
+        **(extra_env or {}),
+    )
     cmd = [
         sys.executable,
         "-m",
@@ -223,11 +222,11 @@ def parse_junit(path: Path) -> tuple[dict[str, str], dict[str, str]]:
     for case in ET.parse(path).getroot().iter("testcase"):
         name = f"{case.get('classname')}::{case.get('name')}"
         outcome = "passed"
-        for child in case:
-            if child.tag in ("failure", "error", "skipped"):
-                outcome = {"failure": "failed", "error": "error", "skipped": "skipped"}[child.tag]
-                if child.tag == "skipped":
-                    reasons[name] = (child.get("message") or "").removeprefix("Skipped: ")
+        for element in case:
+            if element.tag in ("failure", "error", "skipped"):
+                outcome = {"failure": "failed", "error": "error", "skipped": "skipped"}[element.tag]
+                if element.tag == "skipped":
+                    reasons[name] = (element.get("message") or "").removeprefix("Skipped: ")
                 break
         if outcomes.get(name) in ("failed", "error"):
             continue  # a teardown error after a failure: keep the first

@@ -30,7 +30,6 @@ path or a fuzz trace that holds on base violates or raises on head); 2: bad inpu
 from __future__ import annotations
 
 import json
-import os
 import random
 import subprocess
 import sys
@@ -38,6 +37,7 @@ import threading
 import time
 from pathlib import Path
 
+from vllm_contract.adapter import child
 from vllm_contract.codegen.export import as_markdown, outcome_words
 from vllm_contract.spec import citations as C
 from vllm_contract.spec.errors import CouldNotRun, TreeError
@@ -94,28 +94,11 @@ def check_source(side: str, tree) -> None:
 
 
 def observe_both(base: str, head: str, traces_file: Path, out: Path, cases: str = "*") -> tuple[dict, dict]:
-    """vllm_contract.report.observe on each tree, in two processes at once; their progress is shown."""
+    """report/observe_child.py on each tree, in two processes at once; their progress is shown."""
     procs = {}
     for side, spec in (("base", base), ("head", head)):
-        cmd = [
-            sys.executable,
-            "-m",
-            "vllm_contract",
-            "observe",
-            "--vllm",
-            spec,
-            "--out",
-            str(out / f"{side}.json"),
-            "--traces",
-            str(traces_file),
-            "--cases",
-            cases,
-        ]
-        env = dict(os.environ)
-        env.pop("VLLM", None)
-        procs[side] = subprocess.Popen(
-            cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env
-        )
+        args = ["--vllm", spec, "--out", str(out / f"{side}.json"), "--traces", str(traces_file), "--cases", cases]
+        procs[side] = child.start("vllm_contract.report.observe_child", args, child.environment(), ROOT)
     tails: dict[str, list[str]] = {"base": [], "head": []}
 
     def pump(side):

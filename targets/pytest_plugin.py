@@ -250,11 +250,16 @@ def sweep(request) -> bool:
 def prove_results(tmp_path_factory):
     """`prove_results(configs)`: the prover's result folder a test reads, build/prove
     when it is fresh (computed from the sources here now), else a prover run of
-    `configs` of its own."""
-    import subprocess
-    import sys
+    `configs` of its own, in this process (the model layer's run, as `prove` makes it)."""
+    import json
+    import os
+    import time
     from pathlib import Path
 
+    from vllm_contract.model import prove
+    from vllm_contract.model.cache import ProverCache, default_folder
+    from vllm_contract.model.check import MAX_DEPTH, TIMEOUT_S
+    from vllm_contract.model.itf import write
     from vllm_contract.model.results import StaleSummary, load_summary
 
     root = Path(__file__).resolve().parent.parent
@@ -267,13 +272,14 @@ def prove_results(tmp_path_factory):
         except StaleSummary:
             pass
         out = tmp_path_factory.mktemp("prove") / "prove"
-        done = subprocess.run(
-            [sys.executable, "-m", "vllm_contract", "prove", *configs, "--out", str(out)],
-            cwd=root,
-            capture_output=True,
-            text=True,
-        )
-        assert done.returncode in (0, 1), done.stderr[-2000:]
+        chosen, complete = prove.select(configs)
+        started = time.perf_counter()
+        cache = ProverCache(default_folder(), MAX_DEPTH, TIMEOUT_S)
+        result = prove.run_matrix(chosen, min(2, os.cpu_count() or 1), cache=cache)
+        for rel, doc in result.documents.items():
+            write(out / rel, doc)
+        summary = prove.summary(chosen, complete, result, time.perf_counter() - started)
+        (out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
         return out
 
     return get

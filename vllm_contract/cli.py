@@ -40,8 +40,6 @@ COMMANDS = (
     "fix-check",
     "vllm-tests",
 )
-# run by other subcommands in a process of their own (one vLLM tree per process)
-INTERNAL = ("observe", "fix-arm")
 
 
 def command_module(name: str):
@@ -56,22 +54,18 @@ def build_parser() -> Parser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     sub = parser.add_subparsers(dest="command", metavar="SUBCOMMAND", parser_class=Parser)
-    for name in COMMANDS + INTERNAL:
+    for name in COMMANDS:
         module = command_module(name)
-        internal = name in INTERNAL
-        kwargs = {} if internal else {"help": module.HELP}
         child = sub.add_parser(
             name,
             description=(module.__doc__ or "").strip(),
             epilog=statuses_epilog(module.STATUSES),
             formatter_class=argparse.RawDescriptionHelpFormatter,
             prog=f"vllm-contract {name}",
-            **kwargs,
+            help=module.HELP,
         )
         module.add_arguments(child)
         child.set_defaults(run=module.run)
-    # internal subcommands are not listed in --help
-    sub._choices_actions = [a for a in sub._choices_actions if a.dest not in INTERNAL]
     return parser
 
 

@@ -1,7 +1,7 @@
 """A fix on vLLM's real code: the generated cases on the patched, unpatched and key-line-less trees.
 
 Builds the patched tree (.vllm_trees/<release>+<fix>/) and each variant (the fix minus its
-key line), then runs `vllm-contract fix-arm` once per tree, each in its own process:
+key line), then runs fixes/arm_child.py once per tree, each in its own process:
 
     patched    expect fixed    every arm holds: the tree does what the model of the fix does
     unpatched  expect control  the release fails exactly the arms where the fix acts

@@ -73,10 +73,6 @@ def run(args) -> int:
             trees[side] = resolve(getattr(args, side))
         except ContractError as exc:  # a tree that cannot even be named is bad input
             raise UsageError(f"--{side}: {exc}") from None
-    # the head first, then the base: each tree's source read for every internal the observer
-    # reads, before either is loaded (a tree the adapter does not know stops here, in seconds)
-    for side in ("head", "base"):
-        review.check_source(side, trees[side])
     folder = OutFolder(
         args.out,
         "vllm-contract review",
@@ -85,7 +81,11 @@ def run(args) -> int:
     )
     try:
         with interrupts():
-            staging = folder.begin()
+            staging = folder.begin()  # a review that fails from here leaves an earlier summary as the previous one
+            # the head first, then the base: each tree's source read for every internal the observer
+            # reads, before either is loaded (a tree the adapter does not know stops here, in seconds)
+            for side in ("head", "base"):
+                review.check_source(side, trees[side])
             log(
                 f"review: base {trees['base'].title} (profile {trees['base'].profile}), "
                 f"head {trees['head'].title} (profile {trees['head'].profile})"

@@ -1,6 +1,7 @@
 """The generated cases against one vLLM tree that carries a fix natively: one run of fix-check.
 
-The child process of `vllm-contract fix-check` (one vLLM tree per process); see fixes/arms.py.
+The child process of `vllm-contract fix-check` (one vLLM tree per process, started by
+adapter/child.py); see fixes/arms.py.
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ from pathlib import Path
 from vllm_contract.spec.errors import ExitStatus, TargetUnavailable
 
 NAME = "fix-arm"
-HELP = "(internal) one run of fix-check on one tree"
 STATUSES = {
     ExitStatus.OK: "the expectation is met",
     ExitStatus.FINDING: "it is not",

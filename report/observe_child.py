@@ -1,6 +1,7 @@
 """Observe one vLLM tree: every generated case (each arm of the tree's profile) and the given traces.
 
-The child process of `vllm-contract review` (one vLLM tree per process): records what
+The child process of `vllm-contract review` (one vLLM tree per process, started by
+adapter/child.py): records what
 the tree does whatever the model predicts (report/observe.py) and writes it as JSON.
 """
 
@@ -14,7 +15,6 @@ from pathlib import Path
 from vllm_contract.spec.errors import ExitStatus, TargetUnavailable
 
 NAME = "observe"
-HELP = "(internal) observe one tree for review"
 STATUSES = {
     ExitStatus.OK: "observed and written",
     ExitStatus.COULD_NOT_RUN: "the observer failed (its traceback's last lines)",
