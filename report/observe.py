@@ -302,7 +302,8 @@ def run_tree(spec: str, traces: list[dict], log=print, cases_pattern: str = "*")
                         "property": case.property,
                         "clamp": clamp,
                         "arm": f"{tree.profile} (no V1 runner)",
-                        "observed": asdict(Observation(could_not_run=no_v1)),
+                        # ended by design, not a failure to run: review counts it apart
+                        "observed": {**asdict(Observation(could_not_run=no_v1)), "runner_removed": True},
                         "reaction": Observation(could_not_run=no_v1).reaction,
                         "model": None,
                     }

@@ -245,7 +245,16 @@ def unguarded(b: dict, h: dict) -> list[str]:
 
 
 def _empty() -> dict:
-    return {"fixed": [], "still": [], "new": [], "reaction": [], "unguarded": [], "could_not_run": [], "both_hold": 0}
+    return {
+        "fixed": [],
+        "still": [],
+        "new": [],
+        "reaction": [],
+        "unguarded": [],
+        "could_not_run": [],
+        "runner_removed": [],
+        "both_hold": 0,
+    }
 
 
 def compare(base: dict, head: dict) -> dict:
@@ -305,6 +314,9 @@ def compare(base: dict, head: dict) -> dict:
 
 
 def _classify(result: dict, item: dict, b: dict, h: dict, prop: str | None) -> None:
+    if h["observed"].get("runner_removed"):  # the runner the arm runs on is gone from head (V1, 0.34.0)
+        result["runner_removed"].append({**item, "cause": could_not_run(h)})
+        return
     missing = [(side, could_not_run(o)) for side, o in (("base", b), ("head", h)) if could_not_run(o)]
     if missing:
         result["could_not_run"].append({**item, "sides": [side for side, _ in missing], "cause": missing[0][1]})
@@ -380,6 +392,9 @@ def outcome(cmp: dict, head_tree: dict | None = None) -> tuple[int, str]:
     incomplete = (
         f"; {missing} arm(s) or trace(s) could not run (counted apart, never as fixed or broken)" if missing else ""
     )
+    removed = cmp.get("runner_removed", [])
+    if removed:  # said after the outcome: those arms end with their runner, nothing failed to run
+        newer += f"; {len(removed)} arm(s) end with the V1 runner, which head removed"
     if broken:
         hung = [it for it in broken if it.get("hang")]
         said = ""
@@ -526,6 +541,8 @@ def summary_md(
         "|---|---|---|",
         f"| **could not run** on base or head (its cause below; never counted as fixed or broken) | "
         f"{len(cmp['could_not_run'])} | {len(f['could_not_run'])} |",
+        f"| ended: the runner the arm runs on is not in head (V1, removed in 0.34.0) | "
+        f"{len(cmp.get('runner_removed', []))} | 0 |",
         f"| fixed (base violates the case's property, head does not) | {len(cmp['fixed'])} | "
         f"{len(cmp['fuzz']['fixed'])} |",
         f"| still broken | {len(cmp['still'])} | {len(cmp['fuzz']['still'])} |",

@@ -157,6 +157,24 @@ def test_arms_that_could_not_run_are_counted_apart_never_fixed():
     assert not back["fixed"] and not back["new"] and len(back["could_not_run"]) == 3
 
 
+def test_arms_of_a_runner_head_removed_end_with_it_and_leave_the_review_complete():
+    """0.33.0 -> 0.34.0: the V1 arms cannot run on head because head has no V1 runner (by
+    design): counted apart as ended, never fixed, broken or could-not-run; the first line
+    gives the outcome and says so; exit 0 when nothing else changed."""
+    gone = obs("could not run", could_not_run="vLLM 0.34.0 has no V1 model runner")
+    gone["observed"]["runner_removed"] = True
+    base = {"tree": TREE, "cases": [arm("m/a.py", "counter-nonnegative", CRASH), arm("m/b.py", "x", SILENT)]}
+    head = {"tree": TREE, "cases": [arm("m/a.py", "counter-nonnegative", gone), arm("m/b.py", "x", SILENT)]}
+    base["fuzz"] = head["fuzz"] = []
+    cmp = review.compare(base, head)
+    assert [i["case"] for i in cmp["runner_removed"]] == ["a"] and not cmp["could_not_run"] and not cmp["fixed"]
+    status, first = review.outcome(cmp)
+    assert status == ExitStatus.OK
+    assert first == "**Head breaks nothing base did not**; 1 arm(s) end with the V1 runner, which head removed."
+    text = review.summary_md(base, head, cmp, NO_CITES, 1.0, 0)
+    assert "| ended: the runner the arm runs on is not in head (V1, removed in 0.34.0) | 1 | 0 |" in text
+
+
 def test_nothing_broken_is_said_first():
     base = {"tree": TREE, "cases": [arm("m/a.py", "counter-nonnegative", CRASH)], "fuzz": []}
     cmp = review.compare(base, base)
