@@ -105,6 +105,7 @@ lint: $(STAMP_BASE)
 	@rm -rf build/layout && mkdir -p build/layout
 	@cp -r vllm_contract build/layout/ && for d in $(PACKAGE_DIRS); do cp -r $$d build/layout/vllm_contract/$$d; done
 	cd build/layout && ../../$(VENV)/bin/lint-imports --config ../../pyproject.toml --no-cache
+	cd build/layout && ../../$(VENV)/bin/python -m mypy --config-file ../../pyproject.toml -p vllm_contract.spec -p vllm_contract.model
 
 # what make test and make test-all check before pytest, side by side (make -j): installing
 # the kernels and vLLM, fetching the releases and the report's renderer mostly wait on

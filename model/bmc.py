@@ -142,6 +142,7 @@ class Bmc:
         if goal.kind == "state":
             return z3.Not(enc.holds(goal.name, depth))
         if goal.kind == "progress":
+            assert goal.predicate is not None, f"progress goal {goal.name} has no predicate"
             return goal.predicate(enc, depth)
         return enc.state_formula(goal.predicate, depth)
 

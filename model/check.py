@@ -160,7 +160,12 @@ def search_violation(
                 where = instance
                 break
     found_by, found_seconds = "", None
-    if race is not None and race.trace is not None and (first_seconds is None or race.wall_seconds < first_seconds):
+    if (
+        race is not None
+        and race.trace is not None
+        and race.wall_seconds is not None  # set with race.trace
+        and (first_seconds is None or race.wall_seconds < first_seconds)
+    ):
         found_by, found_seconds = "walk", race.wall_seconds
     elif first is not None:
         found_by, found_seconds = "bmc", first_seconds
@@ -198,7 +203,7 @@ def check_config(
             first, where = found.first, found.where
             classes = (
                 found.bmc.classes(Goal.violation(prop), first, first.depth + CLASS_EXTRA_DEPTH, CLASS_LIMIT)
-                if first is not None
+                if first is not None and found.bmc is not None  # a BMC's trace: found.bmc found it
                 else []
             )
         except SolverUnknown as exc:  # a timeout says so; an interrupt is not caught here
@@ -419,11 +424,12 @@ def check_config(
                 witness = search.shortest(goal, max_depth, healthy(search, None), minimise=False)
     except SolverUnknown as exc:
         if type(exc) is SolverUnknown:  # raised with Z3's bare reason: was it a timeout or an interrupt?
-            exc = classify_unknown(
+            classified = classify_unknown(
                 str(exc), time.perf_counter() - started, timeout_ms, f"{cfg.name}: the witness check", cfg.name
             )
-            if not isinstance(exc, SolverUnknown):
-                raise exc from None
+            if not isinstance(classified, SolverUnknown):
+                raise classified from None
+            exc = classified
         witness, error, undecided = None, str(exc), True
     witness_info = {"goal": WITNESS, "seconds": round(time.perf_counter() - started, 4)}
     if witness is None:

@@ -62,8 +62,10 @@ class Encoding:
 
         # -- the transition relation ------------------------------------------------
         ops = Z3_OPS
-        enabled, merged, bad = [], {}, {p: [] for p in PROPERTIES if PROPERTIES[p].kind == "transition"}
-        fires = {name: [] for name in ASSERTS}
+        enabled: list = []
+        merged: dict[tuple, list] = {}
+        bad: dict[str, list] = {p: [] for p in PROPERTIES if PROPERTIES[p].kind == "transition"}
+        fires: dict[str, list] = {name: [] for name in ASSERTS}
         self._guards = {}
         for index, event in enumerate(self.events):
             guard, writes, effect = apply(event, cur, args[event.name], cfg, ops)
@@ -89,7 +91,7 @@ class Encoding:
         self._fires = {name: z3.Or(*terms) for name, terms in fires.items() if terms}
         self._fatal_ok = z3.Not(z3.Or(*self._fires.values())) if self._fires else z3.BoolVal(True)
         self._state_holds = {
-            p.name: _as_bool(p.holds(View(cfg, cur), cfg, Z3_OPS))
+            p.name: _as_bool(p.state_holds(View(cfg, cur), cfg, Z3_OPS))
             for p in PROPERTIES.values()
             if p.kind == "state" and p.applies(cfg)
         }

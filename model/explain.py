@@ -146,6 +146,9 @@ class CounterGoal(Goal):
     """A goal over the last state and the last step: the counters of one request. The
     last step may fire an assert (a crash log shows the state the assert saw)."""
 
+    values: dict[str, Any]
+    requests: int
+
     def __init__(self, values: Mapping[str, Any], requests: int):
         object.__setattr__(self, "name", "counters")
         object.__setattr__(self, "kind", "witness")
@@ -168,7 +171,7 @@ class CounterGoal(Goal):
         delivers = enc.action_is(depth - 1, "deliver") if before is not None else False
         return z3.And(*counter_conditions(self.values, before, enc.step(depth).state, delivers, r, Z3Ops()))
 
-    def holds_concretely(self, before: Mapping, after: Mapping, event: str | None, r: int) -> bool:
+    def holds_concretely(self, before: Mapping | None, after: Mapping, event: str | None, r: int) -> bool:
         """The same goal on interpreter states (the replayed trace's last step)."""
         if "new_tokens" in self.values and before is None:
             return False
@@ -317,10 +320,10 @@ def explain_config(
                 where = instance
                 break
     except _OutOfTime as exc:
-        where = "while proving" if exc.depth == 0 else f"with no trace within {exc.depth - 1} steps"
+        when = "while proving" if exc.depth == 0 else f"with no trace within {exc.depth - 1} steps"
         return answer(
             "unknown",
-            f"the {budget_s:g} s budget per configuration ran out {where} (raise --budget), and no proof that "
+            f"the {budget_s:g} s budget per configuration ran out {when} (raise --budget), and no proof that "
             "none exists",
             out_of_budget=True,
         )

@@ -28,7 +28,7 @@ class StepResult:
     state: State
     checks: dict[str, bool]  # transition property -> held
     observed: dict[str, Any]  # event-specific facts (see Effect.observed)
-    asserts: dict[str, bool] = None  # vLLM assert -> passed (spec/properties.py ASSERTS)
+    asserts: dict[str, bool] | None = None  # vLLM assert -> passed (spec/properties.py ASSERTS)
 
     def failed(self) -> list[str]:
         return [name for name, ok in self.checks.items() if not ok]
@@ -147,7 +147,7 @@ class Interpreter:
 
         view = View(self.cfg, state)
         return {
-            p.name: bool(p.holds(view, self.cfg, INT_OPS))
+            p.name: bool(p.state_holds(view, self.cfg, INT_OPS))
             for p in PROPERTIES.values()
             if p.kind == "state" and p.applies(self.cfg)
         }

@@ -82,7 +82,7 @@ def to_itf(trace: Trace, config: dict, description: str) -> dict:
             entry["mbt::nondetPicks"] = _encode(nested(step.args))
         entry.update(_encode(nested(state)))
         states.append(entry)
-    meta = {
+    meta: dict[str, Any] = {
         "format": "ITF",
         "format-description": FORMAT_URL,
         "source": "spec/ (vLLM 0.32.0 reservation/discard contract)",
@@ -176,7 +176,7 @@ def _typed(where: str, values: dict) -> None:
                 raise SpecError(f"{where} {label} is {json.dumps(v, ensure_ascii=False)}; the spec's {name} is {want}")
 
 
-def _of(meta: dict, key: str, types: tuple, what: str, path: str, prefix: str = "#meta") -> Any:
+def _of(meta: dict, key: str, types: tuple, what: str, path: Path | str, prefix: str = "#meta") -> Any:
     value = meta.get(key)
     if value is not None and (not isinstance(value, types) or (bool not in types and isinstance(value, bool))):
         raise SpecError(f"{path}: {prefix}.{key} must be {what}, got {json.dumps(value)}")
@@ -319,6 +319,7 @@ def read(path: Path | str) -> tuple[dict, Trace]:
             init = flat(picks) if picks else flat({"prompt_len": values.get("num_prompt_tokens")})
         else:
             steps.append(Step(action, flat(picks)))
+    assert init is not None  # states is not empty: its first state set init
     config = meta.get("config") or {}
     goal = meta.get("goal", meta.get("violated", ""))
     trace = Trace(

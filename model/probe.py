@@ -32,7 +32,7 @@ import random
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from vllm_contract.model.interpreter import Disabled, Interpreter, StepResult, args_for, flat
 from vllm_contract.model.sampler import WEIGHTS, Limits, propose, random_init
@@ -81,7 +81,7 @@ def violated_by(cfg: Config, prop: str) -> Callable[[StepResult], bool]:
     def test(res: StepResult) -> bool:
         if res.fired and not may_end:
             return False
-        return not spec.holds(View(cfg, res.state), cfg, INT_OPS)
+        return not spec.state_holds(View(cfg, res.state), cfg, INT_OPS)
 
     return test
 
@@ -91,7 +91,7 @@ def _generic(it: Interpreter, cfg: Config, s, name: str, rng: random.Random, tri
     sample): bools fair, ints in [lo, hi] or [lo, lo + 3]."""
     event = it.event(name)
     for _ in range(tries):
-        args = {}
+        args: dict[tuple, Any] = {}
         for arg, key in event.arg_keys(cfg):
             if arg.sort is bool:
                 args[key] = rng.random() < 0.5
@@ -194,7 +194,7 @@ class Walker:
         self.it = Interpreter(cfg)
         self.test = violated_by(cfg, prop)
         self.tried = self.taken = 0
-        self._current = None
+        self._current: Iterator[Any] | None = None  # the walk under way (a generator: stepping)
 
     def run(self, seconds: float, max_walks: int | None = None) -> Walk | None:
         """Walk on for `seconds` (one step at least, so every slice makes progress)."""

@@ -8,6 +8,7 @@ listing no results, or computed from other sources than the ones here now (its `
 
 from __future__ import annotations
 
+import builtins
 import hashlib
 import json
 from dataclasses import asdict, dataclass, field, fields
@@ -89,19 +90,20 @@ class VerdictRow:
     scope: dict = field(default_factory=dict)  # the parameter space the verdict covers
     note: str = ""
 
-    @property
+    # the field `property` above shadows the builtin in this class's body (for mypy)
+    @builtins.property
     def ok(self) -> bool:
         return str(self.verdict) == self.expected
 
-    @property
+    @builtins.property
     def scenario(self) -> str:
         return self.config.split("@", 1)[0]
 
-    @property
+    @builtins.property
     def release(self) -> str | None:
         return self.config.split("@", 1)[1] if "@" in self.config else None
 
-    @property
+    @builtins.property
     def violated(self) -> bool:
         """A counterexample was found (a violation, or a frontier's)."""
         return self.verdict.kind in (Kind.VIOLATED, Kind.FRONTIER) and self.trace is not None

@@ -16,7 +16,7 @@ so it never needs an interpreter of its own.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Iterable, Iterator, Mapping
+from typing import Any, Iterable, Iterator, Mapping, cast
 
 from vllm_contract.model.interpreter import Disabled, Interpreter, State, StepResult, args_for, nested
 from vllm_contract.spec.config import Config
@@ -62,7 +62,7 @@ class Run:
     ):
         self.interp = cfg if isinstance(cfg, Interpreter) else Interpreter(cfg)
         self.cfg = self.interp.cfg
-        self.init = dict(init) if is_named(init) else nested(init)
+        self.init = dict(init) if is_named(init) else nested(cast(Mapping[tuple, Any], init))  # flat: not named
         self.initial: State = self.interp.initial(**self.init)
         self.state: State = self.initial
         self.steps = steps

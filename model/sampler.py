@@ -71,7 +71,7 @@ def propose(
     R = range(cfg.requests)
     if name == "schedule":
         hi = cfg.max_budget or lim.max_budget
-        named = {"budget": rng.choice([rng.randint(1, hi), rng.randint(1, 8)])}
+        named: dict[str, Any] = {"budget": rng.choice([rng.randint(1, hi), rng.randint(1, 8)])}
         faults = cfg.faults
         if "stale-slot-read" in faults:
             trial = _try(it, s, name, args_for(ev, cfg, named))
@@ -98,11 +98,11 @@ def propose(
         res = _try(it, s, name, args)
         return (args, res) if res is not None else None
     if name == "deliver":
-        named: dict[str, Any] = {}
+        named = {}
         if cfg.has("kvfail") and rng.random() < 0.3:
-            cands = _kv_failures(cfg, s)
-            if cands:
-                r, first, stop = rng.choice(cands)
+            failures = _kv_failures(cfg, s)
+            if failures:
+                r, first, stop = rng.choice(failures)
                 named["kv_fail_req"] = r
                 named["kv_fail_block"] = rng.randrange(first, stop)
         if "lost-sample" in cfg.faults:  # only a sampled row can be lost
@@ -197,7 +197,7 @@ def random_trace(cfg: Config, rng: random.Random, length: int, lim: Limits | Non
     it = Interpreter(cfg)
     init = random_init(cfg, rng, lim)
     s = it.initial(**init)
-    steps = []
+    steps: list[tuple[str, dict]] = []
     names = list(it.events)
     for _ in range(length):
         # every enabled event with random arguments, then a weighted choice

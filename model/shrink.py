@@ -139,7 +139,7 @@ def _without(cfg: Config, init: dict, steps: list, r: int) -> tuple | None:
     front-end step on it removed; None when a KV failure names it."""
     smaller = cfg.with_(requests=cfg.requests - 1)
     if smaller.prompt_lens is not None:
-        smaller = smaller.with_(prompt_lens=tuple(n for i, n in enumerate(cfg.prompt_lens) if i != r))
+        smaller = smaller.with_(prompt_lens=tuple(n for i, n in enumerate(smaller.prompt_lens) if i != r))
     new_init = {
         k: [v for i, v in enumerate(vals) if i != r] if isinstance(vals, list) else vals for k, vals in init.items()
     }

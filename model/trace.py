@@ -165,7 +165,9 @@ def judge(it: Interpreter | None, cfg, init: dict, steps: list, recorded: list |
     except (Disabled, SpecError) as exc:
         replay.left_at, replay.why = 0, f"the initial picks: {exc}"
         return replay
-    states, checks, fired = [state], {}, []
+    states: list[State] = [state]
+    checks: dict = {}
+    fired: list[str] = []
     for number, (event, named) in enumerate(steps, 1):
         if fired:
             replay.left_at, replay.why = number, f"the model's engine died at step {number - 1} ({', '.join(fired)})"

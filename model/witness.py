@@ -12,6 +12,8 @@ fallback for a configuration the policy does not get through.
 
 from __future__ import annotations
 
+from typing import Any
+
 import z3
 from vllm_contract.model import solvers
 from vllm_contract.model.bmc import SolverUnknown, _value
@@ -35,7 +37,7 @@ def policy_run(interp: Interpreter, goal, goal_name: str) -> Trace | None:
     budget = max(1, (max(prompts) + 1) // 2)
     if cfg.max_budget is not None:
         budget = min(budget, cfg.max_budget)
-    picks = {"prompt_len": prompts}  # not resumable
+    picks: dict[str, Any] = {"prompt_len": prompts}  # not resumable
     if cfg.k_symbolic and (cfg.spec_tokens_max is None or cfg.spec_tokens_max >= 1):
         picks["spec_tokens"] = 1  # a healthy run with a draft token per step
     init = args_for(INIT, cfg, picks)

@@ -93,7 +93,12 @@ class Citation:
         older = [r for r in self.lines if release is None or release_key(r) < release_key(release)]
         if older:
             return max(older, key=release_key)
-        if oldest is not None and oldest in self.lines and release_key(release) < release_key(oldest):
+        if (
+            oldest is not None
+            and oldest in self.lines
+            and release is not None
+            and release_key(release) < release_key(oldest)
+        ):
             return oldest
         return None
 
@@ -462,6 +467,7 @@ def _anchor_in(root: Path, todo: list, progress=None) -> list[Finding]:
             progress(f"{c.id}: not found as cited, looking for the nearest block ({i + 1}/{len(slow)})")
         want = _norm(text.split("\n"))
         have = lines_of(file)
+        assert have is not None  # a file that is gone has its finding ("vanished") already
         predicted = line + _shift_near(findings, base, file, line)
         ratio, first, length = _similar(have, want, predicted)
         got = have[first - 1 : first - 1 + length]
@@ -532,7 +538,7 @@ def find_ids(path: Path | str) -> list[Reference]:
     """The citation ids a Python source file refers to (see the module docstring)."""
     path = Path(path)
     source = path.read_text(encoding="utf-8")
-    refs = []
+    refs: list[Reference] = []
     for tok in tokenize.generate_tokens(io.StringIO(source).readline):
         if tok.type not in (tokenize.COMMENT, tokenize.STRING):
             continue
@@ -587,7 +593,7 @@ def _field_index(module: str, name: str, field: str) -> int:
 
 def find_legacy(path: Path | str) -> list[tuple[int, str]]:
     """Inline `abbr:line` citations left in a file: (line, citation)."""
-    out = []
+    out: list[tuple[int, str]] = []
     for n, line in enumerate(Path(path).read_text(encoding="utf-8").split("\n"), 1):
         out.extend((n, m.group(0)) for m in LEGACY_RE.finditer(line))
     return out

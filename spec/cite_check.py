@@ -24,18 +24,19 @@ def write_lines(path: Path, release: str, found: dict[str, int]) -> int:
     for cid in sorted(found, key=lambda i: entries[i][0], reverse=True):
         start, stop = entries[cid]
         want = f'"{release}" = {found[cid]}'
-        at = [i for i in range(start + 1, stop) if _LINE.match(lines[i])]
-        same = [i for i in at if _LINE.match(lines[i]).group(1) == release]
+        # the entry's `"release" = line` lines: (index, release)
+        at = [(i, m.group(1)) for i in range(start + 1, stop) if (m := _LINE.match(lines[i]))]
+        same = [i for i, r in at if r == release]
         if same:
             if lines[same[0]] != want:
                 lines[same[0]] = want
                 changed += 1
             continue
-        later = [i for i in at if C.release_key(_LINE.match(lines[i]).group(1)) > C.release_key(release)]
+        later = [i for i, r in at if C.release_key(r) > C.release_key(release)]
         if later:
             pos = later[0]
         elif at:
-            pos = at[-1] + 1
+            pos = at[-1][0] + 1
         else:
             pos = next(i for i in range(start + 1, stop) if lines[i].startswith("file =")) + 1
         lines.insert(pos, want)

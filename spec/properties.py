@@ -42,6 +42,12 @@ class Property:
     # vLLM's reaction is a hang (model/hang.py shows it by running the engine loop on)
     hangs: bool = False
 
+    def state_holds(self, view: View, cfg: Config, ops: Ops) -> object:
+        """A state property's condition at a state (a transition or progress property has none)."""
+        if self.holds is None:
+            raise TypeError(f"property {self.name} ({self.kind}) has no state condition")
+        return self.holds(view, cfg, ops)
+
 
 @dataclass(frozen=True)
 class Assert:

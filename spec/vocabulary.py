@@ -15,7 +15,7 @@ Variables marked ghost exist only in the model, to state properties.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Protocol
 
 from vllm_contract.spec.config import Config
 
@@ -513,7 +513,16 @@ def extent(space: str, cfg: Config) -> int:
     return {"req": cfg.requests, "slot": cfg.slots, "queue": cfg.queue_depth}[space]
 
 
-def keys_of(decl: VarDecl, cfg: Config) -> list[tuple]:
+class Keyed(Protocol):
+    """What keys_of reads: a VarDecl, or an event's Arg (spec/events.py)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def over(self) -> tuple[str, ...]: ...
+
+
+def keys_of(decl: Keyed, cfg: Config) -> list[tuple]:
     """Flat keys (name, i, j, ...) of a declaration under a configuration."""
     keys: list[tuple] = [(decl.name,)]
     for space in decl.over:
