@@ -58,8 +58,12 @@ def test_the_monitor_turns_finding_1_on_the_real_v2_runner_into_a_case(tmp_path,
     assert any(r.get("runner_returns") and not r.get("mismatches") for r in target.log)
 
     assert monitor_writer.flush(), "the monitor's trace was not written within 10 s"
-    files = sorted(folder.glob("*.itf.json"))
-    assert len(files) == 1, [f.name for f in files]
+    # the first trace is the case's; where vLLM goes on silently, the engine run on after the
+    # case (the harness's run-on) can write more (the stray token breaks placeholder-accounting)
+    files = sorted(folder.glob("*.itf.json"), key=lambda f: int(f.name.removesuffix(".itf.json").rsplit("-", 1)[1]))
+    assert files and files[0].name.endswith("-1.itf.json"), [f.name for f in files]
+    assert len(files) == 1 or not crash, [f.name for f in files]  # an assert ends the engine at the first
+    files = files[:1]
     meta = json.loads(files[0].read_text())["#meta"]
     assert meta["monitor"]["release"] == PROFILE.removeprefix("vllm-")
     assert meta["config"]["runner"] == "v2"
