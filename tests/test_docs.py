@@ -29,8 +29,16 @@ TOP = ("README.md", "ARCHITECTURE.md", "Makefile", "pyproject.toml", "package.js
 SKIP_DIRS = {".git", ".venv", "node_modules", ".vllm_trees", ".vllm_cache", "build", "__pycache__"}
 
 
+# review summaries kept as records: the paths they name are the reviewed vLLM tree's, not ours
+RECORDS = ROOT / "bench" / "results" / "review"
+
+
 def markdown_files() -> list[Path]:
-    return sorted(p for p in ROOT.rglob("*.md") if not SKIP_DIRS & set(p.relative_to(ROOT).parts))
+    return sorted(
+        p
+        for p in ROOT.rglob("*.md")
+        if not SKIP_DIRS & set(p.relative_to(ROOT).parts) and not p.is_relative_to(RECORDS)
+    )
 
 
 def make_targets() -> set[str]:
