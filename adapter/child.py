@@ -53,10 +53,19 @@ def main(argv: list[str]) -> int:
     if not argv or not argv[0].startswith("vllm_contract."):
         print("usage: python -m vllm_contract.adapter.child vllm_contract.MODULE [ARGS...]", file=sys.stderr)
         return 2
+    from vllm_contract.spec.errors import ContractError, ExitStatus
+
     module = importlib.import_module(argv[0])
     parser = argparse.ArgumentParser(prog=module.NAME, description=module.__doc__)
     module.add_arguments(parser)
-    return int(module.run(parser.parse_args(argv[1:])))
+    try:
+        return int(module.run(parser.parse_args(argv[1:])))
+    except ContractError as exc:  # one line and its exit status, as the command line says them
+        print(f"error: {exc}", file=sys.stderr)
+        return int(exc.status)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return int(ExitStatus.INTERRUPTED)
 
 
 if __name__ == "__main__":
