@@ -468,11 +468,16 @@ def missing_members(scheduler, request) -> list[str]:
 SCHEDULER_PACKAGE = "/vllm/v1/core/sched/"
 
 
+# the V2 runner's asserts the contract names ([cite:v2-logits-cover-assert])
+RUNNER_PACKAGE = "/vllm/v1/worker/gpu/"
+
+
 def assert_site(exc: BaseException) -> tuple[str, int, str] | None:
-    """(file name, line, statement) of the innermost frame of vLLM's scheduler package."""
+    """(file name, line, statement) of the innermost frame of vLLM's scheduler package or
+    of its V2 runner's."""
     for frame in reversed(traceback.extract_tb(exc.__traceback__)):
         path = frame.filename.replace("\\", "/")
-        if SCHEDULER_PACKAGE in path:
+        if SCHEDULER_PACKAGE in path or RUNNER_PACKAGE in path:
             text = frame.line or linecache.getline(frame.filename, frame.lineno)
             return path.rsplit("/", 1)[-1], frame.lineno, text.strip()
     return None

@@ -242,6 +242,8 @@ def violation_in_words(cfg: Config, trace, prop: str) -> str:
         return f"at step {n} a padded admission is cut below 1 + num_spec_tokens"
     if prop == "stale-count-nonnegative":
         return f"at step {n} num_stale_output_tokens would go below 0"
+    if prop == "logits-covered":
+        return f"at step {n} a request with nothing left to decode is scheduled only its drafts"
     if prop == "session-keep-covers-computed":
         return f"at step {n} a session update keeps fewer tokens than the session has computed"
     return f"{prop} is violated at step {n}"

@@ -59,6 +59,8 @@ V1_INPUTS = ("no-placeholder-input",)
 V2_POSITIONS = ("positions-agree",)
 # and continues the scheduler's token history (the slot's total_len)
 V2_HISTORY = ("history-agrees",)
+# and never meets a step that schedules only drafts (its own assert)
+V2_LOGITS = ("logits-covered",)
 # what the whole V2 recompute fix proves (fixes/v2-recompute-rollback)
 ROLLBACK_FIXED = (
     "predicates-agree",
@@ -215,8 +217,8 @@ MATRIX: tuple[Config, ...] = (
         "V2 runner (snapshot prefill_len); every event family but KV-load failure",
         {
             "0.29.0..0.30.0": _expect(violated=NO_ROLLBACK + V2_POSITIONS),
-            "0.31.0..0.32.0": _expect(proved=SAFETY + V2_POSITIONS + V2_HISTORY),
-            "0.33.0..0.34.0": _expect(proved=SAFETY_033 + V2_POSITIONS + V2_HISTORY),
+            "0.31.0..0.32.0": _expect(proved=SAFETY + V2_POSITIONS + V2_HISTORY + V2_LOGITS),
+            "0.33.0..0.34.0": _expect(proved=SAFETY_033 + V2_POSITIONS + V2_HISTORY + V2_LOGITS),
         },
         runner="v2",
         events=ALL,
@@ -227,8 +229,8 @@ MATRIX: tuple[Config, ...] = (
         "V2 with the live-length fix; every event family but KV-load failure",
         {
             "0.29.0..0.30.0": _expect(violated=NO_ROLLBACK + V2_POSITIONS),
-            "0.31.0..0.32.0": _expect(proved=SAFETY + V2_POSITIONS + V2_HISTORY),
-            "0.33.0..0.34.0": _expect(proved=SAFETY_033 + V2_POSITIONS + V2_HISTORY),
+            "0.31.0..0.32.0": _expect(proved=SAFETY + V2_POSITIONS + V2_HISTORY + V2_LOGITS),
+            "0.33.0..0.34.0": _expect(proved=SAFETY_033 + V2_POSITIONS + V2_HISTORY + V2_LOGITS),
         },
         runner="v2-live",
         events=ALL,
@@ -322,7 +324,7 @@ MATRIX: tuple[Config, ...] = (
         "v2-prefix",
         "V2 with prefix caching: a cache-hit admission writes the hit as the slot's GPU computed count "
         "and num_tokens as its prefill_len; preemption (both modes), reset, aborts",
-        _same(_expect(proved=SAFETY + V2_POSITIONS + V2_HISTORY)),
+        _same(_expect(proved=SAFETY + V2_POSITIONS + V2_HISTORY + V2_LOGITS)),
         runner="v2",
         events=PREFIX,
         **ANY_SIZE,
@@ -393,7 +395,7 @@ MATRIX: tuple[Config, ...] = (
     *_releases(
         "v2-length",
         "V2 with length stops (max_model_len 12, max_tokens 5) and drafts; preemption, reset, aborts",
-        _same(_expect(proved=SAFETY + V2_POSITIONS + V2_HISTORY)),
+        _same(_expect(proved=SAFETY + V2_POSITIONS + V2_HISTORY + V2_LOGITS)),
         runner="v2",
         events=ALL - {"stream"},
         max_model_len=12,
@@ -572,6 +574,19 @@ MATRIX: tuple[Config, ...] = (
         clamp=True,
         spec_tokens=None,
         requests=1,
+    ),
+    *_releases(
+        "v2-over-delivery-logits",
+        "the clamp under an over-delivering V2 runner with drafts: it keeps the tokens that fit the "
+        "placeholders of a later step, the rejection rollback is skipped at P = 0 "
+        "([cite:spec-reject-decrement]), and the request is left with nothing to decode: the next "
+        "step schedules only its draft and the V2 runner's own assert ends the engine",
+        _same(_expect(violated=V2_LOGITS)),
+        runner="v2",
+        events=frozenset(),
+        faults=frozenset({"over-delivery"}),
+        clamp=True,
+        requests=2,
     ),
     # ---- fixes (fixes/): each claim is a proof, each has a negative control (tests/test_fixes.py) ---
     *_releases(

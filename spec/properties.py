@@ -59,6 +59,9 @@ class Assert:
     property: str  # the property whose violation it reports
     cite: str  # citation id in spec/citations.toml
     doc: str = ""
+    # where vLLM has it: "scheduler" (every vLLM target runs it) or "runner" (only a target
+    # that runs vLLM's own runner can see it fire; elsewhere the model ends the trace)
+    site: str = "scheduler"
 
 
 def counter_nonnegative(s: View, cfg: Config, ops: Ops):
@@ -334,6 +337,15 @@ _ALL = (
         asserts=("admission-tokens-positive", "running-tokens-positive", "delivery-tokens-positive"),
     ),
     Property(
+        "logits-covered",
+        "transition",
+        "vLLM's V2 runner's assert that each scheduled request's tokens cover its 1 + drafts logits rows never "
+        "fires: a running request with drafts always has a token left to decode when it is scheduled",
+        "spec-tokens-fit v2-logits-cover-assert",
+        asserts=("logits-covered",),
+        applies=lambda cfg: cfg.drafts and cfg.run.asserts_logits_covered,
+    ),
+    Property(
         "session-keep-covers-computed",
         "transition",
         "vLLM's assert keep_end >= num_computed_tokens in a session update never fires "
@@ -396,6 +408,15 @@ ASSERTS: dict[str, Assert] = {
             "tpu-substitute-pops",
             "tpu-inference's runner pops a [0] from a request's output list that the trim left empty: "
             "IndexError in execute_model, the engine dies",
+        ),
+        Assert(
+            "logits-covered",
+            "assert (num_scheduled_tokens_np >= num_logits).all()",
+            "logits-covered",
+            "v2-logits-cover-assert",
+            "the V2 runner's inputs put a request's logits rows at the end of its query: a step that "
+            "schedules only drafts ends the engine",
+            site="runner",
         ),
         Assert(
             "session-keep-covers-computed",

@@ -102,6 +102,10 @@ class Runner:
     # v1 family: the runner classes a row as prefilling iff num_computed < num_prompt
     # (attention metadata), which prefill-view-agrees checks against the tokens it feeds
     prompt_bounded_view: bool = False
+    # v2 family: vLLM's V2 runner asserts, when its batch has drafts, that each request's
+    # scheduled tokens cover its 1 + drafts logits rows ([cite:v2-logits-cover-assert]); a
+    # plugin's runner that builds its own inputs is not assumed to
+    asserts_logits_covered: bool = False
 
 
 V1_RULE = Rule(("computed", "query_len"), "num_tokens", {"computed": "c", "query_len": "n", "num_tokens": "Nr"})
@@ -130,6 +134,7 @@ V2 = Runner(
     title="Runner (V2, prefill_len)",
     phrase="the V2 runner",
     cite="v2-discard-kernel v2-add-writes-slot",
+    asserts_logits_covered=True,
 )
 V2_LIVE = Runner(
     "v2-live",
@@ -140,6 +145,7 @@ V2_LIVE = Runner(
     title="Runner (V2, total_len)",
     phrase="the V2 runner with the live-length fix",
     cite="v2-discard-kernel v2-add-writes-slot",
+    asserts_logits_covered=True,
 )
 V2_ROLLBACK = Runner(
     "v2-rollback",
@@ -154,6 +160,7 @@ V2_ROLLBACK = Runner(
     title="Runner (V2, the scheduler's chunk flag)",
     phrase="the V2 runner with the recompute fix",
     cite="v2-discard-kernel v2-add-writes-slot",
+    asserts_logits_covered=True,
 )
 V2_ROLLBACK_LIVE = Runner(
     "v2-rollback-live",
@@ -166,6 +173,7 @@ V2_ROLLBACK_LIVE = Runner(
     title="Runner (V2, rolled back, total_len)",
     phrase="the V2 runner with only half the recompute fix (the slot rolled back)",
     cite="v2-discard-kernel v2-add-writes-slot",
+    asserts_logits_covered=True,
 )
 
 V2_ROLLBACK_HISTORY = Runner(
@@ -182,6 +190,7 @@ V2_ROLLBACK_HISTORY = Runner(
     title="Runner (V2, the scheduler's chunk flag, skipped tokens dropped)",
     phrase="the V2 runner with the whole recompute fix",
     cite="v2-discard-kernel v2-add-writes-slot v2-total-len-advance",
+    asserts_logits_covered=True,
 )
 
 VLLM_RUNNERS: dict[str, Runner] = {

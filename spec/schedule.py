@@ -257,6 +257,13 @@ def schedule(s: View, a: View, nxt: Next, cfg: Config, ops: Ops) -> Effect:
 
     remaining_before.append(remaining)
     stopped_before.append(stopped)
+    if cfg.drafts and cfg.run.asserts_logits_covered:
+        # the V2 runner reads a request's 1 + drafts logits rows off the end of its query: a
+        # step that schedules only drafts (nothing left to decode) ends the engine
+        for r in reqs:
+            asserts.append(
+                ("logits-covered", ops.implies(ops.all(take[r], ks[r] > 0), n[r] >= 1 + ks[r]))
+            )  # [cite:v2-logits-cover-assert]
     for r in reqs:  # a blocked request the loop reaches sees the budget and flag at its place
         held_back = ops.all(queued[r], blocked[r])
         place = wait_pos[r]

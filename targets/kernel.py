@@ -39,6 +39,7 @@ POISONS = (INT32_MIN, INT32_MAX)  # fills for slots no scheduled row holds
 class KernelTarget(Target):
     name = "kernel"
     observes_asserts = False
+    observes_runner_asserts = False
 
     def accepts(self, cfg: Config) -> str | None:
         """Runner decisions do not depend on the clamp: check them once, clamp off."""

@@ -34,6 +34,7 @@ class Outcome:
 class Target(Protocol):
     name: str
     observes_asserts: bool  # True when `fired` reports the target's own assert
+    observes_runner_asserts: bool  # and a runner's asserts too (it runs vLLM's runner, or is the model)
 
     def accepts(self, cfg: Config) -> str | None:
         """None when the target can run this configuration, else the reason it cannot."""

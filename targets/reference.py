@@ -19,6 +19,7 @@ from vllm_contract.targets.protocol import Outcome
 
 class ReferenceTarget:
     observes_asserts = True
+    observes_runner_asserts = True
 
     def __init__(self, clamp: bool | None = None):
         self.clamp = clamp  # None: either arm; True/False: only that arm

@@ -98,6 +98,7 @@ class VllmTarget:
 
     name = "vllm"
     observes_asserts = True
+    observes_runner_asserts = False
 
     def __init__(
         self, clamp: bool | None = None, guard: bool = False, monitor: bool = False, native_guard: bool = False
@@ -222,7 +223,7 @@ class VllmTarget:
         except AssertionError as exc:
             site = assert_site(exc)
             name = assert_name(site)
-            where = f"{site[0]}:{site[1]} `{site[2]}`" if site else "outside vllm/v1/core/sched"
+            where = f"{site[0]}:{site[1]} `{site[2]}`" if site else "outside vLLM's scheduler and V2 runner"
             self.ended = f"{event}: assert at {where}"
             self.model_state = result.state
             if show_traceback():
@@ -269,7 +270,7 @@ class VllmTarget:
                 self._run_on_deliver(out, returns)
         except AssertionError as exc:
             site = assert_site(exc)
-            where = f"{site[0]}:{site[1]} `{site[2]}`" if site else "outside vllm/v1/core/sched"
+            where = f"{site[0]}:{site[1]} `{site[2]}`" if site else "outside vLLM's scheduler and V2 runner"
             self.ended = f"{event} (run on): assert at {where}"
             name = assert_name(site)
             if name is None:

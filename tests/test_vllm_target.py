@@ -590,17 +590,23 @@ def test_v2_pp2_decode_cadence(target):
 
 
 def test_every_assert_statement_is_in_the_loaded_vllm():
-    """The vLLM target recognises asserts by statement: each one the spec names (and the
-    loaded release has) must be a line of the scheduler package, wherever it moved."""
-    lines = set()
-    for name in ("v1/core/sched/scheduler.py", "v1/core/sched/async_scheduler.py"):
-        lines |= {statement_key(line) for line in vllm_env.source_path(name).read_text().splitlines()}
+    """The vLLM targets recognise asserts by statement: each one the spec names (and the
+    loaded release has) must be a line of the scheduler package, or of the V2 runner for a
+    runner's assert, wherever it moved."""
+    files = {
+        "scheduler": ("v1/core/sched/scheduler.py", "v1/core/sched/async_scheduler.py"),
+        "runner": ("v1/worker/gpu/model_runner.py",),
+    }
+    lines = {
+        site: {statement_key(line) for name in names for line in vllm_env.source_path(name).read_text().splitlines()}
+        for site, names in files.items()
+    }
     cits = citations.load()
     for a in ASSERTS.values():
         # an assert is looked for in the releases its citations record
         if a.statement is None or not any(RELEASE in cits[c].lines for c in a.cite.split()):
             continue
-        assert statement_key(a.statement) in lines, f"{a.name}: {a.statement!r} is not in vLLM {RELEASE}"
+        assert statement_key(a.statement) in lines[a.site], f"{a.name}: {a.statement!r} is not in vLLM {RELEASE}"
 
 
 @pytest.mark.parametrize(

@@ -27,6 +27,7 @@ class RealRunnerTarget(VllmTarget):
     """The vLLM target with the tree's own model runner deciding what is returned."""
 
     name = "runner"
+    observes_runner_asserts = True
 
     def __init__(self, clamp: bool | None = None, monitor: bool = False):
         """monitor: the scheduler is the contract monitor's class, as VllmTarget's."""
@@ -68,6 +69,8 @@ class RealRunnerTarget(VllmTarget):
             with self._context(), self._faults(args), self._live():
                 output, batch = runners.execute(self.runner, out, cfg.is_v2)
         except Exception as exc:  # the runner raising is an outcome of the step, said with its site
+            if isinstance(exc, AssertionError) and objects.assert_name(objects.assert_site(exc)):
+                raise  # an assert the contract names: the step's outcome is that it fired
             where = objects.runner_site(exc)
             self.ended = f"schedule: the model runner raised {type(exc).__name__} at {where}"
             return {

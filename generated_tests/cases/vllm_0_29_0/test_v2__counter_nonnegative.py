@@ -10,27 +10,26 @@ Violated: counter-nonnegative (vLLM 0.29.0: async_scheduler.py:61-63), at step 7
 
 step  event               picks                               what changes
    0  init                prompt_len=[1] resumable=[True]
-   1  stream_update       new_tokens=1                        r0: update F->T
-   2  schedule            budget=1                            r0: scheduled 1, reserved 1, runner returns 1
+   1  schedule            budget=1                            r0: scheduled 1, reserved 1, runner returns 1
                                                               r0: runner rule g + n = 0 + 1 = 1 < prefill_len = 1? no -> samples
                                                               r0: status WAITING->RUNNING, c 0->1, P 0->1, F 0->1, g 0->1
                                                               r0: pl 0->1, tl 0->2
                                                               in flight 0->1
-   3  schedule            budget=1                            r0: scheduled 1, reserved 1, runner returns 1
+   2  schedule            budget=1                            r0: scheduled 1, reserved 1, runner returns 1
                                                               r0: runner rule g + n = 1 + 1 = 2 < prefill_len = 1? no -> samples
                                                               r0: c 1->2, P 1->2, F 1->2, g 1->2, tl 2->3
                                                               in flight 1->2
-   4  deliver             stop=[1]                            delivers the output of step 2
-                                                              r0: status RUNNING->WAITING, L 1->3, T 1->3, P 2->1, F 2->1
-                                                              r0: update T->F
+   3  deliver             stop=[1]                            delivers the output of step 1
+                                                              r0: status RUNNING->WAITING_FOR_STREAMING_REQ, T 1->2, P 2->1, F 2->1
                                                               in flight 2->1
+   4  stream_update       new_tokens=1                        r0: status WAITING_FOR_STREAMING_REQ->WAITING, L 1->3, T 2->3
    5  schedule            budget=1                            r0: scheduled 1, reserved 0, runner returns 1
                                                               r0: runner rule g + n = 2 + 1 = 3 < prefill_len = 3? no -> samples
                                                               r0: status WAITING->RUNNING, c 2->3, F 1->2, X F->T, g 2->3
                                                               r0: pl 1->3, tl 3->4
                                                               in flight 1->2
                                                               VIOLATES history-agrees, predicates-agree
-   6  deliver             stop=[1]                            delivers the output of step 3
+   6  deliver             stop=[1]                            delivers the output of step 2
                                                               r0: status RUNNING->WAITING_FOR_STREAMING_REQ, T 3->4, P 1->0, F 2->1
                                                               in flight 2->1
    7  deliver                                                 delivers the output of step 5
@@ -42,25 +41,25 @@ step  event               picks                               what changes
 What the model predicts on each arm (vLLM's reaction: CRASH = an assert kills the
 engine; SILENT = the violation passes unnoticed):
   vllm-0.29.0         CRASH at step 7: `assert request.num_output_placeholders >= 0` fires
-                      violated: counter-nonnegative at step 7; predicates-agree at 5; history-agrees at 5; idle-only-when-done at 6; no-token-while-prefilling at 7; placeholder-accounting at 7
+                      violated: counter-nonnegative at step 7; idle-only-when-done at 3; predicates-agree at 5; history-agrees at 5; no-token-while-prefilling at 7; placeholder-accounting at 7
                       runs 7 step(s)
   vllm-0.29.0+clamp   SILENT: no assert fires
-                      violated: predicates-agree at 5; history-agrees at 5; idle-only-when-done at 6
+                      violated: idle-only-when-done at 3; predicates-agree at 5; history-agrees at 5
                       counter-nonnegative holds on this arm
                       runs 7 step(s); the clamp drops 1 token(s)
   vllm-0.29.0+guard   SILENT: no assert fires
-                      violated: predicates-agree at 5; history-agrees at 5; idle-only-when-done at 6
+                      violated: idle-only-when-done at 3; predicates-agree at 5; history-agrees at 5
                       counter-nonnegative holds on this arm
                       runs 7 step(s); the guard drops 1 token(s)
   vllm-0.30.0         CRASH at step 7: `assert request.num_output_placeholders >= 0` fires
-                      violated: counter-nonnegative at step 7; predicates-agree at 5; history-agrees at 5; idle-only-when-done at 6; no-token-while-prefilling at 7; placeholder-accounting at 7
+                      violated: counter-nonnegative at step 7; idle-only-when-done at 3; predicates-agree at 5; history-agrees at 5; no-token-while-prefilling at 7; placeholder-accounting at 7
                       runs 7 step(s)
   vllm-0.30.0+clamp   SILENT: no assert fires
-                      violated: predicates-agree at 5; history-agrees at 5; idle-only-when-done at 6
+                      violated: idle-only-when-done at 3; predicates-agree at 5; history-agrees at 5
                       counter-nonnegative holds on this arm
                       runs 7 step(s); the clamp drops 1 token(s)
   vllm-0.30.0+guard   SILENT: no assert fires
-                      violated: predicates-agree at 5; history-agrees at 5; idle-only-when-done at 6
+                      violated: idle-only-when-done at 3; predicates-agree at 5; history-agrees at 5
                       counter-nonnegative holds on this arm
                       runs 7 step(s); the guard drops 1 token(s)
   vllm-0.31.0         holds: no assert fires, nothing is violated
@@ -112,10 +111,10 @@ CASE = Case(
     config={'name': 'v2@0.29.0', 'runner': 'v2', 'events': ['abort', 'preempt', 'preempt-drop', 'reset', 'stream'], 'faults': [], 'profile': 'vllm-0.29.0', 'clamp': False, 'requests': 1, 'pp': 1, 'spec_tokens': 0, 'max_budget': None, 'prompt_lens': None, 'long_prefill_threshold': 0, 'block_size': 16},
     init={'prompt_len': [1], 'resumable': [True]},
     steps=(
-        ('stream_update', {'req': 0, 'new_tokens': 1}),
         ('schedule', {'budget': 1}),
         ('schedule', {'budget': 1}),
         ('deliver', {'stop': [1]}),
+        ('stream_update', {'req': 0, 'new_tokens': 1}),
         ('schedule', {'budget': 1}),
         ('deliver', {'stop': [1]}),
         ('deliver', {'stop': [0]}),
@@ -123,12 +122,12 @@ CASE = Case(
     kind='violation',
     property='counter-nonnegative',
     arms={
-        'vllm-0.29.0': ({'profile': 'vllm-0.29.0', 'clamp': False, 'guard': 'none'}, Expect(runs=7, fired=('placeholders-nonnegative', 7), violations=(7,), others=(('predicates-agree', 5), ('history-agrees', 5), ('idle-only-when-done', 6), ('no-token-while-prefilling', 7), ('placeholder-accounting', 7)))),
-        'vllm-0.29.0+clamp': ({'profile': 'vllm-0.29.0', 'clamp': True, 'guard': 'none'}, Expect(runs=7, others=(('predicates-agree', 5), ('history-agrees', 5), ('idle-only-when-done', 6)), dropped=1)),
-        'vllm-0.29.0+guard': ({'profile': 'vllm-0.29.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=7, others=(('predicates-agree', 5), ('history-agrees', 5), ('idle-only-when-done', 6)), dropped=1)),
-        'vllm-0.30.0': ({'profile': 'vllm-0.30.0', 'clamp': False, 'guard': 'none'}, Expect(runs=7, fired=('placeholders-nonnegative', 7), violations=(7,), others=(('predicates-agree', 5), ('history-agrees', 5), ('idle-only-when-done', 6), ('no-token-while-prefilling', 7), ('placeholder-accounting', 7)))),
-        'vllm-0.30.0+clamp': ({'profile': 'vllm-0.30.0', 'clamp': True, 'guard': 'none'}, Expect(runs=7, others=(('predicates-agree', 5), ('history-agrees', 5), ('idle-only-when-done', 6)), dropped=1)),
-        'vllm-0.30.0+guard': ({'profile': 'vllm-0.30.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=7, others=(('predicates-agree', 5), ('history-agrees', 5), ('idle-only-when-done', 6)), dropped=1)),
+        'vllm-0.29.0': ({'profile': 'vllm-0.29.0', 'clamp': False, 'guard': 'none'}, Expect(runs=7, fired=('placeholders-nonnegative', 7), violations=(7,), others=(('idle-only-when-done', 3), ('predicates-agree', 5), ('history-agrees', 5), ('no-token-while-prefilling', 7), ('placeholder-accounting', 7)))),
+        'vllm-0.29.0+clamp': ({'profile': 'vllm-0.29.0', 'clamp': True, 'guard': 'none'}, Expect(runs=7, others=(('idle-only-when-done', 3), ('predicates-agree', 5), ('history-agrees', 5)), dropped=1)),
+        'vllm-0.29.0+guard': ({'profile': 'vllm-0.29.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=7, others=(('idle-only-when-done', 3), ('predicates-agree', 5), ('history-agrees', 5)), dropped=1)),
+        'vllm-0.30.0': ({'profile': 'vllm-0.30.0', 'clamp': False, 'guard': 'none'}, Expect(runs=7, fired=('placeholders-nonnegative', 7), violations=(7,), others=(('idle-only-when-done', 3), ('predicates-agree', 5), ('history-agrees', 5), ('no-token-while-prefilling', 7), ('placeholder-accounting', 7)))),
+        'vllm-0.30.0+clamp': ({'profile': 'vllm-0.30.0', 'clamp': True, 'guard': 'none'}, Expect(runs=7, others=(('idle-only-when-done', 3), ('predicates-agree', 5), ('history-agrees', 5)), dropped=1)),
+        'vllm-0.30.0+guard': ({'profile': 'vllm-0.30.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=7, others=(('idle-only-when-done', 3), ('predicates-agree', 5), ('history-agrees', 5)), dropped=1)),
         'vllm-0.31.0': ({'profile': 'vllm-0.31.0', 'clamp': False, 'guard': 'none'}, Expect(runs=5)),
         'vllm-0.31.0+clamp': ({'profile': 'vllm-0.31.0', 'clamp': True, 'guard': 'none'}, Expect(runs=5)),
         'vllm-0.31.0+guard': ({'profile': 'vllm-0.31.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=5)),

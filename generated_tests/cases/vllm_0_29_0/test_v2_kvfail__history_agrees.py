@@ -18,75 +18,76 @@ step  event               picks                               what changes
                                                               r0: status WAITING->RUNNING, c 0->16, P 0->1, F 0->16, drafts 0->1
                                                               r0: g 0->16, pl 0->16, tl 0->17
                                                               in flight 0->1
-   2  schedule            budget=1                            r0: scheduled 1, reserved 1, runner returns 1
-                                                              r0: runner rule g + n = 16 + 1 = 17 < prefill_len = 16? no -> samples
-                                                              r0: c 16->17, P 1->2, F 16->17, g 16->17, tl 17->18
+   2  schedule            budget=2 accepted=[1]               r0: scheduled 2, reserved 2, runner returns 2
+                                                              r0: runner rule g + n = 16 + 2 = 18 < prefill_len = 16? no -> samples
+                                                              r0: c 16->18, P 1->3, F 16->18, g 16->18, tl 17->19
                                                               in flight 1->2
    3  deliver             kv_fail_req=0                       delivers the output of step 1
-                                                              r0: c 17->0, F 17->1
+                                                              r0: c 18->0, F 18->2
                                                               in flight 2->1
-   4  schedule            budget=19 accepted=[1]              r0: scheduled 19, reserved 2, runner returns 2
-                                                              r0: runner rule g + n = 17 + 19 = 36 < prefill_len = 16? no -> samples
-                                                              r0: c 0->19, P 2->4, F 1->20, g 17->36, tl 18->20
+   4  schedule            budget=1                            r0: scheduled 1, reserved 0, runner returns 1
+                                                              r0: runner rule g + n = 18 + 1 = 19 < prefill_len = 16? no -> samples
+                                                              r0: c 0->1, F 2->3, X F->T, drafts 1->0, g 18->19
+                                                              r0: tl 19->20
                                                               in flight 1->2
-                                                              VIOLATES positions-agree, history-agrees
+                                                              VIOLATES positions-agree, history-agrees, predicates-agree
 (L prompt, T tokens, c computed, P placeholders, F in flight, S stale, D drop-stale, X is_prefill_chunk, Nr V1 num_tokens, g/pl/tl V2 slot computed/prefill_len/total_len)
 
 What the model predicts on each arm (vLLM's reaction: CRASH = an assert kills the
 engine; SILENT = the violation passes unnoticed):
   vllm-0.29.0         SILENT: no assert fires
-                      violated: history-agrees at step 4; placeholder-accounting at 3; positions-agree at 4
+                      violated: history-agrees at step 4; placeholder-accounting at 3; predicates-agree at 4; positions-agree at 4
                       runs 4 step(s)
   vllm-0.29.0+clamp   SILENT: no assert fires
-                      violated: history-agrees at step 4; placeholder-accounting at 3; positions-agree at 4
+                      violated: history-agrees at step 4; placeholder-accounting at 3; predicates-agree at 4; positions-agree at 4
                       runs 4 step(s)
   vllm-0.29.0+guard   SILENT: no assert fires
-                      violated: history-agrees at step 4; placeholder-accounting at 3; positions-agree at 4
+                      violated: history-agrees at step 4; placeholder-accounting at 3; predicates-agree at 4; positions-agree at 4
                       runs 4 step(s)
   vllm-0.30.0         SILENT: no assert fires
-                      violated: history-agrees at step 4; placeholder-accounting at 3; positions-agree at 4
+                      violated: history-agrees at step 4; placeholder-accounting at 3; predicates-agree at 4; positions-agree at 4
                       runs 4 step(s)
   vllm-0.30.0+clamp   SILENT: no assert fires
-                      violated: history-agrees at step 4; placeholder-accounting at 3; positions-agree at 4
+                      violated: history-agrees at step 4; placeholder-accounting at 3; predicates-agree at 4; positions-agree at 4
                       runs 4 step(s)
   vllm-0.30.0+guard   SILENT: no assert fires
-                      violated: history-agrees at step 4; placeholder-accounting at 3; positions-agree at 4
+                      violated: history-agrees at step 4; placeholder-accounting at 3; predicates-agree at 4; positions-agree at 4
                       runs 4 step(s)
   vllm-0.31.0         SILENT: no assert fires
-                      violated: history-agrees at step 4; placeholder-accounting at 3; positions-agree at 4
+                      violated: history-agrees at step 4; placeholder-accounting at 3; predicates-agree at 4; positions-agree at 4
                       runs 4 step(s)
   vllm-0.31.0+clamp   SILENT: no assert fires
-                      violated: history-agrees at step 4; placeholder-accounting at 3; positions-agree at 4
+                      violated: history-agrees at step 4; placeholder-accounting at 3; predicates-agree at 4; positions-agree at 4
                       runs 4 step(s)
   vllm-0.31.0+guard   SILENT: no assert fires
-                      violated: history-agrees at step 4; placeholder-accounting at 3; positions-agree at 4
+                      violated: history-agrees at step 4; placeholder-accounting at 3; predicates-agree at 4; positions-agree at 4
                       runs 4 step(s)
   vllm-0.32.0         SILENT: no assert fires
-                      violated: history-agrees at step 4; placeholder-accounting at 3; positions-agree at 4
+                      violated: history-agrees at step 4; placeholder-accounting at 3; predicates-agree at 4; positions-agree at 4
                       runs 4 step(s)
   vllm-0.32.0+clamp   SILENT: no assert fires
-                      violated: history-agrees at step 4; placeholder-accounting at 3; positions-agree at 4
+                      violated: history-agrees at step 4; placeholder-accounting at 3; predicates-agree at 4; positions-agree at 4
                       runs 4 step(s)
   vllm-0.32.0+guard   SILENT: no assert fires
-                      violated: history-agrees at step 4; placeholder-accounting at 3; positions-agree at 4
+                      violated: history-agrees at step 4; placeholder-accounting at 3; predicates-agree at 4; positions-agree at 4
                       runs 4 step(s)
   vllm-0.33.0         SILENT: no assert fires
-                      violated: history-agrees at step 4; placeholder-accounting at 3; positions-agree at 4
+                      violated: history-agrees at step 4; placeholder-accounting at 3; predicates-agree at 4; positions-agree at 4
                       runs 4 step(s)
   vllm-0.33.0+clamp   SILENT: no assert fires
-                      violated: history-agrees at step 4; placeholder-accounting at 3; positions-agree at 4
+                      violated: history-agrees at step 4; placeholder-accounting at 3; predicates-agree at 4; positions-agree at 4
                       runs 4 step(s)
   vllm-0.33.0+guard   SILENT: no assert fires
-                      violated: history-agrees at step 4; placeholder-accounting at 3; positions-agree at 4
+                      violated: history-agrees at step 4; placeholder-accounting at 3; predicates-agree at 4; positions-agree at 4
                       runs 4 step(s)
   vllm-0.34.0         SILENT: no assert fires
-                      violated: history-agrees at step 4; placeholder-accounting at 3; positions-agree at 4
+                      violated: history-agrees at step 4; placeholder-accounting at 3; predicates-agree at 4; positions-agree at 4
                       runs 4 step(s)
   vllm-0.34.0+clamp   SILENT: no assert fires
-                      violated: history-agrees at step 4; placeholder-accounting at 3; positions-agree at 4
+                      violated: history-agrees at step 4; placeholder-accounting at 3; predicates-agree at 4; positions-agree at 4
                       runs 4 step(s)
   vllm-0.34.0+guard   SILENT: no assert fires
-                      violated: history-agrees at step 4; placeholder-accounting at 3; positions-agree at 4
+                      violated: history-agrees at step 4; placeholder-accounting at 3; predicates-agree at 4; positions-agree at 4
                       runs 4 step(s)
 
 Replay:      .venv/bin/python -m pytest generated_tests/cases/vllm_0_29_0/test_v2_kvfail__history_agrees.py --target=reference,vllm,vllm-clamp,vllm-guard,kernel
@@ -102,31 +103,31 @@ CASE = Case(
     init={'prompt_len': [16]},
     steps=(
         ('schedule', {'budget': 16, 'accepted': [0]}),
-        ('schedule', {'budget': 1, 'accepted': [0]}),
+        ('schedule', {'budget': 2, 'accepted': [1]}),
         ('deliver', {'stop': [0], 'kv_fail_req': 0, 'kv_fail_block': 0}),
-        ('schedule', {'budget': 19, 'accepted': [1]}),
+        ('schedule', {'budget': 1, 'accepted': [0]}),
     ),
     kind='violation',
     property='history-agrees',
     arms={
-        'vllm-0.29.0': ({'profile': 'vllm-0.29.0', 'clamp': False, 'guard': 'none'}, Expect(runs=4, violations=(4,), others=(('placeholder-accounting', 3), ('positions-agree', 4)))),
-        'vllm-0.29.0+clamp': ({'profile': 'vllm-0.29.0', 'clamp': True, 'guard': 'none'}, Expect(runs=4, violations=(4,), others=(('placeholder-accounting', 3), ('positions-agree', 4)))),
-        'vllm-0.29.0+guard': ({'profile': 'vllm-0.29.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=4, violations=(4,), others=(('placeholder-accounting', 3), ('positions-agree', 4)))),
-        'vllm-0.30.0': ({'profile': 'vllm-0.30.0', 'clamp': False, 'guard': 'none'}, Expect(runs=4, violations=(4,), others=(('placeholder-accounting', 3), ('positions-agree', 4)))),
-        'vllm-0.30.0+clamp': ({'profile': 'vllm-0.30.0', 'clamp': True, 'guard': 'none'}, Expect(runs=4, violations=(4,), others=(('placeholder-accounting', 3), ('positions-agree', 4)))),
-        'vllm-0.30.0+guard': ({'profile': 'vllm-0.30.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=4, violations=(4,), others=(('placeholder-accounting', 3), ('positions-agree', 4)))),
-        'vllm-0.31.0': ({'profile': 'vllm-0.31.0', 'clamp': False, 'guard': 'none'}, Expect(runs=4, violations=(4,), others=(('placeholder-accounting', 3), ('positions-agree', 4)))),
-        'vllm-0.31.0+clamp': ({'profile': 'vllm-0.31.0', 'clamp': True, 'guard': 'none'}, Expect(runs=4, violations=(4,), others=(('placeholder-accounting', 3), ('positions-agree', 4)))),
-        'vllm-0.31.0+guard': ({'profile': 'vllm-0.31.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=4, violations=(4,), others=(('placeholder-accounting', 3), ('positions-agree', 4)))),
-        'vllm-0.32.0': ({'profile': 'vllm-0.32.0', 'clamp': False, 'guard': 'none'}, Expect(runs=4, violations=(4,), others=(('placeholder-accounting', 3), ('positions-agree', 4)))),
-        'vllm-0.32.0+clamp': ({'profile': 'vllm-0.32.0', 'clamp': True, 'guard': 'none'}, Expect(runs=4, violations=(4,), others=(('placeholder-accounting', 3), ('positions-agree', 4)))),
-        'vllm-0.32.0+guard': ({'profile': 'vllm-0.32.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=4, violations=(4,), others=(('placeholder-accounting', 3), ('positions-agree', 4)))),
-        'vllm-0.33.0': ({'profile': 'vllm-0.33.0', 'clamp': False, 'guard': 'none'}, Expect(runs=4, violations=(4,), others=(('placeholder-accounting', 3), ('positions-agree', 4)))),
-        'vllm-0.33.0+clamp': ({'profile': 'vllm-0.33.0', 'clamp': True, 'guard': 'none'}, Expect(runs=4, violations=(4,), others=(('placeholder-accounting', 3), ('positions-agree', 4)))),
-        'vllm-0.33.0+guard': ({'profile': 'vllm-0.33.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=4, violations=(4,), others=(('placeholder-accounting', 3), ('positions-agree', 4)))),
-        'vllm-0.34.0': ({'profile': 'vllm-0.34.0', 'clamp': False, 'guard': 'none'}, Expect(runs=4, violations=(4,), others=(('placeholder-accounting', 3), ('positions-agree', 4)))),
-        'vllm-0.34.0+clamp': ({'profile': 'vllm-0.34.0', 'clamp': True, 'guard': 'none'}, Expect(runs=4, violations=(4,), others=(('placeholder-accounting', 3), ('positions-agree', 4)))),
-        'vllm-0.34.0+guard': ({'profile': 'vllm-0.34.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=4, violations=(4,), others=(('placeholder-accounting', 3), ('positions-agree', 4)))),
+        'vllm-0.29.0': ({'profile': 'vllm-0.29.0', 'clamp': False, 'guard': 'none'}, Expect(runs=4, violations=(4,), others=(('placeholder-accounting', 3), ('predicates-agree', 4), ('positions-agree', 4)))),
+        'vllm-0.29.0+clamp': ({'profile': 'vllm-0.29.0', 'clamp': True, 'guard': 'none'}, Expect(runs=4, violations=(4,), others=(('placeholder-accounting', 3), ('predicates-agree', 4), ('positions-agree', 4)))),
+        'vllm-0.29.0+guard': ({'profile': 'vllm-0.29.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=4, violations=(4,), others=(('placeholder-accounting', 3), ('predicates-agree', 4), ('positions-agree', 4)))),
+        'vllm-0.30.0': ({'profile': 'vllm-0.30.0', 'clamp': False, 'guard': 'none'}, Expect(runs=4, violations=(4,), others=(('placeholder-accounting', 3), ('predicates-agree', 4), ('positions-agree', 4)))),
+        'vllm-0.30.0+clamp': ({'profile': 'vllm-0.30.0', 'clamp': True, 'guard': 'none'}, Expect(runs=4, violations=(4,), others=(('placeholder-accounting', 3), ('predicates-agree', 4), ('positions-agree', 4)))),
+        'vllm-0.30.0+guard': ({'profile': 'vllm-0.30.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=4, violations=(4,), others=(('placeholder-accounting', 3), ('predicates-agree', 4), ('positions-agree', 4)))),
+        'vllm-0.31.0': ({'profile': 'vllm-0.31.0', 'clamp': False, 'guard': 'none'}, Expect(runs=4, violations=(4,), others=(('placeholder-accounting', 3), ('predicates-agree', 4), ('positions-agree', 4)))),
+        'vllm-0.31.0+clamp': ({'profile': 'vllm-0.31.0', 'clamp': True, 'guard': 'none'}, Expect(runs=4, violations=(4,), others=(('placeholder-accounting', 3), ('predicates-agree', 4), ('positions-agree', 4)))),
+        'vllm-0.31.0+guard': ({'profile': 'vllm-0.31.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=4, violations=(4,), others=(('placeholder-accounting', 3), ('predicates-agree', 4), ('positions-agree', 4)))),
+        'vllm-0.32.0': ({'profile': 'vllm-0.32.0', 'clamp': False, 'guard': 'none'}, Expect(runs=4, violations=(4,), others=(('placeholder-accounting', 3), ('predicates-agree', 4), ('positions-agree', 4)))),
+        'vllm-0.32.0+clamp': ({'profile': 'vllm-0.32.0', 'clamp': True, 'guard': 'none'}, Expect(runs=4, violations=(4,), others=(('placeholder-accounting', 3), ('predicates-agree', 4), ('positions-agree', 4)))),
+        'vllm-0.32.0+guard': ({'profile': 'vllm-0.32.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=4, violations=(4,), others=(('placeholder-accounting', 3), ('predicates-agree', 4), ('positions-agree', 4)))),
+        'vllm-0.33.0': ({'profile': 'vllm-0.33.0', 'clamp': False, 'guard': 'none'}, Expect(runs=4, violations=(4,), others=(('placeholder-accounting', 3), ('predicates-agree', 4), ('positions-agree', 4)))),
+        'vllm-0.33.0+clamp': ({'profile': 'vllm-0.33.0', 'clamp': True, 'guard': 'none'}, Expect(runs=4, violations=(4,), others=(('placeholder-accounting', 3), ('predicates-agree', 4), ('positions-agree', 4)))),
+        'vllm-0.33.0+guard': ({'profile': 'vllm-0.33.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=4, violations=(4,), others=(('placeholder-accounting', 3), ('predicates-agree', 4), ('positions-agree', 4)))),
+        'vllm-0.34.0': ({'profile': 'vllm-0.34.0', 'clamp': False, 'guard': 'none'}, Expect(runs=4, violations=(4,), others=(('placeholder-accounting', 3), ('predicates-agree', 4), ('positions-agree', 4)))),
+        'vllm-0.34.0+clamp': ({'profile': 'vllm-0.34.0', 'clamp': True, 'guard': 'none'}, Expect(runs=4, violations=(4,), others=(('placeholder-accounting', 3), ('predicates-agree', 4), ('positions-agree', 4)))),
+        'vllm-0.34.0+guard': ({'profile': 'vllm-0.34.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=4, violations=(4,), others=(('placeholder-accounting', 3), ('predicates-agree', 4), ('positions-agree', 4)))),
     },
     path='generated_tests/cases/vllm_0_29_0/test_v2_kvfail__history_agrees.py',
 )

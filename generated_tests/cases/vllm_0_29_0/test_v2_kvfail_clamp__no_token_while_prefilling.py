@@ -22,22 +22,22 @@ step  event               picks                               what changes
    3  deliver             kv_fail_req=0                       delivers the output of step 1
                                                               r0: c 2->0, F 2->1
                                                               in flight 2->1
-   4  schedule            budget=15                           r0: scheduled 15, reserved 0, runner returns 1
-                                                              r0: runner rule g + n = 2 + 15 = 17 < prefill_len = 16? no -> samples
-                                                              r0: c 0->15, F 1->16, g 2->17, tl 16->17
+   4  schedule            budget=14                           r0: scheduled 14, reserved 0, runner returns 1
+                                                              r0: runner rule g + n = 2 + 14 = 16 < prefill_len = 16? no -> samples
+                                                              r0: c 0->14, F 1->15, g 2->16, tl 16->17
                                                               in flight 1->2
                                                               VIOLATES positions-agree, predicates-agree
    5  deliver                                                 delivers the output of step 2
-                                                              r0: F 16->15
+                                                              r0: F 15->14
                                                               in flight 2->1
-   6  schedule            budget=1                            r0: scheduled 1, reserved 1, runner returns 1
-                                                              r0: runner rule g + n = 17 + 1 = 18 < prefill_len = 16? no -> samples
-                                                              r0: c 15->16, P 0->1, F 15->16, X T->F, drafts 0->1
-                                                              r0: g 17->18, tl 17->18
+   6  schedule            budget=2                            r0: scheduled 2, reserved 1, runner returns 1
+                                                              r0: runner rule g + n = 16 + 2 = 18 < prefill_len = 16? no -> samples
+                                                              r0: c 14->16, P 0->1, F 14->16, X T->F, drafts 0->1
+                                                              r0: g 16->18, tl 17->18
                                                               in flight 1->2
                                                               VIOLATES positions-agree
    7  deliver                                                 delivers the output of step 4
-                                                              r0: T 16->17, P 1->0, F 16->1
+                                                              r0: T 16->17, P 1->0, F 16->2
                                                               in flight 2->1
                                                               VIOLATES no-token-while-prefilling
 (L prompt, T tokens, c computed, P placeholders, F in flight, S stale, D drop-stale, X is_prefill_chunk, Nr V1 num_tokens, g/pl/tl V2 slot computed/prefill_len/total_len)
@@ -120,9 +120,9 @@ CASE = Case(
         ('schedule', {'budget': 1, 'accepted': [0]}),
         ('schedule', {'budget': 1, 'accepted': [0]}),
         ('deliver', {'stop': [0], 'kv_fail_req': 0, 'kv_fail_block': 0}),
-        ('schedule', {'budget': 15, 'accepted': [0]}),
+        ('schedule', {'budget': 14, 'accepted': [0]}),
         ('deliver', {'stop': [0], 'kv_fail_req': -1, 'kv_fail_block': 0}),
-        ('schedule', {'budget': 1, 'accepted': [0]}),
+        ('schedule', {'budget': 2, 'accepted': [0]}),
         ('deliver', {'stop': [0], 'kv_fail_req': -1, 'kv_fail_block': 0}),
     ),
     kind='violation',

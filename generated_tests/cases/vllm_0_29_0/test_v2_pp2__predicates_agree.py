@@ -10,18 +10,18 @@ Violated: predicates-agree (vLLM 0.29.0: scheduler.py:1466-1468, async_scheduler
 
 step  event               picks                               what changes
    0  init                prompt_len=[1] resumable=[True]
-   1  schedule            budget=1                            r0: scheduled 1, reserved 1, runner returns 1
+   1  stream_update       new_tokens=1                        r0: update F->T
+   2  schedule            budget=1                            r0: scheduled 1, reserved 1, runner returns 1
                                                               r0: runner rule g + n = 0 + 1 = 1 < prefill_len = 1? no -> samples
                                                               r0: status WAITING->RUNNING, c 0->1, P 0->1, F 0->1, g 0->1
                                                               r0: pl 0->1, tl 0->2
                                                               in flight 0->1
-   2  schedule            budget=1                            in flight 1->2
-   3  stream_update       new_tokens=1                        r0: update F->T
+   3  schedule            budget=1                            in flight 1->2
    4  schedule            budget=1                            r0: scheduled 1, reserved 1, runner returns 1
                                                               r0: runner rule g + n = 1 + 1 = 2 < prefill_len = 1? no -> samples
                                                               r0: c 1->2, P 1->2, F 1->2, g 1->2, tl 2->3
                                                               in flight 2->3
-   5  deliver             stop=[1]                            delivers the output of step 1
+   5  deliver             stop=[1]                            delivers the output of step 2
                                                               r0: status RUNNING->WAITING, L 1->3, T 1->3, P 2->1, F 2->1
                                                               r0: update T->F
                                                               in flight 3->2
@@ -102,9 +102,9 @@ CASE = Case(
     config={'name': 'v2-pp2@0.29.0', 'runner': 'v2', 'events': ['abort', 'preempt', 'preempt-drop', 'reset', 'stream'], 'faults': [], 'profile': 'vllm-0.29.0', 'clamp': False, 'requests': 1, 'pp': 2, 'spec_tokens': 0, 'max_budget': None, 'prompt_lens': None, 'long_prefill_threshold': 0, 'block_size': 16},
     init={'prompt_len': [1], 'resumable': [True]},
     steps=(
-        ('schedule', {'budget': 1}),
-        ('schedule', {'budget': 1}),
         ('stream_update', {'req': 0, 'new_tokens': 1}),
+        ('schedule', {'budget': 1}),
+        ('schedule', {'budget': 1}),
         ('schedule', {'budget': 1}),
         ('deliver', {'stop': [1]}),
         ('schedule', {'budget': 1}),

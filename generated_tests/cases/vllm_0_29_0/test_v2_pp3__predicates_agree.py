@@ -10,21 +10,22 @@ Violated: predicates-agree (vLLM 0.29.0: scheduler.py:1466-1468, async_scheduler
 
 step  event               picks                               what changes
    0  init                prompt_len=[1] resumable=[True]
-   1  schedule            budget=1                            r0: scheduled 1, reserved 1, runner returns 1
+   1  stream_update       new_tokens=1                        r0: update F->T
+   2  schedule            budget=1                            r0: scheduled 1, reserved 1, runner returns 1
                                                               r0: runner rule g + n = 0 + 1 = 1 < prefill_len = 1? no -> samples
                                                               r0: status WAITING->RUNNING, c 0->1, P 0->1, F 0->1, g 0->1
                                                               r0: pl 0->1, tl 0->2
                                                               in flight 0->1
-   2  schedule            budget=1                            in flight 1->2
-   3  schedule            budget=1                            in flight 2->3
-   4  schedule            budget=1                            r0: scheduled 1, reserved 1, runner returns 1
+   3  schedule            budget=1                            in flight 1->2
+   4  schedule            budget=1                            in flight 2->3
+   5  schedule            budget=1                            r0: scheduled 1, reserved 1, runner returns 1
                                                               r0: runner rule g + n = 1 + 1 = 2 < prefill_len = 1? no -> samples
                                                               r0: c 1->2, P 1->2, F 1->2, g 1->2, tl 2->3
                                                               in flight 3->4
-   5  deliver             stop=[1]                            delivers the output of step 1
-                                                              r0: status RUNNING->WAITING_FOR_STREAMING_REQ, T 1->2, P 2->1, F 2->1
+   6  deliver             stop=[1]                            delivers the output of step 2
+                                                              r0: status RUNNING->WAITING, L 1->3, T 1->3, P 2->1, F 2->1
+                                                              r0: update T->F
                                                               in flight 4->3
-   6  stream_update       new_tokens=1                        r0: status WAITING_FOR_STREAMING_REQ->WAITING, L 1->3, T 2->3
    7  schedule            budget=1                            r0: scheduled 1, reserved 0, runner returns 1
                                                               r0: runner rule g + n = 2 + 1 = 3 < prefill_len = 3? no -> samples
                                                               r0: status WAITING->RUNNING, c 2->3, F 1->2, X F->T, g 2->3
@@ -36,22 +37,22 @@ step  event               picks                               what changes
 What the model predicts on each arm (vLLM's reaction: CRASH = an assert kills the
 engine; SILENT = the violation passes unnoticed):
   vllm-0.29.0         SILENT: no assert fires
-                      violated: predicates-agree at step 7; idle-only-when-done at 5; history-agrees at 7
+                      violated: predicates-agree at step 7; history-agrees at 7
                       runs 7 step(s)
   vllm-0.29.0+clamp   SILENT: no assert fires
-                      violated: predicates-agree at step 7; idle-only-when-done at 5; history-agrees at 7
+                      violated: predicates-agree at step 7; history-agrees at 7
                       runs 7 step(s)
   vllm-0.29.0+guard   SILENT: no assert fires
-                      violated: predicates-agree at step 7; idle-only-when-done at 5; history-agrees at 7
+                      violated: predicates-agree at step 7; history-agrees at 7
                       runs 7 step(s)
   vllm-0.30.0         SILENT: no assert fires
-                      violated: predicates-agree at step 7; idle-only-when-done at 5; history-agrees at 7
+                      violated: predicates-agree at step 7; history-agrees at 7
                       runs 7 step(s)
   vllm-0.30.0+clamp   SILENT: no assert fires
-                      violated: predicates-agree at step 7; idle-only-when-done at 5; history-agrees at 7
+                      violated: predicates-agree at step 7; history-agrees at 7
                       runs 7 step(s)
   vllm-0.30.0+guard   SILENT: no assert fires
-                      violated: predicates-agree at step 7; idle-only-when-done at 5; history-agrees at 7
+                      violated: predicates-agree at step 7; history-agrees at 7
                       runs 7 step(s)
   vllm-0.31.0         holds: no assert fires, nothing is violated
                       predicates-agree holds on this arm
@@ -102,23 +103,23 @@ CASE = Case(
     config={'name': 'v2-pp3@0.29.0', 'runner': 'v2', 'events': ['abort', 'preempt', 'preempt-drop', 'reset', 'stream'], 'faults': [], 'profile': 'vllm-0.29.0', 'clamp': False, 'requests': 1, 'pp': 3, 'spec_tokens': 0, 'max_budget': None, 'prompt_lens': None, 'long_prefill_threshold': 0, 'block_size': 16},
     init={'prompt_len': [1], 'resumable': [True]},
     steps=(
+        ('stream_update', {'req': 0, 'new_tokens': 1}),
         ('schedule', {'budget': 1}),
         ('schedule', {'budget': 1}),
         ('schedule', {'budget': 1}),
         ('schedule', {'budget': 1}),
         ('deliver', {'stop': [1]}),
-        ('stream_update', {'req': 0, 'new_tokens': 1}),
         ('schedule', {'budget': 1}),
     ),
     kind='violation',
     property='predicates-agree',
     arms={
-        'vllm-0.29.0': ({'profile': 'vllm-0.29.0', 'clamp': False, 'guard': 'none'}, Expect(runs=7, violations=(7,), others=(('idle-only-when-done', 5), ('history-agrees', 7)))),
-        'vllm-0.29.0+clamp': ({'profile': 'vllm-0.29.0', 'clamp': True, 'guard': 'none'}, Expect(runs=7, violations=(7,), others=(('idle-only-when-done', 5), ('history-agrees', 7)))),
-        'vllm-0.29.0+guard': ({'profile': 'vllm-0.29.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=7, violations=(7,), others=(('idle-only-when-done', 5), ('history-agrees', 7)))),
-        'vllm-0.30.0': ({'profile': 'vllm-0.30.0', 'clamp': False, 'guard': 'none'}, Expect(runs=7, violations=(7,), others=(('idle-only-when-done', 5), ('history-agrees', 7)))),
-        'vllm-0.30.0+clamp': ({'profile': 'vllm-0.30.0', 'clamp': True, 'guard': 'none'}, Expect(runs=7, violations=(7,), others=(('idle-only-when-done', 5), ('history-agrees', 7)))),
-        'vllm-0.30.0+guard': ({'profile': 'vllm-0.30.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=7, violations=(7,), others=(('idle-only-when-done', 5), ('history-agrees', 7)))),
+        'vllm-0.29.0': ({'profile': 'vllm-0.29.0', 'clamp': False, 'guard': 'none'}, Expect(runs=7, violations=(7,), others=(('history-agrees', 7),))),
+        'vllm-0.29.0+clamp': ({'profile': 'vllm-0.29.0', 'clamp': True, 'guard': 'none'}, Expect(runs=7, violations=(7,), others=(('history-agrees', 7),))),
+        'vllm-0.29.0+guard': ({'profile': 'vllm-0.29.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=7, violations=(7,), others=(('history-agrees', 7),))),
+        'vllm-0.30.0': ({'profile': 'vllm-0.30.0', 'clamp': False, 'guard': 'none'}, Expect(runs=7, violations=(7,), others=(('history-agrees', 7),))),
+        'vllm-0.30.0+clamp': ({'profile': 'vllm-0.30.0', 'clamp': True, 'guard': 'none'}, Expect(runs=7, violations=(7,), others=(('history-agrees', 7),))),
+        'vllm-0.30.0+guard': ({'profile': 'vllm-0.30.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=7, violations=(7,), others=(('history-agrees', 7),))),
         'vllm-0.31.0': ({'profile': 'vllm-0.31.0', 'clamp': False, 'guard': 'none'}, Expect(runs=7)),
         'vllm-0.31.0+clamp': ({'profile': 'vllm-0.31.0', 'clamp': True, 'guard': 'none'}, Expect(runs=7)),
         'vllm-0.31.0+guard': ({'profile': 'vllm-0.31.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=7)),

@@ -11,23 +11,22 @@ Violated: positions-agree (vLLM 0.29.0: input_batch.py:598-601, states.py:106-11
 
 step  event               picks                               what changes
    0  init                prompt_len=[1] resumable=[True]
-   1  stream_update       new_tokens=1                        r0: update F->T
-   2  schedule            budget=1                            r0: scheduled 1, reserved 1, runner returns 1
+   1  schedule            budget=1                            r0: scheduled 1, reserved 1, runner returns 1
                                                               r0: runner rule g + n = 0 + 1 = 1 < prefill_len = 1? no -> samples
                                                               r0: status WAITING->RUNNING, c 0->1, P 0->1, F 0->1, drafts 0->1
                                                               r0: g 0->1, pl 0->1, tl 0->2
                                                               in flight 0->1
-   3  schedule            budget=1                            in flight 1->2
-   4  schedule            budget=1                            in flight 2->3
-   5  schedule            budget=1                            in flight 3->4
-   6  schedule            budget=2                            r0: scheduled 2, reserved 2, runner returns 1
+   2  schedule            budget=1                            in flight 1->2
+   3  schedule            budget=1                            in flight 2->3
+   4  schedule            budget=1                            in flight 3->4
+   5  schedule            budget=2                            r0: scheduled 2, reserved 2, runner returns 1
                                                               r0: runner rule g + n = 1 + 2 = 3 < prefill_len = 1? no -> samples
                                                               r0: c 1->3, P 1->3, F 1->3, g 1->2, tl 2->3
                                                               in flight 4->5
-   7  deliver             stop=[1]                            delivers the output of step 2
-                                                              r0: status RUNNING->WAITING, L 1->3, T 1->3, P 3->2, F 3->2
-                                                              r0: update T->F
+   6  deliver             stop=[1]                            delivers the output of step 1
+                                                              r0: status RUNNING->WAITING_FOR_STREAMING_REQ, T 1->2, P 3->2, F 3->2
                                                               in flight 5->4
+   7  stream_update       new_tokens=1                        r0: status WAITING_FOR_STREAMING_REQ->WAITING, L 1->3, T 2->3
    8  schedule            budget=1                            r0: status WAITING->RUNNING, X F->T, g 2->3, pl 1->3, tl 3->4
                                                               in flight 4->5
                                                               VIOLATES positions-agree, history-agrees, predicates-agree, scheduled-tokens-positive
@@ -36,22 +35,22 @@ step  event               picks                               what changes
 What the model predicts on each arm (vLLM's reaction: CRASH = an assert kills the
 engine; SILENT = the violation passes unnoticed):
   vllm-0.29.0         CRASH at step 8: `assert num_new_tokens > 0` fires
-                      violated: positions-agree at step 8; predicates-agree at 8; history-agrees at 8; scheduled-tokens-positive at 8
+                      violated: positions-agree at step 8; idle-only-when-done at 6; predicates-agree at 8; history-agrees at 8; scheduled-tokens-positive at 8
                       runs 8 step(s)
   vllm-0.29.0+clamp   CRASH at step 8: `assert num_new_tokens > 0` fires
-                      violated: positions-agree at step 8; predicates-agree at 8; history-agrees at 8; scheduled-tokens-positive at 8
+                      violated: positions-agree at step 8; idle-only-when-done at 6; predicates-agree at 8; history-agrees at 8; scheduled-tokens-positive at 8
                       runs 8 step(s)
   vllm-0.29.0+guard   CRASH at step 8: `assert num_new_tokens > 0` fires
-                      violated: positions-agree at step 8; predicates-agree at 8; history-agrees at 8; scheduled-tokens-positive at 8
+                      violated: positions-agree at step 8; idle-only-when-done at 6; predicates-agree at 8; history-agrees at 8; scheduled-tokens-positive at 8
                       runs 8 step(s)
   vllm-0.30.0         CRASH at step 8: `assert num_new_tokens > 0` fires
-                      violated: positions-agree at step 8; predicates-agree at 8; history-agrees at 8; scheduled-tokens-positive at 8
+                      violated: positions-agree at step 8; idle-only-when-done at 6; predicates-agree at 8; history-agrees at 8; scheduled-tokens-positive at 8
                       runs 8 step(s)
   vllm-0.30.0+clamp   CRASH at step 8: `assert num_new_tokens > 0` fires
-                      violated: positions-agree at step 8; predicates-agree at 8; history-agrees at 8; scheduled-tokens-positive at 8
+                      violated: positions-agree at step 8; idle-only-when-done at 6; predicates-agree at 8; history-agrees at 8; scheduled-tokens-positive at 8
                       runs 8 step(s)
   vllm-0.30.0+guard   CRASH at step 8: `assert num_new_tokens > 0` fires
-                      violated: positions-agree at step 8; predicates-agree at 8; history-agrees at 8; scheduled-tokens-positive at 8
+                      violated: positions-agree at step 8; idle-only-when-done at 6; predicates-agree at 8; history-agrees at 8; scheduled-tokens-positive at 8
                       runs 8 step(s)
   vllm-0.31.0         holds: no assert fires, nothing is violated
                       positions-agree holds on this arm
@@ -102,24 +101,24 @@ CASE = Case(
     config={'name': 'v2-pp4@0.29.0', 'runner': 'v2', 'events': ['abort', 'preempt', 'preempt-drop', 'reset', 'stream'], 'faults': [], 'profile': 'vllm-0.29.0', 'clamp': False, 'requests': 1, 'pp': 4, 'spec_tokens': 1, 'max_budget': None, 'prompt_lens': None, 'long_prefill_threshold': 0, 'block_size': 16},
     init={'prompt_len': [1], 'resumable': [True]},
     steps=(
-        ('stream_update', {'req': 0, 'new_tokens': 1}),
         ('schedule', {'budget': 1, 'accepted': [0]}),
         ('schedule', {'budget': 1, 'accepted': [0]}),
         ('schedule', {'budget': 1, 'accepted': [0]}),
         ('schedule', {'budget': 1, 'accepted': [0]}),
         ('schedule', {'budget': 2, 'accepted': [0]}),
         ('deliver', {'stop': [1]}),
+        ('stream_update', {'req': 0, 'new_tokens': 1}),
         ('schedule', {'budget': 1, 'accepted': [0]}),
     ),
     kind='violation',
     property='positions-agree',
     arms={
-        'vllm-0.29.0': ({'profile': 'vllm-0.29.0', 'clamp': False, 'guard': 'none'}, Expect(runs=8, fired=('admission-tokens-positive', 8), violations=(8,), others=(('predicates-agree', 8), ('history-agrees', 8), ('scheduled-tokens-positive', 8)))),
-        'vllm-0.29.0+clamp': ({'profile': 'vllm-0.29.0', 'clamp': True, 'guard': 'none'}, Expect(runs=8, fired=('admission-tokens-positive', 8), violations=(8,), others=(('predicates-agree', 8), ('history-agrees', 8), ('scheduled-tokens-positive', 8)))),
-        'vllm-0.29.0+guard': ({'profile': 'vllm-0.29.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=8, fired=('admission-tokens-positive', 8), violations=(8,), others=(('predicates-agree', 8), ('history-agrees', 8), ('scheduled-tokens-positive', 8)))),
-        'vllm-0.30.0': ({'profile': 'vllm-0.30.0', 'clamp': False, 'guard': 'none'}, Expect(runs=8, fired=('admission-tokens-positive', 8), violations=(8,), others=(('predicates-agree', 8), ('history-agrees', 8), ('scheduled-tokens-positive', 8)))),
-        'vllm-0.30.0+clamp': ({'profile': 'vllm-0.30.0', 'clamp': True, 'guard': 'none'}, Expect(runs=8, fired=('admission-tokens-positive', 8), violations=(8,), others=(('predicates-agree', 8), ('history-agrees', 8), ('scheduled-tokens-positive', 8)))),
-        'vllm-0.30.0+guard': ({'profile': 'vllm-0.30.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=8, fired=('admission-tokens-positive', 8), violations=(8,), others=(('predicates-agree', 8), ('history-agrees', 8), ('scheduled-tokens-positive', 8)))),
+        'vllm-0.29.0': ({'profile': 'vllm-0.29.0', 'clamp': False, 'guard': 'none'}, Expect(runs=8, fired=('admission-tokens-positive', 8), violations=(8,), others=(('idle-only-when-done', 6), ('predicates-agree', 8), ('history-agrees', 8), ('scheduled-tokens-positive', 8)))),
+        'vllm-0.29.0+clamp': ({'profile': 'vllm-0.29.0', 'clamp': True, 'guard': 'none'}, Expect(runs=8, fired=('admission-tokens-positive', 8), violations=(8,), others=(('idle-only-when-done', 6), ('predicates-agree', 8), ('history-agrees', 8), ('scheduled-tokens-positive', 8)))),
+        'vllm-0.29.0+guard': ({'profile': 'vllm-0.29.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=8, fired=('admission-tokens-positive', 8), violations=(8,), others=(('idle-only-when-done', 6), ('predicates-agree', 8), ('history-agrees', 8), ('scheduled-tokens-positive', 8)))),
+        'vllm-0.30.0': ({'profile': 'vllm-0.30.0', 'clamp': False, 'guard': 'none'}, Expect(runs=8, fired=('admission-tokens-positive', 8), violations=(8,), others=(('idle-only-when-done', 6), ('predicates-agree', 8), ('history-agrees', 8), ('scheduled-tokens-positive', 8)))),
+        'vllm-0.30.0+clamp': ({'profile': 'vllm-0.30.0', 'clamp': True, 'guard': 'none'}, Expect(runs=8, fired=('admission-tokens-positive', 8), violations=(8,), others=(('idle-only-when-done', 6), ('predicates-agree', 8), ('history-agrees', 8), ('scheduled-tokens-positive', 8)))),
+        'vllm-0.30.0+guard': ({'profile': 'vllm-0.30.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=8, fired=('admission-tokens-positive', 8), violations=(8,), others=(('idle-only-when-done', 6), ('predicates-agree', 8), ('history-agrees', 8), ('scheduled-tokens-positive', 8)))),
         'vllm-0.31.0': ({'profile': 'vllm-0.31.0', 'clamp': False, 'guard': 'none'}, Expect(runs=8)),
         'vllm-0.31.0+clamp': ({'profile': 'vllm-0.31.0', 'clamp': True, 'guard': 'none'}, Expect(runs=8)),
         'vllm-0.31.0+guard': ({'profile': 'vllm-0.31.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=8)),

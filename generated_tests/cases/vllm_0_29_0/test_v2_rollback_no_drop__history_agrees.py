@@ -25,9 +25,9 @@ step  event               picks                               what changes
    3  deliver             kv_fail_req=0                       delivers the output of step 1
                                                               r0: c 17->0, P 2->1, F 17->1
                                                               in flight 2->1
-   4  schedule            budget=18 accepted=[1]              r0: scheduled 18, reserved 2, runner returns 2
-                                                              r0: runner rule the scheduler's is_prefill_chunk (= False)? no -> samples
-                                                              r0: c 0->18, P 1->3, F 1->19, g 17->18, tl 18->20
+   4  schedule            budget=1                            r0: scheduled 1, reserved 0, runner returns 0
+                                                              r0: runner rule the scheduler's is_prefill_chunk (= True)? yes -> discards
+                                                              r0: c 0->1, F 1->2, X F->T, drafts 1->0, g 17->1
                                                               in flight 1->2
                                                               VIOLATES history-agrees
 (L prompt, T tokens, c computed, P placeholders, F in flight, S stale, D drop-stale, X is_prefill_chunk, Nr V1 num_tokens, g/pl/tl V2 slot computed/prefill_len/total_len)
@@ -104,7 +104,7 @@ CASE = Case(
         ('schedule', {'budget': 16, 'accepted': [0]}),
         ('schedule', {'budget': 1, 'accepted': [0]}),
         ('deliver', {'stop': [0], 'kv_fail_req': 0, 'kv_fail_block': 0}),
-        ('schedule', {'budget': 18, 'accepted': [1]}),
+        ('schedule', {'budget': 1, 'accepted': [0]}),
     ),
     kind='violation',
     property='history-agrees',

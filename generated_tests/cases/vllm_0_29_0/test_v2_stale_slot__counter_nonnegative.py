@@ -9,20 +9,24 @@ Configuration v2-stale-slot@0.29.0: V2 reading its slot as the previous occupant
 Violated: counter-nonnegative (vLLM 0.29.0: async_scheduler.py:61-63), at step 3.
 
 step  event               picks                               what changes
-   0  init                prompt_len=[3, 1]
-   1  schedule            budget=1 stale_read=[True, False]   r0: scheduled 1, reserved 0, runner returns 1
-                                                              r0: runner rule g + n = 0 + 1 = 1 < prefill_len = 0? no -> samples
-                                                              r0: status WAITING->RUNNING, c 0->1, F 0->1, X F->T, slot 0->1
-                                                              r0: g 0->1, tl 0->1
+   0  init                prompt_len=[1, 2]
+   1  schedule            budget=2 stale_read=[False, True]   r0: scheduled 1, reserved 1, runner returns 1
+                                                              r0: runner rule g + n = 0 + 1 = 1 < prefill_len = 1? no -> samples
+                                                              r0: status WAITING->RUNNING, c 0->1, P 0->1, F 0->1, drafts 0->1
+                                                              r0: slot 0->1, g 0->1, pl 0->1, tl 0->2
+                                                              r1: scheduled 1, reserved 0, runner returns 1
+                                                              r1: runner rule g + n = 0 + 1 = 1 < prefill_len = 0? no -> samples
+                                                              r1: status WAITING->RUNNING, c 0->1, F 0->1, X F->T, g 0->1
+                                                              r1: tl 0->1
                                                               in flight 0->1
                                                               VIOLATES history-agrees, predicates-agree
-   2  schedule            budget=1                            r0: scheduled 1, reserved 0, runner returns 1
-                                                              r0: runner rule g + n = 1 + 1 = 2 < prefill_len = 0? no -> samples
-                                                              r0: c 1->2, F 1->2, g 1->2, tl 1->2
+   2  schedule            budget=2 accepted=[1, 0]            r0: scheduled 2, reserved 2, runner returns 2
+                                                              r0: runner rule g + n = 1 + 2 = 3 < prefill_len = 1? no -> samples
+                                                              r0: c 1->3, P 1->3, F 1->3, g 1->3, tl 2->4
                                                               in flight 1->2
-                                                              VIOLATES history-agrees, predicates-agree
    3  deliver                                                 delivers the output of step 1
-                                                              r0: T 3->4, P 0->-1, F 2->1
+                                                              r0: T 1->2, P 3->2, F 3->2
+                                                              r1: T 2->3, P 0->-1, F 1->0
                                                               in flight 2->1
                                                               VIOLATES no-token-while-prefilling
 (L prompt, T tokens, c computed, P placeholders, F in flight, S stale, D drop-stale, X is_prefill_chunk, Nr V1 num_tokens, g/pl/tl V2 slot computed/prefill_len/total_len)
@@ -108,10 +112,10 @@ from vllm_contract.targets.harness import Case, Expect, check_case
 CASE = Case(
     name='v2_stale_slot__counter_nonnegative',
     config={'name': 'v2-stale-slot@0.29.0', 'runner': 'v2', 'events': ['abort'], 'faults': ['stale-slot-read'], 'profile': 'vllm-0.29.0', 'clamp': False, 'requests': 2, 'pp': 1, 'spec_tokens': 1, 'max_budget': None, 'prompt_lens': None, 'long_prefill_threshold': 0, 'block_size': 16},
-    init={'prompt_len': [3, 1]},
+    init={'prompt_len': [1, 2]},
     steps=(
-        ('schedule', {'budget': 1, 'accepted': [0, 0], 'stale_read': [True, False]}),
-        ('schedule', {'budget': 1, 'accepted': [0, 0], 'stale_read': [False, False]}),
+        ('schedule', {'budget': 2, 'accepted': [0, 0], 'stale_read': [False, True]}),
+        ('schedule', {'budget': 2, 'accepted': [1, 0], 'stale_read': [False, False]}),
         ('deliver', {'stop': [0, 0]}),
     ),
     kind='violation',

@@ -10,98 +10,103 @@ Violated: no-token-while-prefilling (vLLM 0.30.0: scheduler.py:2351-2353), at st
 
 step  event               picks                               what changes
    0  init                prompt_len=[16]
-   1  schedule            budget=16                           r0: scheduled 16, reserved 1, runner returns 1
-                                                              r0: runner rule g + n = 0 + 16 = 16 < prefill_len = 16? no -> samples
-                                                              r0: status WAITING->RUNNING, c 0->16, P 0->1, F 0->16, drafts 0->1
-                                                              r0: g 0->16, pl 0->16, tl 0->17
+   1  schedule            budget=14                           r0: scheduled 14, reserved 0, runner returns 0
+                                                              r0: runner rule g + n = 0 + 14 = 14 < prefill_len = 16? yes -> discards
+                                                              r0: status WAITING->RUNNING, c 0->14, F 0->14, X F->T, g 0->14
+                                                              r0: pl 0->16, tl 0->16
                                                               in flight 0->1
-   2  schedule            budget=2 accepted=[1]               r0: scheduled 2, reserved 2, runner returns 2
-                                                              r0: runner rule g + n = 16 + 2 = 18 < prefill_len = 16? no -> samples
-                                                              r0: c 16->18, P 1->3, F 16->18, g 16->18, tl 17->19
+   2  schedule            budget=1                            r0: scheduled 1, reserved 0, runner returns 0
+                                                              r0: runner rule g + n = 14 + 1 = 15 < prefill_len = 16? yes -> discards
+                                                              r0: c 14->15, F 14->15, g 14->15
                                                               in flight 1->2
    3  deliver             kv_fail_req=0                       delivers the output of step 1
-                                                              r0: c 18->0, F 18->2
+                                                              r0: c 15->0, F 15->1
                                                               in flight 2->1
    4  schedule            budget=1                            r0: scheduled 1, reserved 0, runner returns 1
-                                                              r0: runner rule g + n = 18 + 1 = 19 < prefill_len = 16? no -> samples
-                                                              r0: c 0->1, F 2->3, X F->T, drafts 1->0, g 18->19
-                                                              r0: tl 19->20
+                                                              r0: runner rule g + n = 15 + 1 = 16 < prefill_len = 16? no -> samples
+                                                              r0: c 0->1, F 1->2, g 15->16, tl 16->17
                                                               in flight 1->2
-                                                              VIOLATES positions-agree, history-agrees, predicates-agree
+                                                              VIOLATES positions-agree, predicates-agree
    5  deliver                                                 delivers the output of step 2
-                                                              r0: T 16->18, P 3->1, F 3->1
+                                                              r0: F 2->1
                                                               in flight 2->1
    6  schedule            budget=1                            r0: scheduled 1, reserved 0, runner returns 1
-                                                              r0: runner rule g + n = 19 + 1 = 20 < prefill_len = 16? no -> samples
-                                                              r0: c 1->2, F 1->2, g 19->20, tl 20->21
+                                                              r0: runner rule g + n = 16 + 1 = 17 < prefill_len = 16? no -> samples
+                                                              r0: c 1->2, F 1->2, g 16->17, tl 17->18
                                                               in flight 1->2
-                                                              VIOLATES positions-agree, history-agrees, predicates-agree
+                                                              VIOLATES positions-agree, predicates-agree
    7  deliver                                                 delivers the output of step 4
-                                                              r0: T 18->19, P 1->0, F 2->1
+                                                              r0: T 16->17, P 0->-1, F 2->1
                                                               in flight 2->1
                                                               VIOLATES no-token-while-prefilling
 (L prompt, T tokens, c computed, P placeholders, F in flight, S stale, D drop-stale, X is_prefill_chunk, Nr V1 num_tokens, g/pl/tl V2 slot computed/prefill_len/total_len)
 
 What the model predicts on each arm (vLLM's reaction: CRASH = an assert kills the
 engine; SILENT = the violation passes unnoticed):
-  vllm-0.29.0         SILENT: no assert fires
-                      violated: no-token-while-prefilling at step 7; placeholder-accounting at 3; predicates-agree at 4; positions-agree at 4; history-agrees at 4
+  vllm-0.29.0         CRASH at step 7: `assert request.num_output_placeholders >= 0` fires
+                      violated: no-token-while-prefilling at step 7; predicates-agree at 4; positions-agree at 4; counter-nonnegative at 7; placeholder-accounting at 7
                       runs 7 step(s)
   vllm-0.29.0+clamp   SILENT: no assert fires
-                      violated: no-token-while-prefilling at step 7; placeholder-accounting at 3; predicates-agree at 4; positions-agree at 4; history-agrees at 4
-                      runs 7 step(s)
+                      violated: predicates-agree at 4; positions-agree at 4
+                      no-token-while-prefilling holds on this arm
+                      runs 7 step(s); the clamp drops 1 token(s)
   vllm-0.29.0+guard   SILENT: no assert fires
-                      violated: placeholder-accounting at 3; predicates-agree at 4; positions-agree at 4; history-agrees at 4
+                      violated: predicates-agree at 4; positions-agree at 4
                       no-token-while-prefilling holds on this arm
                       runs 7 step(s); the guard drops 1 token(s)
-  vllm-0.30.0         SILENT: no assert fires
-                      violated: no-token-while-prefilling at step 7; placeholder-accounting at 3; predicates-agree at 4; positions-agree at 4; history-agrees at 4
+  vllm-0.30.0         CRASH at step 7: `assert request.num_output_placeholders >= 0` fires
+                      violated: no-token-while-prefilling at step 7; predicates-agree at 4; positions-agree at 4; counter-nonnegative at 7; placeholder-accounting at 7
                       runs 7 step(s)
   vllm-0.30.0+clamp   SILENT: no assert fires
-                      violated: no-token-while-prefilling at step 7; placeholder-accounting at 3; predicates-agree at 4; positions-agree at 4; history-agrees at 4
-                      runs 7 step(s)
+                      violated: predicates-agree at 4; positions-agree at 4
+                      no-token-while-prefilling holds on this arm
+                      runs 7 step(s); the clamp drops 1 token(s)
   vllm-0.30.0+guard   SILENT: no assert fires
-                      violated: placeholder-accounting at 3; predicates-agree at 4; positions-agree at 4; history-agrees at 4
+                      violated: predicates-agree at 4; positions-agree at 4
                       no-token-while-prefilling holds on this arm
                       runs 7 step(s); the guard drops 1 token(s)
-  vllm-0.31.0         SILENT: no assert fires
-                      violated: no-token-while-prefilling at step 7; placeholder-accounting at 3; predicates-agree at 4; positions-agree at 4; history-agrees at 4
+  vllm-0.31.0         CRASH at step 7: `assert request.num_output_placeholders >= 0` fires
+                      violated: no-token-while-prefilling at step 7; predicates-agree at 4; positions-agree at 4; counter-nonnegative at 7; placeholder-accounting at 7
                       runs 7 step(s)
   vllm-0.31.0+clamp   SILENT: no assert fires
-                      violated: no-token-while-prefilling at step 7; placeholder-accounting at 3; predicates-agree at 4; positions-agree at 4; history-agrees at 4
-                      runs 7 step(s)
+                      violated: predicates-agree at 4; positions-agree at 4
+                      no-token-while-prefilling holds on this arm
+                      runs 7 step(s); the clamp drops 1 token(s)
   vllm-0.31.0+guard   SILENT: no assert fires
-                      violated: placeholder-accounting at 3; predicates-agree at 4; positions-agree at 4; history-agrees at 4
+                      violated: predicates-agree at 4; positions-agree at 4
                       no-token-while-prefilling holds on this arm
                       runs 7 step(s); the guard drops 1 token(s)
-  vllm-0.32.0         SILENT: no assert fires
-                      violated: no-token-while-prefilling at step 7; placeholder-accounting at 3; predicates-agree at 4; positions-agree at 4; history-agrees at 4
+  vllm-0.32.0         CRASH at step 7: `assert request.num_output_placeholders >= 0` fires
+                      violated: no-token-while-prefilling at step 7; predicates-agree at 4; positions-agree at 4; counter-nonnegative at 7; placeholder-accounting at 7
                       runs 7 step(s)
   vllm-0.32.0+clamp   SILENT: no assert fires
-                      violated: no-token-while-prefilling at step 7; placeholder-accounting at 3; predicates-agree at 4; positions-agree at 4; history-agrees at 4
-                      runs 7 step(s)
+                      violated: predicates-agree at 4; positions-agree at 4
+                      no-token-while-prefilling holds on this arm
+                      runs 7 step(s); the clamp drops 1 token(s)
   vllm-0.32.0+guard   SILENT: no assert fires
-                      violated: placeholder-accounting at 3; predicates-agree at 4; positions-agree at 4; history-agrees at 4
+                      violated: predicates-agree at 4; positions-agree at 4
                       no-token-while-prefilling holds on this arm
                       runs 7 step(s); the guard drops 1 token(s)
   vllm-0.33.0         SILENT: no assert fires
-                      violated: no-token-while-prefilling at step 7; placeholder-accounting at 3; predicates-agree at 4; positions-agree at 4; history-agrees at 4
+                      violated: no-token-while-prefilling at step 7; predicates-agree at 4; positions-agree at 4
                       runs 7 step(s)
   vllm-0.33.0+clamp   SILENT: no assert fires
-                      violated: no-token-while-prefilling at step 7; placeholder-accounting at 3; predicates-agree at 4; positions-agree at 4; history-agrees at 4
-                      runs 7 step(s)
+                      violated: predicates-agree at 4; positions-agree at 4
+                      no-token-while-prefilling holds on this arm
+                      runs 7 step(s); the clamp drops 1 token(s)
   vllm-0.33.0+guard   SILENT: no assert fires
-                      violated: placeholder-accounting at 3; predicates-agree at 4; positions-agree at 4; history-agrees at 4
+                      violated: predicates-agree at 4; positions-agree at 4
                       no-token-while-prefilling holds on this arm
                       runs 7 step(s); the guard drops 1 token(s)
   vllm-0.34.0         SILENT: no assert fires
-                      violated: no-token-while-prefilling at step 7; placeholder-accounting at 3; predicates-agree at 4; positions-agree at 4; history-agrees at 4
+                      violated: no-token-while-prefilling at step 7; predicates-agree at 4; positions-agree at 4
                       runs 7 step(s)
   vllm-0.34.0+clamp   SILENT: no assert fires
-                      violated: no-token-while-prefilling at step 7; placeholder-accounting at 3; predicates-agree at 4; positions-agree at 4; history-agrees at 4
-                      runs 7 step(s)
+                      violated: predicates-agree at 4; positions-agree at 4
+                      no-token-while-prefilling holds on this arm
+                      runs 7 step(s); the clamp drops 1 token(s)
   vllm-0.34.0+guard   SILENT: no assert fires
-                      violated: placeholder-accounting at 3; predicates-agree at 4; positions-agree at 4; history-agrees at 4
+                      violated: predicates-agree at 4; positions-agree at 4
                       no-token-while-prefilling holds on this arm
                       runs 7 step(s); the guard drops 1 token(s)
 
@@ -117,8 +122,8 @@ CASE = Case(
     config={'name': 'v2-kvfail@0.30.0', 'runner': 'v2', 'events': ['kvfail'], 'faults': [], 'profile': 'vllm-0.30.0', 'clamp': False, 'requests': 1, 'pp': 1, 'spec_tokens': 1, 'max_budget': None, 'prompt_lens': None, 'long_prefill_threshold': 0, 'block_size': 16},
     init={'prompt_len': [16]},
     steps=(
-        ('schedule', {'budget': 16, 'accepted': [0]}),
-        ('schedule', {'budget': 2, 'accepted': [1]}),
+        ('schedule', {'budget': 14, 'accepted': [0]}),
+        ('schedule', {'budget': 1, 'accepted': [0]}),
         ('deliver', {'stop': [0], 'kv_fail_req': 0, 'kv_fail_block': 0}),
         ('schedule', {'budget': 1, 'accepted': [0]}),
         ('deliver', {'stop': [0], 'kv_fail_req': -1, 'kv_fail_block': 0}),
@@ -128,24 +133,24 @@ CASE = Case(
     kind='violation',
     property='no-token-while-prefilling',
     arms={
-        'vllm-0.29.0': ({'profile': 'vllm-0.29.0', 'clamp': False, 'guard': 'none'}, Expect(runs=7, violations=(7,), others=(('placeholder-accounting', 3), ('predicates-agree', 4), ('positions-agree', 4), ('history-agrees', 4)))),
-        'vllm-0.29.0+clamp': ({'profile': 'vllm-0.29.0', 'clamp': True, 'guard': 'none'}, Expect(runs=7, violations=(7,), others=(('placeholder-accounting', 3), ('predicates-agree', 4), ('positions-agree', 4), ('history-agrees', 4)))),
-        'vllm-0.29.0+guard': ({'profile': 'vllm-0.29.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=7, others=(('placeholder-accounting', 3), ('predicates-agree', 4), ('positions-agree', 4), ('history-agrees', 4)), dropped=1)),
-        'vllm-0.30.0': ({'profile': 'vllm-0.30.0', 'clamp': False, 'guard': 'none'}, Expect(runs=7, violations=(7,), others=(('placeholder-accounting', 3), ('predicates-agree', 4), ('positions-agree', 4), ('history-agrees', 4)))),
-        'vllm-0.30.0+clamp': ({'profile': 'vllm-0.30.0', 'clamp': True, 'guard': 'none'}, Expect(runs=7, violations=(7,), others=(('placeholder-accounting', 3), ('predicates-agree', 4), ('positions-agree', 4), ('history-agrees', 4)))),
-        'vllm-0.30.0+guard': ({'profile': 'vllm-0.30.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=7, others=(('placeholder-accounting', 3), ('predicates-agree', 4), ('positions-agree', 4), ('history-agrees', 4)), dropped=1)),
-        'vllm-0.31.0': ({'profile': 'vllm-0.31.0', 'clamp': False, 'guard': 'none'}, Expect(runs=7, violations=(7,), others=(('placeholder-accounting', 3), ('predicates-agree', 4), ('positions-agree', 4), ('history-agrees', 4)))),
-        'vllm-0.31.0+clamp': ({'profile': 'vllm-0.31.0', 'clamp': True, 'guard': 'none'}, Expect(runs=7, violations=(7,), others=(('placeholder-accounting', 3), ('predicates-agree', 4), ('positions-agree', 4), ('history-agrees', 4)))),
-        'vllm-0.31.0+guard': ({'profile': 'vllm-0.31.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=7, others=(('placeholder-accounting', 3), ('predicates-agree', 4), ('positions-agree', 4), ('history-agrees', 4)), dropped=1)),
-        'vllm-0.32.0': ({'profile': 'vllm-0.32.0', 'clamp': False, 'guard': 'none'}, Expect(runs=7, violations=(7,), others=(('placeholder-accounting', 3), ('predicates-agree', 4), ('positions-agree', 4), ('history-agrees', 4)))),
-        'vllm-0.32.0+clamp': ({'profile': 'vllm-0.32.0', 'clamp': True, 'guard': 'none'}, Expect(runs=7, violations=(7,), others=(('placeholder-accounting', 3), ('predicates-agree', 4), ('positions-agree', 4), ('history-agrees', 4)))),
-        'vllm-0.32.0+guard': ({'profile': 'vllm-0.32.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=7, others=(('placeholder-accounting', 3), ('predicates-agree', 4), ('positions-agree', 4), ('history-agrees', 4)), dropped=1)),
-        'vllm-0.33.0': ({'profile': 'vllm-0.33.0', 'clamp': False, 'guard': 'none'}, Expect(runs=7, violations=(7,), others=(('placeholder-accounting', 3), ('predicates-agree', 4), ('positions-agree', 4), ('history-agrees', 4)))),
-        'vllm-0.33.0+clamp': ({'profile': 'vllm-0.33.0', 'clamp': True, 'guard': 'none'}, Expect(runs=7, violations=(7,), others=(('placeholder-accounting', 3), ('predicates-agree', 4), ('positions-agree', 4), ('history-agrees', 4)))),
-        'vllm-0.33.0+guard': ({'profile': 'vllm-0.33.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=7, others=(('placeholder-accounting', 3), ('predicates-agree', 4), ('positions-agree', 4), ('history-agrees', 4)), dropped=1)),
-        'vllm-0.34.0': ({'profile': 'vllm-0.34.0', 'clamp': False, 'guard': 'none'}, Expect(runs=7, violations=(7,), others=(('placeholder-accounting', 3), ('predicates-agree', 4), ('positions-agree', 4), ('history-agrees', 4)))),
-        'vllm-0.34.0+clamp': ({'profile': 'vllm-0.34.0', 'clamp': True, 'guard': 'none'}, Expect(runs=7, violations=(7,), others=(('placeholder-accounting', 3), ('predicates-agree', 4), ('positions-agree', 4), ('history-agrees', 4)))),
-        'vllm-0.34.0+guard': ({'profile': 'vllm-0.34.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=7, others=(('placeholder-accounting', 3), ('predicates-agree', 4), ('positions-agree', 4), ('history-agrees', 4)), dropped=1)),
+        'vllm-0.29.0': ({'profile': 'vllm-0.29.0', 'clamp': False, 'guard': 'none'}, Expect(runs=7, fired=('placeholders-nonnegative', 7), violations=(7,), others=(('predicates-agree', 4), ('positions-agree', 4), ('counter-nonnegative', 7), ('placeholder-accounting', 7)))),
+        'vllm-0.29.0+clamp': ({'profile': 'vllm-0.29.0', 'clamp': True, 'guard': 'none'}, Expect(runs=7, others=(('predicates-agree', 4), ('positions-agree', 4)), dropped=1)),
+        'vllm-0.29.0+guard': ({'profile': 'vllm-0.29.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=7, others=(('predicates-agree', 4), ('positions-agree', 4)), dropped=1)),
+        'vllm-0.30.0': ({'profile': 'vllm-0.30.0', 'clamp': False, 'guard': 'none'}, Expect(runs=7, fired=('placeholders-nonnegative', 7), violations=(7,), others=(('predicates-agree', 4), ('positions-agree', 4), ('counter-nonnegative', 7), ('placeholder-accounting', 7)))),
+        'vllm-0.30.0+clamp': ({'profile': 'vllm-0.30.0', 'clamp': True, 'guard': 'none'}, Expect(runs=7, others=(('predicates-agree', 4), ('positions-agree', 4)), dropped=1)),
+        'vllm-0.30.0+guard': ({'profile': 'vllm-0.30.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=7, others=(('predicates-agree', 4), ('positions-agree', 4)), dropped=1)),
+        'vllm-0.31.0': ({'profile': 'vllm-0.31.0', 'clamp': False, 'guard': 'none'}, Expect(runs=7, fired=('placeholders-nonnegative', 7), violations=(7,), others=(('predicates-agree', 4), ('positions-agree', 4), ('counter-nonnegative', 7), ('placeholder-accounting', 7)))),
+        'vllm-0.31.0+clamp': ({'profile': 'vllm-0.31.0', 'clamp': True, 'guard': 'none'}, Expect(runs=7, others=(('predicates-agree', 4), ('positions-agree', 4)), dropped=1)),
+        'vllm-0.31.0+guard': ({'profile': 'vllm-0.31.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=7, others=(('predicates-agree', 4), ('positions-agree', 4)), dropped=1)),
+        'vllm-0.32.0': ({'profile': 'vllm-0.32.0', 'clamp': False, 'guard': 'none'}, Expect(runs=7, fired=('placeholders-nonnegative', 7), violations=(7,), others=(('predicates-agree', 4), ('positions-agree', 4), ('counter-nonnegative', 7), ('placeholder-accounting', 7)))),
+        'vllm-0.32.0+clamp': ({'profile': 'vllm-0.32.0', 'clamp': True, 'guard': 'none'}, Expect(runs=7, others=(('predicates-agree', 4), ('positions-agree', 4)), dropped=1)),
+        'vllm-0.32.0+guard': ({'profile': 'vllm-0.32.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=7, others=(('predicates-agree', 4), ('positions-agree', 4)), dropped=1)),
+        'vllm-0.33.0': ({'profile': 'vllm-0.33.0', 'clamp': False, 'guard': 'none'}, Expect(runs=7, violations=(7,), others=(('predicates-agree', 4), ('positions-agree', 4)))),
+        'vllm-0.33.0+clamp': ({'profile': 'vllm-0.33.0', 'clamp': True, 'guard': 'none'}, Expect(runs=7, others=(('predicates-agree', 4), ('positions-agree', 4)), dropped=1)),
+        'vllm-0.33.0+guard': ({'profile': 'vllm-0.33.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=7, others=(('predicates-agree', 4), ('positions-agree', 4)), dropped=1)),
+        'vllm-0.34.0': ({'profile': 'vllm-0.34.0', 'clamp': False, 'guard': 'none'}, Expect(runs=7, violations=(7,), others=(('predicates-agree', 4), ('positions-agree', 4)))),
+        'vllm-0.34.0+clamp': ({'profile': 'vllm-0.34.0', 'clamp': True, 'guard': 'none'}, Expect(runs=7, others=(('predicates-agree', 4), ('positions-agree', 4)), dropped=1)),
+        'vllm-0.34.0+guard': ({'profile': 'vllm-0.34.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=7, others=(('predicates-agree', 4), ('positions-agree', 4)), dropped=1)),
     },
     path='generated_tests/cases/vllm_0_30_0/test_v2_kvfail__no_token_while_prefilling.py',
 )

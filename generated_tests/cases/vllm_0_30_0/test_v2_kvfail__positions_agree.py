@@ -11,21 +11,22 @@ Violated: positions-agree (vLLM 0.30.0: input_batch.py:606-609, states.py:106-11
 
 step  event               picks                               what changes
    0  init                prompt_len=[16]
-   1  schedule            budget=1                            r0: scheduled 1, reserved 0, runner returns 0
-                                                              r0: runner rule g + n = 0 + 1 = 1 < prefill_len = 16? yes -> discards
-                                                              r0: status WAITING->RUNNING, c 0->1, F 0->1, X F->T, g 0->1
+   1  schedule            budget=15                           r0: scheduled 15, reserved 0, runner returns 0
+                                                              r0: runner rule g + n = 0 + 15 = 15 < prefill_len = 16? yes -> discards
+                                                              r0: status WAITING->RUNNING, c 0->15, F 0->15, X F->T, g 0->15
                                                               r0: pl 0->16, tl 0->16
                                                               in flight 0->1
-   2  schedule            budget=1                            r0: scheduled 1, reserved 0, runner returns 0
-                                                              r0: runner rule g + n = 1 + 1 = 2 < prefill_len = 16? yes -> discards
-                                                              r0: c 1->2, F 1->2, g 1->2
+   2  schedule            budget=1                            r0: scheduled 1, reserved 1, runner returns 1
+                                                              r0: runner rule g + n = 15 + 1 = 16 < prefill_len = 16? no -> samples
+                                                              r0: c 15->16, P 0->1, F 15->16, X T->F, drafts 0->1
+                                                              r0: g 15->16, tl 16->17
                                                               in flight 1->2
    3  deliver             kv_fail_req=0                       delivers the output of step 1
-                                                              r0: c 2->0, F 2->1
+                                                              r0: c 16->0, F 16->1
                                                               in flight 2->1
-   4  schedule            budget=1                            r0: scheduled 1, reserved 0, runner returns 0
-                                                              r0: runner rule g + n = 2 + 1 = 3 < prefill_len = 16? yes -> discards
-                                                              r0: c 0->1, F 1->2, g 2->3
+   4  schedule            budget=18 accepted=[1]              r0: scheduled 18, reserved 2, runner returns 2
+                                                              r0: runner rule g + n = 16 + 18 = 34 < prefill_len = 16? no -> samples
+                                                              r0: c 0->18, P 1->3, F 1->19, g 16->34, tl 17->19
                                                               in flight 1->2
                                                               VIOLATES positions-agree
 (L prompt, T tokens, c computed, P placeholders, F in flight, S stale, D drop-stale, X is_prefill_chunk, Nr V1 num_tokens, g/pl/tl V2 slot computed/prefill_len/total_len)
@@ -99,10 +100,10 @@ CASE = Case(
     config={'name': 'v2-kvfail@0.30.0', 'runner': 'v2', 'events': ['kvfail'], 'faults': [], 'profile': 'vllm-0.30.0', 'clamp': False, 'requests': 1, 'pp': 1, 'spec_tokens': 1, 'max_budget': None, 'prompt_lens': None, 'long_prefill_threshold': 0, 'block_size': 16},
     init={'prompt_len': [16]},
     steps=(
-        ('schedule', {'budget': 1, 'accepted': [0]}),
+        ('schedule', {'budget': 15, 'accepted': [0]}),
         ('schedule', {'budget': 1, 'accepted': [0]}),
         ('deliver', {'stop': [0], 'kv_fail_req': 0, 'kv_fail_block': 0}),
-        ('schedule', {'budget': 1, 'accepted': [0]}),
+        ('schedule', {'budget': 18, 'accepted': [1]}),
     ),
     kind='violation',
     property='positions-agree',

@@ -10,25 +10,25 @@ Violated: no-token-while-prefilling (vLLM 0.30.0: scheduler.py:2351-2353), at st
 
 step  event               picks                               what changes
    0  init                prompt_len=[16]
-   1  schedule            budget=12                           r0: scheduled 12, reserved 0, runner returns 0
-                                                              r0: runner rule g + n = 0 + 12 = 12 < total_len = 16? yes -> discards
-                                                              r0: status WAITING->RUNNING, c 0->12, F 0->12, X F->T, g 0->12
+   1  schedule            budget=14                           r0: scheduled 14, reserved 0, runner returns 0
+                                                              r0: runner rule g + n = 0 + 14 = 14 < total_len = 16? yes -> discards
+                                                              r0: status WAITING->RUNNING, c 0->14, F 0->14, X F->T, g 0->14
                                                               r0: pl 0->16, tl 0->16
                                                               in flight 0->1
-   2  schedule            budget=3                            r0: scheduled 3, reserved 0, runner returns 0
-                                                              r0: runner rule g + n = 12 + 3 = 15 < total_len = 16? yes -> discards
-                                                              r0: c 12->15, F 12->15, g 12->15
+   2  schedule            budget=1                            r0: scheduled 1, reserved 0, runner returns 0
+                                                              r0: runner rule g + n = 14 + 1 = 15 < total_len = 16? yes -> discards
+                                                              r0: c 14->15, F 14->15, g 14->15
                                                               in flight 1->2
    3  deliver             kv_fail_req=0                       delivers the output of step 1
-                                                              r0: c 15->0, F 15->3
+                                                              r0: c 15->0, F 15->1
                                                               in flight 2->1
    4  schedule            budget=1                            r0: scheduled 1, reserved 0, runner returns 1
                                                               r0: runner rule g + n = 15 + 1 = 16 < total_len = 16? no -> samples
-                                                              r0: c 0->1, F 3->4, g 15->16, tl 16->17
+                                                              r0: c 0->1, F 1->2, g 15->16, tl 16->17
                                                               in flight 1->2
                                                               VIOLATES positions-agree, predicates-agree
    5  deliver                                                 delivers the output of step 2
-                                                              r0: F 4->1
+                                                              r0: F 2->1
                                                               in flight 2->1
    6  schedule            budget=1                            r0: scheduled 1, reserved 0, runner returns 1
                                                               r0: runner rule g + n = 16 + 1 = 17 < total_len = 17? no -> samples
@@ -122,8 +122,8 @@ CASE = Case(
     config={'name': 'v2-live-kvfail@0.30.0', 'runner': 'v2-live', 'events': ['kvfail'], 'faults': [], 'profile': 'vllm-0.30.0', 'clamp': False, 'requests': 1, 'pp': 1, 'spec_tokens': 1, 'max_budget': None, 'prompt_lens': None, 'long_prefill_threshold': 0, 'block_size': 16},
     init={'prompt_len': [16]},
     steps=(
-        ('schedule', {'budget': 12, 'accepted': [0]}),
-        ('schedule', {'budget': 3, 'accepted': [0]}),
+        ('schedule', {'budget': 14, 'accepted': [0]}),
+        ('schedule', {'budget': 1, 'accepted': [0]}),
         ('deliver', {'stop': [0], 'kv_fail_req': 0, 'kv_fail_block': 0}),
         ('schedule', {'budget': 1, 'accepted': [0]}),
         ('deliver', {'stop': [0], 'kv_fail_req': -1, 'kv_fail_block': 0}),

@@ -20,12 +20,12 @@ step  event               picks                               what changes
                                                               r1: tl 0->1
                                                               in flight 0->1
                                                               VIOLATES history-agrees, predicates-agree
-   2  schedule            budget=2 accepted=[1, 0]            r0: scheduled 2, reserved 2, runner returns 2
-                                                              r0: runner rule g + n = 1 + 2 = 3 < prefill_len = 1? no -> samples
-                                                              r0: c 1->3, P 1->3, F 1->3, g 1->3, tl 2->4
+   2  schedule            budget=1                            r0: scheduled 1, reserved 1, runner returns 1
+                                                              r0: runner rule g + n = 1 + 1 = 2 < prefill_len = 1? no -> samples
+                                                              r0: c 1->2, P 1->2, F 1->2, g 1->2, tl 2->3
                                                               in flight 1->2
    3  deliver                                                 delivers the output of step 1
-                                                              r0: T 1->2, P 3->2, F 3->2
+                                                              r0: T 1->2, P 2->1, F 2->1
                                                               r1: T 2->3, P 0->-1, F 1->0
                                                               in flight 2->1
                                                               VIOLATES no-token-while-prefilling
@@ -115,7 +115,7 @@ CASE = Case(
     init={'prompt_len': [1, 2]},
     steps=(
         ('schedule', {'budget': 2, 'accepted': [0, 0], 'stale_read': [False, True]}),
-        ('schedule', {'budget': 2, 'accepted': [1, 0], 'stale_read': [False, False]}),
+        ('schedule', {'budget': 1, 'accepted': [0, 0], 'stale_read': [False, False]}),
         ('deliver', {'stop': [0, 0]}),
     ),
     kind='violation',

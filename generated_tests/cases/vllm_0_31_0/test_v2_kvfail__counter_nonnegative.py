@@ -10,33 +10,33 @@ Violated: counter-nonnegative (vLLM 0.31.0: async_scheduler.py:69-71), at step 7
 
 step  event               picks                               what changes
    0  init                prompt_len=[16]
-   1  schedule            budget=1                            r0: scheduled 1, reserved 0, runner returns 0
-                                                              r0: runner rule g + n = 0 + 1 = 1 < prefill_len = 16? yes -> discards
-                                                              r0: status WAITING->RUNNING, c 0->1, F 0->1, X F->T, g 0->1
+   1  schedule            budget=14                           r0: scheduled 14, reserved 0, runner returns 0
+                                                              r0: runner rule g + n = 0 + 14 = 14 < prefill_len = 16? yes -> discards
+                                                              r0: status WAITING->RUNNING, c 0->14, F 0->14, X F->T, g 0->14
                                                               r0: pl 0->16, tl 0->16
                                                               in flight 0->1
    2  schedule            budget=1                            r0: scheduled 1, reserved 0, runner returns 0
-                                                              r0: runner rule g + n = 1 + 1 = 2 < prefill_len = 16? yes -> discards
-                                                              r0: c 1->2, F 1->2, g 1->2
+                                                              r0: runner rule g + n = 14 + 1 = 15 < prefill_len = 16? yes -> discards
+                                                              r0: c 14->15, F 14->15, g 14->15
                                                               in flight 1->2
    3  deliver             kv_fail_req=0                       delivers the output of step 1
-                                                              r0: c 2->0, F 2->1
+                                                              r0: c 15->0, F 15->1
                                                               in flight 2->1
-   4  schedule            budget=14                           r0: scheduled 14, reserved 0, runner returns 1
-                                                              r0: runner rule g + n = 2 + 14 = 16 < prefill_len = 16? no -> samples
-                                                              r0: c 0->14, F 1->15, g 2->16, tl 16->17
+   4  schedule            budget=1                            r0: scheduled 1, reserved 0, runner returns 1
+                                                              r0: runner rule g + n = 15 + 1 = 16 < prefill_len = 16? no -> samples
+                                                              r0: c 0->1, F 1->2, g 15->16, tl 16->17
                                                               in flight 1->2
                                                               VIOLATES positions-agree, predicates-agree
    5  deliver                                                 delivers the output of step 2
-                                                              r0: F 15->14
+                                                              r0: F 2->1
                                                               in flight 2->1
    6  schedule            budget=1                            r0: scheduled 1, reserved 0, runner returns 1
                                                               r0: runner rule g + n = 16 + 1 = 17 < prefill_len = 16? no -> samples
-                                                              r0: c 14->15, F 14->15, g 16->17, tl 17->18
+                                                              r0: c 1->2, F 1->2, g 16->17, tl 17->18
                                                               in flight 1->2
                                                               VIOLATES positions-agree, predicates-agree
    7  deliver                                                 delivers the output of step 4
-                                                              r0: T 16->17, P 0->-1, F 15->1
+                                                              r0: T 16->17, P 0->-1, F 2->1
                                                               in flight 2->1
                                                               VIOLATES no-token-while-prefilling
 (L prompt, T tokens, c computed, P placeholders, F in flight, S stale, D drop-stale, X is_prefill_chunk, Nr V1 num_tokens, g/pl/tl V2 slot computed/prefill_len/total_len)
@@ -124,10 +124,10 @@ CASE = Case(
     config={'name': 'v2-kvfail@0.31.0', 'runner': 'v2', 'events': ['kvfail'], 'faults': [], 'profile': 'vllm-0.31.0', 'clamp': False, 'requests': 1, 'pp': 1, 'spec_tokens': 1, 'max_budget': None, 'prompt_lens': None, 'long_prefill_threshold': 0, 'block_size': 16},
     init={'prompt_len': [16]},
     steps=(
-        ('schedule', {'budget': 1, 'accepted': [0]}),
+        ('schedule', {'budget': 14, 'accepted': [0]}),
         ('schedule', {'budget': 1, 'accepted': [0]}),
         ('deliver', {'stop': [0], 'kv_fail_req': 0, 'kv_fail_block': 0}),
-        ('schedule', {'budget': 14, 'accepted': [0]}),
+        ('schedule', {'budget': 1, 'accepted': [0]}),
         ('deliver', {'stop': [0], 'kv_fail_req': -1, 'kv_fail_block': 0}),
         ('schedule', {'budget': 1, 'accepted': [0]}),
         ('deliver', {'stop': [0], 'kv_fail_req': -1, 'kv_fail_block': 0}),

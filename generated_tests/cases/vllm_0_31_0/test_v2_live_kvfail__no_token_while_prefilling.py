@@ -10,33 +10,33 @@ Violated: no-token-while-prefilling (vLLM 0.31.0: scheduler.py:2438-2440), at st
 
 step  event               picks                               what changes
    0  init                prompt_len=[16]
-   1  schedule            budget=11                           r0: scheduled 11, reserved 0, runner returns 0
-                                                              r0: runner rule g + n = 0 + 11 = 11 < total_len = 16? yes -> discards
-                                                              r0: status WAITING->RUNNING, c 0->11, F 0->11, X F->T, g 0->11
+   1  schedule            budget=2                            r0: scheduled 2, reserved 0, runner returns 0
+                                                              r0: runner rule g + n = 0 + 2 = 2 < total_len = 16? yes -> discards
+                                                              r0: status WAITING->RUNNING, c 0->2, F 0->2, X F->T, g 0->2
                                                               r0: pl 0->16, tl 0->16
                                                               in flight 0->1
    2  schedule            budget=1                            r0: scheduled 1, reserved 0, runner returns 0
-                                                              r0: runner rule g + n = 11 + 1 = 12 < total_len = 16? yes -> discards
-                                                              r0: c 11->12, F 11->12, g 11->12
+                                                              r0: runner rule g + n = 2 + 1 = 3 < total_len = 16? yes -> discards
+                                                              r0: c 2->3, F 2->3, g 2->3
                                                               in flight 1->2
    3  deliver             kv_fail_req=0                       delivers the output of step 1
-                                                              r0: c 12->0, F 12->1
+                                                              r0: c 3->0, F 3->1
                                                               in flight 2->1
-   4  schedule            budget=4                            r0: scheduled 4, reserved 0, runner returns 1
-                                                              r0: runner rule g + n = 12 + 4 = 16 < total_len = 16? no -> samples
-                                                              r0: c 0->4, F 1->5, g 12->16, tl 16->17
+   4  schedule            budget=13                           r0: scheduled 13, reserved 0, runner returns 1
+                                                              r0: runner rule g + n = 3 + 13 = 16 < total_len = 16? no -> samples
+                                                              r0: c 0->13, F 1->14, g 3->16, tl 16->17
                                                               in flight 1->2
                                                               VIOLATES positions-agree, predicates-agree
    5  deliver                                                 delivers the output of step 2
-                                                              r0: F 5->4
+                                                              r0: F 14->13
                                                               in flight 2->1
    6  schedule            budget=1                            r0: scheduled 1, reserved 0, runner returns 1
                                                               r0: runner rule g + n = 16 + 1 = 17 < total_len = 17? no -> samples
-                                                              r0: c 4->5, F 4->5, g 16->17, tl 17->18
+                                                              r0: c 13->14, F 13->14, g 16->17, tl 17->18
                                                               in flight 1->2
                                                               VIOLATES positions-agree, predicates-agree
    7  deliver                                                 delivers the output of step 4
-                                                              r0: T 16->17, P 0->-1, F 5->1
+                                                              r0: T 16->17, P 0->-1, F 14->1
                                                               in flight 2->1
                                                               VIOLATES no-token-while-prefilling
 (L prompt, T tokens, c computed, P placeholders, F in flight, S stale, D drop-stale, X is_prefill_chunk, Nr V1 num_tokens, g/pl/tl V2 slot computed/prefill_len/total_len)
@@ -122,10 +122,10 @@ CASE = Case(
     config={'name': 'v2-live-kvfail@0.31.0', 'runner': 'v2-live', 'events': ['kvfail'], 'faults': [], 'profile': 'vllm-0.31.0', 'clamp': False, 'requests': 1, 'pp': 1, 'spec_tokens': 1, 'max_budget': None, 'prompt_lens': None, 'long_prefill_threshold': 0, 'block_size': 16},
     init={'prompt_len': [16]},
     steps=(
-        ('schedule', {'budget': 11, 'accepted': [0]}),
+        ('schedule', {'budget': 2, 'accepted': [0]}),
         ('schedule', {'budget': 1, 'accepted': [0]}),
         ('deliver', {'stop': [0], 'kv_fail_req': 0, 'kv_fail_block': 0}),
-        ('schedule', {'budget': 4, 'accepted': [0]}),
+        ('schedule', {'budget': 13, 'accepted': [0]}),
         ('deliver', {'stop': [0], 'kv_fail_req': -1, 'kv_fail_block': 0}),
         ('schedule', {'budget': 1, 'accepted': [0]}),
         ('deliver', {'stop': [0], 'kv_fail_req': -1, 'kv_fail_block': 0}),

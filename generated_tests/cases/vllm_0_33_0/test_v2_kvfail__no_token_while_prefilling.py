@@ -10,33 +10,33 @@ Violated: no-token-while-prefilling (vLLM 0.33.0: scheduler.py:2748-2750), at st
 
 step  event               picks                               what changes
    0  init                prompt_len=[16]
-   1  schedule            budget=11                           r0: scheduled 11, reserved 0, runner returns 0
-                                                              r0: runner rule g + n = 0 + 11 = 11 < prefill_len = 16? yes -> discards
-                                                              r0: status WAITING->RUNNING, c 0->11, F 0->11, X F->T, g 0->11
+   1  schedule            budget=12                           r0: scheduled 12, reserved 0, runner returns 0
+                                                              r0: runner rule g + n = 0 + 12 = 12 < prefill_len = 16? yes -> discards
+                                                              r0: status WAITING->RUNNING, c 0->12, F 0->12, X F->T, g 0->12
                                                               r0: pl 0->16, tl 0->16
                                                               in flight 0->1
-   2  schedule            budget=4                            r0: scheduled 4, reserved 0, runner returns 0
-                                                              r0: runner rule g + n = 11 + 4 = 15 < prefill_len = 16? yes -> discards
-                                                              r0: c 11->15, F 11->15, g 11->15
+   2  schedule            budget=1                            r0: scheduled 1, reserved 0, runner returns 0
+                                                              r0: runner rule g + n = 12 + 1 = 13 < prefill_len = 16? yes -> discards
+                                                              r0: c 12->13, F 12->13, g 12->13
                                                               in flight 1->2
    3  deliver             kv_fail_req=0                       delivers the output of step 1
-                                                              r0: c 15->0, F 15->4
+                                                              r0: c 13->0, F 13->1
                                                               in flight 2->1
-   4  schedule            budget=1                            r0: scheduled 1, reserved 0, runner returns 1
-                                                              r0: runner rule g + n = 15 + 1 = 16 < prefill_len = 16? no -> samples
-                                                              r0: c 0->1, F 4->5, g 15->16, tl 16->17
+   4  schedule            budget=3                            r0: scheduled 3, reserved 0, runner returns 1
+                                                              r0: runner rule g + n = 13 + 3 = 16 < prefill_len = 16? no -> samples
+                                                              r0: c 0->3, F 1->4, g 13->16, tl 16->17
                                                               in flight 1->2
                                                               VIOLATES positions-agree, predicates-agree
    5  deliver                                                 delivers the output of step 2
-                                                              r0: F 5->1
+                                                              r0: F 4->3
                                                               in flight 2->1
    6  schedule            budget=1                            r0: scheduled 1, reserved 0, runner returns 1
                                                               r0: runner rule g + n = 16 + 1 = 17 < prefill_len = 16? no -> samples
-                                                              r0: c 1->2, F 1->2, g 16->17, tl 17->18
+                                                              r0: c 3->4, F 3->4, g 16->17, tl 17->18
                                                               in flight 1->2
                                                               VIOLATES positions-agree, predicates-agree
    7  deliver                                                 delivers the output of step 4
-                                                              r0: T 16->17, F 2->1
+                                                              r0: T 16->17, F 4->1
                                                               in flight 2->1
                                                               VIOLATES no-token-while-prefilling
 (L prompt, T tokens, c computed, P placeholders, F in flight, S stale, D drop-stale, X is_prefill_chunk, Nr V1 num_tokens, g/pl/tl V2 slot computed/prefill_len/total_len)
@@ -122,10 +122,10 @@ CASE = Case(
     config={'name': 'v2-kvfail@0.33.0', 'runner': 'v2', 'events': ['kvfail'], 'faults': [], 'profile': 'vllm-0.33.0', 'clamp': False, 'requests': 1, 'pp': 1, 'spec_tokens': 1, 'max_budget': None, 'prompt_lens': None, 'long_prefill_threshold': 0, 'block_size': 16},
     init={'prompt_len': [16]},
     steps=(
-        ('schedule', {'budget': 11, 'accepted': [0]}),
-        ('schedule', {'budget': 4, 'accepted': [0]}),
-        ('deliver', {'stop': [0], 'kv_fail_req': 0, 'kv_fail_block': 0}),
+        ('schedule', {'budget': 12, 'accepted': [0]}),
         ('schedule', {'budget': 1, 'accepted': [0]}),
+        ('deliver', {'stop': [0], 'kv_fail_req': 0, 'kv_fail_block': 0}),
+        ('schedule', {'budget': 3, 'accepted': [0]}),
         ('deliver', {'stop': [0], 'kv_fail_req': -1, 'kv_fail_block': 0}),
         ('schedule', {'budget': 1, 'accepted': [0]}),
         ('deliver', {'stop': [0], 'kv_fail_req': -1, 'kv_fail_block': 0}),

@@ -20,9 +20,9 @@ step  event               picks                               what changes
                                                               r1: tl 0->1
                                                               in flight 0->1
                                                               VIOLATES history-agrees, predicates-agree
-   2  schedule            budget=3 accepted=[1, 0]            r0: scheduled 2, reserved 2, runner returns 2
+   2  schedule            budget=3                            r0: scheduled 2, reserved 2, runner returns 1
                                                               r0: runner rule g + n = 1 + 2 = 3 < total_len = 2? no -> samples
-                                                              r0: c 1->3, P 1->3, F 1->3, g 1->3, tl 2->4
+                                                              r0: c 1->3, P 1->3, F 1->3, g 1->2, tl 2->3
                                                               r1: scheduled 1, reserved 1, runner returns 1
                                                               r1: runner rule g + n = 1 + 1 = 2 < total_len = 1? no -> samples
                                                               r1: c 1->2, P 0->1, F 1->2, X T->F, drafts 0->1
@@ -34,24 +34,24 @@ step  event               picks                               what changes
                                                               r1: T 2->3, P 1->0, F 2->1
                                                               in flight 2->1
                                                               VIOLATES no-token-while-prefilling
-   4  schedule            budget=4 accepted=[1, 1]            r0: scheduled 2, reserved 2, runner returns 2
-                                                              r0: runner rule g + n = 3 + 2 = 5 < total_len = 4? no -> samples
-                                                              r0: c 3->5, P 2->4, F 2->4, g 3->5, tl 4->6
+   4  schedule            budget=4 accepted=[0, 1]            r0: scheduled 2, reserved 2, runner returns 1
+                                                              r0: runner rule g + n = 2 + 2 = 4 < total_len = 3? no -> samples
+                                                              r0: c 3->5, P 2->4, F 2->4, g 2->3, tl 3->4
                                                               r1: scheduled 2, reserved 2, runner returns 2
                                                               r1: runner rule g + n = 2 + 2 = 4 < total_len = 2? no -> samples
                                                               r1: c 2->4, P 0->2, F 1->3, g 2->4, tl 2->4
                                                               in flight 1->2
                                                               VIOLATES history-agrees
    5  deliver                                                 delivers the output of step 2
-                                                              r0: T 2->4, P 4->2, F 4->2
+                                                              r0: T 2->3, c 5->4, P 4->2, F 4->2
                                                               r1: T 3->4, P 2->1, F 3->2
                                                               in flight 2->1
-   6  schedule            budget=2 accepted=[1, 0]            r0: scheduled 2, reserved 2, runner returns 2
-                                                              r0: runner rule g + n = 5 + 2 = 7 < total_len = 6? no -> samples
-                                                              r0: c 5->7, P 2->4, F 2->4, g 5->7, tl 6->8
+   6  schedule            budget=1                            r0: scheduled 1, reserved 1, runner returns 1
+                                                              r0: runner rule g + n = 3 + 1 = 4 < total_len = 4? no -> samples
+                                                              r0: c 4->5, P 2->3, F 2->3, g 3->4, tl 4->5
                                                               in flight 1->2
    7  deliver                                                 delivers the output of step 4
-                                                              r0: T 4->6, P 4->2, F 4->2
+                                                              r0: T 3->4, c 5->4, P 3->1, F 3->1
                                                               r1: T 4->6, P 1->-1, F 2->0
                                                               in flight 2->1
 (L prompt, T tokens, c computed, P placeholders, F in flight, S stale, D drop-stale, X is_prefill_chunk, Nr V1 num_tokens, g/pl/tl V2 slot computed/prefill_len/total_len)
@@ -138,11 +138,11 @@ CASE = Case(
     init={'prompt_len': [1, 2]},
     steps=(
         ('schedule', {'budget': 2, 'accepted': [0, 0], 'stale_read': [False, True]}),
-        ('schedule', {'budget': 3, 'accepted': [1, 0], 'stale_read': [False, False]}),
+        ('schedule', {'budget': 3, 'accepted': [0, 0], 'stale_read': [False, False]}),
         ('deliver', {'stop': [0, 0]}),
-        ('schedule', {'budget': 4, 'accepted': [1, 1], 'stale_read': [False, False]}),
+        ('schedule', {'budget': 4, 'accepted': [0, 1], 'stale_read': [False, False]}),
         ('deliver', {'stop': [0, 0]}),
-        ('schedule', {'budget': 2, 'accepted': [1, 0], 'stale_read': [False, False]}),
+        ('schedule', {'budget': 1, 'accepted': [0, 0], 'stale_read': [False, False]}),
         ('deliver', {'stop': [0, 0]}),
     ),
     kind='violation',

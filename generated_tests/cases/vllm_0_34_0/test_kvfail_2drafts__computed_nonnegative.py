@@ -16,17 +16,17 @@ step  event               picks                               what changes
                                                               r0: status WAITING->RUNNING, c 0->16, P 0->1, F 0->16, drafts 0->2
                                                               r0: g 0->16, pl 0->16, tl 0->17
                                                               in flight 0->1
-   2  schedule            budget=3 accepted=[2]               r0: scheduled 3, reserved 3, runner returns 3
+   2  schedule            budget=3 accepted=[1]               r0: scheduled 3, reserved 3, runner returns 2
                                                               r0: runner rule g + n = 16 + 3 = 19 < prefill_len = 16? no -> samples
-                                                              r0: c 16->19, P 1->4, F 16->19, g 16->19, tl 17->20
+                                                              r0: c 16->19, P 1->4, F 16->19, g 16->18, tl 17->19
                                                               in flight 1->2
    3  deliver             kv_fail_req=0                       delivers the output of step 1
                                                               r0: c 19->0, F 19->3
                                                               in flight 2->1
    4  schedule            budget=1                            r0: scheduled 1, reserved 0, runner returns 1
-                                                              r0: runner rule g + n = 19 + 1 = 20 < prefill_len = 16? no -> samples
-                                                              r0: c 0->1, F 3->4, X F->T, drafts 2->0, g 19->20
-                                                              r0: tl 20->21
+                                                              r0: runner rule g + n = 18 + 1 = 19 < prefill_len = 16? no -> samples
+                                                              r0: c 0->1, F 3->4, X F->T, drafts 2->0, g 18->19
+                                                              r0: tl 19->20
                                                               in flight 1->2
                                                               VIOLATES positions-agree, history-agrees, predicates-agree
    5  deliver             stop=[1]                            delivers the output of step 2
@@ -116,7 +116,7 @@ CASE = Case(
     init={'prompt_len': [16]},
     steps=(
         ('schedule', {'budget': 16, 'accepted': [0]}),
-        ('schedule', {'budget': 3, 'accepted': [2]}),
+        ('schedule', {'budget': 3, 'accepted': [1]}),
         ('deliver', {'stop': [0], 'kv_fail_req': 0, 'kv_fail_block': 0}),
         ('schedule', {'budget': 1, 'accepted': [0]}),
         ('deliver', {'stop': [1], 'kv_fail_req': -1, 'kv_fail_block': 0}),

@@ -15,17 +15,17 @@ step  event               picks                               what changes
                                                               r0: status WAITING->RUNNING, c 0->16, P 0->1, F 0->16, drafts 0->1
                                                               r0: g 0->16, pl 0->16, tl 0->17
                                                               in flight 0->1
-   2  schedule            budget=2 accepted=[1]               r0: scheduled 2, reserved 2, runner returns 2
+   2  schedule            budget=2                            r0: scheduled 2, reserved 2, runner returns 1
                                                               r0: runner rule g + n = 16 + 2 = 18 < prefill_len = 16? no -> samples
-                                                              r0: c 16->18, P 1->3, F 16->18, g 16->18, tl 17->19
+                                                              r0: c 16->18, P 1->3, F 16->18, g 16->17, tl 17->18
                                                               in flight 1->2
    3  deliver             kv_fail_req=0                       delivers the output of step 1
                                                               r0: c 18->0, F 18->2
                                                               in flight 2->1
    4  schedule            budget=1                            r0: scheduled 1, reserved 0, runner returns 1
-                                                              r0: runner rule g + n = 18 + 1 = 19 < prefill_len = 16? no -> samples
-                                                              r0: c 0->1, F 2->3, X F->T, drafts 1->0, g 18->19
-                                                              r0: tl 19->20
+                                                              r0: runner rule g + n = 17 + 1 = 18 < prefill_len = 16? no -> samples
+                                                              r0: c 0->1, F 2->3, X F->T, drafts 1->0, g 17->18
+                                                              r0: tl 18->19
                                                               in flight 1->2
                                                               VIOLATES positions-agree, history-agrees, predicates-agree
    5  deliver             stop=[1]                            delivers the output of step 2
@@ -111,7 +111,7 @@ CASE = Case(
     init={'prompt_len': [16], 'resumable': [True]},
     steps=(
         ('schedule', {'budget': 16, 'accepted': [0]}),
-        ('schedule', {'budget': 2, 'accepted': [1]}),
+        ('schedule', {'budget': 2, 'accepted': [0]}),
         ('deliver', {'stop': [0], 'kv_fail_req': 0, 'kv_fail_block': 0}),
         ('schedule', {'budget': 1, 'accepted': [0]}),
         ('deliver', {'stop': [1], 'kv_fail_req': -1, 'kv_fail_block': 0}),
