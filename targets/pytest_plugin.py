@@ -137,6 +137,11 @@ def pytest_configure(config):
     )
     run.distributed = _distributing(config)
     config._vllm_run = run
+    if run.wanted:
+        # Triton reads TRITON_INTERPRET when it is first imported, which collecting a test
+        # module may do (torch._dynamo imports it): settle it before collection, not at the
+        # preflight after it (kernels/runtime.py says why)
+        from vllm_contract.kernels import runtime  # noqa: F401
 
     from vllm_contract.adapter import current as vllm_env
     from vllm_contract.spec.errors import TreeError
