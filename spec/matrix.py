@@ -577,10 +577,11 @@ MATRIX: tuple[Config, ...] = (
     ),
     *_releases(
         "v2-over-delivery-logits",
-        "the clamp under an over-delivering V2 runner with drafts: it keeps the tokens that fit the "
-        "placeholders of a later step, the rejection rollback is skipped at P = 0 "
-        "([cite:spec-reject-decrement]), and the request is left with nothing to decode: the next "
-        "step schedules only its draft and the V2 runner's own assert ends the engine",
+        "the clamp under an over-delivering V2 runner with drafts: vLLM counts a draft step's extra "
+        "tokens as accepted drafts, so num_rejected is negative and the rollback advances c "
+        "([cite:spec-reject-decrement]) while the clamp drops those tokens (P = 0): the request is left "
+        "with nothing to decode, the next step schedules only its draft and the V2 runner's own assert "
+        "ends the engine (the model's scheduler runs without log_stats, as the targets do)",
         _same(_expect(violated=V2_LOGITS)),
         runner="v2",
         events=frozenset(),

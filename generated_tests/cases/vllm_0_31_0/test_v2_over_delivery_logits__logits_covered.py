@@ -4,7 +4,7 @@
 its 1 + drafts logits rows never fires: a running request with drafts always has a
 token left to decode when it is scheduled.
 
-Configuration v2-over-delivery-logits@0.31.0: the clamp under an over-delivering V2 runner with drafts: it keeps the tokens that fit the placeholders of a later step, the rejection rollback is skipped at P = 0 (scheduler.py:2051-2069), and the request is left with nothing to decode: the next step schedules only its draft and the V2 runner's own assert ends the engine
+Configuration v2-over-delivery-logits@0.31.0: the clamp under an over-delivering V2 runner with drafts: vLLM counts a draft step's extra tokens as accepted drafts, so num_rejected is negative and the rollback advances c (scheduler.py:2051-2069) while the clamp drops those tokens (P = 0): the request is left with nothing to decode, the next step schedules only its draft and the V2 runner's own assert ends the engine (the model's scheduler runs without log_stats, as the targets do)
   runner v2; events none; faults over-delivery;
   profile vllm-0.31.0; clamp on; 2 request(s), pp 1, 1 draft token(s) per step
 Violated: logits-covered (vLLM 0.31.0: scheduler.py:831-836, model_runner.py:1363-1367), at step 6.
