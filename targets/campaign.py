@@ -35,6 +35,7 @@ from vllm_contract.model.itf import to_itf
 from vllm_contract.model.trace import Step, Trace, replay
 from vllm_contract.spec.config import Config
 from vllm_contract.spec.errors import TargetUnavailable
+from vllm_contract.spec.properties import ASSERTS
 from vllm_contract.targets.fuzz import DIVERGED, NOT_PLAYED, new_target, play, shrunk
 from vllm_contract.targets.fuzz_presets import PRESETS, ignore_known
 
@@ -364,7 +365,7 @@ def merge(campaign: Campaign, done: Mapping[int, dict], cases: Mapping[CaseKey, 
                 elif outcome.startswith(NOT_PLAYED + ": "):
                     unplayed[outcome[len(NOT_PLAYED) + 2 :]] += 1
                 if end.startswith("fatal: "):
-                    fatal.update(end[len("fatal: ") :].split(","))
+                    fatal.update(_fatal_end(name, group[2]) for name in end[len("fatal: ") :].split(","))
                 elif end.startswith("excluded: "):
                     kept[end[len("excluded: ") :]] += 1
         missing = missing_ranges(campaign, numbers, finished)
@@ -502,6 +503,15 @@ def dump_chunks(value: Any, depth: int = 0) -> Iterator[str]:
         yield "\n"
 
 
+def _fatal_end(name: str, runner: str) -> str:
+    """How a trace the model ended at an assert is counted: by the assert's name where vLLM
+    ran the code that has it, else said to be the model's alone (a runner's assert where
+    the model decides the runner's returns)."""
+    if runner == "real" or ASSERTS[name].site == "scheduler":
+        return name
+    return f"{name} (the model's alone: vLLM's {ASSERTS[name].site} did not run)"
+
+
 def _counts(counter: Mapping[str, int]) -> str:
     return ", ".join(f"{k} {v}" for k, v in counter.items()) or "none"
 
@@ -541,7 +551,8 @@ def summary(results: Mapping, stopped: str | None = None) -> str:
         runner.update(g["runner_inputs"])
     lines += [
         "",
-        f"vLLM asserts that ended a trace (fired in the model and in vLLM at the same step): {_counts(fatal)}",
+        f"vLLM asserts that ended a trace (fired in the model and in vLLM at the same step, unless marked the "
+        f"model's alone): {_counts(fatal)}",
     ]
     for cause, n in sorted(unplayed.items()):
         lines.append(f"could not run (x{n}): {cause}")

@@ -13,9 +13,11 @@ import pytest
 from vllm_contract.codegen import generate
 from vllm_contract.model.interpreter import flat
 from vllm_contract.spec.errors import ExitStatus, TargetUnavailable
-from vllm_contract.targets.campaign import Campaign, merge, run_shard
+from vllm_contract.spec.properties import ASSERTS
+from vllm_contract.targets.campaign import Campaign, _fatal_end, merge, run_shard
 from vllm_contract.targets.campaign_run import Event, Handle
 from vllm_contract.targets.fuzz_presets import PRESETS
+from vllm_contract.targets.harness import Divergence, replay
 from vllm_contract.targets.reference import ReferenceTarget
 
 from vllm_contract.cli import main as cli
@@ -293,3 +295,57 @@ def test_sigterm_ends_a_campaign_still_joining_a_ray_cluster(tmp_path):
         server.close()
     assert run.returncode == ExitStatus.TERMINATED
     assert err.strip().splitlines()[-1] == f"terminated (SIGTERM) while joining the Ray cluster at 127.0.0.1:{port}"
+
+
+# ------------------------------------------------------------------ a runner's assert on a scheduler-only target
+
+# finding 12's trace (v2-over-delivery-logits, the clamp arm): the V2 runner's logits assert
+# ends it at step 6, in code a scheduler-only target does not run
+LOGITS_INIT = {"prompt_len": [1, 1]}
+LOGITS_STEPS = [
+    ("schedule", {"budget": 2, "accepted": [0, 0], "extra": [0, 2]}),
+    ("schedule", {"budget": 4, "accepted": [0, 1], "extra": [0, 1]}),
+    ("deliver", {}),
+    ("schedule", {"budget": 1, "accepted": [0, 0], "extra": [0, 0]}),
+    ("deliver", {"stop": [1, 0]}),
+    ("schedule", {"budget": 1, "accepted": [0, 1], "extra": [0, 0]}),
+]
+
+
+class SchedulerOnly(ReferenceTarget):
+    """The model's interpreter seen as vLLM's scheduler alone: a runner's assert never fires."""
+
+    observes_runner_asserts = False
+
+    def step(self, event, args, model=None):
+        outcome = super().step(event, args, model)
+        if outcome.fired and ASSERTS[outcome.fired].site != "scheduler":
+            outcome.fired = None
+        return outcome
+
+
+def _logits_cfg():
+    from vllm_contract.spec.matrix import MATRIX
+
+    return next(c for c in MATRIX if c.name == "v2-over-delivery-logits@0.34.0")
+
+
+def test_a_runner_assert_ends_the_trace_where_the_target_does_not_run_the_runner():
+    result = replay(_logits_cfg(), LOGITS_INIT, LOGITS_STEPS, SchedulerOnly())
+    assert result.steps_run == 6 and result.fired is None
+    # the model itself fires it at that step: the reference, which runs everything, agrees
+    assert replay(_logits_cfg(), LOGITS_INIT, LOGITS_STEPS, ReferenceTarget()).fired == "logits-covered"
+
+
+def test_a_target_that_runs_the_runner_and_does_not_fire_its_assert_diverges():
+    class RunnerSilent(SchedulerOnly):
+        observes_runner_asserts = True
+
+    with pytest.raises(Divergence, match="logits-covered"):
+        replay(_logits_cfg(), LOGITS_INIT, LOGITS_STEPS, RunnerSilent())
+
+
+def test_a_campaign_counts_a_runner_assert_as_the_models_alone_where_the_model_decides_the_runner():
+    assert _fatal_end("logits-covered", "real") == "logits-covered"
+    assert _fatal_end("logits-covered", "model").startswith("logits-covered (the model's alone")
+    assert _fatal_end("placeholders-nonnegative", "model") == "placeholders-nonnegative"
