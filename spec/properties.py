@@ -20,7 +20,7 @@ is the conjunction of their asserts' conditions, computed from `Effect.asserts`.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Literal
 
 from vllm_contract.spec.config import Config
 from vllm_contract.spec.engine import has_requests
@@ -61,7 +61,7 @@ class Assert:
     doc: str = ""
     # where vLLM has it: "scheduler" (every vLLM target runs it) or "runner" (only a target
     # that runs vLLM's own runner can see it fire; elsewhere the model ends the trace)
-    site: str = "scheduler"
+    site: Literal["scheduler", "runner"] = "scheduler"
 
 
 def counter_nonnegative(s: View, cfg: Config, ops: Ops):
