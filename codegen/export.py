@@ -111,11 +111,11 @@ def why_not(src: CaseSource, release: str) -> str | None:
     arm = _release_arm(src, release)
     if arm is None or _release_arm(src, release, guard=True) is None:
         return f"the case predicts no arm for vLLM {release}, plain and with the guard"
-    fired = arm[1].fired or _release_arm(src, release, guard=True)[1].fired
-    ends_at = ASSERTS[fired[0]] if fired else None
-    if ends_at is not None and ends_at.site != "scheduler":
-        # the test feeds the scheduler outputs of its own making: a runner's assert never runs
-        return f"it ends at vLLM's {ends_at.site} assert `{ends_at.statement}`, which a scheduler test does not run"
+    for ends in (arm[1].fired, _release_arm(src, release, guard=True)[1].fired):
+        at = ASSERTS[ends[0]] if ends else None
+        if at is not None and at.site != "scheduler":
+            # the test feeds the scheduler outputs of its own making: a runner's assert never runs
+            return f"it ends at vLLM's {at.site} assert `{at.statement}`, which a scheduler test does not run"
     cfg = src.case.config_for(arm[0])
     if cfg.spec_tokens and "over-delivery" in cfg.faults and _accepts_beyond_drafts(src.case, cfg):
         # found by export-check 0.32.0: vLLM's tests build the scheduler with log_stats on
