@@ -370,10 +370,30 @@ def _selected(config) -> list[str]:
     return [n for n in config.getoption("target").split(",") if n]
 
 
+# make test plays the cases of the two oldest releases' configurations on the scheduler
+# targets only; on vLLM's runners and the kernels they are make test-all's (`sweep`), but
+# for the deep pipelines (pp >= 3), whose cases exist only there
+SWEEP_ONLY_PROFILES = ("vllm-0.29.0", "vllm-0.30.0")
+SWEEP_ONLY_BELOW_PP = 3
+
+
+def _sweep_only(case, target) -> bool:
+    """A generated case that make test leaves to make test-all on this target."""
+    if case is None or not (target.runner or target.mark == "kernel"):
+        return False
+    return case.config.get("profile") in SWEEP_ONLY_PROFILES and case.config.get("pp", 1) < SWEEP_ONLY_BELOW_PP
+
+
 def pytest_generate_tests(metafunc):
     if "target" in metafunc.fixturenames:
         names = _selected(metafunc.config)
-        params = [pytest.param(n, marks=getattr(pytest.mark, _BY_NAME[n].mark), id=n) for n in names]
+        case = getattr(metafunc.module, "CASE", None)
+        params = []
+        for n in names:
+            marks = [getattr(pytest.mark, _BY_NAME[n].mark)]
+            if _sweep_only(case, _BY_NAME[n]):
+                marks.append(pytest.mark.sweep)
+            params.append(pytest.param(n, marks=marks, id=n))
         metafunc.parametrize("target", params, indirect=True)
 
 
