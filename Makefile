@@ -41,7 +41,7 @@ VLLM_TREES := .vllm_trees
 # every release with a pinned wheel (requirements/vllm-tree-<release>.txt), fetched by make vllm-<release>
 FETCHED_RELEASES := $(sort $(patsubst requirements/vllm-tree-%.txt,%,$(wildcard requirements/vllm-tree-*.txt)))
 
-.PHONY: venv prove generate check-generated test-ready test-preflight vllm-bytecode test test-later test-on-0.34.0 test-on-0.33.0 $(addprefix test-on-,$(OLDER_RELEASES)) test-all test-fast lint fuzz bench clean distclean vllm-trees $(addprefix vllm-,$(FETCHED_RELEASES)) plugin-trees plugin-tpu-inference diff-versions cite-check report report-deps review explain
+.PHONY: venv prove proved generate check-generated test-ready test-preflight vllm-bytecode test test-later test-on-0.34.0 test-on-0.33.0 $(addprefix test-on-,$(OLDER_RELEASES)) test-all test-fast lint fuzz bench clean distclean vllm-trees $(addprefix vllm-,$(FETCHED_RELEASES)) plugin-trees plugin-tpu-inference diff-versions cite-check report report-deps review explain
 
 venv: $(FULL)
 
@@ -91,9 +91,12 @@ generate: $(STAMP_BASE)
 	$(VC) prove --no-walks
 	$(VC) generate
 
-check-generated: $(STAMP_BASE)
-	$(VC) prove --no-walks
+check-generated: proved
 	$(VC) check-generated
+
+# the whole matrix without the walks, from the cache where nothing changed (model/cache.py)
+proved: $(STAMP_BASE)
+	$(VC) prove --no-walks
 
 # ruff (lint and format) and the import layers of pyproject.toml, read on the installed
 # layout (import-linter reads a package's files under its folder; the repository keeps
@@ -109,12 +112,13 @@ lint: $(STAMP_BASE)
 
 # what make test and make test-all check before pytest, side by side (make -j): installing
 # the kernels and vLLM, fetching the releases and the report's renderer mostly wait on
-# disk and network while the prover computes; the report needs the prover's summary, so
-# it comes after, beside the byte-code of the vLLM modules the tests import
+# disk and network while the prover computes; the generated suites' check and the report
+# need the prover's results, so they come after (the prover's second call there is its
+# cache's), beside the byte-code of the vLLM modules the tests import
 READY_JOBS ?= 4
 test-ready:
-	@$(MAKE) --no-print-directory -j$(READY_JOBS) $(FULL) vllm-trees plugin-trees lint check-generated report-deps
-	@$(MAKE) --no-print-directory -j2 report vllm-bytecode
+	@$(MAKE) --no-print-directory -j$(READY_JOBS) $(FULL) vllm-trees plugin-trees lint proved report-deps
+	@$(MAKE) --no-print-directory -j3 check-generated report vllm-bytecode
 
 # the venv is installed without byte-code (--no-compile): the first process that imports
 # vLLM's scheduler and runners, torch and triton compiles them (about 11 s here), and the

@@ -42,6 +42,7 @@ from __future__ import annotations
 import ast
 import difflib
 import json
+import os
 import re
 import tempfile
 import time
@@ -56,6 +57,7 @@ from vllm_contract.spec.errors import SpecError
 ROOT = Path(__file__).resolve().parent.parent
 CASES = ROOT / "generated_tests" / "cases"
 USER_TRACES = ROOT / "generated_tests" / "traces"
+BUILD_CHUNK = 40  # traces a worker process builds before the next is forked
 INDEX_ROW = re.compile(r"^\| `([^`]+)` \| (\w+) \| (.*) \|$")
 
 
@@ -144,16 +146,7 @@ def plan(
         # any layout (traces/<config>/ or traces/<profile>/<config>/): each trace names its
         # configuration in #meta, and that must be one the summary lists
         paths = sorted((prove_dir / "traces").rglob("*.itf.json"))
-        last = time.monotonic()
-        for i, path in enumerate(paths):
-            if progress is not None and time.monotonic() - last >= 2:
-                progress(f"generate: {i}/{len(paths)} trace(s) replayed and predicted on every arm")
-                last = time.monotonic()
-            match = re.search(r"\.(\d+)\.itf\.json$", path.name)
-            try:
-                src = build(path, None, int(match.group(1)) if match else 0)
-            except SpecError as exc:  # the prover's own trace: a damaged or partial result
-                raise CaseError(f"{exc}; the prover's result is damaged: run `make prove` again") from None
+        for path, src in zip(paths, _build_all(paths, progress)):
             if src.cfg.name not in names:
                 raise CaseError(
                     f"{path} is a trace of {src.cfg.name!r}, which {prove_dir}/summary.json "
@@ -169,6 +162,39 @@ def plan(
         out.kept, out.kept_rows = kept_files(committed, run)
     _unique(sources, out.kept)
     return out
+
+
+def _build_prover_traces(paths: list[Path]) -> list[CaseSource]:
+    out = []
+    for path in paths:
+        match = re.search(r"\.(\d+)\.itf\.json$", path.name)
+        try:
+            out.append(build(path, None, int(match.group(1)) if match else 0))
+        except SpecError as exc:  # the prover's own trace: a damaged or partial result
+            raise CaseError(f"{exc}; the prover's result is damaged: run `make prove` again") from None
+    return out
+
+
+def _build_all(paths: list[Path], progress=None) -> list[CaseSource]:
+    """Every prover trace as a case, in the order given, on one process per core (a case is
+    the interpreter's replay and a prediction per arm: pure Python, no solver, so the
+    result does not depend on how the traces are shared out)."""
+    jobs = min(len(os.sched_getaffinity(0)), 8)
+    if jobs < 2 or len(paths) < 2 * BUILD_CHUNK:
+        return _build_prover_traces(paths)
+    from vllm_contract.model.workers import run_isolated
+
+    chunks = [paths[i : i + BUILD_CHUNK] for i in range(0, len(paths), BUILD_CHUNK)]
+    done = [0, time.monotonic()]
+
+    def ended(i: int, built: list) -> None:
+        done[0] += len(built)
+        if progress is not None and time.monotonic() - done[1] >= 2:
+            progress(f"generate: {done[0]}/{len(paths)} trace(s) replayed and predicted on every arm")
+            done[1] = time.monotonic()
+
+    built = run_isolated(_build_prover_traces, [(c,) for c in chunks], jobs, ["vllm_contract.codegen.cases"], ended)
+    return [src for chunk in built for src in chunk]
 
 
 def same_trace_once(sources: list[CaseSource]) -> list[CaseSource]:

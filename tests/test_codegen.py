@@ -38,6 +38,25 @@ def test_same_spec_gives_byte_identical_traces_and_modules(kvfail_trace, tmp_pat
     assert first.replace(str(kvfail_trace), "TRACE") == second.replace(str(tmp_path / "again.itf.json"), "TRACE")
 
 
+def test_cases_built_on_several_processes_are_the_ones_built_in_one(kvfail_trace, monkeypatch):
+    """check-generated shares the prover's traces out over worker processes: the cases, in
+    their order, are what one process builds (and a damaged trace still stops it)."""
+    traces = sorted(kvfail_trace.parent.parent.rglob("*.itf.json"))
+    monkeypatch.setattr(generate, "BUILD_CHUNK", 1)
+    if len(traces) < 2:
+        pytest.fail(f"the v2-kvfail run wrote {len(traces)} trace(s); this check needs two")
+    alone = [render(src) for src in generate._build_prover_traces(traces)]
+    shared = [render(src) for src in generate._build_all(traces)]
+    assert shared == alone
+    broken = kvfail_trace.parent / "zz-broken.itf.json"
+    broken.write_text("{")
+    try:
+        with pytest.raises(CaseError, match="damaged"):
+            generate._build_all([*traces, broken])
+    finally:
+        broken.unlink()
+
+
 def test_check_catches_a_hand_edit(kvfail_trace, tmp_path):
     committed = tmp_path / "cases"
     sources = [build(kvfail_trace)]
