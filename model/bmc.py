@@ -10,6 +10,7 @@ SIGINT that Z3 caught raises `SolverInterrupted`, which is not a verdict at all.
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass
 from typing import Callable
@@ -394,14 +395,28 @@ class Bmc:
         return found
 
 
+_ONE_STEP_VIEWS: dict[str, tuple] = {}
+_ONE_STEP_VIEWS_KEPT = 64
+
+
+def _one_step_view(cfg) -> tuple:
+    """The encoding of one step and its class view, built once per semantics (configurations
+    with equal semantics have the same encoding; a monitor's or a campaign's traces share a
+    few): the most recent 64 are kept."""
+    key = json.dumps(cfg.semantics(), sort_keys=True, default=sorted)
+    if key not in _ONE_STEP_VIEWS:
+        if len(_ONE_STEP_VIEWS) >= _ONE_STEP_VIEWS_KEPT:
+            del _ONE_STEP_VIEWS[next(iter(_ONE_STEP_VIEWS))]
+        enc = Encoding(cfg)
+        _ONE_STEP_VIEWS[key] = (enc, Bmc(enc).mechanisms(1), enc.step(0), enc.step(1), enc.event_index())
+    return _ONE_STEP_VIEWS[key]
+
+
 def mechanisms_of(cfg, steps: list[Step], states: list[dict]) -> list[str]:
     """The class of a concrete trace (its steps and the states its replay went through):
     `Bmc.mechanisms`'s own conditions for one step, evaluated on each step of the trace, so
     a recorded trace is named by the definition the searches use."""
-    enc = Encoding(cfg)
-    view = Bmc(enc).mechanisms(1)
-    here, there = enc.step(0), enc.step(1)
-    names = enc.event_index()
+    enc, view, here, there, names = _one_step_view(cfg)
 
     def value(v):
         return z3.BoolVal(v) if isinstance(v, bool) else z3.IntVal(v)

@@ -155,10 +155,12 @@ def departure(meta: dict, release: str | None) -> str:
     return "; ".join(said)
 
 
-def explain_trace(path: Path, release: str | None = None) -> Answer:
+def explain_trace(path: Path, release: str | None = None, every_release: bool = True) -> Answer:
     """The answer for one trace file, for the release it records (`release`, from
     --release, must be that one); SpecError (bad input) when it cannot be read, holds a
-    malformed configuration, or names another release."""
+    malformed configuration, or names another release. `every_release=False` leaves out
+    what the trace does on the other releases (a check that asks only whether the model
+    reproduces it: the monitor's tests)."""
     meta, trace = read(path)
     if trace.kind != "violation":
         raise SpecError(f"{path}: explain --trace reads a violation (#meta violated), not a {trace.kind}")
@@ -217,8 +219,9 @@ def explain_trace(path: Path, release: str | None = None) -> Answer:
         answer.same = same_mechanism(prop, cfg.run.family, answer.mechanisms)
         # a hang is shown by the engine run on from the last state: each release's prediction
         # plays the same run on (as a generated hang case does)
-        more = hang.run_on(it, replay.states[-1]) if PROPERTIES[prop].hangs and replay.stuck else []
-        for label, overrides in arms_for(cfg.profile, False, "none", cfg.on_vllm_v1, cfg.run.releases).items():
+        more = hang.run_on(it, replay.states[-1]) if every_release and PROPERTIES[prop].hangs and replay.stuck else []
+        arms = arms_for(cfg.profile, False, "none", cfg.on_vllm_v1, cfg.run.releases) if every_release else {}
+        for label, overrides in arms.items():
             if overrides["clamp"]:
                 continue
             exp = predict(prop, cfg.with_(**overrides).validate(), init, steps + list(more), len(more))

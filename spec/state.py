@@ -8,6 +8,7 @@ wrote is its `modifies` set; every other variable keeps its value (the frame).
 
 from __future__ import annotations
 
+import weakref
 from typing import Any, Mapping
 
 from vllm_contract.spec.config import Config
@@ -24,7 +25,7 @@ class _Indexed:
         self._name = name
 
     def _key(self, idx) -> Key:
-        return (self._name,) + (idx if isinstance(idx, tuple) else (idx,))
+        return (self._name, *idx) if isinstance(idx, tuple) else (self._name, idx)
 
     def __getitem__(self, idx):
         return self._view._read(self._key(idx))
@@ -33,13 +34,28 @@ class _Indexed:
         self._view._write(self._key(idx), value)
 
 
+_DECLS_SEEN: dict[int, tuple[weakref.ref, dict[str, VarDecl]]] = {}
+
+
+def _decls_by_name(cfg: Config) -> dict[str, VarDecl]:
+    """A configuration's variables by name, computed once per Config object (every state of
+    a run is viewed under one; a Config is frozen, but not hashable: it holds a dict)."""
+    seen = _DECLS_SEEN.get(id(cfg))
+    if seen is not None and seen[0]() is cfg:
+        return seen[1]
+    key = id(cfg)
+    decls = {d.name: d for d in decls_for(cfg)}
+    _DECLS_SEEN[key] = (weakref.ref(cfg, lambda _ref: _DECLS_SEEN.pop(key, None)), decls)
+    return decls
+
+
 class View:
     """Read-only named access to a state."""
 
     def __init__(self, cfg: Config, values: Mapping[Key, Any]):
         object.__setattr__(self, "_cfg", cfg)
         object.__setattr__(self, "_values", values)
-        object.__setattr__(self, "_decls", {d.name: d for d in decls_for(cfg)})
+        object.__setattr__(self, "_decls", _decls_by_name(cfg))
 
     def _decl(self, name: str) -> VarDecl:
         try:
