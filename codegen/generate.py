@@ -193,7 +193,9 @@ def _build_all(paths: list[Path], progress=None) -> list[CaseSource]:
             progress(f"generate: {done[0]}/{len(paths)} trace(s) replayed and predicted on every arm")
             done[1] = time.monotonic()
 
-    built = run_isolated(_build_prover_traces, [(c,) for c in chunks], jobs, ["vllm_contract.codegen.cases"], ended)
+    built = run_isolated(
+        _build_prover_traces, [(c,) for c in chunks], jobs, ["vllm_contract.codegen.cases"], ended, fresh=False
+    )
     return [src for chunk in built for src in chunk]
 
 

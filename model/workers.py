@@ -39,14 +39,21 @@ def _worker_start() -> None:
     die_with_parent()
 
 
-def isolated_pool(jobs: int, preload: Iterable[str] = ("vllm_contract.model.check",)) -> ProcessPoolExecutor:
-    """A pool whose every task runs in a fresh process forked from a preloaded server.
-    The server is made to die with this process too (model/forkserver_guard.py is
-    preloaded first: importing it sets the server's death signal)."""
+def isolated_pool(
+    jobs: int, preload: Iterable[str] = ("vllm_contract.model.check",), fresh: bool = True
+) -> ProcessPoolExecutor:
+    """A pool whose every task runs in a fresh process forked from a preloaded server
+    (`fresh=False`: its workers take task after task, for work whose result cannot depend
+    on what a process ran before, such as the interpreter's). The server is made to die
+    with this process too (model/forkserver_guard.py is preloaded first: importing it sets
+    the server's death signal)."""
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload(["vllm_contract.model.forkserver_guard", *preload])
     return ProcessPoolExecutor(
-        max_workers=max(jobs, 1), mp_context=context, max_tasks_per_child=1, initializer=_worker_start
+        max_workers=max(jobs, 1),
+        mp_context=context,
+        max_tasks_per_child=1 if fresh else None,
+        initializer=_worker_start,
     )
 
 
@@ -63,12 +70,18 @@ def stop_pool(pool: ProcessPoolExecutor) -> None:
 
 
 def run_isolated(
-    fn: Callable, tasks: list[tuple], jobs: int, preload: Iterable[str], on_result: Callable[[int, Any], None]
+    fn: Callable,
+    tasks: list[tuple],
+    jobs: int,
+    preload: Iterable[str],
+    on_result: Callable[[int, Any], None],
+    fresh: bool = True,
 ) -> list:
-    """fn(*task) for every task in fresh processes; on_result(index, result) as each ends
-    (in the order they finish). Returns the results in task order. An exception of a
-    task, an interrupt or a worker killed outright stops every worker and is raised."""
-    pool = isolated_pool(jobs, preload)
+    """fn(*task) for every task in fresh processes (`fresh=False`: on `jobs` workers that
+    each run many); on_result(index, result) as each ends (in the order they finish).
+    Returns the results in task order. An exception of a task, an interrupt or a worker
+    killed outright stops every worker and is raised."""
+    pool = isolated_pool(jobs, preload, fresh)
     results: dict[int, Any] = {}
     try:
         futures: dict[Future, int] = {pool.submit(fn, *task): i for i, task in enumerate(tasks)}
