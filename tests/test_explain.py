@@ -439,6 +439,17 @@ def test_explain_trace_names_the_mechanism_of_a_counterexample(tmp_path, capsys)
     assert answer["mechanisms"] == ["kv-load-failure", "prefix-hit", "shared-block-failure"]
 
 
+def test_explain_trace_for_one_release_only_leaves_the_others_out(tmp_path):
+    """The monitor's tests ask only whether the model reproduces a trace: the same answer,
+    mechanisms and headline, without the other releases' predictions."""
+    from vllm_contract.report.explain_trace import explain_trace
+
+    path = _case_trace(tmp_path, "generated_tests.cases.vllm_0_29_0.test_v2_kvfail_shared__counter_nonnegative")
+    whole, alone = explain_trace(path), explain_trace(path, every_release=False)
+    assert len(whole.releases) > 1 and alone.releases == []
+    assert (alone.status, alone.mechanisms, alone.headline) == (whole.status, whole.mechanisms, whole.headline)
+
+
 def test_explain_trace_a_value_the_model_does_not_give_is_a_finding(tmp_path, capsys):
     path = _case_trace(tmp_path, "generated_tests.cases.vllm_0_29_0.test_v2_kvfail__counter_nonnegative")
     doc = json.loads(path.read_text())
