@@ -41,7 +41,7 @@ VLLM_TREES := .vllm_trees
 # every release with a pinned wheel (requirements/vllm-tree-<release>.txt), fetched by make vllm-<release>
 FETCHED_RELEASES := $(sort $(patsubst requirements/vllm-tree-%.txt,%,$(wildcard requirements/vllm-tree-*.txt)))
 
-.PHONY: venv prove proved generate check-generated test-ready test-preflight vllm-bytecode test test-later test-on-0.34.0 test-on-0.33.0 $(addprefix test-on-,$(OLDER_RELEASES)) test-all test-fast lint fuzz bench clean distclean vllm-trees $(addprefix vllm-,$(FETCHED_RELEASES)) plugin-trees plugin-tpu-inference diff-versions cite-check report report-deps review explain
+.PHONY: venv prove proved generate check-generated test-ready test-preflight vllm-bytecode test test-later test-on-0.32.0 test-on-0.34.0 test-on-0.33.0 $(addprefix test-on-,$(OLDER_RELEASES)) test-all test-fast lint fuzz bench clean distclean vllm-trees $(addprefix vllm-,$(FETCHED_RELEASES)) plugin-trees plugin-tpu-inference diff-versions cite-check report report-deps review explain
 
 venv: $(FULL)
 
@@ -132,11 +132,12 @@ vllm-bytecode: $(FULL)
 
 # the README's test command: lint, the prover's verdicts, fresh generated suites, then the
 # unit tests and every generated case on the reference, vLLM (every arm), real-runner and
-# kernel targets for 0.32.0 (on pytest-xdist's workers), then the other releases' suites
+# kernel targets for 0.32.0 (on pytest-xdist's workers) and, beside it, the other
+# releases' suites one after another (the 0.32.0 stage's output as it runs, each other
+# stage's whole when it ends; side by side, no core waits for the 0.32.0 stage's last test)
 test: $(if $(VLLM),test-preflight) test-ready
 ifeq ($(VLLM),)
-	$(PY) -m pytest -q $(XDIST) --vllm=0.32.0 --junitxml=build/junit-0.32.0.xml
-	@$(MAKE) --no-print-directory test-later
+	@$(MAKE) --no-print-directory -j$(if $(filter 1,$(JOBS)),1,2) test-on-0.32.0 test-later LATER_LANES=1
 else
 	$(PY) -m pytest -q $(XDIST) --vllm="$(VLLM)" --junitxml=build/junit.xml
 endif
@@ -153,11 +154,15 @@ test-preflight: $(FULL) $(if $(filter $(FETCHED_RELEASES),$(VLLM)),$(VLLM_TREES)
 # generated cases and scheduler-target tests on five targets; on 0.29.0, 0.30.0 and
 # 0.31.0 every generated case on the scheduler (plain and clamped) and the clamp's tests
 LANES ?= $(if $(filter 1,$(JOBS)),1,2)
+LATER_LANES = $(LANES)
 STAGE_WORKERS ?= -n 0  # bench speed also times them on xdist workers, one stage after another
 LATER_STAGES := $(addprefix test-on-,0.34.0 0.33.0 $(OLDER_RELEASES))
 test-later:
-	@echo "pytest on 0.34.0 0.33.0 $(OLDER_RELEASES) ($(LANES) at a time; each run's output comes whole when it ends)"
-	@$(MAKE) --no-print-directory -j$(LANES) --output-sync=target $(LATER_STAGES)
+	@echo "pytest on 0.34.0 0.33.0 $(OLDER_RELEASES) ($(LATER_LANES) at a time; each run's output comes whole when it ends)"
+	@$(MAKE) --no-print-directory -j$(LATER_LANES) --output-sync=target $(LATER_STAGES)
+
+test-on-0.32.0: $(FULL)
+	$(PY) -m pytest -q $(XDIST) --vllm=0.32.0 --junitxml=build/junit-0.32.0.xml
 
 test-on-0.33.0 test-on-0.34.0: test-on-%: $(FULL) $(VLLM_TREES)/%/SOURCE
 	$(PY) -m pytest -q $(STAGE_WORKERS) --vllm=$* $(VLLM_SUITES) $(VLLM_TARGETS) --junitxml=build/junit-$*.xml
