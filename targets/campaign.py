@@ -36,7 +36,7 @@ from vllm_contract.model.trace import Step, Trace, replay
 from vllm_contract.spec.config import Config
 from vllm_contract.spec.errors import TargetUnavailable
 from vllm_contract.spec.properties import ASSERTS
-from vllm_contract.targets.fuzz import DIVERGED, NOT_PLAYED, new_target, play, shrunk
+from vllm_contract.targets.fuzz import DIVERGED, NOT_PLAYED, new_target, play, shrunk, target_class
 from vllm_contract.targets.fuzz_presets import PRESETS, ignore_known
 
 FORMAT = "vllm-contract fuzz campaign 1"
@@ -507,7 +507,7 @@ def _fatal_end(name: str, runner: str) -> str:
     """How a trace the model ended at an assert is counted: by the assert's name where vLLM
     ran the code that has it, else said to be the model's alone (a runner's assert where
     the model decides the runner's returns)."""
-    if runner == "real" or ASSERTS[name].site == "scheduler":
+    if ASSERTS[name].site == "scheduler" or target_class(runner).observes_runner_asserts:
         return name
     return f"{name} (the model's alone: vLLM's {ASSERTS[name].site} did not run)"
 

@@ -149,16 +149,22 @@ def shrunk(cfg: Config, played: Played, target, ignore=None, engine: bool = Fals
     return Played(init, steps, played.end, DIVERGED, played.why, played.signature, message)
 
 
-def new_target(runner: str = "model"):
-    """The target the fuzzer replays on: vLLM's scheduler with the model's runner
-    decisions, or (runner "real") with vLLM's own model runner."""
+def target_class(runner: str = "model") -> type:
+    """The target class a runner mode replays on: vLLM's scheduler with the model's runner
+    decisions, or (runner "real") with vLLM's own model runner. What it observes (a
+    runner's asserts among them) is the class's to say."""
     if runner == "real":
         from vllm_contract.targets.real_runner import RealRunnerTarget
 
-        return RealRunnerTarget()
+        return RealRunnerTarget
     from vllm_contract.targets.vllm_target import VllmTarget
 
-    return VllmTarget()
+    return VllmTarget
+
+
+def new_target(runner: str = "model"):
+    """A fresh target of that runner mode (target_class)."""
+    return target_class(runner)()
 
 
 def runner_tally(log) -> Counter:
