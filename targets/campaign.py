@@ -28,6 +28,7 @@ import time
 import traceback
 from collections import Counter
 from dataclasses import asdict, dataclass
+from functools import cached_property
 from typing import Any, Iterable, Iterator, Mapping
 
 from vllm_contract.model.interpreter import Interpreter, flat, nested
@@ -37,7 +38,7 @@ from vllm_contract.spec.config import Config
 from vllm_contract.spec.errors import TargetUnavailable
 from vllm_contract.spec.properties import ASSERTS
 from vllm_contract.targets.fuzz import DIVERGED, NOT_PLAYED, new_target, play, shrunk, target_class
-from vllm_contract.targets.fuzz_presets import PRESETS, ignore_known
+from vllm_contract.targets.fuzz_presets import PRESETS, ignore_known, runs_on
 
 FORMAT = "vllm-contract fuzz campaign 1"
 SHARD_SIZE = 25  # traces per shard: 3 s on the scheduler, about 10 s with the real runner (progress, retries)
@@ -73,9 +74,20 @@ class Campaign:
         data = {k: tuple(v) if isinstance(v, list) else v for k, v in record.items()}
         return Campaign(**data, shard_size=shard_size)
 
+    @cached_property
+    def _groups(self) -> tuple[tuple[str, str, str], ...]:
+        """(release, runner, preset) in shard order, each preset on the releases that have its
+        runner (a V1 preset is no trace of 0.34.0's: left_out)."""
+        return tuple((r, m, p) for r in self.releases for m in self.runners for p in self.presets if runs_on(p, r))
+
+    @property
+    def left_out(self) -> list[tuple[str, str]]:
+        """(release, preset) pairs the campaign does not run: the release lacks the preset's runner."""
+        return [(r, p) for r in self.releases for p in self.presets if not runs_on(p, r)]
+
     @property
     def traces(self) -> int:
-        return len(self.releases) * len(self.presets) * len(self.runners) * self.cases
+        return len(self._groups) * self.cases
 
     @property
     def per_group(self) -> int:
@@ -84,7 +96,7 @@ class Campaign:
 
     @property
     def shard_count(self) -> int:
-        return len(self.releases) * len(self.runners) * len(self.presets) * self.per_group
+        return len(self._groups) * self.per_group
 
     def shard(self, number: int) -> "Shard":
         """Shard `number`, computed: a campaign never lists its shards (a billion traces a
@@ -93,11 +105,10 @@ class Campaign:
         if not 0 <= number < self.shard_count:
             raise IndexError(f"shard {number} of a campaign of {self.shard_count}")
         group, k = divmod(number, self.per_group)
-        release, rest = divmod(group, len(self.runners) * len(self.presets))
-        runner, preset = divmod(rest, len(self.presets))
+        release, runner, preset = self._groups[group]
         start = self.first + k * self.shard_size
         stop = min(start + self.shard_size, self.first + self.cases)
-        return Shard(number, self.releases[release], self.presets[preset], self.runners[runner], start, stop)
+        return Shard(number, release, preset, runner, start, stop)
 
     def shards(self, numbers: range | None = None) -> Iterator["Shard"]:
         """Every shard (or those numbered in `numbers`), drawn one at a time."""
@@ -107,15 +118,15 @@ class Campaign:
     def group_numbers(self, group: tuple[str, str, str]) -> range:
         """The numbers of one (release, preset, runner)'s shards."""
         release, preset, runner = group
-        index = (self.releases.index(release) * len(self.runners) + self.runners.index(runner)) * len(self.presets)
-        index += self.presets.index(preset)
+        index = self._groups.index((release, runner, preset))
         return range(index * self.per_group, (index + 1) * self.per_group)
 
     def release_numbers(self, release: str) -> range:
         """The numbers of one release's shards (they come together)."""
-        size = len(self.runners) * len(self.presets) * self.per_group
-        index = self.releases.index(release)
-        return range(index * size, (index + 1) * size)
+        indices = [i for i, g in enumerate(self._groups) if g[0] == release]
+        if not indices:
+            return range(0)
+        return range(indices[0] * self.per_group, (indices[-1] + 1) * self.per_group)
 
 
 def finished_in(done: Mapping[int, Any], numbers: range) -> list[int]:
@@ -267,7 +278,7 @@ def run_case(campaign: Campaign, key: CaseKey, target, profile: str) -> dict:
 
 def groups(campaign: Campaign) -> list[tuple[str, str, str]]:
     """(release, preset, runner) in the order results are written."""
-    return [(r, p, m) for r in campaign.releases for p in campaign.presets for m in campaign.runners]
+    return [(r, p, m) for r in campaign.releases for p in campaign.presets for m in campaign.runners if runs_on(p, r)]
 
 
 def case_keys(
@@ -512,6 +523,17 @@ def _fatal_end(name: str, runner: str) -> str:
     return f"{name} (the model's alone: vLLM's {ASSERTS[name].site} did not run)"
 
 
+def _left_out_lines(campaign: Campaign) -> list[str]:
+    """One line per release that lacks some presets' runner: those presets are no traces of it."""
+    by_release: dict[str, list[str]] = {}
+    for release, preset in campaign.left_out:
+        by_release.setdefault(release, []).append(preset)
+    return [
+        f"left out: {len(names)} V1 preset(s) on {release} (vLLM {release} has no V1 model runner): {', '.join(names)}"
+        for release, names in by_release.items()
+    ]
+
+
 def _counts(counter: Mapping[str, int]) -> str:
     return ", ".join(f"{k} {v}" for k, v in counter.items()) or "none"
 
@@ -522,7 +544,7 @@ def summary(results: Mapping, stopped: str | None = None) -> str:
     if results["complete"]:
         head = "complete"
     else:
-        planned = len(c["releases"]) * len(c["presets"]) * len(c["runners"]) * c["cases"]
+        planned = Campaign.from_record(c).traces
         why = f"stopped by {stopped}" if stopped else "not every task ran"
         head = f"PARTIAL ({why}): {t['traces']} of {planned} trace(s) run, not a full campaign"
     lines = [
@@ -534,6 +556,7 @@ def summary(results: Mapping, stopped: str | None = None) -> str:
         + ("; not shrunk" if not c["minimize"] else ""),
         f"total: {t['traces']} traces, {t['steps']} steps, {t['divergent']} divergent, "
         f"{t['could_not_run']} could not run, {t['cases']} case(s)",
+        *_left_out_lines(Campaign.from_record(c)),
         "",
         f"{'release':<10} {'runner':<6} {'preset':<20} {'traces':>6} {'steps':>7} {'divergent':>9} {'not run':>7}"
         "  vLLM asserts that ended a trace in both",

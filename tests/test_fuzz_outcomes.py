@@ -349,3 +349,29 @@ def test_a_campaign_counts_a_runner_assert_as_the_models_alone_where_the_model_d
     assert _fatal_end("logits-covered", "real") == "logits-covered"
     assert _fatal_end("logits-covered", "model").startswith("logits-covered (the model's alone")
     assert _fatal_end("placeholders-nonnegative", "model") == "placeholders-nonnegative"
+
+
+def test_a_v1_preset_is_no_trace_of_a_release_without_the_v1_runner():
+    """`--releases all` takes in 0.34.0, which has no V1 runner: its V1 presets are left out
+    of the campaign and said to be (they were counted as could not run, exit 3), and every
+    shard still belongs to its group."""
+    from vllm_contract.targets.campaign import _left_out_lines, groups
+
+    campaign = Campaign(
+        seed=1, cases=3, length=5, releases=("0.33.0", "0.34.0"), presets=("v1-core", "v2-core"), shard_size=2
+    )
+    assert campaign.left_out == [("0.34.0", "v1-core")]
+    assert groups(campaign) == [
+        ("0.33.0", "v1-core", "model"),
+        ("0.33.0", "v2-core", "model"),
+        ("0.34.0", "v2-core", "model"),
+    ]
+    assert campaign.traces == 9 and campaign.shard_count == 6
+    shards = list(campaign.shards())
+    assert [(s.release, s.preset) for s in shards if s.release == "0.34.0"] == [("0.34.0", "v2-core")] * 2
+    assert all(campaign.shard(n).release == "0.34.0" for n in campaign.release_numbers("0.34.0"))
+    assert _left_out_lines(campaign) == [
+        "left out: 1 V1 preset(s) on 0.34.0 (vLLM 0.34.0 has no V1 model runner): v1-core"
+    ]
+    only_v1 = Campaign(seed=1, cases=3, length=5, releases=("0.32.0", "0.33.0"), presets=("v1-core",))
+    assert only_v1.left_out == [] and only_v1.traces == 6
