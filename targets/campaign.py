@@ -39,6 +39,7 @@ from vllm_contract.spec.errors import TargetUnavailable
 from vllm_contract.spec.properties import ASSERTS
 from vllm_contract.targets.fuzz import DIVERGED, NOT_PLAYED, new_target, play, shrunk, target_class
 from vllm_contract.targets.fuzz_presets import PRESETS, ignore_known, runs_on
+from vllm_contract.targets.harness import observes
 
 FORMAT = "vllm-contract fuzz campaign 1"
 SHARD_SIZE = 25  # traces per shard: 3 s on the scheduler, about 10 s with the real runner (progress, retries)
@@ -515,11 +516,13 @@ def dump_chunks(value: Any, depth: int = 0) -> Iterator[str]:
 
 
 def _fatal_end(name: str, runner: str) -> str:
-    """How a trace the model ended at an assert is counted: by the assert's name where vLLM
-    ran the code that has it, else said to be the model's alone (a runner's assert where
-    the model decides the runner's returns)."""
-    if ASSERTS[name].site == "scheduler" or target_class(runner).observes_runner_asserts:
+    """How a trace the model ended at an assert is counted: by the assert's name where the
+    target sees it (harness.observes), else said to be the model's alone (a runner's assert
+    where the model decides the runner's returns, or one vLLM has no statement for)."""
+    if observes(target_class(runner), name):
         return name
+    if not ASSERTS[name].statement:
+        return f"{name} (the model's alone: vLLM has no such assert)"
     return f"{name} (the model's alone: vLLM's {ASSERTS[name].site} did not run)"
 
 

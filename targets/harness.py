@@ -518,12 +518,10 @@ def replay(
         outcome = target.step(event, flat_args, played)
         outcomes.append(outcome)
         model_fatal = played.fired
-        if (
-            model_fatal
-            and not outcome.fired
-            and all(ASSERTS[a].site != "scheduler" and not observes(target, a) for a in model_fatal)
-        ):
-            # an assert in code this target does not run (a runner's): the model ends the trace here
+        if model_fatal and not outcome.fired and not any(observes(target, a) for a in model_fatal):
+            # an assert this target cannot see (a runner's where vLLM's runner does not run, or
+            # the model's own, with no statement in vLLM): the model ends the trace here, as
+            # a generated case's arm does (_replay_arm)
             return ReplayResult(index + 1, None, state, {}, outcomes)
         if outcome.fired or model_fatal:
             if outcome.fired not in model_fatal:

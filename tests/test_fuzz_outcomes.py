@@ -375,3 +375,11 @@ def test_a_v1_preset_is_no_trace_of_a_release_without_the_v1_runner():
     ]
     only_v1 = Campaign(seed=1, cases=3, length=5, releases=("0.32.0", "0.33.0"), presets=("v1-core",))
     assert only_v1.left_out == [] and only_v1.traces == 6
+
+
+def test_an_assert_vllm_has_no_statement_for_is_the_models_alone():
+    """running-tokens-positive is the model's own end (no statement in vLLM): a campaign says
+    so, as for a runner's assert on the scheduler-only target, and names the ones vLLM has."""
+    assert _fatal_end("running-tokens-positive", "real").startswith("running-tokens-positive (the model's alone")
+    assert _fatal_end("running-tokens-positive", "model").endswith("vLLM has no such assert)")
+    assert _fatal_end("admission-tokens-positive", "real") == "admission-tokens-positive"
