@@ -179,7 +179,7 @@ def _build_all(paths: list[Path], progress=None) -> list[CaseSource]:
     """Every prover trace as a case, in the order given, on one process per core (a case is
     the interpreter's replay and a prediction per arm: pure Python, no solver, so the
     result does not depend on how the traces are shared out)."""
-    jobs = min(len(os.sched_getaffinity(0)), 8)
+    jobs = min(os.cpu_count() or 1, 8)
     if jobs < 2 or len(paths) < 2 * BUILD_CHUNK:
         return _build_prover_traces(paths)
     from vllm_contract.model.workers import run_isolated
