@@ -57,7 +57,7 @@ from vllm_contract.spec.errors import SpecError
 ROOT = Path(__file__).resolve().parent.parent
 CASES = ROOT / "generated_tests" / "cases"
 USER_TRACES = ROOT / "generated_tests" / "traces"
-BUILD_CHUNK = 40  # traces a worker process builds before the next is forked
+BUILD_CHUNK = 40  # traces a worker builds per task (progress is said as tasks end)
 INDEX_ROW = re.compile(r"^\| `([^`]+)` \| (\w+) \| (.*) \|$")
 
 

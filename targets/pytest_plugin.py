@@ -372,7 +372,8 @@ def _selected(config) -> list[str]:
 
 # make test plays the cases of the two oldest releases' configurations on the scheduler
 # targets only; on vLLM's runners and the kernels they are make test-all's (`sweep`), but
-# for the deep pipelines (pp >= 3), whose cases exist only there
+# for the deep pipelines (pp >= 3), whose cases exist only there, and for a case whose
+# module the command line names (its Replay: line)
 SWEEP_ONLY_PROFILES = ("vllm-0.29.0", "vllm-0.30.0")
 SWEEP_ONLY_BELOW_PP = 3
 
@@ -384,10 +385,20 @@ def _sweep_only(case, target) -> bool:
     return case.config.get("profile") in SWEEP_ONLY_PROFILES and case.config.get("pp", 1) < SWEEP_ONLY_BELOW_PP
 
 
+def _named(config, module_file: str) -> bool:
+    """Whether the command line names this module (a path or a node id in it)."""
+    from pathlib import Path
+
+    here = Path(module_file).resolve()
+    return any(Path(config.invocation_params.dir, arg.split("::")[0]).resolve() == here for arg in config.args)
+
+
 def pytest_generate_tests(metafunc):
     if "target" in metafunc.fixturenames:
         names = _selected(metafunc.config)
         case = getattr(metafunc.module, "CASE", None)
+        if case is not None and _named(metafunc.config, metafunc.module.__file__):
+            case = None
         params = []
         for n in names:
             marks = [getattr(pytest.mark, _BY_NAME[n].mark)]
