@@ -102,9 +102,9 @@ def next_step(interp: Interpreter, state: State):
     cfg = interp.cfg
     for event in ("schedule", "deliver"):
         named = _picks(cfg, state, event)
-        args = args_for(interp.event(event), cfg, named)
-        if interp.enabled(state, event, args):
-            return event, named, interp.step(state, event, args)
+        result = interp.try_step(state, event, args_for(interp.event(event), cfg, named))
+        if result is not None:
+            return event, named, result
     return None
 
 

@@ -128,10 +128,17 @@ class Interpreter:
         return bool(guard)
 
     def step(self, state: State, name: str, args: Mapping[tuple, Any]) -> StepResult:
-        event = self.event(name)
-        guard, writes, effect = apply(event, state, args, self.cfg, INT_OPS)
-        if not guard:
+        result = self.try_step(state, name, args)
+        if result is None:
             raise Disabled(f"{name}({nested(args)}) is not enabled in this state")
+        return result
+
+    def try_step(self, state: State, name: str, args: Mapping[tuple, Any]) -> StepResult | None:
+        """The step, or None where its guard does not hold: one evaluation of the event,
+        where enabled() then step() would take two (the engine's run on asks at every step)."""
+        guard, writes, effect = apply(self.event(name), state, args, self.cfg, INT_OPS)
+        if not guard:
+            return None
         nxt = dict(state)
         nxt.update(writes)
         return StepResult(

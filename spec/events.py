@@ -88,9 +88,10 @@ def apply(event: Event, state: Mapping, args: Mapping, cfg: Config, ops: Ops):
     domains; effect.checks includes the checks of assert-defined properties."""
     from vllm_contract.spec.properties import checks_with_asserts
 
-    s = View(cfg, state)
+    concrete = not getattr(ops, "symbolic", True)
+    s = View(cfg, state, keep_accessors=concrete)
     a = ArgView(event, cfg, args)
-    nxt = Next(cfg, state)
+    nxt = Next(cfg, state, keep_accessors=concrete)
     effect = event.fn(s, a, nxt, cfg, ops)
     guard = ops.all(domain_guard(event, args, cfg, ops), effect.guard)
     effect.checks = checks_with_asserts(effect.checks, effect.asserts, ops)

@@ -28,7 +28,8 @@ class _Indexed:
         return (self._name, *idx) if isinstance(idx, tuple) else (self._name, idx)
 
     def __getitem__(self, idx):
-        return self._view._read(self._key(idx))
+        # the key built here rather than through _key: the interpreter reads millions of them
+        return self._view._read((self._name, *idx) if isinstance(idx, tuple) else (self._name, idx))
 
     def __setitem__(self, idx, value):
         self._view._write(self._key(idx), value)
@@ -50,12 +51,21 @@ def _decls_by_name(cfg: Config) -> dict[str, VarDecl]:
 
 
 class View:
-    """Read-only named access to a state."""
+    """Read-only named access to a state.
 
-    def __init__(self, cfg: Config, values: Mapping[Key, Any]):
+    `keep_accessors`: an indexed variable's accessor is kept on the view after its first
+    read, so later reads skip __getattr__. Only for concrete states (the interpreter): the
+    kept accessor is a reference cycle, and on Z3 terms a cycle changes when terms are
+    freed, which changes the solver's answers."""
+
+    _keep_accessors = False
+
+    def __init__(self, cfg: Config, values: Mapping[Key, Any], keep_accessors: bool = False):
         object.__setattr__(self, "_cfg", cfg)
         object.__setattr__(self, "_values", values)
         object.__setattr__(self, "_decls", _decls_by_name(cfg))
+        if keep_accessors:
+            object.__setattr__(self, "_keep_accessors", True)
 
     def _decl(self, name: str) -> VarDecl:
         try:
@@ -72,7 +82,10 @@ class View:
     def __getattr__(self, name: str):
         decl = self._decl(name)
         if decl.over:
-            return _Indexed(self, name)
+            accessor = _Indexed(self, name)
+            if self._keep_accessors:
+                object.__setattr__(self, name, accessor)
+            return accessor
         return self._read((name,))
 
     def __setattr__(self, name: str, value) -> None:
@@ -85,8 +98,8 @@ class View:
 class Next(View):
     """The successor state under construction: the current state plus recorded writes."""
 
-    def __init__(self, cfg: Config, current: Mapping[Key, Any]):
-        super().__init__(cfg, current)
+    def __init__(self, cfg: Config, current: Mapping[Key, Any], keep_accessors: bool = False):
+        super().__init__(cfg, current, keep_accessors)
         object.__setattr__(self, "writes", {})
 
     def _read(self, key: Key):

@@ -63,8 +63,42 @@ def test_engine_order_delivers_only_when_the_queue_is_full():
     s = it.initial(prompt_len=[3])
     s = it.step(s, "schedule", args_for(it.event("schedule"), cfg, {"budget": 1})).state
     assert not it.enabled(s, "deliver", args_for(it.event("deliver"), cfg, {}))  # core:754-759
+    assert it.try_step(s, "deliver", args_for(it.event("deliver"), cfg, {})) is None
     with pytest.raises(Disabled):
         it.step(s, "deliver", args_for(it.event("deliver"), cfg, {}))
+    budget = args_for(it.event("schedule"), cfg, {"budget": 1})
+    assert it.try_step(s, "schedule", budget) == it.step(s, "schedule", budget)
+
+
+def test_only_a_concrete_view_keeps_its_accessors():
+    """The interpreter's views keep an indexed variable's accessor after its first read (a
+    speed-up); views of Z3 terms must not (the cycle would change when terms are freed,
+    and with it the solver's answers)."""
+    import dataclasses
+
+    from vllm_contract.model.z3ops import Z3Ops
+    from vllm_contract.spec.catalog import INIT
+    from vllm_contract.spec.events import apply
+    from vllm_contract.spec.ops import INT_OPS
+    from vllm_contract.spec.state import View
+
+    cfg = Config(name="t", runner="v1", requests=1)
+    state = Interpreter(cfg).initial(prompt_len=[3])
+    kept, plain = View(cfg, state, keep_accessors=True), View(cfg, state)
+    assert kept.num_tokens[0] == plain.num_tokens[0] == 3
+    assert "num_tokens" in vars(kept) and "num_tokens" not in vars(plain)
+
+    seen = []
+
+    def spy(s, a, nxt, cfg, ops):
+        seen.append((ops.symbolic, s._keep_accessors, nxt._keep_accessors))
+        return INIT.fn(s, a, nxt, cfg, ops)
+
+    event = dataclasses.replace(INIT, fn=spy)
+    args = args_for(INIT, cfg, {"prompt_len": [3]})
+    for ops in (INT_OPS, Z3Ops()):
+        apply(event, {k: None for k in state}, args, cfg, ops)
+    assert seen == [(False, True, True), (True, False, False)]
 
 
 def test_budget_is_shared_in_running_order_then_admission_order():
