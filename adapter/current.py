@@ -23,7 +23,6 @@ from types import SimpleNamespace
 from vllm_contract.adapter import internals
 from vllm_contract.adapter import tree as vllm_tree
 from vllm_contract.adapter.tree import Coherence, Tree
-from vllm_contract.spec.config import Config
 from vllm_contract.spec.errors import TargetUnavailable, TreeError
 
 REPO = Path(__file__).resolve().parent.parent
@@ -223,17 +222,6 @@ def available() -> tuple[bool, str]:
     return True, ""
 
 
-# what the generated cases need a tree to build; `drafts` ones only with every shape asked
-# for, V1 ones only on a tree that has the V1 runner
-PREFLIGHT_SHAPES = (
-    ("v1", Config("preflight-v1", runner="v1", requests=1), False),
-    ("v2", Config("preflight-v2", runner="v2", requests=1), False),
-    ("v2 pp=2", Config("preflight-v2-pp2", runner="v2", requests=1, pp=2), False),
-    ("v1 with draft tokens", Config("preflight-v1-drafts", runner="v1", requests=1, spec_tokens=2), True),
-    ("v2 with draft tokens", Config("preflight-v2-drafts", runner="v2", requests=1, spec_tokens=2), True),
-)
-
-
 def probe(uses: tuple[str, ...] = internals.USES) -> internals.Probe:
     """What the selected tree's source has of what the project reads (no import: well under
     a second's work per tree, adapter/internals.py)."""
@@ -250,33 +238,3 @@ def check_internals(uses: tuple[str, ...] = internals.USES) -> internals.Probe:
         nearest, _ = vllm_tree.nearest_release(t.version)
         raise TreeError("\n".join(found.problems(t.title, nearest)))
     return found
-
-
-def preflight(every_shape: bool = True, uses: tuple[str, ...] = (internals.SCHEDULER,)) -> str:
-    """Check the tree's source for every internal the runs read (check_internals), then load
-    it, build a scheduler of every shape the generated cases need and check the built objects
-    have what the targets read; one line on success. Raises TreeError with one line per
-    missing piece (cause and fix) otherwise. every_shape=False leaves out the shapes with
-    draft tokens: a review counts the arms a tree cannot build as could-not-run instead."""
-    from vllm_contract.adapter import construct, objects
-
-    found = check_internals(uses)
-    load()
-    t = tree()
-    problems = []
-    for label, cfg, drafts in PREFLIGHT_SHAPES:
-        if (drafts and not every_shape) or (cfg.is_v1 and not found.has("v1-runner")):
-            continue
-        try:
-            sched = construct.new_scheduler(cfg)
-        except Exception as exc:
-            problems.append(vllm_tree.import_failure(t, exc, f"cannot build a {label} scheduler"))
-            continue
-        if not drafts:
-            request = construct.make_request(0, 1, cfg.block_size)
-            problems += [f"{t.title} cannot be driven: {why}" for why in objects.missing_members(sched, request)]
-    problems = list(dict.fromkeys(problems))  # the same piece missing in several shapes: once
-    if problems:
-        raise TreeError("\n".join(problems))
-    check_coherence()
-    return describe()

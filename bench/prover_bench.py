@@ -30,9 +30,10 @@ from pathlib import Path
 import z3
 from rich.console import Console
 from rich.table import Table
-from vllm_contract.model.bmc import Bmc, Goal, SolverUnknown
+from vllm_contract.model.bmc import Bmc, Goal
 from vllm_contract.model.encoding import Encoding
 from vllm_contract.model.induction import KInduction
+from vllm_contract.model.solvers import SolverUnknown
 from vllm_contract.spec.config import Config
 from vllm_contract.spec.invariants import lemmas_for
 

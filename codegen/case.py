@@ -17,6 +17,7 @@ from typing import Any, Mapping
 from vllm_contract.model import hang
 from vllm_contract.model.interpreter import nested
 from vllm_contract.model.run import Played, Run
+from vllm_contract.spec import expectations
 from vllm_contract.spec.config import Config
 from vllm_contract.spec.profiles import PROFILES, RELEASES
 from vllm_contract.spec.properties import PROPERTIES, properties_for
@@ -61,7 +62,7 @@ class Case:
     engine_steps: int = 0
 
     def config_for(self, overrides: Mapping[str, Any]) -> Config:
-        return Config.from_record({**self.config, **overrides})
+        return expectations.from_record({**self.config, **overrides})
 
 
 @dataclass(frozen=True)

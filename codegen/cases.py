@@ -17,6 +17,7 @@ from vllm_contract.model import hang
 from vllm_contract.model.interpreter import Interpreter, args_for, flat, nested
 from vllm_contract.model.itf import read
 from vllm_contract.model.trace import Step, Trace, first_difference, replay
+from vllm_contract.spec import expectations
 from vllm_contract.spec.config import Config
 from vllm_contract.spec.errors import MalformedConfig, SpecError
 from vllm_contract.spec.properties import PROPERTIES
@@ -61,7 +62,7 @@ def config_from_meta(meta: dict, override: str | None = None) -> Config:
         data.setdefault("note", base.note)
     if "expect" in data:
         raise MalformedConfig("the trace's #meta config carries 'expect'; a case's configuration has no expectations")
-    return Config.from_record(data)
+    return expectations.from_record(data)
 
 
 def concrete_k(cfg: Config, trace: Trace) -> tuple[Config, Trace]:

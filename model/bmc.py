@@ -16,8 +16,9 @@ from dataclasses import dataclass
 from typing import Callable
 
 import z3
-from vllm_contract.model import solvers
+from vllm_contract.model import progress, solvers
 from vllm_contract.model.encoding import Encoding
+from vllm_contract.model.solvers import SolverUnknown, classify_unknown, value_of
 from vllm_contract.model.trace import Step, Trace
 from vllm_contract.model.z3ops import Z3_OPS
 from vllm_contract.spec.catalog import BY_NAME, INIT
@@ -26,45 +27,6 @@ from vllm_contract.spec.events import ArgView
 from vllm_contract.spec.properties import PROPERTIES, reported_by
 from vllm_contract.spec.state import View
 from vllm_contract.spec.vocabulary import Status
-
-
-class SolverUnknown(RuntimeError):
-    """Z3 answered unknown (or ran out of time): the check is inconclusive."""
-
-
-class SolverTimeout(SolverUnknown):
-    """A query ran past its time limit. Still inconclusive (a failure), but the message
-    names the query, the limit and how to raise it, so it does not read like a bug."""
-
-    def __init__(self, query: str, limit_s: float, config: str = ""):
-        self.query, self.limit_s, self.config = query, limit_s, config
-        again = f"python -m vllm_contract.model.prove {config} --timeout {max(2 * limit_s, 1):g}".replace("  ", " ")
-        super().__init__(
-            f"solver timeout: {query} ran past the {limit_s:g} s limit per query; "
-            f"raise it with --timeout SECONDS (e.g. {again})"
-        )
-
-    def __reduce__(self):  # travels back from a worker process intact
-        return SolverTimeout, (self.query, self.limit_s, self.config)
-
-
-class SolverInterrupted(Exception):
-    """Z3 stopped because the process got SIGINT (Z3 catches it while it searches and
-    answers `unknown`). Not a verdict: the run is being stopped, so nothing is recorded.
-    Deliberately not a SolverUnknown, so no caller turns it into an `unknown` row."""
-
-
-def classify_unknown(reason: str, elapsed_s: float, timeout_ms: int, query: str, config: str = "") -> Exception:
-    """The exception for a solver `unknown`. Z3 says "interrupted from keyboard" for a
-    SIGINT and "timeout" for its limit, but some solvers say "canceled" for both: a
-    cancel well before the limit can only be an interrupt."""
-    why = reason.strip().lower()
-    limit_s = timeout_ms / 1000
-    if "interrupt" in why or (why == "canceled" and elapsed_s < 0.9 * limit_s):
-        return SolverInterrupted(f"{query}: the solver was interrupted ({reason})")
-    if "timeout" in why or why == "canceled":
-        return SolverTimeout(query, limit_s, config)
-    return SolverUnknown(f"{query}: the solver answered unknown ({reason or 'no reason given'})")
 
 
 @dataclass(frozen=True)
@@ -81,8 +43,6 @@ class Goal:
     def violation(prop: str) -> "Goal":
         kind = PROPERTIES[prop].kind
         if kind == "progress":
-            from vllm_contract.model import progress  # it builds on this module
-
             return Goal(prop, kind, progress.goal)
         return Goal(prop, kind)
 
@@ -93,13 +53,6 @@ class Goal:
         negative in the very delivery whose assert then fires); a witness and other
         state properties must be reached by a live engine."""
         return self.kind == "transition" or (self.kind == "state" and bool(reported_by(self.name)))
-
-
-def _value(model: z3.ModelRef, var):
-    v = model.eval(var, model_completion=True)
-    if z3.is_bool(v):
-        return z3.is_true(v)
-    return v.as_long()
 
 
 class Bmc:
@@ -237,19 +190,19 @@ class Bmc:
         enc = self.enc
         model = self.solver.model()
         objective = self.picks(depth)
-        if _value(model, objective) == 0:
+        if value_of(model, objective) == 0:
             return model
         optimise = solvers.optimiser(self.timeout_ms)
         optimise.add(*self._formulas(assumptions))
         for t in range(depth):
             step = enc.step(t)
-            index = _value(model, step.act)
+            index = value_of(model, step.act)
             event = enc.events[index]
             optimise.add(step.act == index)
             # picks the configuration bounds are not minimised: keep them as found
             optimise.add(
                 *[
-                    step.args[event.name][key] == _value(model, step.args[event.name][key])
+                    step.args[event.name][key] == value_of(model, step.args[event.name][key])
                     for arg, key in event.arg_keys(enc.cfg)
                     if arg.sort is int and arg.hi is not None
                 ]
@@ -284,13 +237,13 @@ class Bmc:
 
     def _trace(self, model: z3.ModelRef, depth: int, goal: Goal) -> Trace:
         enc = self.enc
-        init = {key: _value(model, var) for key, var in enc.init_args.items()}
+        init = {key: value_of(model, var) for key, var in enc.init_args.items()}
         names = enc.event_index()
         steps = []
         for t in range(depth):
             sv = enc.step(t)
-            event = names[_value(model, sv.act)]
-            steps.append(Step(event, {k: _value(model, v) for k, v in sv.args[event].items()}))
+            event = names[value_of(model, sv.act)]
+            steps.append(Step(event, {k: value_of(model, v) for k, v in sv.args[event].items()}))
         trace = Trace(
             config=enc.cfg.name,
             init=init,
@@ -298,8 +251,8 @@ class Bmc:
             goal=goal.name,
             kind="witness" if goal.kind == "witness" else "violation",
         )
-        trace.solver_states = [{k: _value(model, v) for k, v in enc.step(t).state.items()} for t in range(depth + 1)]
-        trace.mechanisms = sorted(m for m, used in self.mechanisms(depth).items() if _value(model, used))
+        trace.solver_states = [{k: value_of(model, v) for k, v in enc.step(t).state.items()} for t in range(depth + 1)]
+        trace.mechanisms = sorted(m for m, used in self.mechanisms(depth).items() if value_of(model, used))
         return trace
 
     # ------------------------------------------------------------------ classes

@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass
 
 import z3
-from vllm_contract.model.bmc import Bmc, Goal, SolverUnknown, classify_unknown
+from vllm_contract.model.bmc import Bmc, Goal
 from vllm_contract.model.encoding import Encoding
 from vllm_contract.model.induction import KInduction
 from vllm_contract.model.interpreter import Interpreter
@@ -25,6 +25,7 @@ from vllm_contract.model.itf import to_itf
 from vllm_contract.model.probe import Race, walkable
 from vllm_contract.model.progress import prove as prove_progress
 from vllm_contract.model.results import VerdictRow
+from vllm_contract.model.solvers import SolverUnknown, classify_unknown
 from vllm_contract.model.trace import Trace, confirm
 from vllm_contract.model.witness import admitted_by_encoding, policy_run
 from vllm_contract.spec.config import Config

@@ -17,9 +17,10 @@ from vllm_contract.model.interpreter import state_keys
 from vllm_contract.model.z3ops import Z3_OPS
 from vllm_contract.spec.catalog import INIT, events_for
 from vllm_contract.spec.config import Config
-from vllm_contract.spec.events import Event, apply
+from vllm_contract.spec.events import Event
 from vllm_contract.spec.properties import ASSERTS, PROPERTIES
 from vllm_contract.spec.state import View
+from vllm_contract.spec.transition import apply
 from vllm_contract.spec.vocabulary import decls_for, keys_of
 from z3.z3 import _to_expr_ref  # wraps a C-level result; no public equivalent
 

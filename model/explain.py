@@ -26,11 +26,12 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 import z3
-from vllm_contract.model.bmc import Bmc, Goal, SolverUnknown
+from vllm_contract.model.bmc import Bmc, Goal
 from vllm_contract.model.check import concrete_instances
 from vllm_contract.model.encoding import Encoding
 from vllm_contract.model.induction import KInduction
 from vllm_contract.model.interpreter import Interpreter
+from vllm_contract.model.solvers import SolverUnknown
 from vllm_contract.model.trace import Trace, confirm
 from vllm_contract.model.z3ops import Z3Ops
 from vllm_contract.spec.config import Config

@@ -18,8 +18,8 @@ from typing import Callable
 
 import z3
 from vllm_contract.model import solvers
-from vllm_contract.model.bmc import _value, classify_unknown
 from vllm_contract.model.encoding import Encoding
+from vllm_contract.model.solvers import classify_unknown, value_of
 from vllm_contract.spec.properties import PROPERTIES, reported_by
 
 Lemma = tuple[str, Callable]  # (name, (View, cfg, ops) -> condition)
@@ -133,8 +133,12 @@ class KInduction:
         out = {}
         for t in range(count):
             sv = enc.step(t)
-            out[t] = {k: _value(model, v) for k, v in sv.state.items()}
+            out[t] = {k: value_of(model, v) for k, v in sv.state.items()}
             if t + 1 < count:
-                name = enc.event_index()[_value(model, sv.act)] if 0 <= _value(model, sv.act) < len(enc.events) else "?"
-                out[t]["->"] = (name, {k: _value(model, v) for k, v in sv.args.get(name, {}).items()})
+                name = (
+                    enc.event_index()[value_of(model, sv.act)]
+                    if 0 <= value_of(model, sv.act) < len(enc.events)
+                    else "?"
+                )
+                out[t]["->"] = (name, {k: value_of(model, v) for k, v in sv.args.get(name, {}).items()})
         return out

@@ -12,8 +12,9 @@ from typing import Any, Mapping
 from vllm_contract.spec.catalog import BY_NAME, INIT, events_for
 from vllm_contract.spec.config import Config
 from vllm_contract.spec.errors import SpecError
-from vllm_contract.spec.events import Event, apply
+from vllm_contract.spec.events import Event
 from vllm_contract.spec.ops import INT_OPS
+from vllm_contract.spec.transition import apply
 from vllm_contract.spec.vocabulary import decls_for, keys_of
 
 State = dict  # key tuple -> int | bool

@@ -30,8 +30,8 @@ from typing import Callable
 
 import z3
 from vllm_contract.model import hang, solvers
-from vllm_contract.model.bmc import _value, classify_unknown
 from vllm_contract.model.encoding import Encoding, _as_bool
+from vllm_contract.model.solvers import classify_unknown, value_of
 from vllm_contract.model.z3ops import Z3_OPS, _lift
 from vllm_contract.spec.catalog import BY_NAME
 from vllm_contract.spec.state import View
@@ -155,4 +155,4 @@ def _check(enc: Encoding, facts: list, query: str, timeout_ms: int):
 
 
 def _state(enc: Encoding, model: z3.ModelRef, t: int) -> dict:
-    return {key: _value(model, var) for key, var in enc.step(t).state.items()}
+    return {key: value_of(model, var) for key, var in enc.step(t).state.items()}

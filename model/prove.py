@@ -15,10 +15,10 @@ import sys
 from dataclasses import dataclass, field
 from typing import Callable
 
-from vllm_contract.model.bmc import SolverInterrupted
 from vllm_contract.model.cache import ProverCache
 from vllm_contract.model.check import MAX_DEPTH, TIMEOUT_S, ConfigReport, check_config
 from vllm_contract.model.results import VerdictRow, sources_key
+from vllm_contract.model.solvers import SolverInterrupted
 from vllm_contract.model.workers import run_isolated, sigint_seen, watch_sigint
 from vllm_contract.spec.errors import SpecError
 

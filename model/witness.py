@@ -16,9 +16,9 @@ from typing import Any
 
 import z3
 from vllm_contract.model import solvers
-from vllm_contract.model.bmc import SolverUnknown, _value
 from vllm_contract.model.encoding import Encoding
 from vllm_contract.model.interpreter import Interpreter, State, args_for, nested
+from vllm_contract.model.solvers import SolverUnknown, value_of
 from vllm_contract.model.trace import Step, Trace
 from vllm_contract.spec.catalog import INIT
 from vllm_contract.spec.ops import INT_OPS
@@ -91,4 +91,4 @@ def admitted_by_encoding(enc: Encoding, trace: Trace, goal, timeout_ms: int = 60
     if result == z3.unsat:
         return None
     model = solver.model()
-    return [{k: _value(model, v) for k, v in enc.step(t).state.items()} for t in range(trace.depth + 1)]
+    return [{k: value_of(model, v) for k, v in enc.step(t).state.items()} for t in range(trace.depth + 1)]

@@ -41,6 +41,7 @@ from pathlib import Path
 
 from vllm_contract.model.interpreter import Disabled, nested
 from vllm_contract.model.run import Run
+from vllm_contract.spec import expectations
 from vllm_contract.spec.config import Config
 from vllm_contract.spec.errors import SpecError, TargetUnavailable
 from vllm_contract.spec.properties import ASSERTS
@@ -278,10 +279,11 @@ def run_tree(spec: str, traces: list[dict], log=print, cases_pattern: str = "*")
     """Every generated case (the tree's profile, clamp off and on) and every trace."""
     from vllm_contract.adapter import current as vllm_env
     from vllm_contract.adapter import objects
+    from vllm_contract.adapter.preflight import preflight
     from vllm_contract.targets.vllm_target import VllmTarget
 
     vllm_env.select(spec)
-    described = vllm_env.preflight(every_shape=False)  # a shape the tree cannot build: could-not-run arms
+    described = preflight(every_shape=False)  # a shape the tree cannot build: could-not-run arms
     tree = vllm_env.tree()
     log(f"observe: {described}")
     targets = {False: VllmTarget(clamp=False), True: VllmTarget(clamp=True)}
@@ -332,7 +334,7 @@ def run_tree(spec: str, traces: list[dict], log=print, cases_pattern: str = "*")
     for i, trace in enumerate(traces):
         steps = [(e, {tuple(k): v for k, v in a}) for e, a in trace["steps"]]
         try:
-            cfg = Config.from_record({**trace["config"], "profile": tree.profile})
+            cfg = expectations.from_record({**trace["config"], "profile": tree.profile})
         except SpecError as exc:  # e.g. a V1 trace on a tree without the V1 runner
             obs = Observation(could_not_run=f"{tree.title} cannot run this trace's configuration: {exc}")
         else:

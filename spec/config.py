@@ -255,30 +255,6 @@ class Config:
         record["expect"] = dict(sorted(self.expect.items()))
         return record
 
-    @staticmethod
-    def from_record(record: Mapping) -> "Config":
-        """The configuration a record (`record()`, a trace's #meta, a case) describes,
-        validated; lists where sets and tuples are meant are taken as those."""
-        if not isinstance(record, Mapping):
-            raise MalformedConfig(f"a configuration record must be an object of fields, got {record!r:.60}")
-        fields = dict(record)
-        known = set(Config.__dataclass_fields__)
-        unknown = sorted(set(fields) - known)
-        if unknown:
-            raise MalformedConfig(
-                f"configuration record has unknown field(s) {', '.join(unknown)}; the fields are: "
-                f"{', '.join(sorted(known - {'expect'}))}"
-            )
-        for key in ("events", "faults", "via"):
-            value = fields.get(key)
-            fields[key] = frozenset() if value is None else value
-        if isinstance(fields.get("prompt_lens"), list):
-            fields["prompt_lens"] = tuple(fields["prompt_lens"])
-        try:
-            return Config(**fields).validate()
-        except TypeError as exc:  # a missing name
-            raise MalformedConfig(f"configuration record is incomplete ({exc})") from None
-
     def validate(self) -> "Config":
         if not isinstance(self.name, str) or not self.name:
             raise MalformedConfig(f"config {self.name!r}: name must be a non-empty string")
@@ -437,29 +413,4 @@ class Config:
             raise SpecError(f"{where}: profile {self.profile} only differs on the stream events; add 'stream'")
         if prof.historical and prof.reset != "preempt-drop-stale" and "reset" not in self.events:
             raise SpecError(f"{where}: profile {self.profile} only differs on reset; add 'reset'")
-        from vllm_contract.spec.properties import PROPERTIES
-
-        for prop, verdict in self.expect.items():
-            if prop not in PROPERTIES:
-                raise SpecError(
-                    f"{where}: expectation for unknown property {prop!r}; use one of {', '.join(PROPERTIES)}"
-                )
-            if not PROPERTIES[prop].applies(self):
-                raise SpecError(
-                    f"{where}: property {prop} does not apply to this configuration "
-                    f"({PROPERTIES[prop].doc}); drop the expectation"
-                )
-            if isinstance(verdict, str) and verdict.startswith("frontier:"):
-                bound = verdict.removeprefix("frontier:K=")
-                if not (bound.isdigit() and int(bound) >= 1 and self.k_symbolic):
-                    raise SpecError(
-                        f"{where}: a frontier expectation reads 'frontier:K=N' (proved for K < N, violated "
-                        f"at K = N, N >= 1) and needs spec_tokens=None; got {verdict!r} for {prop}"
-                    )
-                continue
-            if verdict not in EXPECTATIONS:
-                raise SpecError(
-                    f"{where}: expected verdict for {prop} must be 'proved', 'violated', 'bounded' or "
-                    f"'frontier:K=N', got {verdict!r}"
-                )
         return self

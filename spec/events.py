@@ -83,21 +83,6 @@ def domain_guard(event: Event, a_values: Mapping[tuple, Any], cfg: Config, ops: 
     return ops.all(*conds)
 
 
-def apply(event: Event, state: Mapping, args: Mapping, cfg: Config, ops: Ops):
-    """Run an event: returns (guard, writes, effect). The guard includes argument
-    domains; effect.checks includes the checks of assert-defined properties."""
-    from vllm_contract.spec.properties import checks_with_asserts
-
-    concrete = not getattr(ops, "symbolic", True)
-    s = View(cfg, state, keep_accessors=concrete)
-    a = ArgView(event, cfg, args)
-    nxt = Next(cfg, state, keep_accessors=concrete)
-    effect = event.fn(s, a, nxt, cfg, ops)
-    guard = ops.all(domain_guard(event, args, cfg, ops), effect.guard)
-    effect.checks = checks_with_asserts(effect.checks, effect.asserts, ops)
-    return guard, nxt.writes, effect
-
-
 class ArgView(View):
     """Named, read-only access to an event's arguments."""
 

@@ -29,6 +29,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
+from vllm_contract.spec import expectations
 from vllm_contract.spec.config import Config
 from vllm_contract.spec.errors import SpecError
 from vllm_contract.spec.plugin_runners import plugin_scenarios
@@ -885,7 +886,7 @@ def by_name(names: list[str] | None = None) -> list[Config]:
             "than once; names must be unique (rename one entry)"
         )
     if not names:
-        return [c.validate() for c in MATRIX]
+        return [expectations.check(c.validate()) for c in MATRIX]
     names = list(dict.fromkeys(names))  # a name given twice is run once
     chosen: list[str] = []
     unknown = []
@@ -909,4 +910,4 @@ def by_name(names: list[str] | None = None) -> list[Config]:
             f"unknown configuration {', '.join(unknown)}; known scenarios: {', '.join(scenarios)} "
             "(each runs on every release; name one as SCENARIO@RELEASE, or a prefix as PREFIX*; see spec/matrix.py)"
         )
-    return [table[n].validate() for n in dict.fromkeys(chosen)]
+    return [expectations.check(table[n].validate()) for n in dict.fromkeys(chosen)]

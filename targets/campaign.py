@@ -34,6 +34,7 @@ from typing import Any, Iterable, Iterator, Mapping
 from vllm_contract.model.interpreter import Interpreter, flat, nested
 from vllm_contract.model.itf import to_itf
 from vllm_contract.model.trace import Step, Trace, replay
+from vllm_contract.spec import expectations
 from vllm_contract.spec.config import Config
 from vllm_contract.spec.errors import TargetUnavailable
 from vllm_contract.spec.properties import ASSERTS
@@ -198,9 +199,10 @@ class Worker:
     def prepare(self) -> str:
         """Select, load and preflight the release (raises TreeError, one line per missing piece)."""
         from vllm_contract.adapter import current as vllm_env
+        from vllm_contract.adapter.preflight import preflight
 
         vllm_env.select(self.release)
-        line = vllm_env.preflight()
+        line = preflight()
         self.profile = vllm_env.tree().profile
         return line
 
@@ -444,7 +446,7 @@ def divergence_itf(campaign: Campaign, key: CaseKey, found: Mapping) -> dict:
     """The shrunk trace of a divergence as ITF: the configuration record, `kind`
     divergence, what diverged and the command that replays the campaign's trace; what
     `vllm-contract generate --trace FILE` makes a case of."""
-    cfg = Config.from_record(found["config"])
+    cfg = expectations.from_record(found["config"])
     steps = [Step(event, flat(args)) for event, args in found["steps"]]
     trace = Trace(config=cfg.name, init=flat(found["init"]), steps=steps, goal="", kind="divergence")
     trace.states, trace.checks, trace.observed = replay(Interpreter(cfg), trace.init, trace.steps)

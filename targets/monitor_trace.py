@@ -26,17 +26,21 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from vllm_contract.adapter import objects
 from vllm_contract.model import itf
 from vllm_contract.model.interpreter import Disabled, Interpreter, args_for
 from vllm_contract.model.trace import Replayed, judge
+from vllm_contract.spec import expectations
 from vllm_contract.spec.config import Config
 from vllm_contract.spec.errors import SpecError
 from vllm_contract.spec.properties import ASSERTS
 from vllm_contract.targets import monitor_writer
-from vllm_contract.targets.monitor import Delivered, FrontEnd, Monitor, Pending, Scheduled
+from vllm_contract.targets.monitor_records import Delivered, FrontEnd, Pending, Scheduled
+
+if TYPE_CHECKING:  # the monitor calls this module; the type alone comes back
+    from vllm_contract.targets.monitor import Monitor
 
 MAX_REQUESTS = 4  # spec/config.py: a concrete instance has 1..4 requests
 # the counters of vLLM's Request the states record (the spec's names; the target's list)
@@ -241,7 +245,7 @@ def build(
     notes += config_notes
     problems = []
     try:
-        cfg: Config | None = Config.from_record(record)
+        cfg: Config | None = expectations.from_record(record)
     except SpecError as exc:
         cfg, problems = None, [str(exc)]
 

@@ -104,11 +104,11 @@ def _stop(config, run: _VllmRun, message: str) -> None:
 
 
 def _preflight(config, run: _VllmRun) -> None:
-    from vllm_contract.adapter import current as vllm_env
+    from vllm_contract.adapter.preflight import preflight
     from vllm_contract.spec.errors import TargetUnavailable
 
     try:
-        run.ready = vllm_env.preflight()
+        run.ready = preflight()
         if run.runner:
             from vllm_contract.targets import real_runner
 

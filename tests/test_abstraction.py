@@ -28,9 +28,10 @@ from vllm_contract.model.z3ops import Z3_OPS
 from vllm_contract.spec import deliver, engine, schedule
 from vllm_contract.spec.catalog import BY_NAME
 from vllm_contract.spec.config import Config
-from vllm_contract.spec.events import Arg, apply
+from vllm_contract.spec.events import Arg
 from vllm_contract.spec.ops import INT_OPS
 from vllm_contract.spec.state import View
+from vllm_contract.spec.transition import apply
 from vllm_contract.spec.vocabulary import decls_for, keys_of
 
 # what the abstraction does not keep: orders, ranks and slot numbers only decide what

@@ -24,10 +24,11 @@ import z3
 from vllm_contract.codegen import generate
 from vllm_contract.codegen.cases import CaseError, build
 from vllm_contract.model import prove
-from vllm_contract.model.bmc import Bmc, SolverInterrupted, SolverTimeout, SolverUnknown, classify_unknown
+from vllm_contract.model.bmc import Bmc
 from vllm_contract.model.encoding import Encoding
 from vllm_contract.model.induction import KInduction
 from vllm_contract.model.itf import read
+from vllm_contract.model.solvers import SolverInterrupted, SolverTimeout, SolverUnknown, classify_unknown
 from vllm_contract.spec.config import Config
 from vllm_contract.spec.errors import SpecError
 from vllm_contract.spec.invariants import LEMMAS

@@ -7,6 +7,7 @@ import json
 import pytest
 from vllm_contract.model.explain import explain_config
 from vllm_contract.report import explain
+from vllm_contract.spec import expectations
 from vllm_contract.spec.matrix import by_name
 from vllm_contract.spec.verdicts import Fired
 from vllm_contract.spec.vocabulary import Status
@@ -414,10 +415,9 @@ def _case_trace(tmp_path, module: str):
     from vllm_contract.model.interpreter import Interpreter, args_for, flat
     from vllm_contract.model.itf import text, to_itf
     from vllm_contract.model.trace import Step, Trace, confirm
-    from vllm_contract.spec.config import Config
 
     case = importlib.import_module(module).CASE
-    cfg = Config.from_record(case.config)
+    cfg = expectations.from_record(case.config)
     it = Interpreter(cfg)
     steps = [Step(e, args_for(it.event(e), cfg, a)) for e, a in case.steps]
     trace = confirm(it, Trace(cfg.name, flat(case.init), steps, case.property, "violation"))

@@ -78,9 +78,9 @@ def test_only_a_concrete_view_keeps_its_accessors():
 
     from vllm_contract.model.z3ops import Z3Ops
     from vllm_contract.spec.catalog import INIT
-    from vllm_contract.spec.events import apply
     from vllm_contract.spec.ops import INT_OPS
     from vllm_contract.spec.state import View
+    from vllm_contract.spec.transition import apply
 
     cfg = Config(name="t", runner="v1", requests=1)
     state = Interpreter(cfg).initial(prompt_len=[3])

@@ -9,11 +9,12 @@ import json
 
 import pytest
 from vllm_contract.model import hang, progress
-from vllm_contract.model.bmc import Bmc, Goal, SolverUnknown
+from vllm_contract.model.bmc import Bmc, Goal
 from vllm_contract.model.check import check_config
 from vllm_contract.model.encoding import Encoding
 from vllm_contract.model.induction import KInduction
 from vllm_contract.model.interpreter import Interpreter
+from vllm_contract.model.solvers import SolverUnknown
 from vllm_contract.model.trace import confirm
 from vllm_contract.spec.config import Config
 from vllm_contract.spec.invariants import LEMMAS, lemmas_for
@@ -327,7 +328,7 @@ def test_an_over_constrained_encoding_has_no_witness(monkeypatch):
 
 def test_counterexample_picks_are_least_along_their_path():
     import z3
-    from vllm_contract.model.bmc import _value
+    from vllm_contract.model.solvers import value_of
 
     goal = Goal.violation("counter-nonnegative")
     bmc = Bmc(Encoding(Config(name="kv", runner="v2", requests=1, events=frozenset({"kvfail"}))))
@@ -340,7 +341,7 @@ def test_counterexample_picks_are_least_along_their_path():
     assumptions = bmc._prefix(depth, last_alive=not goal.may_end_engine) + [bmc.goal_at(goal, depth)]
     objective = bmc.picks(depth)
     assert bmc.solver.check(*assumptions, *path, *values) == z3.sat
-    found = _value(bmc.solver.model(), objective)
+    found = value_of(bmc.solver.model(), objective)
     assert found > 0  # the test would say nothing about a trace with nothing to minimise
     assert bmc.solver.check(*assumptions, *path, objective < found) == z3.unsat
 

@@ -34,6 +34,7 @@ def add_arguments(parser) -> None:
 
 def run(args) -> int:
     from vllm_contract.adapter import current, internals
+    from vllm_contract.adapter.preflight import preflight
 
     tree = current.select(args.vllm)
     uses = [internals.SCHEDULER]
@@ -45,7 +46,7 @@ def run(args) -> int:
     print(f"preflight: {tree.title} has every internal the project reads ({', '.join(uses)})", flush=True)
     if args.source_only:
         return ExitStatus.OK
-    print(f"preflight: {current.preflight(uses=tuple(uses))}", flush=True)
+    print(f"preflight: {preflight(uses=tuple(uses))}", flush=True)
     if args.runner:
         from vllm_contract.targets import real_runner
 

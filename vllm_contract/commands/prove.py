@@ -125,9 +125,9 @@ def print_row(row) -> None:
 
 def run(args) -> int:
     from vllm_contract.model import prove
-    from vllm_contract.model.bmc import SolverInterrupted
     from vllm_contract.model.cache import ProverCache
     from vllm_contract.model.itf import write
+    from vllm_contract.model.solvers import SolverInterrupted
 
     folder = None
     try:
