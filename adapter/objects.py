@@ -528,7 +528,7 @@ SCHEDULER_METHODS = (
     "finish_requests",
     "has_requests",
 )
-_OURS = ("adapter.", "targets.")  # the hook, clamp and guard classes (they call vLLM's own code)
+_OURS = ("vllm_contract.",)  # the hook, clamp, guard and monitor classes (they call vLLM's own code)
 PLUGIN_GROUPS = ("vllm.platform_plugins", "vllm.general_plugins")
 
 

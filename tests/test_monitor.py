@@ -143,6 +143,22 @@ def test_loads_through_vllms_own_scheduler_cls():
     assert type(sched) is MonitoredAsyncScheduler and sched.monitor.release == RELEASE
 
 
+def test_the_monitors_own_hooks_are_not_called_foreign_code():
+    """A trace records scheduler methods that come from outside vLLM (a plugin's or a patch's);
+    the monitor's own hook classes call vLLM's through super and are not among them, and a
+    subclass defined elsewhere is."""
+    cfg = Config("monitor-foreign", runner=RUNNER, requests=1, profile=PROFILE)
+    sched = vllm_factory.new_scheduler(cfg, MONITOR_SCHEDULER_CLS)
+    assert objects.foreign_methods(sched) == {}
+
+    class Patched(type(sched)):
+        def schedule(self):  # a plugin's monkeypatch, as far as the scheduler can tell
+            return super().schedule()
+
+    sched.__class__ = Patched
+    assert list(objects.foreign_methods(sched)) == ["schedule"]
+
+
 def test_settings_come_from_the_environment_and_bad_ones_are_one_line():
     settings = Settings.from_env({ENV_FOLDER: "/x", ENV_WINDOW: "64", "VLLM_CONTRACT_MONITOR_DROP": "1"})
     assert settings == Settings(Path("/x"), 64, True, 4)
