@@ -3,7 +3,7 @@
 `HookedAsyncScheduler` is the loaded vLLM's own AsyncScheduler: every method runs as
 vLLM wrote it, and around each one a hook hands the watcher what the method saw (a
 request added, a victim preempted, a step scheduled, a step's output delivered, one of
-vLLM's asserts). The watcher (the contract monitor, targets/monitor.py) never sees a
+vLLM's asserts). The watcher (the contract monitor, targets/monitor/core.py) never sees a
 vLLM name: it gets the objects and reads them through adapter/objects.py.
 
 A watcher's error never stops the engine: it is said once and the watcher is dropped

@@ -20,9 +20,9 @@ import os
 import time
 from collections import Counter
 
-from vllm_contract.targets.campaign import Campaign, dump, merge
-from vllm_contract.targets.campaign_run import LocalPool, run
-from vllm_contract.targets.fuzz_presets import KNOWN, PRESETS
+from vllm_contract.targets.fuzz.campaign import Campaign, dump, merge
+from vllm_contract.targets.fuzz.campaign_run import LocalPool, run
+from vllm_contract.targets.fuzz.presets import KNOWN, PRESETS
 
 
 def campaign(release: str, cases: int, presets: tuple[str, ...] = tuple(PRESETS)) -> Campaign:
@@ -67,7 +67,7 @@ def measure(plan: Campaign, pool) -> dict:
 def two_node_ray(plan: Campaign) -> dict:
     import ray
     from ray.cluster_utils import Cluster
-    from vllm_contract.targets.campaign_ray import RayPool
+    from vllm_contract.targets.fuzz.campaign_ray import RayPool
 
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})

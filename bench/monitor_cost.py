@@ -3,7 +3,7 @@
     vllm-contract bench monitor [--vllm 0.32.0] [--requests 64 256] [--rounds 20] [--steps 40] [--out FILE]
 
 vLLM's real AsyncScheduler (the loaded tree's, on CPU, adapter/construct.py) and the
-same scheduler as MonitoredAsyncScheduler (targets/monitor_scheduler.py), each with N
+same scheduler as MonitoredAsyncScheduler (targets/monitor/scheduler.py), each with N
 running requests (prompts of --prompt tokens, never stopping), stepped as EngineCore
 does with async scheduling: schedule(), and update_from_output() of the oldest step
 once two are in flight, the runner's output one sampled token per request. A step's time
@@ -36,7 +36,7 @@ TARGET = 1.03
 def _scheduler(requests: int, monitor: bool, prompt: int):
     """vLLM's scheduler (the monitor's class, or vLLM's own) with N requests added."""
     from vllm_contract.adapter import construct as vllm_factory
-    from vllm_contract.targets.monitor_scheduler import MONITOR_SCHEDULER_CLS
+    from vllm_contract.targets.monitor.scheduler import MONITOR_SCHEDULER_CLS
 
     cls = MONITOR_SCHEDULER_CLS if monitor else None
     sched = vllm_factory.scheduler_of(vllm_factory.Shape(requests, 16, 0, 0, 1, cls, v2=not objects.has_v1_runner()))
@@ -154,7 +154,7 @@ def memory(requests: int, prompt: int, window: int) -> tuple[int, int, int]:
     """The monitor's bytes when its window is full, and after four times as many events."""
     import os
 
-    from vllm_contract.targets.monitor import ENV_WINDOW
+    from vllm_contract.targets.monitor.core import ENV_WINDOW
 
     saved = os.environ.get(ENV_WINDOW)
     os.environ[ENV_WINDOW] = str(window)

@@ -353,8 +353,8 @@ def generated_traces():
 def fuzz_traces(names, cases: int, seed: int = 0, length: int = 40):
     from vllm_contract.adapter import current as vllm_env
     from vllm_contract.model.sampler import random_trace
-    from vllm_contract.targets.fuzz import draw_for
-    from vllm_contract.targets.fuzz_presets import PRESETS
+    from vllm_contract.targets.fuzz.differential import draw_for
+    from vllm_contract.targets.fuzz.presets import PRESETS
 
     profile = vllm_env.tree().profile
     draw = draw_for("real")
@@ -433,7 +433,7 @@ def _brief(seen: dict) -> str:
 
 def main(argv=None) -> int:
     from vllm_contract.adapter import current as vllm_env
-    from vllm_contract.targets.fuzz_presets import PRESETS
+    from vllm_contract.targets.fuzz.presets import PRESETS
 
     ap = argparse.ArgumentParser(
         prog="vllm-contract bench runner-measure",

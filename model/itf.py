@@ -183,7 +183,7 @@ def _of(meta: dict, key: str, types: tuple, what: str, path: Path | str, prefix:
     return value
 
 
-# a monitor's record (targets/monitor_trace.py): field -> (JSON types, words)
+# a monitor's record (targets/monitor/trace.py): field -> (JSON types, words)
 MONITOR_FIELDS = {
     "release": ((str,), "a release such as 0.32.0"),
     "engine_event": ((int,), "a whole number"),

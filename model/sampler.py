@@ -3,7 +3,7 @@
 A trace is built by sampling, at each step, an enabled event and random arguments
 (checked with a trial step on the interpreter), so every trace is one the spec allows.
 It ends where a vLLM assert fires in the model (the engine would be dead), when nothing
-is enabled, or at the length limit. The fuzzer (targets/fuzz.py), the random probes in
+is enabled, or at the length limit. The fuzzer (targets/fuzz/differential.py), the random probes in
 front of the BMC (model/probe.py), the review's short fuzz and the benchmarks all draw
 from here.
 

@@ -1,8 +1,8 @@
 """Shrinking a trace on the model alone: fewer requests, steps and tokens, keeping what it shows.
 
-`greedy` is the loop (targets/shrink.py drives it for a fuzz divergence, which must stay
+`greedy` is the loop (targets/fuzz/shrink.py drives it for a fuzz divergence, which must stay
 a divergence on the target); `violation` drives it for a counterexample, such as the
-window a monitor recorded (targets/monitor.py): the same property violated at the last
+window a monitor recorded (targets/monitor/core.py): the same property violated at the last
 step, the same assert firing there, through the same mechanisms (model/bmc.py's class).
 Picks are named ({"budget": 3, "stop": [0, 1]}); the configuration's request count
 shrinks with the requests.

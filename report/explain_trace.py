@@ -1,6 +1,6 @@
 """`vllm-contract explain --trace FILE`: which modelled mechanism a recorded trace is, or where it leaves the model.
 
-A trace the monitor wrote (targets/monitor.py), or any ITF trace with a configuration,
+A trace the monitor wrote (targets/monitor/core.py), or any ITF trace with a configuration,
 is replayed on the model with the states it records compared at every step
 (model/trace.py `judge`). When the model replays it and violates the recorded property at
 its last step, the answer is the trace's class (model/bmc.py `mechanisms_of`, the

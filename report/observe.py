@@ -149,7 +149,9 @@ def observe(cfg: Config, init: dict, steps, target) -> Observation:
             break
         if outcome.error:
             error = outcome.error
-            if "Failed to reset KV cache" in str(error):  # a known, survivable reset failure (targets/fuzz.py)
+            if "Failed to reset KV cache" in str(
+                error
+            ):  # a known, survivable reset failure (targets/fuzz/differential.py)
                 pass
             else:
                 obs.error = f"step {n} {event}: {error}"

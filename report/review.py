@@ -57,7 +57,7 @@ def log(message: str) -> None:
 def fuzz_traces(profile: str, per_preset: int, seed: int, length: int = 30) -> list[dict]:
     """Random traces from the model under `profile`, one list for both trees."""
     from vllm_contract.model.sampler import random_trace
-    from vllm_contract.targets.fuzz_presets import PRESETS, runnable_presets
+    from vllm_contract.targets.fuzz.presets import PRESETS, runnable_presets
 
     out = []
     release = profile.removeprefix("vllm-")

@@ -106,7 +106,7 @@ class VllmTarget:
         """clamp: None follows cfg.clamp; True/False forces the scheduler class
         (a second arm: the model's projection then differs where the clamp acts).
         guard: this target plays the step-reservation guard's arms (and only those).
-        monitor: the scheduler is the contract monitor's class (targets/monitor_scheduler.py;
+        monitor: the scheduler is the contract monitor's class (targets/monitor/scheduler.py;
         with guard, in its drop mode), which must play every arm as vLLM's own does.
         native_guard: the guard's arms are played by the tree's own AsyncScheduler (a tree
         patched with fixes/step-reservation-guard), not by the guard's scheduler class."""
@@ -193,8 +193,8 @@ class VllmTarget:
         """The arm's scheduler: the monitor's class (its drop mode on for the guard's arms),
         the tree's own for a patched tree's guard, else the class the arm runs."""
         if self.monitor_option:
-            from vllm_contract.targets.monitor import ENV_DROP
-            from vllm_contract.targets.monitor_scheduler import MONITOR_SCHEDULER_CLS
+            from vllm_contract.targets.monitor.core import ENV_DROP
+            from vllm_contract.targets.monitor.scheduler import MONITOR_SCHEDULER_CLS
 
             saved = os.environ.get(ENV_DROP)
             os.environ[ENV_DROP] = "1" if cfg.guard != "none" else "0"

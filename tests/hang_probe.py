@@ -48,8 +48,8 @@ def main(tree: str, folder: str) -> int:
     env.select(tree)
     env.load()
     from vllm_contract.report.explain_trace import explain_trace
-    from vllm_contract.targets import monitor_writer
     from vllm_contract.targets.harness import Divergence, replay_case
+    from vllm_contract.targets.monitor import writer as monitor_writer
     from vllm_contract.targets.vllm_target import VllmTarget
 
     profile = env.tree().profile

@@ -469,7 +469,7 @@ def test_fuzz_resume_of_another_campaign_is_one_line(tmp_path, capsys):
     out = tmp_path / "fuzz"
     assert cli(["fuzz", "--resume", "--out", str(out)]) == 2
     assert one_line(capsys.readouterr().err)
-    from vllm_contract.targets.campaign import Campaign
+    from vllm_contract.targets.fuzz.campaign import Campaign
 
     from vllm_contract.commands.fuzz import start_folder
 

@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from vllm_contract.adapter import current as vllm_env
 from vllm_contract.model.sampler import random_trace
-from vllm_contract.targets.fuzz_presets import KNOWN, PRESETS, ignore_known
+from vllm_contract.targets.fuzz.presets import KNOWN, PRESETS, ignore_known
 from vllm_contract.targets.harness import replay
 from vllm_contract.targets.vllm_target import VllmTarget
 

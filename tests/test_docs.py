@@ -60,7 +60,7 @@ def known_names() -> set[str]:
     from vllm_contract.spec.profiles import PROFILES
     from vllm_contract.spec.properties import ASSERTS, PROPERTIES
     from vllm_contract.spec.runner_variants import RUNNERS
-    from vllm_contract.targets.fuzz_presets import KNOWN, PRESETS
+    from vllm_contract.targets.fuzz.presets import KNOWN, PRESETS
 
     names = {c.name for c in MATRIX} | {c.scenario for c in MATRIX}
     names |= set(PROPERTIES) | set(ASSERTS) | set(PROFILES) | set(RUNNERS) | set(GUARDS)

@@ -13,8 +13,8 @@ import json
 
 import pytest
 from vllm_contract.spec.errors import ExitStatus
-from vllm_contract.targets.campaign import Campaign
-from vllm_contract.targets.campaign_run import LocalPool
+from vllm_contract.targets.fuzz.campaign import Campaign
+from vllm_contract.targets.fuzz.campaign_run import LocalPool
 
 from tests.test_bad_inputs import default_sigint
 from vllm_contract.commands.fuzz import execute
@@ -106,7 +106,7 @@ def test_a_two_node_ray_cluster_gives_the_same_bytes(one_worker, tmp_path, monke
     try:
         import ray
         from ray.cluster_utils import Cluster
-        from vllm_contract.targets.campaign_ray import RayPool
+        from vllm_contract.targets.fuzz.campaign_ray import RayPool
     except ImportError:
         pytest.fail("Ray is not installed: run `make venv` (it installs vllm-contract[ray])", pytrace=False)
     monkeypatch.setenv("RAY_USAGE_STATS_ENABLED", "0")  # no usage report from this machine

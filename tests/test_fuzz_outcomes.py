@@ -14,9 +14,9 @@ from vllm_contract.codegen import generate
 from vllm_contract.model.interpreter import flat
 from vllm_contract.spec.errors import ExitStatus, TargetUnavailable
 from vllm_contract.spec.properties import ASSERTS
-from vllm_contract.targets.campaign import Campaign, _fatal_end, merge, run_shard
-from vllm_contract.targets.campaign_run import Event, Handle
-from vllm_contract.targets.fuzz_presets import PRESETS
+from vllm_contract.targets.fuzz.campaign import Campaign, _fatal_end, merge, run_shard
+from vllm_contract.targets.fuzz.campaign_run import Event, Handle
+from vllm_contract.targets.fuzz.presets import PRESETS
 from vllm_contract.targets.harness import Divergence, replay
 from vllm_contract.targets.reference import ReferenceTarget
 
@@ -80,7 +80,7 @@ class InlinePool:
         return list(self.handles)
 
     def start(self, release):
-        from vllm_contract.targets.campaign import Worker
+        from vllm_contract.targets.fuzz.campaign import Worker
 
         self.started += 1
         handle = Handle(release, self.started)
@@ -355,7 +355,7 @@ def test_a_v1_preset_is_no_trace_of_a_release_without_the_v1_runner():
     """`--releases all` takes in 0.34.0, which has no V1 runner: its V1 presets are left out
     of the campaign and said to be (they were counted as could not run, exit 3), and every
     shard still belongs to its group."""
-    from vllm_contract.targets.campaign import _left_out_lines, groups
+    from vllm_contract.targets.fuzz.campaign import _left_out_lines, groups
 
     campaign = Campaign(
         seed=1, cases=3, length=5, releases=("0.33.0", "0.34.0"), presets=("v1-core", "v2-core"), shard_size=2

@@ -17,9 +17,25 @@ SHADOW = "raise ImportError('a user file was imported instead of the installed p
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory) -> Path:
+    """The wheel of the working tree's files (tracked or new, not ignored), built in a copy:
+    setuptools reuses a checkout's build/lib, so a wheel built in place after a module moved
+    would still carry the module's old file."""
+    import shutil
+
+    source = tmp_path_factory.mktemp("source")
+    listed = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=REPO,
+        capture_output=True,
+        check=True,
+    ).stdout.decode()
+    for name in filter(None, listed.split("\0")):
+        if (REPO / name).is_file():  # a tracked file deleted in the working tree is left out
+            (source / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(REPO / name, source / name)
     out = tmp_path_factory.mktemp("wheel")
     done = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(out), str(REPO)],
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(out), str(source)],
         capture_output=True,
         text=True,
     )
@@ -41,6 +57,18 @@ def test_the_wheel_adds_one_top_level_name_and_carries_its_data(wheel):
         "vllm_contract/kernels/discard.py",
     ):
         assert needed in names, needed
+    # every module of every folder the package is made of (a subpackage left off pyproject's
+    # list would be missing from the wheel, and every installed import of it would fail)
+    import tomllib
+
+    folders = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["package-dir"]
+    modules = [
+        f"{package.replace('.', '/')}/{path.relative_to(REPO / folder).as_posix()}"
+        for package, folder in folders.items()
+        for path in (REPO / folder).rglob("*.py")
+        if "__pycache__" not in path.parts
+    ]
+    assert modules and not [m for m in modules if m not in names], [m for m in modules if m not in names]
     entry = next(n for n in names if n.endswith(".dist-info/entry_points.txt"))
     points = zipfile.ZipFile(wheel).read(entry).decode()
     assert "vllm_contract.targets.pytest_plugin" in points and "vllm_contract.cli:entry" in points

@@ -1,4 +1,4 @@
-"""The contract monitor (targets/monitor_scheduler.py) on the loaded vLLM release (`--vllm`).
+"""The contract monitor (targets/monitor/scheduler.py) on the loaded vLLM release (`--vllm`).
 
 Every generated case is played on vLLM's scheduler with the monitor as its scheduler_cls:
 it must pass as on vLLM's own AsyncScheduler (the monitor changes nothing), write nothing
@@ -29,10 +29,10 @@ from vllm_contract.report.explain_trace import explain_trace
 from vllm_contract.spec import profiles
 from vllm_contract.spec.config import Config
 from vllm_contract.spec.errors import ExitStatus, TargetUnavailable
-from vllm_contract.targets import monitor_writer
 from vllm_contract.targets.harness import replay_case
-from vllm_contract.targets.monitor import ENV_FOLDER, ENV_WINDOW, Settings, SettingsError
-from vllm_contract.targets.monitor_scheduler import MONITOR_SCHEDULER_CLS
+from vllm_contract.targets.monitor import writer as monitor_writer
+from vllm_contract.targets.monitor.core import ENV_FOLDER, ENV_WINDOW, Settings, SettingsError
+from vllm_contract.targets.monitor.scheduler import MONITOR_SCHEDULER_CLS
 from vllm_contract.targets.vllm_target import VllmTarget
 
 from vllm_contract.cli import main as cli
@@ -132,7 +132,7 @@ def _dropped_with_run_on(case, label: str) -> int:
 
 
 def test_loads_through_vllms_own_scheduler_cls():
-    from vllm_contract.targets.monitor_scheduler import MonitoredAsyncScheduler
+    from vllm_contract.targets.monitor.scheduler import MonitoredAsyncScheduler
 
     cfg = Config("monitor-load", runner=RUNNER, requests=1, profile=PROFILE)
     config = vllm_factory.vllm_config(vllm_factory.Shape.of(cfg, MONITOR_SCHEDULER_CLS))

@@ -23,9 +23,9 @@ from vllm_contract.report.explain_trace import explain_trace
 from vllm_contract.spec import profiles
 from vllm_contract.spec.errors import ExitStatus
 from vllm_contract.spec.verdicts import Reaction
-from vllm_contract.targets import monitor_writer
 from vllm_contract.targets.harness import replay_case
-from vllm_contract.targets.monitor import ENV_FOLDER
+from vllm_contract.targets.monitor import writer as monitor_writer
+from vllm_contract.targets.monitor.core import ENV_FOLDER
 from vllm_contract.targets.vllm_target import VllmTarget
 
 pytestmark = pytest.mark.vllm

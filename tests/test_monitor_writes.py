@@ -1,4 +1,4 @@
-"""The contract monitor's settings and trace files, without vLLM (targets/monitor.py, targets/monitor_writer.py).
+"""The contract monitor's settings and trace files, without vLLM (targets/monitor/core.py, targets/monitor/writer.py).
 
 A setting out of bounds is the one-line SettingsError; a trace is written off the
 engine's step, through a temporary file, under a name no restart reuses, and never over
@@ -16,9 +16,9 @@ import time
 from pathlib import Path
 
 import pytest
-from vllm_contract.targets import monitor_writer
-from vllm_contract.targets.monitor import ENV_TRACES, ENV_WINDOW, MAX_WINDOW, Settings, SettingsError
-from vllm_contract.targets.monitor_writer import TraceDropped, TraceWriter, publish, shown, trace_name
+from vllm_contract.targets.monitor import writer as monitor_writer
+from vllm_contract.targets.monitor.core import ENV_TRACES, ENV_WINDOW, MAX_WINDOW, Settings, SettingsError
+from vllm_contract.targets.monitor.writer import TraceDropped, TraceWriter, publish, shown, trace_name
 
 
 @pytest.mark.parametrize(

@@ -22,8 +22,8 @@ from vllm_contract.model.sampler import random_trace
 from vllm_contract.spec import profiles
 from vllm_contract.spec.config import Config
 from vllm_contract.targets import real_runner as rr
-from vllm_contract.targets.fuzz import draw_for
-from vllm_contract.targets.fuzz_presets import KNOWN, PRESETS, ignore_known
+from vllm_contract.targets.fuzz.differential import draw_for
+from vllm_contract.targets.fuzz.presets import KNOWN, PRESETS, ignore_known
 from vllm_contract.targets.harness import Divergence, replay
 from vllm_contract.targets.vllm_target import VllmTarget
 

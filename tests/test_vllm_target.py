@@ -21,7 +21,7 @@ from vllm_contract.spec import citations, profiles
 from vllm_contract.spec.config import Config
 from vllm_contract.spec.properties import ASSERTS, statement_key
 from vllm_contract.spec.vocabulary import Status
-from vllm_contract.targets.fuzz_presets import KNOWN, ignore_known
+from vllm_contract.targets.fuzz.presets import KNOWN, ignore_known
 from vllm_contract.targets.harness import Divergence, replay
 from vllm_contract.targets.orders import model_orders
 from vllm_contract.targets.vllm_target import CaseEnded, VllmTarget

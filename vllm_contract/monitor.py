@@ -3,9 +3,9 @@
     vllm serve ... --scheduler-cls vllm_contract.monitor.MonitoredAsyncScheduler
 
 vLLM's own AsyncScheduler of the loaded release with the contract's checks in its hooks
-(the implementation: targets/monitor_scheduler.py; what it does and costs: docs/monitor.md).
+(the implementation: targets/monitor/scheduler.py; what it does and costs: docs/monitor.md).
 """
 
-from vllm_contract.targets.monitor_scheduler import MONITOR_SCHEDULER_CLS, MonitoredAsyncScheduler
+from vllm_contract.targets.monitor.scheduler import MONITOR_SCHEDULER_CLS, MonitoredAsyncScheduler
 
 __all__ = ["MONITOR_SCHEDULER_CLS", "MonitoredAsyncScheduler"]

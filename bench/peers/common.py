@@ -9,7 +9,7 @@ from vllm_contract.spec.config import Config
 
 ROOT = Path(__file__).resolve().parent.parent
 
-WALK_LENGTH = 30  # the fuzzer's default trace length (targets/fuzz.py --length)
+WALK_LENGTH = 30  # the fuzzer's default trace length (targets/fuzz/differential.py --length)
 BMC_REPEAT = 3  # BMC times are the best of this many runs
 PROBE_SEEDS = 10  # the probe's expected cost: mean over this many seeds
 RACE_SEEDS = 10  # the race's, likewise

@@ -1,6 +1,6 @@
 """What no real runner can take on as the model does: picks it cannot realise, states beyond its contract.
 
-The fuzzer keeps these out of the traces it draws for the real runner (targets/fuzz.py
+The fuzzer keeps these out of the traces it draws for the real runner (targets/fuzz/differential.py
 draw_for), and the target refuses them by name when a trace asks for them.
 """
 

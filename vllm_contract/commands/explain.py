@@ -1,7 +1,7 @@
 """Which mechanisms can produce the counters an operator saw: a shortest trace, a proof that none can, or unknown.
 
 With --trace FILE instead of counters: which modelled mechanism a recorded trace (the
-contract monitor's, targets/monitor_scheduler.py) is, or where it leaves the model
+contract monitor's, targets/monitor/scheduler.py) is, or where it leaves the model
 (report/explain_trace.py).
 
 COUNTERS is one request's counters at the crash, in any of three forms:

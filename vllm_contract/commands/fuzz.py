@@ -1,9 +1,9 @@
 """Differential fuzzing, model against vLLM: a campaign of random model traces replayed on vLLM trees.
 
-A campaign is releases x presets x runner modes x traces (targets/campaign.py), run as
+A campaign is releases x presets x runner modes x traces (targets/fuzz/campaign.py), run as
 shards of 25 traces on --workers local processes (default: one per core), on a Ray
 instance started here (--ray local) or on a Ray cluster (--ray ADDRESS, or --ray and
-$RAY_ADDRESS). Each preset (targets/fuzz_presets.py) is played under the profile of the
+$RAY_ADDRESS). Each preset (targets/fuzz/presets.py) is played under the profile of the
 release that runs it; --runner real replays on vLLM's own V1/V2 model runner too.
 
 --out DIR holds the result: results.json (every trace a row, sorted by release, preset,
@@ -52,7 +52,7 @@ RAY_MISSING = "--ray needs Ray, which is not installed here: pip install 'vllm-c
 
 
 def add_arguments(parser) -> None:
-    from vllm_contract.targets.fuzz_presets import KNOWN, PRESETS
+    from vllm_contract.targets.fuzz.presets import KNOWN, PRESETS
 
     parser.add_argument(
         "--presets", action="append", help=f"comma-separated presets (default all): {', '.join(PRESETS)}"
@@ -96,9 +96,9 @@ def _names(values: list[str] | None) -> list[str]:
 def campaign_from(args):
     """The campaign the arguments name (checked); None for what --resume reads from the folder."""
     from vllm_contract.spec.profiles import RELEASE_NAMES
-    from vllm_contract.targets.campaign import Campaign
-    from vllm_contract.targets.fuzz import RUNNERS
-    from vllm_contract.targets.fuzz_presets import KNOWN, PRESETS, runnable_presets
+    from vllm_contract.targets.fuzz.campaign import Campaign
+    from vllm_contract.targets.fuzz.differential import RUNNERS
+    from vllm_contract.targets.fuzz.presets import KNOWN, PRESETS, runnable_presets
 
     for option, given in (("--config", args.config), ("--presets", args.presets)):
         unknown = [n for n in _names(given) if n not in PRESETS]
@@ -148,7 +148,7 @@ def campaign_from(args):
 
 def _resumed(out: Path, given: dict):
     """The campaign in `out` (--resume), refusing options that would make it another."""
-    from vllm_contract.targets.campaign import Campaign
+    from vllm_contract.targets.fuzz.campaign import Campaign
 
     try:
         record = json.loads((out / "campaign.json").read_text())
@@ -203,7 +203,7 @@ def _staged(out: Path, campaign, keep_shards: bool) -> OutFolder:
 
 
 def _campaign_json(campaign) -> dict:
-    from vllm_contract.targets.campaign import FORMAT
+    from vllm_contract.targets.fuzz.campaign import FORMAT
 
     return {"format": FORMAT, "campaign": campaign.record(), "shard_size": campaign.shard_size}
 
@@ -251,7 +251,7 @@ def checkpointed(out: Path, campaign) -> tuple[ShardFiles, dict]:
     match the campaign, or is damaged, is run again); the shards stay on disk."""
     from dataclasses import asdict
 
-    from vllm_contract.targets.campaign import CaseKey
+    from vllm_contract.targets.fuzz.campaign import CaseKey
 
     numbers, cases = set(), {}
     for path in sorted((out / "shards").glob("*.json")):
@@ -286,7 +286,7 @@ def checkpoint(out: Path, task: tuple, result: dict) -> None:
 def write_result(out: Path, campaign, done, cases: dict, times: dict, stop: str | None):
     """results.json, summary.txt, timings.json and the cases, beside the shards, swapped in
     whole; results.json is written row by row from the shards (never held whole)."""
-    from vllm_contract.targets.campaign import case_file, divergence_itf, dump_chunks, merge, summary
+    from vllm_contract.targets.fuzz.campaign import case_file, divergence_itf, dump_chunks, merge, summary
 
     results = merge(campaign, done, cases)
     folder = _staged(out, campaign, keep_shards=True)
@@ -315,7 +315,7 @@ RAY_CONNECT_S = 5.0  # a TCP connection to --ray's address must open within this
 def make_pool(args, workers: int | None):
     """Local worker processes, or Ray (imported only here). An address nobody answers at
     is one line of ours before Ray is asked (Ray itself retries for minutes)."""
-    from vllm_contract.targets.campaign_run import LocalPool, default_workers
+    from vllm_contract.targets.fuzz.campaign_run import LocalPool, default_workers
 
     if args.ray is None:
         return LocalPool(workers or default_workers())
@@ -324,7 +324,7 @@ def make_pool(args, workers: int | None):
         raise UsageError("--ray alone joins $RAY_ADDRESS, which is not set: give --ray local or --ray ADDRESS")
     if address not in ("local", "auto"):
         reachable(address)
-    from vllm_contract.targets.campaign_ray import RayPool
+    from vllm_contract.targets.fuzz.campaign_ray import RayPool
 
     try:
         return RayPool(address, workers or (default_workers() if address == "local" else None))
@@ -397,8 +397,8 @@ def execute(campaign, pool, out: Path, resume: bool = False, on_dispatch=None, s
 
 
 def _execute(campaign, pool, out: Path, resume: bool, on_dispatch, say) -> int:
-    from vllm_contract.targets import campaign_run
-    from vllm_contract.targets.campaign import timings
+    from vllm_contract.targets.fuzz import campaign_run
+    from vllm_contract.targets.fuzz.campaign import timings
 
     say = say or (lambda line: print(line, flush=True))
     if resume:
@@ -469,8 +469,8 @@ class _Groups:
     its last shard finishes (its rows read back then, once)."""
 
     def __init__(self, campaign, done, say):
-        from vllm_contract.targets.campaign import groups
-        from vllm_contract.targets.fuzz import DIVERGED
+        from vllm_contract.targets.fuzz.campaign import groups
+        from vllm_contract.targets.fuzz.differential import DIVERGED
 
         self.prefix = DIVERGED + ": "
         self.campaign, self.done, self.say = campaign, done, say

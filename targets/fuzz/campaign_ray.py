@@ -1,6 +1,6 @@
 """A campaign's workers on Ray: one actor per worker, holding one release (imported only with --ray).
 
-`RayPool` is LocalPool's counterpart for targets/campaign_run.py. `--ray local` starts a
+`RayPool` is LocalPool's counterpart for targets/fuzz/campaign_run.py. `--ray local` starts a
 Ray instance on this machine (no dashboard, Ray's own logs quiet, no usage report) and
 shuts it down at the end; `--ray ADDRESS` joins a cluster, whose nodes must each have
 this project installed and the releases' trees fetched (`make venv vllm-trees`), at the
@@ -22,8 +22,8 @@ import time
 import ray
 from ray.exceptions import RayActorError
 from vllm_contract.spec.errors import ExitStatus, TargetUnavailable
-from vllm_contract.targets.campaign import Worker
-from vllm_contract.targets.campaign_run import Event, Handle
+from vllm_contract.targets.fuzz.campaign import Worker
+from vllm_contract.targets.fuzz.campaign_run import Event, Handle
 
 
 @ray.remote(num_cpus=1, max_restarts=0)

@@ -1,12 +1,12 @@
 """The online contract monitor: what a running vLLM scheduler did, recorded and checked at every step.
 
-`MonitoredAsyncScheduler` (targets/monitor_scheduler.py) calls a `Monitor` from its hooks;
+`MonitoredAsyncScheduler` (targets/monitor/scheduler.py) calls a `Monitor` from its hooks;
 the Monitor keeps a window of the last N events in the model's vocabulary (schedule with
 its budget, scheduled tokens and drafts; deliver with what the runner returned, KV-load
 failures and stops; preemption, reset, abort, streaming updates), each request's
 admission, and checks the contract on vLLM's own Request objects. On the first violation
 (or just before one of vLLM's asserts would fire) it writes the window as an ITF trace
-(targets/monitor_trace.py) and logs one line.
+(targets/monitor/trace.py) and logs one line.
 
 A hang is named when it happens: a request that a count holds (stale output with nothing
 in flight to drain it, a running request with nothing left to schedule and nothing in
@@ -45,8 +45,8 @@ from vllm_contract.spec.profiles import release_profile
 from vllm_contract.spec.properties import ASSERTS, PROPERTIES
 from vllm_contract.spec.state import View
 from vllm_contract.spec.vocabulary import Status
-from vllm_contract.targets import monitor_trace
-from vllm_contract.targets.monitor_records import Admitted, Delivered, FrontEnd, Pending, Scheduled
+from vllm_contract.targets.monitor import trace as monitor_trace
+from vllm_contract.targets.monitor.records import Admitted, Delivered, FrontEnd, Pending, Scheduled
 
 ENV_FOLDER = "VLLM_CONTRACT_MONITOR_DIR"
 ENV_WINDOW = "VLLM_CONTRACT_MONITOR_WINDOW"

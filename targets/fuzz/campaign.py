@@ -3,7 +3,7 @@
 A campaign (`Campaign`) is cut into shards of `shard_size` traces of one release, runner
 mode and preset (`Campaign.shards`). A shard runs in a worker process that loaded that
 release, one vLLM tree per process (`Worker`; the workers, local or on Ray, and the loop
-that hands them shards: targets/campaign_run.py). Each trace's seed derives from
+that hands them shards: targets/fuzz/campaign_run.py). Each trace's seed derives from
 (campaign seed, release, preset, index) alone (`trace_seed`) and every trace is kept as
 a row, so the merged result (`merge`) is the same bytes whatever the number of workers or
 nodes, the order shards finish in, the shard size, or how often a shard was retried.
@@ -38,8 +38,8 @@ from vllm_contract.spec import expectations
 from vllm_contract.spec.config import Config
 from vllm_contract.spec.errors import TargetUnavailable
 from vllm_contract.spec.properties import ASSERTS
-from vllm_contract.targets.fuzz import DIVERGED, NOT_PLAYED, new_target, play, shrunk, target_class
-from vllm_contract.targets.fuzz_presets import PRESETS, ignore_known, runs_on
+from vllm_contract.targets.fuzz.differential import DIVERGED, NOT_PLAYED, new_target, play, shrunk, target_class
+from vllm_contract.targets.fuzz.presets import PRESETS, ignore_known, runs_on
 from vllm_contract.targets.harness import observes
 
 FORMAT = "vllm-contract fuzz campaign 1"

@@ -2,12 +2,12 @@
 
 Each trace (model/sampler.py) is drawn from its seed alone and replayed on the vLLM
 target (targets.harness.replay); `play` says how it ended in the model and what the
-target did, `shrunk` minimises a divergent one (targets/shrink.py: deleting steps and
+target did, `shrunk` minimises a divergent one (targets/fuzz/shrink.py: deleting steps and
 shrinking numbers while the same kind of divergence remains). Known divergences
-(targets/fuzz_presets.py KNOWN) can be masked so the fuzzer looks past them. The presets
+(targets/fuzz/presets.py KNOWN) can be masked so the fuzzer looks past them. The presets
 are played under the profile of the vLLM tree loaded, so each release is fuzzed against
 its own model. A campaign of many traces over releases, presets and runner modes, on
-worker processes or Ray: targets/campaign.py.
+worker processes or Ray: targets/fuzz/campaign.py.
 
 runner "real" replays on vLLM's scheduler with vLLM's own V1/V2 model runner
 (targets/real_runner): what each step returns is the runner's decision, compared with
@@ -28,8 +28,8 @@ from vllm_contract.model.interpreter import Disabled, nested
 from vllm_contract.model.sampler import Draw, Limits, random_trace
 from vllm_contract.spec.config import Config
 from vllm_contract.spec.errors import TargetUnavailable
+from vllm_contract.targets.fuzz.shrink import shrink
 from vllm_contract.targets.harness import Divergence, replay
-from vllm_contract.targets.shrink import shrink
 from vllm_contract.targets.vllm_target import CaseEnded
 
 RUNNERS = ("model", "real")  # who decides what a step returns: the model, or vLLM's own runner

@@ -1,6 +1,6 @@
 """The monitor's window, record by record: each request's admission, each schedule(), each
-update_from_output and each front-end call, as the monitor (targets/monitor.py) keeps them
-and the trace builder (targets/monitor_trace.py) reads them."""
+update_from_output and each front-end call, as the monitor (targets/monitor/core.py) keeps them
+and the trace builder (targets/monitor/trace.py) reads them."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""A campaign's tasks on workers: local processes (`LocalPool`) or Ray (targets/campaign_ray.py).
+"""A campaign's tasks on workers: local processes (`LocalPool`) or Ray (targets/fuzz/campaign_ray.py).
 
 `run` keeps a pool's `size` workers busy. A worker holds one release (one vLLM tree per
 process), so it is started for the release with the most work left per worker, and
@@ -33,8 +33,8 @@ from typing import Any, Callable
 
 from vllm_contract.model.workers import die_with_parent
 from vllm_contract.spec.errors import TargetUnavailable, TreeError
-from vllm_contract.targets.campaign import RETRIES, Campaign, CaseKey, Shard, Worker, case_keys, groups
-from vllm_contract.targets.fuzz import DIVERGED, NOT_PLAYED
+from vllm_contract.targets.fuzz.campaign import RETRIES, Campaign, CaseKey, Shard, Worker, case_keys, groups
+from vllm_contract.targets.fuzz.differential import DIVERGED, NOT_PLAYED
 
 
 @dataclass(eq=False)

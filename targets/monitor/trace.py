@@ -36,11 +36,11 @@ from vllm_contract.spec import expectations
 from vllm_contract.spec.config import Config
 from vllm_contract.spec.errors import SpecError
 from vllm_contract.spec.properties import ASSERTS
-from vllm_contract.targets import monitor_writer
-from vllm_contract.targets.monitor_records import Delivered, FrontEnd, Pending, Scheduled
+from vllm_contract.targets.monitor import writer as monitor_writer
+from vllm_contract.targets.monitor.records import Delivered, FrontEnd, Pending, Scheduled
 
 if TYPE_CHECKING:  # the monitor calls this module; the type alone comes back
-    from vllm_contract.targets.monitor import Monitor
+    from vllm_contract.targets.monitor.core import Monitor
 
 MAX_REQUESTS = 4  # spec/config.py: a concrete instance has 1..4 requests
 # the counters of vLLM's Request the states record (the spec's names; the target's list)
@@ -468,7 +468,7 @@ def write(
     else:
         model = f"the model replays it without violating {prop}"
     meta = {
-        "source": "vllm-contract monitor (targets/monitor.py), from a running vLLM scheduler",
+        "source": "vllm-contract monitor (targets/monitor/core.py), from a running vLLM scheduler",
         "description": f"the monitor saw {prop} violated by {rid} on vLLM {mon.release}",
         "kind": "violation",
         "violated": prop,
