@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import ast
 import difflib
+import importlib.util
 import json
 import os
 import re
@@ -59,6 +60,25 @@ CASES = ROOT / "generated_tests" / "cases"
 USER_TRACES = ROOT / "generated_tests" / "traces"
 BUILD_CHUNK = 40  # traces a worker builds per task (progress is said as tasks end)
 INDEX_ROW = re.compile(r"^\| `([^`]+)` \| (\w+) \| (.*) \|$")
+
+
+def generated_cases(folder: Path = CASES) -> list[tuple[Path, object]]:
+    """(path, CASE) of every generated module under `folder` that holds a case, in path
+    order, each loaded from its file: generated_tests is no package the installed command can
+    import. A module that does not import is a CaseError that names it."""
+    found = []
+    for path in sorted(folder.rglob("test_*.py")):
+        name = "_generated_" + re.sub(r"\W", "_", str(path.relative_to(folder).with_suffix("")))
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        try:
+            spec.loader.exec_module(module)
+        except Exception as exc:
+            raise CaseError(f"{path}: does not import ({type(exc).__name__}: {exc}); run `make generate`") from None
+        case = getattr(module, "CASE", None)
+        if case is not None:
+            found.append((path, case))
+    return found
 
 
 @dataclass

@@ -28,13 +28,12 @@ target cannot run (no arm ran).
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import logging
 from collections import defaultdict
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-CASES_DIR = REPO / "generated_tests" / "cases"
+from vllm_contract.codegen.generate import CASES, generated_cases
+
 SCHEDULER_LOGGER = "vllm.v1.core.sched.scheduler"
 # the patch's debug line (fixes/step-reservation-guard): request id, returned, reserved, dropped
 GUARD_DEBUG = "Request %s: the model runner returned %d token(s) for a step that reserved %d; dropped %d."
@@ -43,17 +42,9 @@ GUARD_DEBUG = "Request %s: the model runner returned %d token(s) for a step that
 # ------------------------------------------------------------------ the cases
 
 
-def load_cases(root: Path = CASES_DIR) -> list:
+def load_cases(root: Path = CASES) -> list:
     """Every generated module's CASE, in path order (the modules import only the harness)."""
-    cases = []
-    for path in sorted(root.rglob("test_*.py")):
-        spec = importlib.util.spec_from_file_location(f"_fix_case_{path.stem}_{len(cases)}", path)
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        case = getattr(module, "CASE", None)
-        if case is not None:
-            cases.append(case)
-    return cases
+    return [case for _, case in generated_cases(root)]
 
 
 @dataclasses.dataclass

@@ -10,11 +10,12 @@ property, init picks, steps), not by name.
 
 from __future__ import annotations
 
-import importlib.util
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from vllm_contract.codegen.cases import CaseError
+from vllm_contract.codegen.generate import CASES, generated_cases
 from vllm_contract.model.interpreter import Disabled, Interpreter, args_for, nested
 from vllm_contract.model.itf import read
 from vllm_contract.model.results import VerdictRow
@@ -26,7 +27,6 @@ from vllm_contract.spec.profiles import release_order
 from vllm_contract.spec.verdicts import Fired, Kind
 
 ROOT = Path(__file__).resolve().parent.parent
-CASES = ROOT / "generated_tests" / "cases"
 
 
 class ReportError(SpecError):
@@ -62,16 +62,11 @@ class Module:
 def generated_modules(cases_dir: Path = CASES) -> dict[tuple, Module]:
     """Every generated case module, by the content of its case (see case_key)."""
     out: dict[tuple, Module] = {}
-    for path in sorted(cases_dir.rglob("test_*.py")):
-        spec = importlib.util.spec_from_file_location(f"_report_case_{slug(str(path))}", path)
-        module = importlib.util.module_from_spec(spec)
-        try:
-            spec.loader.exec_module(module)
-        except Exception as exc:  # a broken module is named, not raised through
-            raise ReportError(f"{path}: does not import ({type(exc).__name__}: {exc}); run `make generate`") from None
-        case = getattr(module, "CASE", None)
-        if case is None:
-            continue
+    try:
+        found = generated_cases(cases_dir)
+    except CaseError as exc:  # a broken module is named, not raised through
+        raise ReportError(str(exc)) from None
+    for path, case in found:
         scenario = case.config["name"].split("@", 1)[0]
         rel = str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
         out[case_key(scenario, case.property, case.init, case.steps)] = Module(rel, case)

@@ -142,3 +142,24 @@ def test_a_quint_style_trace_becomes_the_same_case(kvfail_trace, tmp_path):
     other.write_text(json.dumps({"#meta": meta, "vars": doc["vars"], "states": states}))
     ours, theirs = build(kvfail_trace), build(other, "v2-kvfail@0.32.0")
     assert theirs.case.steps == ours.case.steps and theirs.case.arms == ours.case.arms
+
+
+def test_the_generated_modules_load_from_their_files_in_one_place(tmp_path):
+    """codegen's generated_cases is what the benchmarks, the fix checks and the report read
+    the committed cases with: every module's CASE in path order; a module that does not
+    import is one line naming it, and the report says the same line."""
+    import pytest
+    from vllm_contract.codegen.cases import CaseError
+    from vllm_contract.codegen.generate import CASES, generated_cases
+    from vllm_contract.fixes.arms import load_cases
+    from vllm_contract.report.data import ReportError, generated_modules
+
+    found = generated_cases()
+    assert found and [p for p, _ in found] == sorted(CASES.rglob("test_*.py"))
+    assert [c.name for c in load_cases()] == [c.name for _, c in found]
+    (tmp_path / "x").mkdir()
+    (tmp_path / "x" / "test_broken.py").write_text("raise RuntimeError('half-written')\n")
+    with pytest.raises(CaseError, match=r"test_broken.py: does not import \(RuntimeError: half-written\)"):
+        generated_cases(tmp_path)
+    with pytest.raises(ReportError, match="test_broken.py: does not import"):
+        generated_modules(tmp_path)
