@@ -39,7 +39,7 @@ from vllm_contract.spec.config import Config
 from vllm_contract.spec.errors import TargetUnavailable
 from vllm_contract.spec.properties import ASSERTS
 from vllm_contract.targets.fuzz.differential import DIVERGED, NOT_PLAYED, new_target, play, shrunk, target_class
-from vllm_contract.targets.fuzz.presets import PRESETS, ignore_known, runs_on
+from vllm_contract.targets.fuzz.presets import PRESETS, ignore_known, left_out_because, runs_on
 from vllm_contract.targets.harness import observes
 
 FORMAT = "vllm-contract fuzz campaign 1"
@@ -529,13 +529,14 @@ def _fatal_end(name: str, runner: str) -> str:
 
 
 def _left_out_lines(campaign: Campaign) -> list[str]:
-    """One line per release that lacks some presets' runner: those presets are no traces of it."""
-    by_release: dict[str, list[str]] = {}
+    """One line per release and reason that leaves presets out (presets.left_out_because):
+    those presets are no traces of it."""
+    grouped: dict[tuple, list[str]] = {}
     for release, preset in campaign.left_out:
-        by_release.setdefault(release, []).append(preset)
+        grouped.setdefault((release, left_out_because(preset, release)), []).append(preset)
     return [
-        f"left out: {len(names)} V1 preset(s) on {release} (vLLM {release} has no V1 model runner): {', '.join(names)}"
-        for release, names in by_release.items()
+        f"left out: {len(names)} {kind} preset(s) on {release} ({why}): {', '.join(names)}"
+        for (release, (kind, why)), names in grouped.items()
     ]
 
 

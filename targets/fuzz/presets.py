@@ -219,13 +219,21 @@ def ignore_known(names, runner: str = "model") -> Callable | None:
     return lambda key, a, b, s: any(k.matches(key, a, b, s, runner) for k in chosen)
 
 
-def runs_on(preset: str, release: str) -> bool:
-    """Whether a preset's runner exists in a release: vLLM's V1 runner's end at 0.33.0. A
+def left_out_because(preset: str, release: str) -> tuple[str, str] | None:
+    """Why a preset is no trace of a release, as (the kind of preset, the reason), or None
+    where it runs: its runner is not in the release (vLLM's V1 runner ends at 0.33.0). A
     tree that is no modelled release runs every preset."""
     from vllm_contract.spec import profiles
 
     known = {p.release: p for p in profiles.RELEASES}
-    return release not in known or known[release].has_v1_runner or not PRESETS[preset].on_vllm_v1
+    if release in known and not known[release].has_v1_runner and PRESETS[preset].on_vllm_v1:
+        return "V1", f"vLLM {release} has no V1 model runner"
+    return None
+
+
+def runs_on(preset: str, release: str) -> bool:
+    """Whether a preset's runner exists in a release (left_out_because says why not)."""
+    return left_out_because(preset, release) is None
 
 
 def runnable_presets(releases: tuple[str, ...]) -> list[str]:
