@@ -136,7 +136,7 @@ vllm-bytecode: $(FULL)
 # stage's whole when it ends; side by side, no core waits for the 0.32.0 stage's last test)
 test: $(if $(VLLM),test-preflight) test-ready
 ifeq ($(VLLM),)
-	@$(MAKE) --no-print-directory -j$(if $(filter 1,$(JOBS)),1,2) test-on-0.32.0 test-later LATER_LANES=1
+	@$(MAKE) --no-print-directory -j$(if $(filter 1,$(JOBS)),1,2) test-on-0.32.0 test-later LATER_LANES=shared
 else
 	$(PY) -m pytest -q $(XDIST) --vllm="$(VLLM)" --junitxml=build/junit.xml
 endif
@@ -149,7 +149,9 @@ test-preflight: $(FULL) $(if $(filter $(FETCHED_RELEASES),$(VLLM)),$(VLLM_TREES)
 
 # make test's stages after 0.32.0, one pytest process each (no xdist: they are small, and
 # each worker would import its vLLM again, the larger part of such a run), LANES of them
-# side by side (make -j; each run's output is printed whole when it ends): 0.33.0's
+# side by side (make -j; each run's output is printed whole when it ends; in make test they
+# take make test's job slots, LATER_LANES=shared: one beside the 0.32.0 stage, two once it
+# ends, so no core waits on the last stage alone): 0.33.0's
 # generated cases and scheduler-target tests on five targets; on 0.29.0, 0.30.0 and
 # 0.31.0 every generated case on the scheduler (plain and clamped) and the clamp's tests
 LANES ?= $(if $(filter 1,$(JOBS)),1,2)
@@ -157,8 +159,8 @@ LATER_LANES = $(LANES)
 STAGE_WORKERS ?= -n 0  # bench speed also times them on xdist workers, one stage after another
 LATER_STAGES := $(addprefix test-on-,0.34.0 0.33.0 $(OLDER_RELEASES))
 test-later:
-	@echo "pytest on 0.34.0 0.33.0 $(OLDER_RELEASES) ($(LATER_LANES) at a time; each run's output comes whole when it ends)"
-	@$(MAKE) --no-print-directory -j$(LATER_LANES) --output-sync=target $(LATER_STAGES)
+	@echo "pytest on 0.34.0 0.33.0 $(OLDER_RELEASES) ($(if $(filter shared,$(LATER_LANES)),as many at a time as make test's job slots free,$(LATER_LANES) at a time); each run's output comes whole when it ends)"
+	@$(MAKE) --no-print-directory $(if $(filter shared,$(LATER_LANES)),,-j$(LATER_LANES)) --output-sync=target $(LATER_STAGES)
 
 test-on-0.32.0: $(FULL)
 	$(PY) -m pytest -q $(XDIST) --vllm=0.32.0 --junitxml=build/junit-0.32.0.xml
