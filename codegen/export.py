@@ -20,6 +20,7 @@ from vllm_contract.codegen.case import arm_label
 from vllm_contract.codegen.cases import CaseSource, runner_rule
 from vllm_contract.codegen.render import cited, environment
 from vllm_contract.model.run import Run
+from vllm_contract.spec import citations
 from vllm_contract.spec.config import Config
 from vllm_contract.spec.properties import ASSERTS, PROPERTIES
 from vllm_contract.spec.runner_variants import V2
@@ -27,13 +28,19 @@ from vllm_contract.spec.runner_variants import V2
 GUARD = "step-reservation"
 MAX_MODEL_LEN = 2048  # facebook/opt-125m's (the model vLLM's scheduler tests configure)
 
-# releases whose Model Runner V2 rejects the ngram_gpu drafts the exported tests use
+# the releases whose Model Runner V2 rejects the ngram_gpu drafts the exported tests use
 # (VllmConfig._get_v2_model_runner_unsupported_features); 0.32.0 accepts them
-V2_REFUSES_NGRAM = {
-    "0.29.0": "vllm/config/vllm.py:2564-2565",
-    "0.30.0": "vllm/config/vllm.py:2839-2850",
-    "0.31.0": "vllm/config/vllm.py:3074-3083",
-}
+V2_REFUSES_NGRAM = "v2-unsupported-ngram-gpu"
+
+
+def _v2_refuses_ngram(release: str) -> str | None:
+    """Where the release's V2 validation refuses ngram_gpu drafts (`vllm/FILE:LINES`, the
+    citation's lines in that release), or None where it accepts them."""
+    if release not in citations.load()[V2_REFUSES_NGRAM].releases():
+        return None
+    file, first, last, _ = citations.resolve(V2_REFUSES_NGRAM, release)
+    return f"vllm/{file}:{first}-{last}"
+
 
 # the properties a test asserts on the scheduler's own state; the others that vLLM
 # asserts itself need no assert of ours (its assert is the check)
@@ -124,9 +131,10 @@ def why_not(src: CaseSource, release: str) -> str | None:
             "vLLM's tests and `vllm serve` run) the spec-decoding stats' `assert num_accepted_tokens <= "
             "self.num_spec_tokens` fires first, which the model does not cover (its targets run without stats)"
         )
-    if cfg.is_v2 and cfg.spec_tokens and release in V2_REFUSES_NGRAM:
+    refused_at = _v2_refuses_ngram(release) if cfg.is_v2 and cfg.spec_tokens else None
+    if refused_at:
         return (
-            f"vLLM {release}'s Model Runner V2 refuses ngram drafts ({V2_REFUSES_NGRAM[release]}) "
+            f"vLLM {release}'s Model Runner V2 refuses ngram drafts ({refused_at}) "
             "and every draft method it accepts needs a draft model"
         )
     longest = max(src.case.init["prompt_len"]) + sum(a.get("new_tokens", 0) for _, a in src.case.steps)

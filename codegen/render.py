@@ -50,7 +50,7 @@ def environment() -> jinja2.Environment:
 
 
 def cited(prop_name: str, release: str) -> str:
-    """Where vLLM implements a property, in a release: `scheduler.py:1634-1636, ...`."""
+    """Where vLLM implements a property in a release: each cited file with its lines."""
     from vllm_contract.spec import citations
 
     known = citations.load()

@@ -2,7 +2,7 @@
 
 vLLM 0.32.0 decides, per batch row b with state slot s = idx_mapping[b], whether the
 row is still prefilling; such a row samples nothing, so its num_sampled and
-num_rejected become 0 (vllm/v1/worker/gpu/input_batch.py:507-552, "v2b"). The
+num_rejected become 0 ([cite:v2-discard-kernel]). The
 launchers here are drop-in replacements for `get_num_sampled_and_rejected` there:
 same arguments, same in-place write to num_sampled, same returned pair.
 

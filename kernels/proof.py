@@ -3,7 +3,7 @@
 The spec (spec/runners.py, v2_decide) works on unbounded integers: a row is discarded
 iff g + n < threshold, with g the slot's num_computed_tokens, n the step's query_len,
 and threshold = prefill_len (snapshot) or total_len (live). In vLLM, seq_len = g + n
-is computed upstream in int32 (v2b:374) and can wrap; the kernel then compares.
+is computed upstream in int32 ([cite:v2-seq-len]) and can wrap; the kernel then compares.
 
 What is proved, and how it is tied to the kernel code:
   * The decision is `discard.still_prefilling`; its Python body (`.fn`) is applied to
@@ -104,7 +104,7 @@ def equals_spec(variant: str, *, nonnegative: bool, no_overflow: bool) -> ProofR
     """Kernel decision == spec decision for all int32 g, n, threshold meeting the bounds."""
     g, n = z3.BitVecs("g n", 32)
     threshold = z3.BitVec(THRESHOLD_NAME[variant], 32)
-    seq_len = g + n  # vLLM's int32 add upstream of the kernel (v2b:374): wraps
+    seq_len = g + n  # vLLM's int32 add upstream of the kernel ([cite:v2-seq-len]): wraps
     assumptions = []
     if nonnegative:
         assumptions += [g >= 0, n >= 0]

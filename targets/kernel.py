@@ -181,7 +181,7 @@ def _run_variant(variant: str, rows: list[dict], cfg: Config) -> dict[str, Any]:
             per_slot[row["slot"]] = row[per_slot_key]
         sampled, rejected = LAUNCHERS[variant](
             tensor([1 + row["accepted"] for row in rows]),  # the sampler's count: 1 + accepted drafts
-            tensor([_wrap32(row["num_computed"] + row["query_len"]) for row in rows]),  # int32 add, v2b:374
+            tensor([_wrap32(row["num_computed"] + row["query_len"]) for row in rows]),  # int32 add, [cite:v2-seq-len]
             tensor(cu_num_logits),
             tensor([row["slot"] for row in rows], torch.int64),
             tensor(per_slot),

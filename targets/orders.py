@@ -17,7 +17,7 @@ from vllm_contract.spec.vocabulary import Status
 def model_orders(cfg: Config, state: Mapping[tuple, Any]) -> dict[str, list[str]]:
     """Running requests by running_rank; waiting ones (WAITING, PREEMPTED,
     WAITING_FOR_STREAMING_REQ) in the queue served first (holding KV blocks, c > 0,
-    sched:915-918; or, 0.29.0 and 0.30.0, in skipped_waiting) first, then by waiting_rank."""
+    [cite:kv-holding-waiting-first]; or, 0.29.0 and 0.30.0, in skipped_waiting) first, then by waiting_rank."""
     reqs = range(cfg.requests)
     status = {r: state[("status", r)] for r in reqs}
     running = sorted((r for r in reqs if status[r] == Status.RUNNING), key=lambda r: state[("running_rank", r)])

@@ -8,8 +8,8 @@ narrowest hook that reproduces what vLLM itself does:
 
   schedule(budget, ...)   set the step's token budget (scheduler.max_num_scheduled_tokens
                           and scheduler_config.max_num_batched_tokens, read at
-                          sched:611-614), call schedule(), keep the SchedulerOutput in
-                          our own FIFO (EngineCore's batch_queue, core:753). What the
+                          [cite:step-budgets]), call schedule(), keep the SchedulerOutput in
+                          our own FIFO (EngineCore's batch_queue, [cite:batch-queue-append]). What the
                           runner returns for that step is the model's decision: the
                           harness hands the model's play of the step in (q_sampled
                           of the new step).
@@ -18,24 +18,24 @@ narrowest hook that reproduces what vLLM itself does:
                           token placed so that the stop-th appended token is STOP_ID),
                           report a KV-load failure as
                           KVConnectorOutput(invalid_block_ids={...}) (without a
-                          connector recompute_kv_load_failures is True, sched:166),
-                          call update_from_output (core:783). Fault under-drain:
+                          connector recompute_kv_load_failures is True, [cite:recompute-kv-load-failures]),
+                          call update_from_output ([cite:engine-delivers]). Fault under-drain:
                           first lower the output's num_scheduled_tokens by `short`
                           per request, as a plugin that rewrites it does. Fault
                           lost-sample: a flagged request's row is handed over empty.
   preempt(req, drop)      HOOK (no public path): the two statements schedule() runs on
-                          an allocation failure (sched:834-840): remove the victim from
+                          an allocation failure ([cite:alloc-failure-preempts]): remove the victim from
                           `scheduler.running` and call
                           `_preempt_request(victim, t, drop_stale_output=drop)`.
-  reset_prefix_cache      reset_prefix_cache(reset_running_requests=True) (sched:2840).
+  reset_prefix_cache      reset_prefix_cache(reset_running_requests=True) ([cite:reset-prefix-cache]).
                           Where a session still holds blocks vLLM raises RuntimeError
-                          after the preemptions (sched:2868-2875), which EngineCore
-                          returns as a failed utility call (core:1749-1751): the
+                          after the preemptions ([cite:reset-raises-when-blocks-held]), which EngineCore
+                          returns as a failed utility call ([cite:utility-call-failure]): the
                           step compares that outcome with the model's
                           (`observed["reset_fails"]`) and the case goes on.
   stream_update(req, u)   add_request with the same id and a resumable request of u
-                          prompt tokens (sched:2616-2626).
-  abort(req)              finish_requests("rK", FINISHED_ABORTED) (sched:2649).
+                          prompt tokens ([cite:add-request-streaming-update]).
+  abort(req)              finish_requests("rK", FINISHED_ABORTED) ([cite:finish-requests]).
 
 After a case's events the harness runs the engine on by itself (`engine_step`, model/hang.py's
 bound): EngineCore's own loop on this tree alone, schedule while the scheduler has requests
@@ -81,7 +81,7 @@ class CaseEnded(RuntimeError):
 
 
 def status_of(status) -> int:
-    """RequestStatus (req:370-386) -> spec.vocabulary.Status."""
+    """RequestStatus ([cite:request-status-enum]) -> spec.vocabulary.Status."""
     return objects.status_code(status)
 
 
@@ -444,9 +444,9 @@ class VllmTarget:
         return out
 
     def engine_view(self) -> dict[str, Any]:
-        """What EngineCore.step_with_batch_queue decides with (core:724, core:754-756):
+        """What EngineCore.step_with_batch_queue decides with ([cite:engine-schedules engine-defers-delivery]):
         whether the scheduler has requests (unfinished ones, or finished ids not yet
-        shipped; sched:2813-2838)."""
+        shipped; [cite:has-finished-requests])."""
         return {"has_requests": objects.has_requests(self.sched)}
 
     def orders(self) -> dict[str, list[str]]:

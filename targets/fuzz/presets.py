@@ -186,7 +186,7 @@ KNOWN: dict[str, Known] = {
             "runner-negative-position",
             "a request scheduled from position -1 (finding 9: a KV-load recompute under "
             "two rejected drafts) makes vLLM's V1 runner index its token table at a negative "
-            "position: IndexError in _prepare_inputs (gpu_model_runner.py:1975 on 0.32.0), "
+            "position: IndexError in _prepare_inputs ([cite:v1-prepare-inputs-token-table] on 0.32.0), "
             "which ends the engine. The model states the cause (computed-nonnegative), not "
             "the runner's exception; at that step nothing else is compared (the runner "
             "did not run it), and the case ends there",

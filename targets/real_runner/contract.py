@@ -52,9 +52,9 @@ def beyond_runner_contract(cfg: Config, state: Mapping) -> str | None:
     prompt-beyond-tokens: a streaming session whose prompt is longer than its token
     list (L > T; on 0.32.0 a KV-load failure lets a stop land below the prompt, and the
     session update keeps output up to num_computed_tokens). The V2 runner's
-    RequestState.add_request then asserts `prefill_len >= prompt_len` (states.py:107)
+    RequestState.add_request then asserts `prefill_len >= prompt_len` ([cite:v2-add-writes-slot])
     and the worker dies; the V1 runner trims its outputs with a negative
-    num_output_tokens (gpu_model_runner.py:1409, `del output_token_ids[n:]`, which keeps
+    num_output_tokens ([cite:v1-trim-outputs], `del output_token_ids[n:]`, which keeps
     all but the last |n|) and discards a step the model samples. The model states
     neither: the fuzzer ends a trace there (tests/test_real_runner.py shows both)."""
     for r in range(cfg.requests):

@@ -149,11 +149,11 @@ class RealRunnerTarget(VllmTarget):
 
     def _preempt(self, args, result) -> dict:
         """The model's preemption between steps stands for vLLM's preemption inside a
-        schedule() call (sched:834-841), which then schedules nothing else for the victim
-        (sched:900) and records the step's ids without it (sched:1451-1452). The scheduler
+        schedule() call ([cite:alloc-failure-preempts]), which then schedules nothing else for the victim
+        ([cite:waiting-loop]) and records the step's ids without it ([cite:prev-step-scheduled-updated]). The scheduler
         target runs only the two preempting statements; the runner also needs that
         record, or a victim the next step resumes gets no all_token_ids and V1's
-        _update_states raises KeyError (gpu_model_runner.py:1438; 0.33.0: 1442), which vLLM's own
+        _update_states raises KeyError ([cite:v1-resumed-outputs-rebuilt]), which vLLM's own
         preemption never reaches."""
         observed = super()._preempt(args, result)
         objects.forget_previous_step(self.sched, _rid(args[("req",)]))
