@@ -407,6 +407,28 @@ def test_a_duplicate_configuration_name_is_named(monkeypatch):
         matrix.by_name(None)
 
 
+def test_an_expectation_the_properties_cannot_meet_is_refused(monkeypatch):
+    """A matrix entry, or a record a trace or case carries, that expects a verdict of a
+    property that does not exist or does not apply is one SpecError naming it."""
+    from vllm_contract.spec import expectations, matrix
+
+    cfg = matrix.MATRIX[0]
+    for bad, words in (
+        ({"no-such-property": "proved"}, "unknown property 'no-such-property'"),
+        ({"counter-nonnegative": "holds"}, "must be 'proved', 'violated', 'bounded'"),
+        ({"history-agrees": "proved"} if cfg.is_v1 else {"no-placeholder-input": "proved"}, "does not apply"),
+    ):
+        wrong = cfg.with_(expect=bad)
+        with pytest.raises(SpecError, match=words):
+            expectations.check(wrong)
+        with pytest.raises(SpecError, match=words):
+            expectations.from_record({**wrong.record(), "expect": bad})
+        monkeypatch.setattr(matrix, "MATRIX", (wrong,) + matrix.MATRIX[1:])
+        with pytest.raises(SpecError, match=words):
+            matrix.by_name(None)
+    assert expectations.check(cfg) is cfg
+
+
 def test_an_unknown_keyword_in_the_matrix_is_one_line(tmp_path, monkeypatch, capsys):
     from vllm_contract import spec
 
