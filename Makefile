@@ -231,7 +231,7 @@ report: $(STAMP_BASE) report-deps
 # what a vLLM change fixes and breaks: BASE (default 0.34.0) against HEAD, each a release
 # or the path of a tree; FUZZ=N random traces per fuzz preset (default 3); exit 1 when
 # head breaks something base did not
-review: $(FULL) vllm-trees
+review: $(FULL) vllm-trees plugin-trees
 	@test -n "$(HEAD)" || { echo "error: make review needs HEAD=<vLLM tree or release> (BASE defaults to 0.34.0)" >&2; exit 2; }
 	$(VC) review --base "$(or $(BASE),0.34.0)" --head "$(HEAD)" $(if $(FUZZ),--fuzz $(FUZZ))
 
@@ -271,7 +271,7 @@ fix-trees: $(FULL) vllm-trees
 
 # the generated cases on vLLM's real code: the patched tree must hold every arm, the
 # release must fail exactly where the fix acts, the fix minus its key line somewhere there
-fix-check: $(FULL) vllm-trees
+fix-check: $(FULL) vllm-trees plugin-trees
 	$(VC) fix-check $(or $(FIX),step-reservation-guard) $(or $(RELEASE),0.34.0) $(if $(FIX_CASES),--cases "$(FIX_CASES)")
 
 # vLLM's own scheduler tests (tests/v1/core/test_async_scheduler.py, test_scheduler.py from
@@ -280,7 +280,7 @@ vllm-tests: $(FULL) vllm-trees
 	$(VC) vllm-tests $(or $(FIX),step-reservation-guard) $(or $(RELEASE),0.34.0)
 
 # both of the above for every fix and every release it has a patch for (8 pairs)
-fixes-all: $(FULL) vllm-trees
+fixes-all: $(FULL) vllm-trees plugin-trees
 	@status=0; for r in $(FIX_RELEASES); do for f in $(FIX_NAMES); do [ -f fixes/$$f/vllm-$$r.patch ] || continue; \
 		$(VC) fix-check $$f $$r || status=1; $(VC) vllm-tests $$f $$r || status=1; \
 	done; done; exit $$status

@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from vllm_contract.adapter import objects
+from vllm_contract.adapter import objects, plugin_patch
 from vllm_contract.adapter.current import load, tree
 from vllm_contract.spec.config import Config
 
@@ -102,6 +102,7 @@ class Shape:
     scheduler_cls: str | None = None  # the qualified class name; None: vLLM's AsyncScheduler
     v2: bool = False
     prefix_caching: bool = False
+    continue_decode: int = 0  # tpu-inference's max_decode_steps (adapter/plugin_patch.py); 0: off
 
     @classmethod
     def of(cls, cfg: Config, scheduler_cls: str | None = None) -> "Shape":
@@ -114,6 +115,7 @@ class Shape:
             scheduler_cls,
             cfg.is_v2,
             cfg.has("prefix-cache"),
+            cfg.run.continue_decode,
         )
 
     @property
@@ -140,7 +142,9 @@ def vllm_config(shape: Shape):
             scheduler_cls=shape.scheduler_cls,
         )
         cache_config = V.CacheConfig(block_size=shape.block_size, enable_prefix_caching=shape.prefix_caching)
-        extra = {}
+        extra: dict[str, Any] = {}
+        if shape.continue_decode:
+            extra["additional_config"] = plugin_patch.continue_decode_config(shape.continue_decode)
         if shape.spec_tokens:
             extra["speculative_config"] = V.SpeculativeConfig(
                 method="ngram_gpu",
@@ -196,6 +200,9 @@ def _check(config, shape: Shape, scheduler=None) -> None:
             problems.append("the scheduler's async_scheduling is off")
         if bool(scheduler.kv_cache_manager.enable_caching) != shape.prefix_caching:
             problems.append(f"the KV cache manager's enable_caching = {scheduler.kv_cache_manager.enable_caching}")
+        lookahead = max(shape.continue_decode - 1, 0)  # Continue Decode's patched __init__ reserves N - 1
+        if scheduler.num_lookahead_tokens != lookahead:
+            problems.append(f"the scheduler's num_lookahead_tokens = {scheduler.num_lookahead_tokens}, not {lookahead}")
     if problems:
         raise ConstructionError(f"{tree().title} scheduler construction: " + "; ".join(problems))
 

@@ -82,7 +82,13 @@ NEEDED: tuple[Needed, ...] = (
     Needed(SCHED, "Scheduler", "finish_requests", "to abort a request"),
     Needed(SCHED, "Scheduler", "reset_prefix_cache", "for reset_prefix_cache"),
     Needed(SCHED, "Scheduler", "_preempt_request", "to preempt a victim as schedule() does on an allocation failure"),
-    Needed(SCHED, "Scheduler", "_update_request_with_output", "where the seed's clamp cuts a delivery", (SCHEDULER,)),
+    Needed(
+        SCHED,
+        "Scheduler",
+        "_update_request_with_output",
+        "where the seed's clamp cuts a delivery and Continue Decode's patch wraps one",
+        (SCHEDULER,),
+    ),
     Needed(SCHED, "Scheduler", "has_requests", "to compare what the engine loop decides with", (SCHEDULER,)),
     Needed(SCHED, "Scheduler", "running", "the running queue's order"),
     Needed(SCHED, "Scheduler", "waiting", "the waiting queue's order"),
@@ -91,6 +97,7 @@ NEEDED: tuple[Needed, ...] = (
     Needed(SCHED, "Scheduler", "kv_cache_manager", "to name the blocks a KV_MANAGER-load failure reports"),
     Needed(SCHED, "Scheduler", "max_num_scheduled_tokens", "a step's token budget"),
     Needed(SCHED, "Scheduler", "current_step", "the pipeline's decode cadence (pp > 1)", (SCHEDULER,)),
+    Needed(SCHED, "Scheduler", "num_lookahead_tokens", "what Continue Decode's patched __init__ sets", (SCHEDULER,)),
     Needed(ASYNC, "AsyncScheduler", "_update_after_schedule", "where a step reserves (the monitor's hook)"),
     Needed(KV_MANAGER, "KVCacheManager", "get_block_ids", "the blocks of a request"),
     # a request's counters: the spec's variables

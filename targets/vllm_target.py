@@ -57,16 +57,21 @@ import os
 import time
 import traceback
 from collections import deque
+from contextlib import AbstractContextManager, nullcontext
+from pathlib import Path
 from typing import Any, Mapping
 
 from vllm_contract.adapter import construct as factory
 from vllm_contract.adapter import current as env
-from vllm_contract.adapter import objects
+from vllm_contract.adapter import objects, plugin_patch
 from vllm_contract.adapter.construct import request_id, request_index
 from vllm_contract.adapter.objects import assert_name, assert_site
+from vllm_contract.adapter.plugin_patch import CONTINUE_DECODE
 from vllm_contract.model.interpreter import StepResult, nested
 from vllm_contract.model.run import Played, is_named
 from vllm_contract.spec.config import Config
+from vllm_contract.spec.errors import CouldNotRun
+from vllm_contract.targets import plugin_fetch
 from vllm_contract.targets.protocol import Outcome
 
 
@@ -119,6 +124,7 @@ class VllmTarget:
         # (fixes/v2-recompute-rollback, the release_skipped arms): set by fixes/arms.py
         self.releases_skipped = False
         self.cfg: Config | None = None
+        self.plugin_tree: Path | None = None  # set per arm by reset
         self.tree = env.tree()
         self.replay_option = env.replay_option()
         self.replay_env = env.replay_env()
@@ -147,12 +153,6 @@ class VllmTarget:
             )
         if self.clamp_option is not None and cfg.clamp != self.clamp_option:
             return f"{self.name} runs the clamp-{'on' if self.clamp_option else 'off'} arm"
-        if cfg.run.continue_decode:
-            return (
-                f"{self.name} runs the release's scheduler as vLLM ships it; {cfg.runner} needs "
-                "tpu-inference's Continue Decode patch of it (tpu_inference/core/sched/utils.py), "
-                "which no target applies"
-            )
         if self.monitor_option and cfg.run.plugin:
             return (
                 f"{self.name} records vLLM's own runner in vLLM's process; the {cfg.run.plugin} runner's arms "
@@ -173,7 +173,9 @@ class VllmTarget:
         self.prompt_len = list(named["prompt_len"])
         self.resumable = list(named.get("resumable", [False] * cfg.requests))
         self.model_state = None  # the model's state after the last step (handed in by step)
-        self.sched = self._new_scheduler(cfg)
+        self.plugin_tree = self._plugin_tree(cfg)
+        with self.patched():
+            self.sched = self._new_scheduler(cfg)
         self.requests = []
         for r in range(cfg.requests):
             req = factory.make_request(
@@ -188,6 +190,24 @@ class VllmTarget:
             self.requests.append(req)
         self.fifo: deque = deque()  # (SchedulerOutput, {req index: tokens to return})
         self.ended: str | None = None
+
+    @staticmethod
+    def _plugin_tree(cfg: Config) -> Path | None:
+        """The fetched tpu-inference tree whose Continue Decode patch a Continue Decode arm
+        runs vLLM's scheduler under (None for every other arm); unfetched, the arm fails."""
+        if not cfg.run.continue_decode:
+            return None
+        folder, why = plugin_fetch.tree(CONTINUE_DECODE.plugin)
+        if folder is None:
+            raise CouldNotRun(f"{cfg.runner} runs vLLM's scheduler under {CONTINUE_DECODE.plugin}'s own patch: {why}")
+        return folder
+
+    def patched(self) -> AbstractContextManager:
+        """vLLM's scheduler classes as the arm's plugin patches them, for one call into the
+        scheduler (adapter/plugin_patch.py: undone after, other arms share the process)."""
+        if self.plugin_tree is None:
+            return nullcontext()
+        return plugin_patch.applied(CONTINUE_DECODE, self.plugin_tree)
 
     def _new_scheduler(self, cfg: Config):
         """The arm's scheduler: the monitor's class (its drop mode on for the guard's arms),
@@ -219,7 +239,8 @@ class VllmTarget:
         result = model.result
         handler = getattr(self, "_" + event)
         try:
-            facts = handler(args, result)
+            with self.patched():
+                facts = handler(args, result)
         except AssertionError as exc:
             site = assert_site(exc)
             name = assert_name(site)
@@ -259,15 +280,16 @@ class VllmTarget:
         cfg = self.cfg
         event = None
         try:
-            if objects.has_requests(self.sched) and len(self.fifo) < cfg.queue_depth:
-                event = "schedule"
-                objects.set_budget(self.sched, self._run_on_budget())
-                out = objects.schedule(self.sched)
-                self.fifo.append((out, self._run_on_returns(out)))
-            elif self.fifo:
-                event = "deliver"
-                out, returns = self.fifo.popleft()
-                self._run_on_deliver(out, returns)
+            with self.patched():
+                if objects.has_requests(self.sched) and len(self.fifo) < cfg.queue_depth:
+                    event = "schedule"
+                    objects.set_budget(self.sched, self._run_on_budget())
+                    out = objects.schedule(self.sched)
+                    self.fifo.append((out, self._run_on_returns(out)))
+                elif self.fifo:
+                    event = "deliver"
+                    out, returns = self.fifo.popleft()
+                    self._run_on_deliver(out, returns)
         except AssertionError as exc:
             site = assert_site(exc)
             where = f"{site[0]}:{site[1]} `{site[2]}`" if site else "outside vLLM's scheduler and V2 runner"
