@@ -77,7 +77,7 @@ class Observation:
         if self.fired:
             return Reaction.CRASH.value
         if self.error:
-            return "error"
+            return Reaction.ERROR.value
         if self.stuck:
             return Reaction.HANG.value
         return (Reaction.SILENT if self.violations else Reaction.HOLDS).value

@@ -42,6 +42,7 @@ from vllm_contract.codegen.export import as_markdown, outcome_words
 from vllm_contract.spec import citations as C
 from vllm_contract.spec.errors import CouldNotRun, TreeError
 from vllm_contract.spec.properties import ASSERTS
+from vllm_contract.spec.verdicts import Reaction
 
 ROOT = Path(__file__).resolve().parent.parent
 COMMENT_LIMIT = 65_536
@@ -335,7 +336,7 @@ def _classify(result: dict, item: dict, b: dict, h: dict, prop: str | None) -> N
         result["fixed"].append(item)
     elif b_has and h_has:
         result["still"].append(item)
-        if b["reaction"] != h["reaction"] and {b["reaction"], h["reaction"]} <= {"crash", "hang", "silent"}:
+        if b["reaction"] != h["reaction"] and Reaction(b["reaction"]).violated and Reaction(h["reaction"]).violated:
             result["reaction"].append(item)
     lost = unguarded(b, h)
     if lost:
@@ -362,7 +363,7 @@ def breaking(cmp: dict) -> list[dict]:
     an assert that no longer guards its state; each arm or trace once."""
     out, seen = [], set()
     for part in (cmp, cmp["fuzz"]):
-        crash_to_silent = [i for i in part["reaction"] if i["base_reaction"] == "crash"]
+        crash_to_silent = [i for i in part["reaction"] if Reaction(i["base_reaction"]) is Reaction.CRASH]
         for it in part["new"] + crash_to_silent + part["unguarded"]:
             key = (it.get("module") or it.get("trace"), it["clamp"])
             if key not in seen:
@@ -527,8 +528,8 @@ def summary_md(
     bt, ht = base["tree"], head["tree"]
     _, first = outcome(cmp, ht)
     f = cmp["fuzz"]
-    crash_to_silent = [i for i in cmp["reaction"] if i["base_reaction"] == "crash"]
-    fuzz_crash_to_silent = [i for i in f["reaction"] if i["base_reaction"] == "crash"]
+    crash_to_silent = [i for i in cmp["reaction"] if Reaction(i["base_reaction"]) is Reaction.CRASH]
+    fuzz_crash_to_silent = [i for i in f["reaction"] if Reaction(i["base_reaction"]) is Reaction.CRASH]
     lines = [
         first,
         "",
@@ -611,7 +612,7 @@ def summary_md(
     section("Fixed", cmp["fixed"], "The case's own property holds on head; what head still violates is listed.")
     section(
         "Changed reaction (silent → crash)",
-        [i for i in cmp["reaction"] if i["base_reaction"] == "silent"],
+        [i for i in cmp["reaction"] if Reaction(i["base_reaction"]) is Reaction.SILENT],
         "Violated on both; head's assert now stops the engine.",
     )
     section("Still broken", [i for i in cmp["still"] if i not in cmp["reaction"]])

@@ -87,6 +87,7 @@ class Reaction(str, Enum):
     HANG = "hang"
     SILENT = "silent"
     HOLDS = "holds"
+    ERROR = "error"
     COULD_NOT_RUN = "could not run"
 
     @property
@@ -109,6 +110,7 @@ _LABELS = {
     Reaction.HANG: "HANG",
     Reaction.SILENT: "SILENT",
     Reaction.HOLDS: "holds",
+    Reaction.ERROR: "ERROR",
     Reaction.COULD_NOT_RUN: "COULD NOT RUN",
 }
 _REACTION_MEANINGS = {
@@ -116,6 +118,7 @@ _REACTION_MEANINGS = {
     Reaction.HANG: "nothing fires, and the engine loop, run on with no further fault, never runs a request again",
     Reaction.SILENT: "the property is violated and nothing fires",
     Reaction.HOLDS: "nothing is violated",
+    Reaction.ERROR: "vLLM raised an exception that is none of its asserts (the exception is given)",
     Reaction.COULD_NOT_RUN: "it could not be run (the cause is given); not a pass",
 }
 

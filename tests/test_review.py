@@ -128,6 +128,18 @@ def test_crash_to_silent_is_breaking_and_said_first():
     assert review.outcome(cmp)[0] == ExitStatus.FINDING
 
 
+def test_reactions_are_read_as_the_one_vocabulary_and_a_misspelt_one_is_refused():
+    """review compares reactions as spec/verdicts.py's Reaction, not as free words: an
+    error on head is no changed reaction, and a word the vocabulary lacks stops it."""
+    base = {"tree": TREE, "cases": [arm("m/a.py", "counter-nonnegative", CRASH)], "fuzz": []}
+    errored = obs("error", {"counter-nonnegative": 7}, error="RuntimeError: boom")
+    head = {"tree": TREE, "cases": [arm("m/a.py", "counter-nonnegative", errored)], "fuzz": []}
+    assert review.compare(base, head)["reaction"] == []
+    misspelt = {"tree": TREE, "cases": [arm("m/a.py", "counter-nonnegative", {**SILENT, "reaction": "silnet"})]}
+    with pytest.raises(ValueError, match="silnet"):
+        review.compare(base, {**misspelt, "fuzz": []})
+
+
 def test_arms_that_could_not_run_are_counted_apart_never_fixed():
     """A head tree that cannot build the V2 configurations with draft tokens: those arms
     are could-not-run, once per cause, never fixed or broken; the review is incomplete."""
