@@ -440,8 +440,9 @@ MITIGATIONS = (
     (
         "the step-reservation guard",
         lambda cfg: cfg.guard == "step-reservation",
-        "`--scheduler-cls guard_scheduler.GuardAsyncScheduler` with fixes/step-reservation-guard/"
-        "guard_scheduler.py on PYTHONPATH (or its patch, fixes/step-reservation-guard/vllm-<release>.patch); "
+        "`--scheduler-cls vllm_contract.adapter.guard_scheduler.GuardAsyncScheduler` with this package "
+        "installed (or adapter/guard_scheduler.py copied onto PYTHONPATH: it imports nothing of ours; or the "
+        "patch, fixes/step-reservation-guard/vllm-<release>.patch); "
         "it drops only tokens the runner returned beyond what the step reserved, warns once and logs each drop "
         "at debug level",
     ),

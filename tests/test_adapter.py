@@ -117,7 +117,6 @@ MAY_NAME_VLLM = (
     "adapter/",
     "generated_tests/cases/",
     "codegen/export.py",  # writes tests for vLLM's own suite
-    "fixes/step-reservation-guard/guard_scheduler.py",
     "fixes/vllm-tests/",  # the conftest of vLLM's own test tree
     "fixes/trees.py",  # edits of the patches' lines (the fix minus its key line)
     "tests/",  # tests build and read vLLM objects to check the adapter and the targets

@@ -10,13 +10,13 @@ clamp, each test says which does what.
 
 from __future__ import annotations
 
+import importlib
 import logging
 
 import pytest
-from vllm_contract.adapter import clamp_scheduler, objects
 from vllm_contract.adapter import construct as vllm_factory
 from vllm_contract.adapter import current as vllm_env
-from vllm_contract.adapter.clamp_scheduler import ClampAsyncScheduler
+from vllm_contract.adapter import objects
 from vllm_contract.spec import profiles
 from vllm_contract.spec.config import Config
 from vllm_contract.targets.harness import replay
@@ -25,7 +25,12 @@ from vllm_contract.targets.vllm_target import VllmTarget, assert_site
 # a vLLM tree the run cannot load stops it (the plugin's preflight), never a skip
 pytestmark = pytest.mark.vllm
 
+# loaded before the clamp's module imports vLLM itself: load() points vLLM at the real
+# Triton first (imported the other way round, `pytest tests/test_clamp_scheduler.py` found
+# the tree incoherent: vllm.config had bound HAS_TRITON = False)
 V = vllm_env.load()
+clamp_scheduler = importlib.import_module("vllm_contract.adapter.clamp_scheduler")
+ClampAsyncScheduler = clamp_scheduler.ClampAsyncScheduler
 PROFILE = vllm_env.tree().profile
 RELEASE = PROFILE.removeprefix("vllm-")
 ASSERTS_AT_ZERO = profiles.of(PROFILE).asserts_counter_at_zero

@@ -134,8 +134,8 @@ def test_the_answer_comes_first_vllms_own_events_before_an_injected_fault(tmp_pa
     )
     todo = next(i for i, line in enumerate(out) if line.startswith("WHAT TO DO NOW"))
     assert todo <= 4  # after at most a line on the budget
-    block = " ".join(out[todo + 1 : out.index("THE COUNTERS, as the spec names them:")])
-    assert "`--scheduler-cls guard_scheduler.GuardAsyncScheduler`" in block
+    block = " ".join(" ".join(out[todo + 1 : out.index("THE COUNTERS, as the spec names them:")]).split())
+    assert "`--scheduler-cls vllm_contract.adapter.guard_scheduler.GuardAsyncScheduler`" in block
     assert "Here: proved unreachable in 1 of its 1 configuration(s)" in block
     assert "`VLLM_USE_V2_MODEL_RUNNER=0`" in block
 

@@ -53,7 +53,7 @@ def test_the_wheel_adds_one_top_level_name_and_carries_its_data(wheel):
         "vllm_contract/spec/citations.toml",
         "vllm_contract/codegen/templates/case.py.j2",
         "vllm_contract/adapter/tiny_model/config.json",
-        "vllm_contract/fixes/step-reservation-guard/guard_scheduler.py",
+        "vllm_contract/adapter/guard_scheduler.py",
         "vllm_contract/kernels/discard.py",
     ):
         assert needed in names, needed
