@@ -14,7 +14,7 @@ fixes/step-reservation-guard/vllm-<release>.patch does, and nothing else:
     that reservation at the very point the patch cuts them: where update_from_output
     reads the request's row, i.e. after its KV-load-failure, finished and drop-stale
     skips and before spec-decode rejection and the placeholder decrement. A release
-    has no hook there, so the row list is handed over as `_CutAtRead`, which cuts a row
+    has no hook there, so the row list is handed over as `CutAtRead`, which cuts a row
     when it is read; the runner's own list is never modified.
 
 Observability as in the patch: one warning per process, a debug line per occurrence,
@@ -51,13 +51,17 @@ def _warn_once() -> None:
         logger.warning(WARNING)
 
 
-class _CutAtRead(list):
-    """The runner's sampled_token_ids; row i comes back cut to keep[i] when read."""
+class CutAtRead(list):
+    """A step's sampled_token_ids; row i comes back as `cut(req_id, row, reserved)` when read,
+    keep[i] = (req_id, reserved), cut once however often it is read; the runner's list is
+    never modified. update_from_output reads a row only after its own skips (a failed KV
+    load, a finished request, stale output), so only rows vLLM would append are cut. The
+    contract monitor's drop mode cuts with it too (adapter/hooked.py)."""
 
-    def __init__(self, rows, scheduler: "GuardAsyncScheduler", keep: dict[int, tuple[str, int]]):
+    def __init__(self, rows, keep: dict[int, tuple[str, int]], cut):
         super().__init__(rows)
-        self._scheduler = scheduler
         self._keep = keep  # row index -> (request id, tokens reserved)
+        self._cut_row = cut
         self._cut: dict[int, list[int]] = {}  # rows already cut: read twice, counted once
 
     def __getitem__(self, index):
@@ -66,7 +70,7 @@ class _CutAtRead(list):
             return row
         if index not in self._cut:
             req_id, reserved = self._keep[index]
-            self._cut[index] = self._scheduler._drop_unreserved(req_id, row, reserved)
+            self._cut[index] = self._cut_row(req_id, row, reserved)
         return self._cut[index]
 
 
@@ -115,7 +119,7 @@ class GuardAsyncScheduler(AsyncScheduler):
             # whether the row is read at all is update_from_output's decision
             if request is not None and request.num_stale_output_tokens == 0 and req_id in reserved:
                 keep[index] = (req_id, reserved[req_id])
-        model_runner_output.sampled_token_ids = _CutAtRead(rows, self, keep)
+        model_runner_output.sampled_token_ids = CutAtRead(rows, keep, self._drop_unreserved)
         try:
             return super().update_from_output(scheduler_output, model_runner_output)
         finally:

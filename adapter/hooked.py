@@ -16,31 +16,20 @@ from __future__ import annotations
 from vllm.logger import init_logger
 from vllm.v1.core.sched.async_scheduler import AsyncScheduler
 from vllm_contract.adapter import objects
+from vllm_contract.adapter.guard_scheduler import CutAtRead
 
 logger = init_logger(__name__)
 
 
-class CutAtRead(list):
-    """A step's sampled_token_ids; row i comes back cut to keep[i] tokens when read, and
-    the cut is reported once (`cut(req_id, row, reserved)`); the runner's list is never
-    modified. update_from_output reads a row only after its own skips (a failed KV load,
-    a finished request, stale output), so only rows vLLM would append are cut."""
+def _reported_cut(report):
+    """CutAtRead's cut for the monitor's drop mode: the watcher is told of every row
+    read, and the row is kept up to what its step reserved."""
 
-    def __init__(self, rows, keep: dict[int, tuple[str, int]], cut):
-        super().__init__(rows)
-        self._keep = keep  # row index -> (request id, tokens reserved)
-        self._report = cut
-        self._cut: dict[int, list[int]] = {}  # rows already cut: read twice, counted once
+    def cut(req_id: str, row: list[int], reserved: int) -> list[int]:
+        report(req_id, row, reserved)
+        return list(row[:reserved])
 
-    def __getitem__(self, index):
-        row = super().__getitem__(index)
-        if type(index) is not int or index not in self._keep:
-            return row
-        if index not in self._cut:
-            req_id, reserved = self._keep[index]
-            self._report(req_id, row, reserved)
-            self._cut[index] = list(row[:reserved])
-        return self._cut[index]
+    return cut
 
 
 class HookedAsyncScheduler(AsyncScheduler):
@@ -120,7 +109,8 @@ class HookedAsyncScheduler(AsyncScheduler):
             try:
                 pending, cut = watcher.delivering(scheduler_output, model_runner_output)
                 if cut:  # row index -> (request id, tokens kept): read cut, as the guard cuts
-                    objects.set_output_rows(model_runner_output, CutAtRead(rows, cut, watcher.dropped_tokens))
+                    read_cut = CutAtRead(rows, cut, _reported_cut(watcher.dropped_tokens))
+                    objects.set_output_rows(model_runner_output, read_cut)
             except Exception as exc:
                 self._watcher_failed(exc)
                 pending = None
