@@ -280,8 +280,13 @@ def run_case(campaign: Campaign, key: CaseKey, target, profile: str) -> dict:
 
 
 def groups(campaign: Campaign) -> list[tuple[str, str, str]]:
-    """(release, preset, runner) in the order results are written."""
-    return [(r, p, m) for r in campaign.releases for p in campaign.presets for m in campaign.runners if runs_on(p, r)]
+    """(release, preset, runner) in the order results are written: the campaign's own groups
+    (one membership rule, `Campaign._groups`), a release's presets together."""
+    release, runner, preset = (
+        {name: i for i, name in enumerate(names)} for names in (campaign.releases, campaign.runners, campaign.presets)
+    )
+    by_result = sorted(campaign._groups, key=lambda g: (release[g[0]], preset[g[2]], runner[g[1]]))
+    return [(r, p, m) for r, m, p in by_result]
 
 
 def case_keys(
