@@ -294,5 +294,5 @@ export: $(STAMP_BASE)
 
 # the exported tests in each release's own test tree (its sdist's tests/v1/core/), on the
 # release and with the step-reservation guard (results in bench/results/export/)
-export-check: $(FULL) vllm-trees export
+export-check: $(FULL) vllm-trees plugin-trees export
 	@status=0; for r in $(or $(RELEASE),$(FIX_RELEASES)); do $(VC) export-check $$r || status=1; done; exit $$status

@@ -108,8 +108,9 @@ class GuardAsyncScheduler(AsyncScheduler):
         if not rows or not reserved:
             return super().update_from_output(scheduler_output, model_runner_output)
         keep = {}
-        # where update_from_output finds a request's row: req_id_to_index up to 0.33.0, the
-        # row's position in req_ids from 0.34.0 (its scheduler.py:2355-2358)
+        # where update_from_output finds a request's row: req_id_to_index up to 0.33.0
+        # ([cite:output-req-id-to-index]), the row's position in req_ids from 0.34.0
+        # ([cite:output-indexed-by-position])
         index_of = getattr(model_runner_output, "req_id_to_index", None)
         if index_of is None:
             index_of = {req_id: i for i, req_id in enumerate(model_runner_output.req_ids)}

@@ -1,7 +1,8 @@
 """A platform plugin's own patch of vLLM's scheduler classes, applied for one block and undone.
 
-tpu-inference's Continue Decode monkeypatches vLLM's Scheduler and AsyncScheduler for the
-whole process ([cite:tpu-cd-precompensate tpu-cd-advances-computed]). The targets play
+A runner variant's `scheduler_patch` (spec/runner_variants.py) names it. tpu-inference's
+Continue Decode monkeypatches vLLM's Scheduler and AsyncScheduler for the whole process
+([cite:tpu-cd-precompensate tpu-cd-advances-computed]). The targets play
 other arms in the same process, so the patch is applied around each call into the
 scheduler and every class attribute it set is put back after (`applied`). The plugin's
 file is executed as it ships, from its pinned and fetched tree: its package's
@@ -13,29 +14,15 @@ from __future__ import annotations
 import importlib.util
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
 from vllm_contract.adapter.current import load
 from vllm_contract.spec.errors import CouldNotRun
+from vllm_contract.spec.runner_variants import SchedulerPatch
 
 _MISSING = object()
 _MODULES: dict[Path, ModuleType] = {}
-
-
-@dataclass(frozen=True)
-class SchedulerPatch:
-    """Where a plugin's patch lives in its tree and the function that applies it."""
-
-    plugin: str
-    file: str  # from the plugin tree's root
-    function: str
-
-
-CONTINUE_DECODE = SchedulerPatch(
-    "tpu-inference", "tpu_inference/core/sched/utils.py", "patch_vllm_scheduler_for_continue_decode"
-)
 
 
 def continue_decode_config(max_decode_steps: int) -> dict:

@@ -29,6 +29,7 @@ import argparse
 import datetime
 import hashlib
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -196,6 +197,21 @@ def stale(release: str, files: dict[str, str], out: Path = OUT_DIR) -> list[str]
     return said
 
 
+def _plugin_path(expected: dict) -> dict[str, str]:
+    """PYTHONPATH holding the pinned tree of every plugin a module needs installed (a
+    plugin's scheduler patch the module calls), or nothing; a tree not fetched stops the
+    check with what to do."""
+    from vllm_contract.targets import plugin_fetch
+
+    folders = []
+    for name in sorted({e["plugin"] for e in expected.values() if e.get("plugin")}):
+        folder, why = plugin_fetch.tree(name)
+        if folder is None:
+            raise FixError(f"the exported tests for {name}'s CI need its code: {why}")
+        folders.append(str(folder))
+    return {"PYTHONPATH": os.pathsep.join(folders)} if folders else {}
+
+
 def check(release: str, out: Path = OUT_DIR, command: str | None = None) -> dict:
     folder = EXPORT_DIR / release
     if not (folder / "expected.json").is_file():
@@ -213,7 +229,7 @@ def check(release: str, out: Path = OUT_DIR, command: str | None = None) -> dict
     junit_dir = REPO / "build" / "export-check" / release
     trees_run = {"release": release, "guard": str(trees.build(FIX, release))}
     results, problems = {}, []
-    env = {**TRITON, "PYTEST_ADDOPTS": "--tb=short"}
+    env = {**TRITON, "PYTEST_ADDOPTS": "--tb=short", **_plugin_path(expected)}
     for arm, tree in trees_run.items():
         print(f"export-check {release}: {len(suites)} module(s) on {arm} ({tree})", file=sys.stderr, flush=True)
         run = run_suites(tests_dir, tree, release, junit_dir / f"{arm}.xml", suites=suites, extra_env=env)

@@ -106,6 +106,25 @@ class Runner:
     # scheduled tokens cover its 1 + drafts logits rows ([cite:v2-logits-cover-assert]); a
     # plugin's runner that builds its own inputs is not assumed to
     asserts_logits_covered: bool = False
+    # a platform plugin's own patch of vLLM's scheduler classes that runs with this runner
+    # (Continue Decode's): the vllm targets apply it, the exported tests call it
+    scheduler_patch: SchedulerPatch | None = None
+
+
+@dataclass(frozen=True)
+class SchedulerPatch:
+    """A plugin's function that monkeypatches vLLM's Scheduler and AsyncScheduler, as the
+    plugin ships it: importable as `module.function` where the plugin is installed."""
+
+    plugin: str  # spec/plugin_runners/ SOURCE.name: whose pinned tree holds it
+    module: str  # its module in the plugin's package
+    function: str  # called with no arguments; patches the classes for the whole process
+    cite: str = ""  # the citations of what it does (spec/citations.toml)
+
+    @property
+    def file(self) -> str:
+        """Its file, from the plugin tree's root."""
+        return self.module.replace(".", "/") + ".py"
 
 
 V1_RULE = Rule(("computed", "query_len"), "num_tokens", {"computed": "c", "query_len": "n", "num_tokens": "Nr"})

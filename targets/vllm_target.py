@@ -66,7 +66,6 @@ from vllm_contract.adapter import current as env
 from vllm_contract.adapter import objects, plugin_patch
 from vllm_contract.adapter.construct import request_id, request_index
 from vllm_contract.adapter.objects import assert_name, assert_site
-from vllm_contract.adapter.plugin_patch import CONTINUE_DECODE
 from vllm_contract.model.interpreter import StepResult, nested
 from vllm_contract.model.run import Played, is_named
 from vllm_contract.spec.config import Config
@@ -193,21 +192,22 @@ class VllmTarget:
 
     @staticmethod
     def _plugin_tree(cfg: Config) -> Path | None:
-        """The fetched tpu-inference tree whose Continue Decode patch a Continue Decode arm
-        runs vLLM's scheduler under (None for every other arm); unfetched, the arm fails."""
-        if not cfg.run.continue_decode:
+        """The fetched plugin tree whose patch of vLLM's scheduler the arm's runner runs with
+        (None for a runner without one); unfetched, the arm fails and says how to fetch it."""
+        patch = cfg.run.scheduler_patch
+        if patch is None:
             return None
-        folder, why = plugin_fetch.tree(CONTINUE_DECODE.plugin)
+        folder, why = plugin_fetch.tree(patch.plugin)
         if folder is None:
-            raise CouldNotRun(f"{cfg.runner} runs vLLM's scheduler under {CONTINUE_DECODE.plugin}'s own patch: {why}")
+            raise CouldNotRun(f"{cfg.runner} runs vLLM's scheduler under {patch.plugin}'s own patch: {why}")
         return folder
 
     def patched(self) -> AbstractContextManager:
         """vLLM's scheduler classes as the arm's plugin patches them, for one call into the
         scheduler (adapter/plugin_patch.py: undone after, other arms share the process)."""
-        if self.plugin_tree is None:
+        if self.plugin_tree is None or self.cfg is None or self.cfg.run.scheduler_patch is None:
             return nullcontext()
-        return plugin_patch.applied(CONTINUE_DECODE, self.plugin_tree)
+        return plugin_patch.applied(self.cfg.run.scheduler_patch, self.plugin_tree)
 
     def _new_scheduler(self, cfg: Config):
         """The arm's scheduler: the monitor's class (its drop mode on for the guard's arms),

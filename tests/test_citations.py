@@ -516,3 +516,23 @@ def test_plugin_citation_refs_name_the_pin():
     assert where.startswith("tpu_runner.py:") and where.endswith("(tpu-inference 0.32.0)") and url == ""
     where, url = C.ref("metal-cached-requests-decode", "0.33.0")
     assert "(vllm-metal @ aa60c55e)" in where and "/blob/aa60c55e72e51a68df779c4895f258c983ff14ca/" in url
+
+
+def test_a_plugin_scheduler_patch_is_the_cited_function_of_its_pinned_code():
+    """A runner's scheduler_patch names a module and a function of its plugin's pinned code
+    (what the vllm targets run and the exported tests import), and its citations quote that
+    module's file."""
+    import ast
+
+    from vllm_contract.spec.runner_variants import RUNNERS
+
+    patches = {r.scheduler_patch for r in RUNNERS.values() if r.scheduler_patch is not None}
+    assert patches, "no runner has a scheduler patch"
+    for patch in patches:
+        ids = C.field_ids(patch.cite)
+        assert ids and all(CITS[i].plugin == patch.plugin and CITS[i].file == patch.file for i in ids), patch
+        tree, why = plugin_tree(patch.plugin)
+        if tree is None:
+            pytest.fail(why)
+        defined = {n.name for n in ast.parse((tree / patch.file).read_text()).body if isinstance(n, ast.FunctionDef)}
+        assert patch.function in defined, f"{patch.file} defines no {patch.function}"

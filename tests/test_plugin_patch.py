@@ -14,6 +14,7 @@ from vllm_contract.adapter import current as vllm_env
 from vllm_contract.adapter import plugin_patch
 from vllm_contract.codegen.generate import CASES, generated_cases
 from vllm_contract.spec.errors import CouldNotRun
+from vllm_contract.spec.plugin_runners.tpu_inference import CONTINUE_DECODE_PATCH
 from vllm_contract.targets import plugin_fetch
 from vllm_contract.targets.harness import Divergence, replay_case
 from vllm_contract.targets.vllm_target import VllmTarget
@@ -24,7 +25,7 @@ PROFILE = vllm_env.tree().profile
 
 
 def _tree():
-    folder, why = plugin_fetch.tree(plugin_patch.CONTINUE_DECODE.plugin)
+    folder, why = plugin_fetch.tree(CONTINUE_DECODE_PATCH.plugin)
     if folder is None:
         pytest.fail(why)  # make test fetches it (make plugin-trees): never a skip
     return folder
@@ -50,12 +51,12 @@ def _scheduler_attributes():
 def test_the_patch_holds_inside_its_block_and_is_undone_after():
     before = _scheduler_attributes()
     scheduler = vllm_env.load().AsyncScheduler.__mro__[1]
-    with plugin_patch.applied(plugin_patch.CONTINUE_DECODE, _tree()):
+    with plugin_patch.applied(CONTINUE_DECODE_PATCH, _tree()):
         assert getattr(scheduler, "_continue_decode_patched", False)
         assert vars(scheduler)["_update_request_with_output"] is not before[1][1]["_update_request_with_output"]
     assert _scheduler_attributes() == before
     with pytest.raises(KeyError):  # undone on the way out of a failure too
-        with plugin_patch.applied(plugin_patch.CONTINUE_DECODE, _tree()):
+        with plugin_patch.applied(CONTINUE_DECODE_PATCH, _tree()):
             raise KeyError("a failure inside the block")
     assert _scheduler_attributes() == before
 

@@ -28,7 +28,7 @@ scheduling off, tpu-inference #3456), so it never reads that copy.
 from __future__ import annotations
 
 from vllm_contract.spec.plugin_runners import PAIRED_RELEASES, PluginSource
-from vllm_contract.spec.runner_variants import V1_RULE, Rule, Runner
+from vllm_contract.spec.runner_variants import V1_RULE, Rule, Runner, SchedulerPatch
 
 SOURCE = PluginSource(
     name="tpu-inference",
@@ -54,6 +54,15 @@ TPU = Runner(
     host_rows=False,
     rebuilds_outputs=False,
     zero_placeholders=True,
+)
+
+
+# Continue Decode's patch of vLLM's scheduler, as the plugin ships it
+CONTINUE_DECODE_PATCH = SchedulerPatch(
+    SOURCE.name,
+    "tpu_inference.core.sched.utils",
+    "patch_vllm_scheduler_for_continue_decode",
+    cite="tpu-cd-precompensate tpu-cd-advances-computed",
 )
 
 
@@ -84,6 +93,7 @@ def _continue_decode(steps: int) -> Runner:
         rebuilds_outputs=False,
         continue_decode=steps,
         honours_reservation=False,
+        scheduler_patch=CONTINUE_DECODE_PATCH,
     )
 
 
