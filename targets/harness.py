@@ -7,7 +7,8 @@ it), and finally compares the outcome with the recorded one, so a stale case fai
 `replay` does the same for a bare trace (the fuzzer's), without a recorded outcome.
 
 After the last step both run on by themselves (model/hang.py's bound, `run_target_on`: the
-engine's own loop, no fault, a runner that returns what was reserved), and the requests
+engine's own loop, no fault; the runner returns what the configuration's runner returned
+in the model's run-on for each step both schedule, else what was reserved), and the requests
 each leaves behind must be the same: a target that hangs where the model does not (or the
 reverse) fails with the stuck request and the count that holds it. A state difference
 is read first for the liveness properties on the target's own state (stale-drains,
@@ -326,13 +327,32 @@ def runs_on(target: Target) -> bool:
     return ("status", 0) in target.project()
 
 
-def run_target_on(cfg: Config, target: Target) -> RunOn:
+def _decided(cfg: Config, model: RunOn | None, index: int) -> dict[int, int] | None:
+    """What the configuration's runner returns for the step the model's run-on schedules at
+    engine step `index` (request -> tokens), or None where the model's run-on does not
+    schedule there."""
+    if model is None or index >= len(model.events) or model.events[index] != "schedule":
+        return None
+    state = model.states[index]
+    slot = state[("queue_len",)] - 1
+    return {r: state[("q_sampled", slot, r)] for r in range(cfg.requests) if state[("q_scheduled", slot, r)]}
+
+
+def run_target_on(cfg: Config, target: Target, model: RunOn | None = None) -> RunOn:
     """EngineCore's own loop on the target, by itself, for model/hang.py's bound (the target's
     engine_step), then which requests it left behind, on the target's own state and
-    has_requests() (and its queues, where it has them)."""
+    has_requests() (and its queues, where it has them). With the model's run-on beside it
+    (`model`), a step the target schedules where the model's schedules returns what the
+    configuration's runner returned there, as the case's own steps do; without, or where
+    the two part, a runner that returns what the scheduler reserved."""
     run = RunOn(target.project())
-    for _ in range(hang.engine_bound(cfg)):
-        event, outcome = target.engine_step()
+    if not getattr(target, "takes_run_on_decisions", False):
+        model = None  # it plays a runner of its own (the reference: the spec's)
+    for index in range(hang.engine_bound(cfg)):
+        decided = _decided(cfg, model, index)
+        event, outcome = target.engine_step(decided) if decided is not None else target.engine_step()
+        if model is not None and (index >= len(model.events) or model.events[index] != event):
+            model = None  # the two runs part: the model's later decisions are of other steps
         if event is None:
             break
         if outcome.fired or outcome.error:
@@ -362,7 +382,8 @@ def _check_run_on(name: str, label: str, cfg: Config, target: Target, interp, st
     the same requests behind for the same reason (and die of the same assert, if any)."""
     if not runs_on(target):
         return
-    mine, theirs = model_run_on(interp, state), run_target_on(cfg, target)
+    mine = model_run_on(interp, state)
+    theirs = run_target_on(cfg, target, mine)
     if (mine.stuck, mine.fired) == (theirs.stuck, theirs.fired) and not theirs.error:
         return
     head = "HANG on the target" if theirs.stuck and not mine.stuck else "the engine run on differs"
@@ -548,7 +569,8 @@ def replay(
             raise Divergence(f"{hung}\n{message}" if hung else message, index, event, diff)
     result = ReplayResult(len(steps), None, run.state, target.project(), outcomes)
     if run_on and runs_on(target):
-        mine, theirs = model_run_on(run.interp, run.state), run_target_on(cfg, target)
+        mine = model_run_on(run.interp, run.state)
+        theirs = run_target_on(cfg, target, mine)
         differs = (mine.stuck, mine.fired) != (theirs.stuck, theirs.fired) or theirs.error
         if differs:
             key = ("stuck",) if not (theirs.fired or theirs.error) else ("fired",)

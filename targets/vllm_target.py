@@ -40,8 +40,11 @@ narrowest hook that reproduces what vLLM itself does:
 After a case's events the harness runs the engine on by itself (`engine_step`, model/hang.py's
 bound): EngineCore's own loop on this tree alone, schedule while the scheduler has requests
 and the queue has room, else deliver the oldest step, with a budget for every request and
-a runner that returns exactly what the scheduler reserved (one token for a step it
-reserved for, none for a prefill chunk; no stop, no KV-load failure, no fault).
+no stop, no KV-load failure, no fault; the runner returns what the configuration's runner
+returned for the same step in the model's run-on (handed in by the harness), and where
+there is none (the two runs parted, or the target runs on alone after a state difference)
+exactly what the scheduler reserved (one token for a step it reserved for, none for a
+prefill chunk).
 
 An AssertionError raised by vLLM is not propagated: the step returns
 Outcome(fired=<assert>) and the case ends (the scheduler is half-updated). The assert
@@ -103,6 +106,7 @@ class VllmTarget:
     name = "vllm"
     observes_asserts = True
     observes_runner_asserts = False
+    takes_run_on_decisions = True  # engine_step(decided): harness.run_target_on
 
     def __init__(
         self, clamp: bool | None = None, guard: bool = False, monitor: bool = False, native_guard: bool = False
@@ -270,11 +274,13 @@ class VllmTarget:
         return Outcome(error=error, mismatches=mismatches, facts=facts)
 
     # ------------------------------------------------------------- run on
-    def engine_step(self) -> tuple[str | None, Outcome]:
+    def engine_step(self, decided: Mapping[int, int] | None = None) -> tuple[str | None, Outcome]:
         """One step of EngineCore's own loop on this tree by itself ([cite:step-with-batch-queue]):
         schedule while has_requests() and the queue has room, else deliver the oldest step;
         (None, Outcome()) when the engine has nothing to do and waits for input. The budget
-        covers every request (model/hang.py budget_for, read off this tree's counters)."""
+        covers every request (model/hang.py budget_for, read off this tree's counters). A
+        scheduled request returns what `decided` says (the runner's decision in the model's
+        run-on, harness.run_target_on), else what the scheduler reserved for it."""
         if self.ended is not None:
             raise CaseEnded(f"the case ended at an earlier step ({self.ended})")
         cfg = self.cfg
@@ -285,7 +291,9 @@ class VllmTarget:
                     event = "schedule"
                     objects.set_budget(self.sched, self._run_on_budget())
                     out = objects.schedule(self.sched)
-                    self.fifo.append((out, self._run_on_returns(out)))
+                    returns = self._run_on_returns(out)
+                    returns.update({r: n for r, n in (decided or {}).items() if r in returns})
+                    self.fifo.append((out, returns))
                 elif self.fifo:
                     event = "deliver"
                     out, returns = self.fifo.popleft()

@@ -416,6 +416,72 @@ def test_streaming_session_stop_and_update(target):
     assert at(v, 10, "pending_update")[0] is False
 
 
+def test_the_target_runs_on_with_the_runners_decisions_the_model_made(target, monkeypatch):
+    """The 0.29.0/0.30.0 sweep's run-on divergences (trace 25 of v2live-all, seed 11): after
+    a KV-load failure the V2 live-length runner samples the prefill chunk the engine, run
+    on, schedules next; the model's run-on plays the configuration's runner and dies of
+    the counter assert there (0.29.0 and 0.30.0 assert it at 0), while the target's runner
+    returned only what the scheduler reserved and ran on. The target's run-on now returns
+    what the model's runner decided for each step the two both schedule, as the case's own
+    steps do; on every release the two agree, and each decision reaches the target."""
+    from vllm_contract.model import hang
+
+    none = {"accepted": [0, 0]}
+    no_fault = {"stop": [0, 0], "kv_fail_req": -1, "kv_fail_block": 0}
+    steps = [
+        ("stream_update", {"req": 0, "new_tokens": 3}),
+        (SCHED, {"budget": 1, **none}),
+        (SCHED, {"budget": 1, **none}),
+        (DELIVER, no_fault),
+        (SCHED, {"budget": 1, **none}),
+        (DELIVER, no_fault),
+        (SCHED, {"budget": 2, "accepted": [1, 0]}),
+        (DELIVER, {**no_fault, "stop": [1, 0]}),
+        (SCHED, {"budget": 3, **none}),
+        ("abort", {"req": 1}),
+        (DELIVER, no_fault),
+        ("preempt", {"req": 0, "drop": False}),
+        (SCHED, {"budget": 1, **none}),
+        (DELIVER, no_fault),
+        (SCHED, {"budget": 5, **none}),
+        (DELIVER, no_fault),
+        (SCHED, {"budget": 5, **none}),
+        (DELIVER, {**no_fault, "kv_fail_req": 0}),
+    ]
+    cfg = C(
+        "v2live-all",
+        runner="v2-live",
+        events=F({"abort", "kvfail", "preempt", "preempt-drop", "reset", "stream"}),
+        requests=2,
+        spec_tokens=3,
+        long_prefill_threshold=5,
+        block_size=4,
+    )
+    init = {"prompt_len": [1, 1], "resumable": [True, False]}
+    run = Run(cfg, init, steps)
+    for _ in run:
+        pass
+    _, states, fired = hang.played_on(run.interp, run.state)
+    decisions = []
+    for state in states:
+        slot = state[("queue_len",)] - 1
+        if slot >= 0 and any(state[("q_scheduled", slot, r)] for r in range(cfg.requests)):
+            decisions.append({r: state[("q_sampled", slot, r)] for r in range(2) if state[("q_scheduled", slot, r)]})
+    if not PROF.stop_rolls_back:
+        assert fired == ["placeholders-nonnegative"]  # the unreserved chunk's token, run on
+    handed = []
+    played = VllmTarget.engine_step
+
+    def engine_step(self, decided=None):
+        handed.append(decided)
+        return played(self, decided)
+
+    monkeypatch.setattr(VllmTarget, "engine_step", engine_step)
+    replay(cfg, init, steps, target)  # a Divergence if the two run-ons part
+    given = [d for d in handed if d is not None]
+    assert given and given == decisions[: len(given)]
+
+
 # ----------------------------------------------------------------- abort
 
 
