@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import compileall
 import hashlib
-import json
 import os
 import re
 import shutil
@@ -26,6 +25,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from vllm_contract.adapter import cached
 from vllm_contract.spec.errors import BadInput, TreeError
 from vllm_contract.spec.profiles import RELEASE_NAMES
 
@@ -180,26 +180,17 @@ def build(fix: str, release: str, variant: str | None = None, dest: Path | None 
     patch = patch_path(fix, release)
     dest = Path(dest) if dest is not None else TREES_DIR / tree_name(release, fix, variant)
     want = _fingerprint(patch, variant)
-    marker = dest / MARKER
-    if not force and marker.is_file():
-        try:
-            have = json.loads(marker.read_text())
-        except ValueError:
-            have = {}
-        if {k: have.get(k) for k in want} == want:
-            return dest
-    partial = dest.with_name(dest.name + ".partial")
-    shutil.rmtree(partial, ignore_errors=True)
-    copy_release(release, partial)
-    tool = apply_patch(patch, partial)
-    if variant:
-        apply_variant(fix, variant, partial)
-    bad = [f for f in touched_files(patch) if not compileall.compile_file(str(partial / f), quiet=2, force=True)]
-    if bad:
-        raise FixError(f"{tree_name(release, fix, variant)}: {', '.join(bad)} does not compile")
-    (partial / MARKER).write_text(
-        json.dumps({**want, "release": release, "fix": fix, "applied_with": tool}, indent=2) + "\n"
-    )
-    shutil.rmtree(dest, ignore_errors=True)
-    partial.rename(dest)
-    return dest
+    if not force and cached.is_current(dest, MARKER, want):
+        return dest
+
+    def fill(partial: Path) -> dict:
+        copy_release(release, partial)
+        tool = apply_patch(patch, partial)
+        if variant:
+            apply_variant(fix, variant, partial)
+        bad = [f for f in touched_files(patch) if not compileall.compile_file(str(partial / f), quiet=2, force=True)]
+        if bad:
+            raise FixError(f"{tree_name(release, fix, variant)}: {', '.join(bad)} does not compile")
+        return {**want, "release": release, "fix": fix, "applied_with": tool}
+
+    return cached.build(dest, MARKER, fill)

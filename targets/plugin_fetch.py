@@ -10,15 +10,12 @@ registry artifact: no command here can fetch it, and `tree` says what to check o
 
 from __future__ import annotations
 
-import hashlib
-import json
 import shutil
-import subprocess
-import sys
 import tarfile
 import zipfile
 from pathlib import Path
 
+from vllm_contract.adapter import cached
 from vllm_contract.spec.errors import TreeError, UsageError
 from vllm_contract.spec.plugin_runners import SOURCES, PluginSource
 
@@ -53,41 +50,16 @@ def fetch(name: str, trees_dir: Path = PLUGIN_TREES) -> Path:
     if src.kind != "pypi":
         raise TreeError(tree(name, trees_dir)[1])
     download = trees_dir / f".download-{src.tree}"
-    partial = trees_dir / f".partial-{src.tree}"
-    final = trees_dir / src.tree
-    for folder in (download, partial):
-        shutil.rmtree(folder, ignore_errors=True)
-    trees_dir.mkdir(parents=True, exist_ok=True)
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "download",
-            "--no-deps",
-            "--require-hashes",
-            "--only-binary=:all:",
-            "--disable-pip-version-check",
-            "--quiet",
-            "-d",
-            str(download),
-            "-r",
-            str(REPO / src.requirements),
-        ],
-        check=True,
-    )
-    artifacts = sorted(download.iterdir())
-    if len(artifacts) != 1:
-        raise TreeError(f"pip download left {[a.name for a in artifacts]} in {download}, expected one {src.label}")
-    artifact = artifacts[0]
-    digest = hashlib.sha256(artifact.read_bytes()).hexdigest()
-    count = _unpack_python(artifact, partial)
-    record = {"plugin": name, "version": src.version, "artifact": artifact.name, "sha256": digest, "files": count}
-    (partial / SOURCE_FILE).write_text(json.dumps(record, indent=2) + "\n")
-    shutil.rmtree(final, ignore_errors=True)
-    partial.rename(final)
-    shutil.rmtree(download, ignore_errors=True)
-    return final
+
+    def fill(partial: Path) -> dict:
+        artifact, digest = cached.pip_download(REPO / src.requirements, download, src.label)
+        count = _unpack_python(artifact, partial)
+        return {"plugin": name, "version": src.version, "artifact": artifact.name, "sha256": digest, "files": count}
+
+    try:
+        return cached.build(trees_dir / src.tree, SOURCE_FILE, fill)
+    finally:
+        shutil.rmtree(download, ignore_errors=True)
 
 
 def _unpack_python(artifact: Path, into: Path) -> int:
