@@ -291,9 +291,7 @@ class VllmTarget:
                     event = "schedule"
                     objects.set_budget(self.sched, self._run_on_budget())
                     out = objects.schedule(self.sched)
-                    returns = self._run_on_returns(out)
-                    returns.update({r: n for r, n in (decided or {}).items() if r in returns})
-                    self.fifo.append((out, returns))
+                    self.fifo.append((out, self._run_on_returns(out, decided)))
                 elif self.fifo:
                     event = "deliver"
                     out, returns = self.fifo.popleft()
@@ -322,14 +320,18 @@ class VllmTarget:
             need += max(counters["num_tokens"] + cfg.spec_tokens + counters["num_output_placeholders"], 0)
         return need if cfg.max_budget is None else min(need, cfg.max_budget)
 
-    def _run_on_returns(self, out) -> dict:
-        """What a runner that honours the reservation returns for each scheduled request:
+    def _run_on_returns(self, out, decided: Mapping[int, int] | None = None) -> dict:
+        """What the runner returns for each scheduled request, run on: what `decided` says
+        for it (the model's run-on), else what a runner that honours the reservation returns,
         one token unless the scheduler classed the step a prefill chunk (no draft accepted)."""
         held = objects.requests(self.sched)
         returns = {}
         for req_id in objects.scheduled(out):
-            request = held.get(req_id)
-            returns[_index(req_id)] = 0 if request is None or objects.is_prefill_chunk(request) else 1
+            r, request = _index(req_id), held.get(req_id)
+            if decided is not None and r in decided:
+                returns[r] = decided[r]
+            else:
+                returns[r] = 0 if request is None or objects.is_prefill_chunk(request) else 1
         return returns
 
     def _run_on_deliver(self, out, returns: dict) -> None:

@@ -137,12 +137,13 @@ class RealRunnerTarget(VllmTarget):
         out, returns = self.fifo.popleft()  # the tokens vLLM's runner sampled
         return self._update_from_output(out, returns, args)
 
-    def _run_on_returns(self, out) -> dict:
-        """Run on by itself (VllmTarget.engine_step): the scheduler alone, its runner's
-        reservation honoured (as token lists, this target's form); the tree's own runner is
+    def _run_on_returns(self, out, decided=None) -> dict:
+        """Run on by itself (VllmTarget.engine_step): the scheduler alone, the runner's returns
+        the model's run-on decided, else its reservation honoured (as token lists, this
+        target's form); the tree's own runner is
         not stepped: what the run on checks is the scheduler's progress, and a state no runner
         can take (finding 9's position -1) would end it before any hang could show."""
-        return {r: [SAMPLED_ID] * n for r, n in super()._run_on_returns(out).items()}
+        return {r: [SAMPLED_ID] * n for r, n in super()._run_on_returns(out, decided).items()}
 
     def _run_on_deliver(self, out, returns: dict) -> None:
         self._update_from_output(out, returns, self._no_picks())
