@@ -182,10 +182,11 @@ def _run_on(cfg: Config, run: Run, state, target, obs: Observation) -> None:
     from vllm_contract.model import hang
     from vllm_contract.targets.harness import model_run_on, run_target_on
 
-    if obs.model_fired is None:
-        obs.model_stuck = [[r, why] for r, why in model_run_on(run.interp, state).stuck]
+    mine = model_run_on(run.interp, state) if obs.model_fired is None else None
+    if mine is not None:
+        obs.model_stuck = [[r, why] for r, why in mine.stuck]
     try:
-        theirs = run_target_on(cfg, target)
+        theirs = run_target_on(cfg, target, mine)  # the runner's returns the model's, as in the steps
     except Exception as exc:  # what vLLM raises running on is what it does
         obs.error = f"run on by itself: {cause(exc)}"
         return
