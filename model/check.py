@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import z3
 from vllm_contract.model.bmc import Bmc, Goal
 from vllm_contract.model.encoding import Encoding
-from vllm_contract.model.induction import KInduction
+from vllm_contract.model.induction import InductionResult, KInduction
 from vllm_contract.model.interpreter import Interpreter
 from vllm_contract.model.itf import text as itf_text
 from vllm_contract.model.itf import to_itf
@@ -179,28 +179,81 @@ def check_config(
     """Every property of one configuration: proofs, shortest counterexamples (with
     `walks`, random walks race each search the matrix expects to find one: they only
     time the first counterexample), the frontier and the witness."""
-    if cfg.search_depth is not None:
-        max_depth = min(max_depth, cfg.search_depth)
-    enc = Encoding(cfg)
-    timeout_ms = max(int(timeout_s * 1000), 1)
-    interp = Interpreter(cfg)
-    rows: list[VerdictRow] = []
-    documents: dict = {}
+    return ConfigCheck(cfg, max_depth, timeout_s, walks).run()
 
-    def keep(trace: Trace, name: str, description: str, of: Config | None = None) -> str:
-        of = of or cfg
-        confirm(interp if of is cfg else Interpreter(of), trace, trace.solver_states)
-        path = f"traces/{cfg.name}/{name}.itf.json"
-        documents[path] = itf_text(to_itf(trace, of.record(), description))
+
+class ConfigCheck:
+    """One configuration's check, one step per method, run in this order (Z3's models
+    follow its history, so the order is part of every trace): k-induction of the claimed
+    properties, the counterexample searches, bounded progress from the invariants the
+    induction proved, the K frontiers, and last the witness."""
+
+    def __init__(self, cfg: Config, max_depth: int, timeout_s: float, walks: bool):
+        self.cfg = cfg
+        self.max_depth = min(max_depth, cfg.search_depth) if cfg.search_depth is not None else max_depth
+        self.walks = walks
+        self.enc = Encoding(cfg)
+        self.timeout_ms = max(int(timeout_s * 1000), 1)
+        self.interp = Interpreter(cfg)
+        self.documents: dict = {}
+        self.proved: list[str] = []  # the claimed state properties k-induction is asked for
+        self.induction: InductionResult | None = None
+
+    def run(self) -> ConfigReport:
+        cfg = self.cfg
+        expected = {p: Verdict.parse(e, expectation=True) for p, e in cfg.expect.items()}
+        claimed = [p for p, e in expected.items() if e.kind is Kind.PROVED]
+        # progress is proved from the invariants the others' k-induction establishes
+        progressing = [p for p in claimed if PROPERTIES[p].kind == "progress"]
+        self.proved = [p for p in claimed if p not in progressing]
+        rows: list[VerdictRow] = []
+        invariants, why = None, "no invariants proved to start from"
+        if self.proved:
+            invariants, why, proved_rows = self.prove_claimed()
+            rows += proved_rows
+        rows += [self.refute(prop) for prop in expected if expected[prop].searches]
+        # after the searches: its queries would change the Z3 context their models come from
+        rows += [self.progress(prop, invariants, why) for prop in progressing]
+        rows += [self.frontier(prop) for prop, e in expected.items() if e.kind is Kind.FRONTIER]
+        return ConfigReport(rows=rows, documents=self.documents, witness=self.witness())
+
+    def keep(self, trace: Trace, name: str, description: str, of: Config | None = None) -> str:
+        """Replay the trace on the interpreter (it must agree step by step) and keep its ITF."""
+        of = of or self.cfg
+        confirm(self.interp if of is self.cfg else Interpreter(of), trace, trace.solver_states)
+        path = f"traces/{self.cfg.name}/{name}.itf.json"
+        self.documents[path] = itf_text(to_itf(trace, of.record(), description))
         return path
 
-    def refute(prop: str, note: str = "") -> VerdictRow:
-        # An abstract rest proves, it does not refute: its counterexamples are searched
-        # on concrete instances (one request, then two), so every trace is a real one.
+    def prove_claimed(self) -> tuple[list | None, str, list[VerdictRow]]:
+        """k-induction of the claimed state properties with the configuration's lemmas:
+        the invariants bounded progress starts from (None if the proof does not close, and
+        why), and a row per property (refuted by search where the proof did not close)."""
+        cfg = self.cfg
+        lemmas = [(lemma.name, lemma.holds) for lemma in lemmas_for(cfg, self.proved)]
         started = time.perf_counter()
         try:
-            race = walks and cfg.expect.get(prop) == "violated"  # search_violation leaves out what no walk sees
-            found = search_violation(cfg, prop, max_depth, timeout_ms, enc, walks=race)
+            self.induction = KInduction(self.enc, self.timeout_ms).prove(self.proved, lemmas)
+        except SolverUnknown as exc:
+            reason = str(exc)
+        seconds = time.perf_counter() - started
+        result = self.induction
+        if result is not None and result.status == "proved":
+            note = f"k-induction, k={result.k}, with {len(lemmas)} lemmas"
+            rows = [_row(cfg, p, verdict=PROVED, depth=result.k, seconds=seconds, note=note) for p in self.proved]
+            return lemmas, "", rows
+        why = reason if result is None else f"induction {result.status} at k={result.k} ({result.failed})"
+        return None, why, [self.refute(prop, note=why) for prop in self.proved]
+
+    def refute(self, prop: str, note: str = "") -> VerdictRow:
+        """The shortest counterexample and its further classes, or `bounded` if none is
+        within the depth. An abstract rest proves, it does not refute: its counterexamples
+        are searched on concrete instances (one request, then two), so every trace is a real one."""
+        cfg, max_depth = self.cfg, self.max_depth
+        started = time.perf_counter()
+        try:
+            race = self.walks and cfg.expect.get(prop) == "violated"  # search_violation leaves out what no walk sees
+            found = search_violation(cfg, prop, max_depth, self.timeout_ms, self.enc, walks=race)
             first, where = found.first, found.where
             classes = (
                 found.bmc.classes(Goal.violation(prop), first, first.depth + CLASS_EXTRA_DEPTH, CLASS_LIMIT)
@@ -216,7 +269,6 @@ def check_config(
                 seconds=time.perf_counter() - started,
                 note=(note + "; then " if note else "") + str(exc),
             )
-        first_seconds, found_by, found_seconds = found.first_seconds, found.found_by, found.found_seconds
         seconds = time.perf_counter() - started
         if first is None:
             sizes = (
@@ -224,22 +276,21 @@ def check_config(
                 if not cfg.rest
                 else f" with {' or '.join(str(i.requests) for i in concrete_instances(cfg))} request(s)"
             )
+            deeper = (
+                f"; random walks found one in {found.early.depth} steps (replayed), deeper than the search"
+                if found.early is not None
+                else ""
+            )
             return _row(
                 cfg,
                 prop,
                 verdict=BOUNDED,
                 depth=max_depth,
                 seconds=seconds,
-                note=(note + "; " if note else "")
-                + f"no counterexample within {max_depth} steps{sizes}"
-                + (
-                    f"; random walks found one in {found.early.depth} steps (replayed), deeper than the search"
-                    if found.early is not None
-                    else ""
-                ),
+                note=(note + "; " if note else "") + f"no counterexample within {max_depth} steps{sizes}" + deeper,
             )
         paths = [
-            keep(
+            self.keep(
                 tr,
                 prop if i == 0 else f"{prop}.{i}",
                 f"{prop} violated ({', '.join(tr.mechanisms) or 'core path'})",
@@ -254,9 +305,9 @@ def check_config(
             depth=first.depth,
             seconds=seconds,
             trace=paths[0],
-            first_seconds=first_seconds,
-            found_seconds=found_seconds,
-            found_by=found_by,
+            first_seconds=found.first_seconds,
+            found_seconds=found.found_seconds,
+            found_by=found.found_by,
             classes=paths[1:],
             mechanisms=first.mechanisms,
             fired=first.fired_at_end,
@@ -264,10 +315,11 @@ def check_config(
             note=note,
         )
 
-    def frontier(prop: str) -> VerdictRow:
+    def frontier(self, prop: str) -> VerdictRow:
         """The smallest K with a counterexample: prove the property for K <= 0, 1, ...
         (k-induction, each bound on its own), and at the first bound whose proof fails
         search a shortest counterexample with K pinned to it."""
+        cfg, max_depth, timeout_ms = self.cfg, self.max_depth, self.timeout_ms
         started = time.perf_counter()
 
         def undecided(note: str):
@@ -303,7 +355,7 @@ def check_config(
                     note=f"proved for K <= {k - 1}; the proof fails at K <= {k} and no counterexample "
                     f"at K = {k} within {max_depth} steps",
                 )
-            path = keep(
+            path = self.keep(
                 trace, prop, f"{prop} violated at K = {k} ({', '.join(trace.mechanisms) or 'core path'})", of=pinned
             )
             return _row(
@@ -332,15 +384,16 @@ def check_config(
             note=f"no proof for every K; proved for each K <= {K_FRONTIER_MAX} on its own",
         )
 
-    def progress(prop: str, invariants: list | None, why: str) -> VerdictRow:
+    def progress(self, prop: str, invariants: list | None, why: str) -> VerdictRow:
         """Bounded progress from the invariants k-induction proved (None: it proved none);
         else, or if the invariants admit a state without it, a counterexample search."""
         if invariants is None:
-            return refute(prop, note=why)
+            return self.refute(prop, note=why)
+        cfg = self.cfg
         started = time.perf_counter()
-        state_props = [p for p in proved if PROPERTIES[p].kind == "state"]
+        state_props = [p for p in self.proved if PROPERTIES[p].kind == "state"]
         try:
-            result = prove_progress(enc, [fn for _, fn in invariants], state_props, timeout_ms)
+            result = prove_progress(self.enc, [fn for _, fn in invariants], state_props, self.timeout_ms)
         except SolverUnknown as exc:
             return _row(cfg, prop, verdict=UNKNOWN, depth=None, seconds=time.perf_counter() - started, note=str(exc))
         if result.status == "proved":
@@ -356,90 +409,51 @@ def check_config(
             why = "a state the invariants admit has no engine step"
         else:
             why = f"from a state the invariants admit, {result.bound} engine steps leave a request behind"
-        return refute(prop, note=why + " (perhaps unreachable)")
+        return self.refute(prop, note=why + " (perhaps unreachable)")
 
-    expected = {p: Verdict.parse(e, expectation=True) for p, e in cfg.expect.items()}
-    claimed = [p for p, e in expected.items() if e.kind is Kind.PROVED]
-    # progress is proved from the invariants the others' k-induction establishes
-    progressing = [p for p in claimed if PROPERTIES[p].kind == "progress"]
-    proved = [p for p in claimed if p not in progressing]
-    violated = [p for p, e in expected.items() if e.searches]
-    invariants, why = None, "no invariants proved to start from"
-    if proved:
-        lemmas = [(lemma.name, lemma.holds) for lemma in lemmas_for(cfg, proved)]
+    def witness(self) -> dict:
+        """A healthy run to a completed request, so an over-constrained model cannot prove
+        anything: schedule and deliver alone must get a request through (no event family or
+        fault is needed to make progress). The engine's own policy, run on the interpreter,
+        gives one, and the encoding must admit it; else a bounded search finds one."""
+        cfg, enc, timeout_ms, max_depth = self.cfg, self.enc, self.timeout_ms, self.max_depth
         started = time.perf_counter()
+        witness, error, undecided = None, "", False
         try:
-            result = KInduction(enc, timeout_ms).prove(proved, lemmas)
-        except SolverUnknown as exc:
-            result = None
-            reason = str(exc)
-        seconds = time.perf_counter() - started
-        if result is not None and result.status == "proved":
-            invariants = lemmas
-            for prop in proved:
-                rows.append(
-                    _row(
-                        cfg,
-                        prop,
-                        verdict=PROVED,
-                        depth=result.k,
-                        seconds=seconds,
-                        note=f"k-induction, k={result.k}, with {len(lemmas)} lemmas",
+            run = policy_run(self.interp, completes, "completes")
+            if run is not None:
+                solver_states = admitted_by_encoding(enc, run, completes, timeout_ms)
+                if solver_states is None:
+                    error = (
+                        f"the encoding rejects a healthy run of {run.depth} steps that the "
+                        "interpreter accepts: over-constrained"
                     )
+                else:
+                    run.solver_states = solver_states
+                    witness = run
+            else:  # the policy did not get through: search (bounded picks first, then any)
+                search, goal = Bmc(enc, timeout_ms), Goal("completes", "witness", completes)
+                witness = search.shortest(goal, max_depth, healthy(search), minimise=False)
+                if witness is None:
+                    search = Bmc(enc, timeout_ms)
+                    witness = search.shortest(goal, max_depth, healthy(search, None), minimise=False)
+        except SolverUnknown as exc:
+            if type(exc) is SolverUnknown:  # raised with Z3's bare reason: was it a timeout or an interrupt?
+                classified = classify_unknown(
+                    str(exc), time.perf_counter() - started, timeout_ms, f"{cfg.name}: the witness check", cfg.name
                 )
+                if not isinstance(classified, SolverUnknown):
+                    raise classified from None
+                exc = classified
+            witness, error, undecided = None, str(exc), True
+        info = {"goal": WITNESS, "seconds": round(time.perf_counter() - started, 4)}
+        if witness is None:
+            info.update(reached=False, note=error or f"not reachable within {max_depth} steps: vacuous model")
+            if undecided:
+                info["unknown"] = True  # not shown vacuous: the solver did not decide
         else:
-            why = reason if result is None else f"induction {result.status} at k={result.k} ({result.failed})"
-            for prop in proved:
-                rows.append(refute(prop, note=why))
-    for prop in violated:
-        rows.append(refute(prop))
-    # after the searches: its queries would change the Z3 context their models come from
-    for prop in progressing:
-        rows.append(progress(prop, invariants, why))
-    for prop in [p for p, e in expected.items() if e.kind is Kind.FRONTIER]:
-        rows.append(frontier(prop))
-
-    started = time.perf_counter()
-    witness, error, undecided = None, "", False
-    try:
-        # schedule and deliver alone must get a request through: no event family or
-        # fault is needed to make progress, so a healthy path is the witness of
-        # non-vacuity (and a positive test). The engine's own policy, run on the
-        # interpreter, gives one; the encoding must admit it.
-        run = policy_run(interp, completes, "completes")
-        if run is not None:
-            solver_states = admitted_by_encoding(enc, run, completes, timeout_ms)
-            if solver_states is None:
-                error = (
-                    f"the encoding rejects a healthy run of {run.depth} steps that the "
-                    "interpreter accepts: over-constrained"
-                )
-            else:
-                run.solver_states = solver_states
-                witness = run
-        else:  # the policy did not get through: search (bounded picks first, then any)
-            search, goal = Bmc(enc, timeout_ms), Goal("completes", "witness", completes)
-            witness = search.shortest(goal, max_depth, healthy(search), minimise=False)
-            if witness is None:
-                search = Bmc(enc, timeout_ms)
-                witness = search.shortest(goal, max_depth, healthy(search, None), minimise=False)
-    except SolverUnknown as exc:
-        if type(exc) is SolverUnknown:  # raised with Z3's bare reason: was it a timeout or an interrupt?
-            classified = classify_unknown(
-                str(exc), time.perf_counter() - started, timeout_ms, f"{cfg.name}: the witness check", cfg.name
-            )
-            if not isinstance(classified, SolverUnknown):
-                raise classified from None
-            exc = classified
-        witness, error, undecided = None, str(exc), True
-    witness_info = {"goal": WITNESS, "seconds": round(time.perf_counter() - started, 4)}
-    if witness is None:
-        witness_info.update(reached=False, note=error or f"not reachable within {max_depth} steps: vacuous model")
-        if undecided:
-            witness_info["unknown"] = True  # not shown vacuous: the solver did not decide
-    else:
-        witness_info.update(reached=True, depth=witness.depth, trace=keep(witness, "witness", f"witness: {WITNESS}"))
-    return ConfigReport(rows=rows, documents=documents, witness=witness_info)
+            info.update(reached=True, depth=witness.depth, trace=self.keep(witness, "witness", f"witness: {WITNESS}"))
+        return info
 
 
 def row_dict(row: VerdictRow) -> dict:
