@@ -46,7 +46,6 @@ import json
 import os
 import re
 import tempfile
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -54,6 +53,7 @@ from vllm_contract.codegen.cases import USER_PREFIX, CaseError, CaseSource, buil
 from vllm_contract.codegen.render import environment, render
 from vllm_contract.model.results import load_summary
 from vllm_contract.spec.errors import SpecError
+from vllm_contract.spec.heartbeat import Heartbeat
 
 ROOT = Path(__file__).resolve().parent.parent
 CASES = ROOT / "generated_tests" / "cases"
@@ -205,13 +205,13 @@ def _build_all(paths: list[Path], progress=None) -> list[CaseSource]:
     from vllm_contract.model.workers import run_isolated
 
     chunks = [paths[i : i + BUILD_CHUNK] for i in range(0, len(paths), BUILD_CHUNK)]
-    done = [0, time.monotonic()]
+    done = [0]
+    heartbeat = Heartbeat(progress) if progress is not None else None
 
     def ended(i: int, built: list) -> None:
         done[0] += len(built)
-        if progress is not None and time.monotonic() - done[1] >= 2:
-            progress(f"generate: {done[0]}/{len(paths)} trace(s) replayed and predicted on every arm")
-            done[1] = time.monotonic()
+        if heartbeat is not None:
+            heartbeat(lambda: f"generate: {done[0]}/{len(paths)} trace(s) replayed and predicted on every arm")
 
     built = run_isolated(
         _build_prover_traces, [(c,) for c in chunks], jobs, ["vllm_contract.codegen.cases"], ended, fresh=False

@@ -44,6 +44,7 @@ from vllm_contract.model.run import Run
 from vllm_contract.spec import expectations
 from vllm_contract.spec.config import Config
 from vllm_contract.spec.errors import SpecError, TargetUnavailable
+from vllm_contract.spec.heartbeat import Heartbeat
 from vllm_contract.spec.properties import ASSERTS
 from vllm_contract.spec.verdicts import Reaction
 from vllm_contract.spec.vocabulary import Status
@@ -292,7 +293,7 @@ def run_tree(spec: str, traces: list[dict], log=print, cases_pattern: str = "*")
     targets = {False: VllmTarget(clamp=False), True: VllmTarget(clamp=True)}
     cases = []
     modules = case_modules(cases_pattern)
-    started, last = time.monotonic(), time.monotonic()
+    started, heartbeat = time.monotonic(), Heartbeat(log)
     no_v1 = None  # a V1 case on a tree without the V1 runner: each arm could not run, said so
     for i, module in enumerate(modules):
         case = module.case
@@ -330,9 +331,7 @@ def run_tree(spec: str, traces: list[dict], log=print, cases_pattern: str = "*")
                     "model": _expect(expect),
                 }
             )
-        if time.monotonic() - last > 2:
-            log(f"  {i + 1}/{len(modules)} case module(s)")
-            last = time.monotonic()
+        heartbeat(lambda i=i: f"  {i + 1}/{len(modules)} case module(s)")
     fuzz = []
     for i, trace in enumerate(traces):
         steps = [(e, {tuple(k): v for k, v in a}) for e, a in trace["steps"]]
@@ -346,9 +345,7 @@ def run_tree(spec: str, traces: list[dict], log=print, cases_pattern: str = "*")
             except Disabled:
                 obs = Observation(error="the trace is not enabled under this profile")
         fuzz.append({"id": trace["id"], "preset": trace["preset"], "observed": asdict(obs), "reaction": obs.reaction})
-        if time.monotonic() - last > 2:
-            log(f"  {i + 1}/{len(traces)} fuzz trace(s)")
-            last = time.monotonic()
+        heartbeat(lambda i=i: f"  {i + 1}/{len(traces)} fuzz trace(s)")
     log(f"observe: {len(cases)} case arm(s), {len(fuzz)} fuzz trace(s) in {time.monotonic() - started:.1f} s")
     return {
         "tree": {

@@ -13,6 +13,7 @@ import traceback
 from pathlib import Path
 
 from vllm_contract.spec.errors import ExitStatus, TargetUnavailable
+from vllm_contract.spec.heartbeat import to_stderr
 
 NAME = "observe"
 STATUSES = {
@@ -36,9 +37,7 @@ def run(args) -> int:
     die_with_parent()  # a review that is stopped takes its observers with it
     traces = json.loads(args.traces.read_text()) if args.traces else []
     try:
-        result = run_tree(
-            args.vllm, traces, log=lambda m: print(m, file=sys.stderr, flush=True), cases_pattern=args.cases
-        )
+        result = run_tree(args.vllm, traces, log=to_stderr, cases_pattern=args.cases)
     except TargetUnavailable as exc:
         print(f"error: {exc}", file=sys.stderr)
         return ExitStatus.TREE

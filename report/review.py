@@ -32,7 +32,6 @@ from __future__ import annotations
 import json
 import random
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -41,6 +40,7 @@ from vllm_contract.adapter import child
 from vllm_contract.codegen.export import as_markdown, outcome_words
 from vllm_contract.spec import citations as C
 from vllm_contract.spec.errors import CouldNotRun, TreeError
+from vllm_contract.spec.heartbeat import to_stderr
 from vllm_contract.spec.properties import ASSERTS
 from vllm_contract.spec.verdicts import Reaction
 
@@ -48,8 +48,7 @@ ROOT = Path(__file__).resolve().parent.parent
 COMMENT_LIMIT = 65_536
 
 
-def log(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
+log = to_stderr
 
 
 # ------------------------------------------------------------------ fuzz traces

@@ -22,7 +22,6 @@ from __future__ import annotations
 import multiprocessing
 import os
 import signal
-import sys
 import time
 from collections import Counter, deque
 from dataclasses import dataclass, field
@@ -33,6 +32,7 @@ from typing import Any, Callable
 
 from vllm_contract.model.workers import die_with_parent
 from vllm_contract.spec.errors import TargetUnavailable, TreeError
+from vllm_contract.spec.heartbeat import Heartbeat
 from vllm_contract.targets.fuzz.campaign import RETRIES, Campaign, CaseKey, Shard, Worker, case_keys, groups
 from vllm_contract.targets.fuzz.differential import DIVERGED, NOT_PLAYED
 
@@ -310,7 +310,6 @@ class Progress:
     fresh: int = 0  # traces run by this run (a resumed campaign's earlier ones left out of the rate)
     ready: bool = False
     started: float = field(default_factory=time.monotonic)
-    last: float = field(default_factory=time.monotonic)
 
     def add(self, result: dict) -> None:
         self.shards += 1
@@ -431,6 +430,7 @@ def run(
         on_done(task, result)
 
     add_cases([g for g, n in left.items() if not n])
+    heartbeat = Heartbeat(say, every)
     try:
         while queue or any(h.task is not None for h in pool.live()):
             _schedule(pool, queue, on_dispatch)
@@ -469,10 +469,7 @@ def run(
                     else:
                         say(f"   {describe(task)}: {event.payload}; it runs again on another worker")
                         queue.again_first(task)
-            now = time.monotonic()
-            if now - progress.last >= every:
-                progress.last = now
-                say(progress.line(len(pool.live())))
+            heartbeat(lambda: progress.line(len(pool.live())))
     finally:
         for handle in pool.live():
             pool.retire(handle)
@@ -532,7 +529,3 @@ def _schedule(pool, queue: Queue, on_dispatch) -> None:
 def default_workers() -> int:
     """One worker per core, at most 8 (each holds a vLLM, about 0.6 GB)."""
     return max(1, min(os.cpu_count() or 1, 8))
-
-
-def stderr(line: str) -> None:
-    print(line, file=sys.stderr, flush=True)

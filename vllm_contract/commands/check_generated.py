@@ -7,11 +7,11 @@ configurations it ran.
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 from vllm_contract.commands import generate
 from vllm_contract.spec.errors import ExitStatus
+from vllm_contract.spec.heartbeat import to_stderr
 
 NAME = "check-generated"
 HELP = "fail when the committed generated suites are stale"
@@ -31,7 +31,5 @@ def run(args) -> int:
     from vllm_contract.model.prove import import_matrix
 
     import_matrix()
-    work = plan(
-        Path(args.prove_dir), [], None, committed=CASES, progress=lambda line: print(line, file=sys.stderr, flush=True)
-    )
+    work = plan(Path(args.prove_dir), [], None, committed=CASES, progress=to_stderr)
     return ExitStatus.FINDING if check(work.sources, CASES, work.configs) else ExitStatus.OK

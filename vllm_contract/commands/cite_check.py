@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 
 from vllm_contract.spec.errors import ExitStatus, UsageError
+from vllm_contract.spec.heartbeat import Heartbeat, to_stderr
 
 NAME = "cite-check"
 HELP = "re-anchor every vLLM (or a plugin's) citation in a tree: what moved, changed, vanished"
@@ -85,12 +86,8 @@ def run(args) -> int:
     print(f"cite-check: {len(cits)} citations against {where} at {args.vllm}")
 
     started = time.monotonic()
-
-    def progress(msg: str) -> None:
-        if time.monotonic() - started > 1.0:
-            print(f"  ... {msg}", file=sys.stderr, flush=True)
-
-    findings = C.anchor(args.vllm, release, cits, progress=progress)
+    heartbeat = Heartbeat(lambda line: to_stderr(f"  ... {line}"), quiet_for=1.0)
+    findings = C.anchor(args.vllm, release, cits, progress=heartbeat)
     table(findings, release, args.all)
     compared = {f.id for f in findings}
     skipped = [c for c in cits.values() if c.id not in compared]

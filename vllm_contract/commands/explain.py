@@ -34,6 +34,7 @@ from pathlib import Path
 from vllm_contract.outfolder import OutFolder, interrupts, stopped
 from vllm_contract.parsing import seconds, whole
 from vllm_contract.spec.errors import ContractError, ExitStatus
+from vllm_contract.spec.heartbeat import to_stderr
 from vllm_contract.spec.user_input import read_text
 
 NAME = "explain"
@@ -115,8 +116,7 @@ def run(args) -> int:
     cfgs = {c.name: c for c in configs}
 
     # progress on stderr; stdout's first line says which release, the answer follows once it is known
-    def log(line: str) -> None:
-        print(line, file=sys.stderr, flush=True)
+    log = to_stderr
 
     if args.json:
         log(chosen.line)

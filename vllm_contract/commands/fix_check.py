@@ -12,9 +12,8 @@ Writes build/fixes/<release>+<fix>/<run>.json and check.json (fixes/check.py).
 
 from __future__ import annotations
 
-import sys
-
 from vllm_contract.spec.errors import ExitStatus
+from vllm_contract.spec.heartbeat import to_stderr
 
 NAME = "fix-check"
 HELP = "a fix on vLLM's real code: the generated cases on the patched, unpatched and minus-key-line trees"
@@ -39,7 +38,7 @@ def run(args) -> int:
     from vllm_contract.fixes.check import CHECK_OF, check
     from vllm_contract.fixes.trees import tree_name
 
-    report = check(args.fix, args.release, args.cases, log=lambda line: print(line, file=sys.stderr, flush=True))
+    report = check(args.fix, args.release, args.cases, log=to_stderr)
     print(f"{tree_name(args.release, args.fix)}: the generated cases on vLLM's real code")
     status = ExitStatus.OK
     for name, r in report["details"].items():

@@ -14,11 +14,11 @@ codegen/generate.py for the format).
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 from vllm_contract.outfolder import OutFolder, interrupts, stopped
 from vllm_contract.spec.errors import ExitStatus, UsageError
+from vllm_contract.spec.heartbeat import to_stderr
 
 NAME = "generate"
 HELP = "write the generated suites from the prover's traces and user traces"
@@ -66,7 +66,7 @@ def run(args) -> int:
                 extra,
                 args.config,
                 committed=CASES,
-                progress=lambda line: print(line, file=sys.stderr, flush=True),
+                progress=to_stderr,
             )
             staging = folder.begin()
             write_all(work.sources, staging, work.kept, work.kept_rows)

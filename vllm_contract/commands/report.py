@@ -27,6 +27,7 @@ from pathlib import Path
 
 from vllm_contract.outfolder import STOPS, OutFolder, interrupts, stopped
 from vllm_contract.spec.errors import CouldNotRun, ExitStatus
+from vllm_contract.spec.heartbeat import to_stderr
 from vllm_contract.spec.verdicts import Kind
 
 NAME = "report"
@@ -54,8 +55,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--no-check", action="store_true", help="write the Markdown only; do not render it")
 
 
-def progress(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
+progress = to_stderr
 
 
 def run(args) -> int:

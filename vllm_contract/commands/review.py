@@ -13,13 +13,13 @@ summary.json, base.json and head.json; while a run works the previous review wai
 from __future__ import annotations
 
 import json
-import sys
 import time
 from pathlib import Path
 
 from vllm_contract.outfolder import STOPS, OutFolder, interrupts, stopped
 from vllm_contract.parsing import whole
 from vllm_contract.spec.errors import ContractError, ExitStatus, UsageError
+from vllm_contract.spec.heartbeat import to_stderr
 
 NAME = "review"
 HELP = "what a vLLM change fixes and breaks: every case, healthy path and a short fuzz on both trees"
@@ -55,8 +55,7 @@ def add_arguments(parser) -> None:
     )
 
 
-def log(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
+log = to_stderr
 
 
 def run(args) -> int:
