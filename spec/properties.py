@@ -59,8 +59,9 @@ class Assert:
     property: str  # the property whose violation it reports
     cite: str  # citation id in spec/citations.toml
     doc: str = ""
-    # where vLLM has it: "scheduler" (every vLLM target runs it) or "runner" (only a target
-    # that runs vLLM's own runner can see it fire; elsewhere the model ends the trace)
+    # where it is: "scheduler" (every vLLM target runs it) or "runner" (vLLM's model runner's
+    # or a plugin's: only a target that runs that runner can see it fire; elsewhere the model
+    # ends the trace)
     site: Literal["scheduler", "runner"] = "scheduler"
 
 
@@ -408,6 +409,7 @@ ASSERTS: dict[str, Assert] = {
             "tpu-substitute-pops",
             "tpu-inference's runner pops a [0] from a request's output list that the trim left empty: "
             "IndexError in execute_model, the engine dies",
+            site="runner",
         ),
         Assert(
             "logits-covered",

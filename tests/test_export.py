@@ -364,3 +364,26 @@ def test_a_reset_that_a_session_makes_fail_is_exported_as_raising():
         "    scheduler.reset_prefix_cache(reset_running_requests=True)",
     ]
     assert resets == [raising, raising, ["scheduler.reset_prefix_cache(reset_running_requests=True)"]]
+
+
+def test_a_plugin_runners_finding_is_exported_for_its_ci_with_a_control_on_which_its_property_holds(prove_results):
+    """vllm-metal before #179 on 0.32.0: the counter case is exported (the runner's returns as
+    data, nothing of the plugin imported); the stray-token case is not, because the
+    scenario's only healthy path samples a chunk on its way, and a control asserts the
+    case's property at every step."""
+    from vllm_contract.codegen.export import _release_arm
+
+    prove_dir = prove_results(["plugin-metal@0.32.0"])
+    sources = [build(p) for p in sorted((prove_dir / "traces" / "plugin-metal@0.32.0").glob("*.itf.json"))]
+    files, done, left = export_release(sources, "0.32.0")
+    names = {m.case for m in done}
+    assert "plugin_metal__counter_nonnegative" in names
+    text = files["test_contract_plugin_metal__counter_nonnegative.py"]
+    assert "For vllm-metal's CI" in text and "needs\nnothing of vllm-metal installed" in text
+    assert _imports(text) - ALLOWED == {".utils"}  # vLLM's own tests/v1/core/utils.py, no plugin
+    reasons = dict(left)
+    assert "no healthy path of plugin-metal on 0.32.0" in reasons["plugin_metal__no_token_while_prefilling"]
+    # what rules it out: the healthy path breaks the property (the model says where)
+    (witness,) = [s for s in sources if s.case.kind == "witness"]
+    others = dict(_release_arm(witness, "0.32.0")[1].others)
+    assert others.get("no-token-while-prefilling") and "counter-nonnegative" not in others
