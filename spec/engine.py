@@ -73,6 +73,15 @@ def spec_k(s: View, cfg: Config):
     return s.spec_tokens if cfg.k_symbolic else cfg.spec_tokens
 
 
+def served_first(s: View, cfg: Config, r: int):
+    """Whether request r waits in the queue the waiting loop serves first: kv_holding_waiting,
+    the requests holding computed tokens ([cite:enqueue-waiting-kv-holding]), or on 0.29.0 and
+    0.30.0 skipped_waiting ([cite:select-waiting-queue]); FCFS (waiting_rank) within each."""
+    if cfg.prof.waiting_queues == "skipped-first":
+        return s.in_skipped_waiting[r]
+    return s.num_computed_tokens[r] > 0
+
+
 def pending_rejections(s: View, cfg: Config, ops: Ops, r: int):
     """Draft tokens of r's in-flight steps (of its current epoch) that the scheduler has
     still to roll back when their output comes: scheduled drafts minus those the runner

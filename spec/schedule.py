@@ -10,6 +10,7 @@ from vllm_contract.spec.engine import (
     merge_checks,
     pending_rejections,
     rest_args,
+    served_first,
     spec_k,
 )
 from vllm_contract.spec.events import Arg, Effect
@@ -87,6 +88,7 @@ class _ScheduleStep:
         self.observed: dict = {}
 
         self.stagger = cfg.is_v2 and cfg.pp > 1
+        self.skipped_first = cfg.prof.waiting_queues == "skipped-first"  # 0.29.0, 0.30.0
         if self.stagger:
             nxt.current_step = s.current_step + 1  # [cite:schedule-begins]
 
@@ -200,10 +202,7 @@ class _ScheduleStep:
             for r in reqs
         ]
         admissible = [ops.all(self.queued[r], ops.not_(self.blocked[r])) for r in reqs]
-        if self.cfg.prof.waiting_queues == "skipped-first":
-            front = [s.in_skipped_waiting[r] for r in reqs]  # [cite:select-waiting-queue]
-        else:
-            front = [s.num_computed_tokens[r] > 0 for r in reqs]  # [cite:enqueue-waiting-kv-holding]
+        front = [served_first(s, cfg, r) for r in reqs]
 
         def waits_before(q, r):
             same_queue = front[q] == front[r]
@@ -317,7 +316,7 @@ class _ScheduleStep:
             self.stopped_at[r] = ops.ite(
                 held_back, select(ops, self.stopped_before, place, self.stopped), self.stopped_at[r]
             )
-        if cfg.prof.waiting_queues == "skipped-first":
+        if self.skipped_first:
             _move_skipped(
                 s, nxt, cfg, ops, self.queued, self.blocked, self.wait_pos, self.remaining_before, self.stopped_before
             )

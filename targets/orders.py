@@ -11,6 +11,8 @@ from typing import Any, Mapping
 
 from vllm_contract.adapter.construct import request_id
 from vllm_contract.spec.config import Config
+from vllm_contract.spec.engine import served_first
+from vllm_contract.spec.state import View
 from vllm_contract.spec.vocabulary import Status
 
 
@@ -22,14 +24,9 @@ def model_orders(cfg: Config, state: Mapping[tuple, Any]) -> dict[str, list[str]
     status = {r: state[("status", r)] for r in reqs}
     running = sorted((r for r in reqs if status[r] == Status.RUNNING), key=lambda r: state[("running_rank", r)])
     queued = (Status.WAITING, Status.PREEMPTED, Status.WAITING_FOR_STREAMING_REQ)
+    view = View(cfg, state)
     waiting = sorted(
         (r for r in reqs if status[r] in queued),
-        key=lambda r: (0 if _served_first(cfg, state, r) else 1, state[("waiting_rank", r)]),
+        key=lambda r: (0 if served_first(view, cfg, r) else 1, state[("waiting_rank", r)]),
     )
     return {"running": [request_id(r) for r in running], "waiting": [request_id(r) for r in waiting]}
-
-
-def _served_first(cfg: Config, state: Mapping[tuple, Any], r: int) -> bool:
-    if cfg.prof.waiting_queues == "skipped-first":
-        return bool(state[("in_skipped_waiting", r)])
-    return state[("num_computed_tokens", r)] > 0
