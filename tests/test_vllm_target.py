@@ -728,3 +728,16 @@ def test_random_traces_agree_on_core_config(target):
     for seed in range(15):
         init, steps, _ = random_trace(cfg, random.Random(seed), 25)
         replay(cfg, init, steps, target, ignore=ignore_known(list(KNOWN)))
+
+
+def test_a_fresh_scheduler_starts_from_the_construction_budget_not_an_earlier_ones(target):
+    """Schedulers of one shape share a cached VllmConfig whose budget set_budget writes: a
+    new one must not inherit the last case's (an xdist worker once ran test_monitor's
+    default-budget step with 6 tokens)."""
+    from vllm_contract.adapter import construct
+
+    cfg = Config("budget-leak", runner="v2", requests=1)
+    first = construct.new_scheduler(cfg)
+    objects.set_budget(first, 6)
+    second = construct.new_scheduler(cfg)
+    assert objects.budget(second) == construct.MAX_MODEL_LEN
