@@ -86,7 +86,7 @@ prove: $(STAMP_BASE)
 
 # the generated suites need the whole matrix, not an early first counterexample: the
 # prover runs without the random walks that race its searches in make prove (the same
-# verdicts and traces; a cold matrix in 69 s instead of 111 s on 2 cores, bench/results/speed.txt)
+# verdicts and traces; a cold matrix in 123 s instead of 157 s on 2 cores, bench/results/speed.txt)
 generate: proved
 	$(VC) generate
 
