@@ -122,7 +122,7 @@ def why_not(src: CaseSource, release: str) -> str | None:
         at = ASSERTS[ends[0]] if ends else None
         if at is not None and not at.statement:
             # a plugin runner's failure (tpu-inference's pop of an empty list) or the model's own end
-            return f"it ends where the model ends the engine ({at.doc}), at no assert of vLLM's scheduler"
+            return f"it ends where the model ends the engine ({at.doc or at.name}), at no assert of vLLM's scheduler"
         if at is not None and at.site != "scheduler":
             # the test feeds the scheduler outputs of its own making: a runner's assert never runs
             return f"it ends at vLLM's {at.site} assert `{at.statement}`, which a scheduler test does not run"

@@ -1,8 +1,8 @@
 """The progress line of a long loop, for every command that has one.
 
-A command that can run for more than a couple of seconds says where it is within 2 s
-(docs/errors.md), and no more often than that: a loop calls its heartbeat on every
-item, and the heartbeat decides whether this one is said.
+A command that can run for more than a couple of seconds says where it is every 2 s, and
+no more often than that: a loop calls its heartbeat on every item, and the heartbeat
+decides whether this one is said.
 """
 
 from __future__ import annotations
@@ -30,10 +30,6 @@ class Heartbeat:
         self.started = time.monotonic()
         # by default the first line comes after one interval, as every later one does
         self.last = self.started if quiet_for is None else self.started - every + quiet_for
-
-    @property
-    def elapsed(self) -> float:
-        return time.monotonic() - self.started
 
     def __call__(self, line: str | Callable[[], str]) -> bool:
         """Say the line if its turn has come; whether it was said."""
