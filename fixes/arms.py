@@ -17,8 +17,9 @@ rollback: every generated V2 case's plain arm of the tree's release with the run
 
 Each arm is checked against the model's prediction for it, computed now from spec/ (a
 generated module's recorded expectation may predate the fix's arms; one that differs is
-reported as stale). The fix *acts* on an arm when the model's run of the trace with the
-fix differs from its run on the release as it is. --expect fixed: every arm holds.
+reported as stale). The fix *acts* on an arm when, over the steps the arm plays, the
+model's run of the trace with the fix differs from its run on the release as it is (a
+state or an assert fired; `fix_acts`). --expect fixed: every arm holds.
 --expect control (the release as it is): the arms where the fix acts fail, all others
 hold. --expect minus (the fix minus its key line): some arm where the fix acts fails,
 all others hold. Exit 0 when the expectation is met, 1 when not, 4 when the tree or the
@@ -70,22 +71,29 @@ class ArmResult:
         return line + (f"\n         {self.detail}" if self.detail else "")
 
 
-def model_run(case, cfg) -> list[dict]:
-    """The reference interpreter's state after each step of the case under cfg (the
-    run ends where a step is disabled or an assert fires, as in the harness)."""
-    from vllm_contract.model.run import Run
-
-    run = Run(cfg, case.init, case.steps, until_disabled=True)
-    return [dict(run.initial)] + [dict(played.state) for played in run]
-
-
 def fix_acts(case, fixed: dict, baseline: dict) -> bool:
-    """Whether the fix changes what happens on this trace: the model's runs with the fix's
-    arm and with the release as it is differ (on the variables both have)."""
-    a, b = model_run(case, case.config_for(fixed)), model_run(case, case.config_for(baseline))
-    if len(a) != len(b):
+    """Whether the fix's arm can tell the fix from the release as it is: the arm's test
+    (the model's prediction with the fix, played by the harness, run-on included) fails
+    on the model of the release as it is. A fix that changes only what the arm never
+    plays does not act."""
+    from vllm_contract.model.interpreter import Disabled
+
+    try:
+        holds, _, _ = _replay(case, "fixed", fixed, _ReleaseAsItIs(case.config_for(baseline)))
+    except Disabled:  # the release as it is cannot even take one of the arm's steps
         return True
-    return any(x.get(k) != y[k] for x, y in zip(a, b) for k in y if k in x)
+    return not holds
+
+
+def _ReleaseAsItIs(cfg):
+    """The reference target held to `cfg` whatever arm it is asked to play."""
+    from vllm_contract.targets.reference import ReferenceTarget
+
+    class ReleaseAsItIs(ReferenceTarget):
+        def reset(self, _cfg, init) -> None:
+            super().reset(cfg, init)
+
+    return ReleaseAsItIs()
 
 
 # what each fix claims (spec/matrix.py: guard-*, v2-rollback-history), within its proved scope

@@ -76,3 +76,36 @@ def test_the_whole_recompute_fix_minus_either_half_fails_what_it_proves(scenario
     assert cfg.expect[prop] == "proved" and cfg.release_skipped and cfg.run.drops_skipped
     trace = counterexample(cfg.with_(**minus), prop)
     assert trace is not None and "kv-load-failure" in trace.mechanisms
+
+
+def _case(name: str, release: str):
+    from vllm_contract.fixes.arms import load_cases
+
+    label = f"vllm-{release}+guard"
+    return next(c for c in load_cases() if c.name == name and label in c.arms)
+
+
+GUARD = {"clamp": False, "guard": "step-reservation"}
+
+
+@pytest.mark.parametrize(
+    ("name", "release", "acts"),
+    [
+        # the guard prevents an assert where no counter differs until it fires
+        ("seed_cc__predicates_agree", "0.32.0", True),
+        # the guard's arm ends before the token it cuts is delivered; the run-on delivers it
+        ("plugin_tpu_cd3__healthy_path", "0.32.0", True),
+        # ... and here the run-on delivers nothing the guard would cut: only a step the
+        # arm never plays differs
+        ("plugin_tpu_cd2__healthy_path", "0.32.0", False),
+        ("v2__healthy_path", "0.33.0", False),
+    ],
+)
+def test_the_fix_acts_where_its_arms_test_can_tell_it_from_the_release(name, release, acts):
+    """fix-check's control: the arms where the fix acts fail on the release as it is, all
+    others hold; `acts` is what the arm's test can see, not every difference of the runs."""
+    from vllm_contract.fixes.arms import fix_acts
+
+    profile = {"profile": f"vllm-{release}"}
+    case = _case(name, release)
+    assert fix_acts(case, {**profile, **GUARD}, {**profile, **GUARD, "guard": "none"}) is acts
