@@ -37,6 +37,13 @@ OLDER_TARGETS := --target=vllm,vllm-clamp
 # per core, at most 8 (each loads a vLLM, about 0.8 GB); JOBS=1 runs in one process
 JOBS ?= $(shell n=$$(nproc 2>/dev/null || echo 2); [ $$n -gt 8 ] && n=8; echo $$n)
 XDIST := $(if $(filter 1,$(JOBS)),,-n $(JOBS) --dist worksteal)
+# make test's stages run beside a fork server (adapter/forkserver.py): it imports the
+# third-party modules every vLLM tree needs once (about 3.5 of a process's 6 CPU seconds
+# of loading one), and each pytest, xdist worker and adapter/child.py child that asks
+# through FORKED_PY is forked from it (without a server FORKED_PY is plain Python)
+FORKSERVER := $(PY) -m vllm_contract.adapter.forkserver
+FORKED_PY := $(FORKSERVER) python
+FORKED_XDIST := $(if $(filter 1,$(JOBS)),,--tx '$(JOBS)*popen//python=$(abspath $(PY)) -m vllm_contract.adapter.forkserver python' --dist worksteal)
 VLLM_TREES := .vllm_trees
 # every release with a pinned wheel (requirements/vllm-tree-<release>.txt), fetched by make vllm-<release>
 FETCHED_RELEASES := $(sort $(patsubst requirements/vllm-tree-%.txt,%,$(wildcard requirements/vllm-tree-*.txt)))
@@ -111,12 +118,13 @@ lint: $(STAMP_BASE)
 
 # what make test and make test-all check before pytest, side by side (make -j): installing
 # the kernels and vLLM, fetching the releases and the report's renderer mostly wait on
-# disk and network while the prover computes; the generated suites' check and the report
+# disk and network while the prover computes (named first, so it starts first: it is the
+# longest); the generated suites' check and the report
 # need the prover's results, so they come after (the prover's second call there is its
 # cache's), beside the byte-code of the vLLM modules the tests import
 READY_JOBS ?= 4
 test-ready:
-	@$(MAKE) --no-print-directory -j$(READY_JOBS) $(FULL) vllm-trees plugin-trees lint proved report-deps
+	@$(MAKE) --no-print-directory -j$(READY_JOBS) proved $(FULL) vllm-trees plugin-trees lint report-deps
 	@$(MAKE) --no-print-directory -j3 check-generated report vllm-bytecode
 
 # the venv is installed without byte-code (--no-compile): the first process that imports
@@ -136,7 +144,7 @@ vllm-bytecode: $(FULL)
 # stage's whole when it ends; side by side, no core waits for the 0.32.0 stage's last test)
 test: $(if $(VLLM),test-preflight) test-ready
 ifeq ($(VLLM),)
-	@$(MAKE) --no-print-directory -j$(if $(filter 1,$(JOBS)),1,2) test-on-0.32.0 test-later LATER_LANES=shared
+	@$(FORKSERVER) serve -- $(MAKE) --no-print-directory -j$(if $(filter 1,$(JOBS)),1,2) test-on-0.32.0 test-later LATER_LANES=shared
 else
 	$(PY) -m pytest -q $(XDIST) --vllm="$(VLLM)" --junitxml=build/junit.xml
 endif
@@ -163,13 +171,13 @@ test-later:
 	@$(MAKE) --no-print-directory $(if $(filter shared,$(LATER_LANES)),,-j$(LATER_LANES)) --output-sync=target $(LATER_STAGES)
 
 test-on-0.32.0: $(FULL)
-	$(PY) -m pytest -q $(XDIST) --vllm=0.32.0 --junitxml=build/junit-0.32.0.xml
+	$(FORKED_PY) -m pytest -q $(FORKED_XDIST) --vllm=0.32.0 --junitxml=build/junit-0.32.0.xml
 
 test-on-0.33.0 test-on-0.34.0: test-on-%: $(FULL) $(VLLM_TREES)/%/SOURCE
-	$(PY) -m pytest -q $(STAGE_WORKERS) --vllm=$* $(VLLM_SUITES) $(VLLM_TARGETS) --junitxml=build/junit-$*.xml
+	$(FORKED_PY) -m pytest -q $(STAGE_WORKERS) --vllm=$* $(VLLM_SUITES) $(VLLM_TARGETS) --junitxml=build/junit-$*.xml
 
 $(addprefix test-on-,$(OLDER_RELEASES)): test-on-%: $(FULL) $(VLLM_TREES)/%/SOURCE
-	$(PY) -m pytest -q $(STAGE_WORKERS) --vllm=$* generated_tests tests/test_clamp_scheduler.py tests/test_monitor.py $(OLDER_TARGETS) --junitxml=build/junit-$*.xml
+	$(FORKED_PY) -m pytest -q $(STAGE_WORKERS) --vllm=$* generated_tests tests/test_clamp_scheduler.py tests/test_monitor.py $(OLDER_TARGETS) --junitxml=build/junit-$*.xml
 
 # make test and the larger instances it leaves out (tests marked `sweep`, every release
 # of the fix checks, more random traces), and the real-runner suites on every release;

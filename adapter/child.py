@@ -33,8 +33,11 @@ def environment(profile: str | None = None, clear: tuple[str, ...] = (), **extra
 
 
 def command(entry: str, args: list[str]) -> list[str]:
-    """The child's command line: this interpreter, the launcher, the entry module, its arguments."""
-    return [sys.executable, "-m", __name__, entry, *args]
+    """The child's command line: this interpreter, the launcher, the entry module, its
+    arguments; forked from make test's fork server where one runs (adapter/forkserver.py)."""
+    from vllm_contract.adapter.forkserver import interpreter
+
+    return [*interpreter(), "-m", __name__, entry, *args]
 
 
 def run(entry: str, args: list[str], env: Mapping[str, str], cwd) -> subprocess.CompletedProcess:

@@ -282,7 +282,9 @@ class Overlay(importlib.abc.MetaPathFinder):
 
 
 def child_command(root: Path) -> list[str]:
-    return [sys.executable, str(Path(__file__).resolve()), "child", str(root), REGISTRY]
+    from vllm_contract.adapter.forkserver import interpreter
+
+    return [*interpreter(), str(Path(__file__).resolve()), "child", str(root), REGISTRY]
 
 
 class _RoutedRegistry(importlib.machinery.SourceFileLoader):

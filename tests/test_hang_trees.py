@@ -23,12 +23,12 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from vllm_contract.adapter import released
+from vllm_contract.adapter.forkserver import interpreter
 from vllm_contract.adapter.tree import RELEASES, resolve
 from vllm_contract.spec.properties import PROPERTIES
 
@@ -88,7 +88,7 @@ def _child(*argv: str, timeout: int = 600) -> subprocess.CompletedProcess:
 
 
 def probe(tree: str, folder: Path) -> dict:
-    proc = _child(sys.executable, str(REPO / "tests" / "hang_probe.py"), tree, str(folder))
+    proc = _child(*interpreter(), str(REPO / "tests" / "hang_probe.py"), tree, str(folder))
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
@@ -143,7 +143,7 @@ def test_a_tree_edited_to_hang_is_a_hang_to_the_cases_and_the_monitor(tmp_path, 
     )
     assert cases, "no generated under-drain case: regenerate the suites (make generate)"
     pytest_argv = ["-m", "pytest", "-p", "no:cacheprovider", "-p", "no:xdist", "-q", "--tb=native", *cases]
-    run = _child(sys.executable, *pytest_argv, "--target=vllm", f"--vllm={tree}")
+    run = _child(*interpreter(), *pytest_argv, "--target=vllm", f"--vllm={tree}")
     assert run.returncode == 1, run.stdout[-3000:]
     failed = int(re.search(r"(\d+) failed", run.stdout).group(1))
     said = [ln for ln in run.stdout.splitlines() if ln.startswith("vllm_contract.targets.harness.Divergence: ")]
@@ -169,11 +169,11 @@ def test_review_says_first_that_head_hangs(tmp_path, edit):
     tree = edited_tree(tmp_path / "tree", edit)
     out = tmp_path / "review"
     argv = ["review", "--base", "0.33.0", "--fuzz", "1", "--cases", "*under_drain__*", "--out", str(out)]
-    run = _child(sys.executable, "-m", "vllm_contract", *argv, "--head", str(tree))
+    run = _child(*interpreter(), "-m", "vllm_contract", *argv, "--head", str(tree))
     assert run.returncode == 1, run.stderr[-3000:]
     first = (out / "summary.md").read_text().splitlines()[0]
     assert first.startswith("**Head breaks ") and "of them a hang: the engine runs on and r" in first, first
     assert "never runs again" in first, first
-    control = _child(sys.executable, "-m", "vllm_contract", *argv, "--head", "0.33.0")
+    control = _child(*interpreter(), "-m", "vllm_contract", *argv, "--head", "0.33.0")
     assert control.returncode == 0, control.stderr[-3000:]
     assert (out / "summary.md").read_text().splitlines()[0] == "**Head breaks nothing base did not.**"
