@@ -1,9 +1,10 @@
 """Work in a child process that holds one vLLM tree: its command line and its environment.
 
 A process loads one vLLM tree and keeps it (adapter/current.py), so review observes each
-tree, fix-check plays each patched tree and vllm-tests runs vLLM's suites, each in a
-process of its own. Their entry points live in their own layers (a module with NAME,
-add_arguments and run, as a command has) and are started here, never through the
+tree, fix-check plays each patched tree, vllm-tests runs vLLM's suites and a fuzz
+campaign forks its workers from a process per release, each in a process of its own.
+Their entry points live in their own layers (a module with NAME, add_arguments and run,
+as a command has) and are started here, never through the
 command line of `vllm-contract`:
 
     python -m vllm_contract.adapter.child vllm_contract.report.observe_child --vllm 0.33.0 ...
@@ -45,10 +46,21 @@ def run(entry: str, args: list[str], env: Mapping[str, str], cwd) -> subprocess.
     return subprocess.run(command(entry, args), cwd=cwd, env=dict(env), capture_output=True, text=True)
 
 
-def start(entry: str, args: list[str], env: Mapping[str, str], cwd) -> subprocess.Popen:
-    """Start the entry in a child; its stderr is read by the caller (progress lines)."""
+def start(
+    entry: str, args: list[str], env: Mapping[str, str], cwd, *, pass_fds: tuple[int, ...] = (), stderr=subprocess.PIPE
+) -> subprocess.Popen:
+    """Start the entry in a child; its stderr is read by the caller (progress lines), or
+    with stderr=None is this process's. `pass_fds`: descriptors it inherits (a socket the
+    two talk on)."""
     return subprocess.Popen(
-        command(entry, args), cwd=cwd, env=dict(env), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+        command(entry, args),
+        cwd=cwd,
+        env=dict(env),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=stderr,
+        text=True,
+        pass_fds=pass_fds,
     )
 
 

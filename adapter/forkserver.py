@@ -88,6 +88,7 @@ IMPORT_TIME = (
     "Z3",
 )
 HEADER_LIMIT = 64 << 20  # the request: arguments and environment, as JSON
+MAX_FDS = 250  # descriptors passed with it (the kernel takes at most 253 in one message)
 
 
 def client() -> list[str]:
@@ -142,9 +143,17 @@ def python_main(argv: list[str] | None = None) -> int:
     if conn is None:
         _exec_fresh(argv)
     flags, command = parsed
-    header = {"argv": command, "flags": flags, "cwd": os.getcwd(), "env": dict(os.environ), "pgid": os.getpgrp()}
+    fds = _inherited(conn.fileno())
+    header = {
+        "argv": command,
+        "flags": flags,
+        "cwd": os.getcwd(),
+        "env": dict(os.environ),
+        "pgid": os.getpgrp(),
+        "fds": fds,
+    }
     try:
-        _send(conn, header, [0, 1, 2])
+        _send(conn, header, fds)
         reply = _receive(conn)
     except OSError:
         reply = None
@@ -152,6 +161,23 @@ def python_main(argv: list[str] | None = None) -> int:
         conn.close()
         _exec_fresh(argv)
     return _wait(conn, reply["pid"], grouped=reply.get("pgid") == os.getpgrp())
+
+
+def _inherited(ours: int) -> list[int]:
+    """The descriptors a fresh interpreter started here would inherit (0-2 and every one not
+    closed on exec: a jobserver's, a socket a parent passed), which the forked one is given
+    at the same numbers."""
+    found = []
+    for name in os.listdir("/proc/self/fd"):
+        fd = int(name)
+        if fd == ours:
+            continue
+        try:
+            if fd <= 2 or os.get_inheritable(fd):
+                found.append(fd)
+        except OSError:  # the listing's own descriptor, closed by now
+            continue
+    return sorted(found)[:MAX_FDS]
 
 
 def _connect(path: str) -> socket.socket | None:
@@ -266,7 +292,7 @@ class Server:
     def handle(self, conn: socket.socket) -> None:
         conn.settimeout(10)  # a client that connects and says nothing holds up no other
         try:
-            request = _receive(conn, fds=3)
+            request = _receive(conn, fds=MAX_FDS)
         except (OSError, ValueError):  # the timeout's too
             conn.close()
             return
@@ -275,7 +301,8 @@ class Server:
             conn.close()
             return
         fds = request.pop("_fds")
-        if len(fds) != 3 or not self.fits(request["env"]):
+        numbers = request.get("fds")
+        if numbers is None or len(fds) != len(numbers) or numbers[:3] != [0, 1, 2] or not self.fits(request["env"]):
             for fd in fds:
                 os.close(fd)
             with contextlib.suppress(OSError):
@@ -312,9 +339,7 @@ class Server:
             conn.close()
             for other in self.children.values():
                 other.close()
-            for target, fd in zip((0, 1, 2), fds):
-                os.dup2(fd, target)
-                os.close(fd)
+            _install(fds, request["fds"])
             os.chdir(request["cwd"])
             env = dict(request["env"])
             for key, value in self.set_by_preload.items():
@@ -364,6 +389,20 @@ class Server:
         self.listener.close()
         with contextlib.suppress(FileNotFoundError):
             self.path.unlink()
+
+
+def _install(received: list[int], numbers: list[int]) -> None:
+    """The client's descriptors at their numbers (each first moved above every number, so
+    that none is overwritten before it is placed)."""
+    import fcntl
+
+    floor = max([*received, *numbers]) + 1
+    moved = [fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, floor) for fd in received]
+    for fd in received:
+        os.close(fd)
+    for fd, number in zip(moved, numbers):
+        os.dup2(fd, number)  # inheritable, as the client's was
+        os.close(fd)
 
 
 def _streams(unbuffered: bool) -> None:

@@ -52,6 +52,21 @@ sys.exit(3)" one two
     assert "to stderr" in done.stderr
 
 
+def test_a_descriptor_its_caller_passed_is_there_at_its_number(tmp_path):
+    """A fresh interpreter inherits every descriptor not closed on exec (a jobserver's, a
+    socket its parent passed it): the forked one gets each at the same number."""
+    done = serve(
+        f"""
+        $CLIENT -c "{FORKED}; import os; os.write(7, b'through 7'); os.write(4, b'through 4')" \\
+            7>{tmp_path}/seven 4>{tmp_path}/four
+        """,
+        tmp_path,
+    )
+    assert done.stdout.strip() == "forked", done.stderr
+    assert (tmp_path / "seven").read_text() == "through 7"
+    assert (tmp_path / "four").read_text() == "through 4"
+
+
 def test_a_module_and_a_script_run_as_python_runs_them(tmp_path):
     (tmp_path / "script.py").write_text("import sys\nprint(__name__, sys.argv)\n")
     done = serve(

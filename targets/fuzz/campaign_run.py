@@ -10,7 +10,8 @@ checkpoints it), so a run stopped by Ctrl-C, SIGTERM or a crash loses only the t
 flight, and `done` / `cases` given at the start (a resumed campaign) are not run again.
 
 Local workers are forked from one process per release that has imported and
-preflighted it (`_zygote`): vLLM's import (about 10 s) is paid once per release and
+preflighted it (`zygote`, started through adapter/child.py as targets/fuzz/zygote_child.py
+with the socket it talks on): vLLM's import (about 10 s) is paid once per release and
 not per worker, the workers share its memory, and a dead worker is replaced at once.
 Each worker talks to this process over a socket of its own, whose end of file says it
 died. Every process here dies with its parent (PR_SET_PDEATHSIG) and ignores Ctrl-C,
@@ -19,9 +20,11 @@ which is this process's to handle: it ends them.
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import os
 import signal
+import subprocess
 import time
 from collections import Counter, deque
 from dataclasses import dataclass, field
@@ -30,6 +33,7 @@ from multiprocessing.connection import Connection
 from multiprocessing.connection import wait as wait_for
 from typing import Any, Callable
 
+from vllm_contract.adapter import child
 from vllm_contract.model.workers import die_with_parent
 from vllm_contract.spec.errors import TargetUnavailable, TreeError
 from vllm_contract.spec.heartbeat import Heartbeat
@@ -70,7 +74,6 @@ class LocalPool:
         self.zygotes: dict[str, _Zygote] = {}
         self.handles: list[Handle] = []
         self.started = 0
-        self.context = multiprocessing.get_context("spawn")
 
     @property
     def how(self) -> str:
@@ -83,8 +86,9 @@ class LocalPool:
         zygote = self.zygotes.get(release)
         if zygote is None:
             ours, theirs = multiprocessing.Pipe()
-            process = self.context.Process(target=_zygote, args=(release, theirs, os.getpid()), name=f"fuzz-{release}")
-            process.start()
+            fd = theirs.fileno()
+            args = [release, "--fd", str(fd), "--coordinator", str(os.getpid())]
+            process = child.start(ZYGOTE, args, child.environment(), os.getcwd(), pass_fds=(fd,), stderr=None)
             theirs.close()
             zygote = self.zygotes[release] = _Zygote(release, process, ours)
         self.started += 1
@@ -120,7 +124,7 @@ class LocalPool:
                         "broken",
                         None,
                         f"{zygote.release}: the process importing it ended "
-                        f"(exit code {zygote.process.exitcode}) before it could take work",
+                        f"(exit code {zygote.process.poll()}) before it could take work",
                     )
                 ]
             dead = [h for h in self.handles if h in zygote.waiting]
@@ -193,10 +197,12 @@ class LocalPool:
         (it reads its socket only once that is done, and has nothing to clean up)."""
         self.zygotes.pop(zygote.release, None)
         zygote.ctrl.close()
-        zygote.process.join(10 if zygote.ready else 0)
-        if zygote.process.is_alive():
+        try:
+            zygote.process.wait(10 if zygote.ready else 0)
+        except subprocess.TimeoutExpired:
             zygote.process.kill()
-            zygote.process.join(5)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                zygote.process.wait(5)
 
     def idle_release(self, release: str) -> None:
         """No more work for this release: its process goes (if no worker of it is left)."""
@@ -214,16 +220,19 @@ class LocalPool:
             self._forget(zygote)
 
 
+ZYGOTE = "vllm_contract.targets.fuzz.zygote_child"
+
+
 @dataclass(eq=False)
 class _Zygote:
     release: str
-    process: Any
+    process: subprocess.Popen
     ctrl: Connection
     ready: bool = False
     waiting: list[Handle] = field(default_factory=list)  # started, not yet forked
 
 
-def _zygote(release: str, ctrl: Connection, coordinator: int) -> None:
+def zygote(release: str, ctrl: Connection, coordinator: int) -> None:
     """A process that loads one release and forks a worker for each "fork" it is sent,
     handing the coordinator that worker's end of a new socket. The workers are
     multiprocessing's fork processes: each runs its own exit handlers (a semaphore one
