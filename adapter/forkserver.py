@@ -309,11 +309,19 @@ class Server:
                 _send(conn, {"refused": "environment"})
             conn.close()
             return
-        pid = os.fork()
+        try:
+            pid = os.fork()
+        except OSError:  # no process to be had (memory, a limit): the client starts fresh
+            pid = -1
         if pid == 0:
             self._become(request, fds, conn)  # never returns
         for fd in fds:
             os.close(fd)
+        if pid < 0:
+            with contextlib.suppress(OSError):
+                _send(conn, {"refused": "fork"})
+            conn.close()
+            return
         pgid = None
         with contextlib.suppress(OSError):  # both sides set it, so neither races the other
             os.setpgid(pid, request["pgid"])
@@ -472,7 +480,13 @@ def serve(command: list[str], preload: tuple[str, ...] = PRELOAD) -> int:
     # the command starts while the preload runs: its first requests wait in the backlog
     ended: list[int] = []
     signal.signal(signal.SIGCHLD, lambda *_: None)  # wakes the select below
-    process = subprocess.Popen(command, env=env, close_fds=False)  # make's jobserver descriptors pass
+    try:
+        process = subprocess.Popen(command, env=env, close_fds=False)  # make's jobserver descriptors pass
+    except OSError as exc:
+        server.stop()
+        folder.rmdir()
+        print(f"fork server: cannot run {command[0]}: {exc.strerror}", file=sys.stderr)
+        return 127
 
     def stop_command(signum, _frame):
         with contextlib.suppress(ProcessLookupError):
@@ -490,7 +504,10 @@ def serve(command: list[str], preload: tuple[str, ...] = PRELOAD) -> int:
         selector.register(server.listener, selectors.EVENT_READ)
         while not ended:
             for _key, _mask in selector.select(timeout=0.2):
-                conn, _ = server.listener.accept()
+                try:
+                    conn, _ = server.listener.accept()
+                except OSError:  # the client gave up before it was accepted
+                    continue
                 server.handle(conn)
             server.reap()
             if process.poll() is not None:

@@ -10,6 +10,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 from pathlib import Path
@@ -200,3 +201,30 @@ def test_a_sigterm_to_the_server_ends_its_command(tmp_path):
 )
 def test_only_the_command_lines_it_can_play_are_forked(argv, plays):
     assert (forkserver.parse_python(argv) is not None) is plays
+
+
+def test_a_command_that_cannot_run_is_one_line_and_leaves_nothing(tmp_path):
+    before = set(Path(tempfile.gettempdir()).glob("vllm-contract-forkserver-*"))
+    done = subprocess.run([*SERVE, str(tmp_path / "no-such-command")], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 127
+    assert done.stderr.strip().splitlines() == [
+        f"fork server: cannot run {tmp_path}/no-such-command: No such file or directory"
+    ]
+    assert set(Path(tempfile.gettempdir()).glob("vllm-contract-forkserver-*")) == before
+
+
+def test_a_client_that_says_nonsense_or_nothing_holds_up_no_other(tmp_path):
+    """A request the server cannot read is dropped; the next one is served."""
+    code = f"""
+import os, socket, subprocess, sys
+for payload in (b"not json\\n", b"\\xff" * 10 + b"\\n", b""):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.connect(os.environ["{forkserver.ENV_SOCKET}"])
+    socket.send_fds(s, [b"x"], [0, 1, 2]) if payload else None
+    s.sendall(payload)
+    s.close()
+print(subprocess.run({CLIENT!r} + ["-c", "{FORKED}"], capture_output=True, text=True).stdout.strip())
+"""
+    (tmp_path / "nonsense.py").write_text(code)
+    done = serve(f"{sys.executable} {tmp_path}/nonsense.py", tmp_path)
+    assert done.stdout.strip() == "forked", done.stderr
