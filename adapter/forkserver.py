@@ -132,18 +132,18 @@ def parse_python(argv: list[str]) -> tuple[dict, list[str]] | None:
 
 
 def python_main(argv: list[str] | None = None) -> int:
-    """vllm-contract-python: a Python interpreter, forked from the server where one runs
-    and the request fits; else this process becomes a fresh one."""
+    """The client: a Python interpreter, forked from the server where one runs and the
+    request fits; else this process becomes a fresh one."""
     argv = sys.argv[1:] if argv is None else argv
     parsed = parse_python(argv)
     path = os.environ.get(ENV_SOCKET)
     conn = None
     if parsed is not None and path:
         conn = _connect(path)
-    if conn is None:
+    fds = _inherited(conn.fileno()) if conn is not None else None
+    if conn is None or fds is None:
         _exec_fresh(argv)
     flags, command = parsed
-    fds = _inherited(conn.fileno())
     header = {
         "argv": command,
         "flags": flags,
@@ -163,10 +163,11 @@ def python_main(argv: list[str] | None = None) -> int:
     return _wait(conn, reply["pid"], grouped=reply.get("pgid") == os.getpgrp())
 
 
-def _inherited(ours: int) -> list[int]:
+def _inherited(ours: int) -> list[int] | None:
     """The descriptors a fresh interpreter started here would inherit (0-2 and every one not
     closed on exec: a jobserver's, a socket a parent passed), which the forked one is given
-    at the same numbers."""
+    at the same numbers; None when there are more than one message can pass (it starts
+    fresh)."""
     found = []
     for name in os.listdir("/proc/self/fd"):
         fd = int(name)
@@ -177,7 +178,7 @@ def _inherited(ours: int) -> list[int]:
                 found.append(fd)
         except OSError:  # the listing's own descriptor, closed by now
             continue
-    return sorted(found)[:MAX_FDS]
+    return sorted(found) if len(found) <= MAX_FDS else None
 
 
 def _connect(path: str) -> socket.socket | None:

@@ -68,6 +68,17 @@ def test_a_descriptor_its_caller_passed_is_there_at_its_number(tmp_path):
     assert (tmp_path / "four").read_text() == "through 4"
 
 
+def test_more_descriptors_than_one_message_passes_run_fresh(tmp_path):
+    done = serve(
+        f"""
+        for fd in $(seq 10 270); do eval "exec $fd>/dev/null"; done
+        $CLIENT -c "{FORKED}"
+        """,
+        tmp_path,
+    )
+    assert done.stdout.strip() == "fresh", done.stderr
+
+
 def test_a_module_and_a_script_run_as_python_runs_them(tmp_path):
     (tmp_path / "script.py").write_text("import sys\nprint(__name__, sys.argv)\n")
     done = serve(
