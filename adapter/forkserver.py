@@ -475,7 +475,18 @@ def _shutdown(code: int) -> int:
 def serve(command: list[str], preload: tuple[str, ...] = PRELOAD) -> int:
     """Run `command` with a fork server beside it; its exit status. The server's socket
     exists while the command runs; what it forked does not outlive it."""
-    folder = Path(tempfile.mkdtemp(prefix="vllm-contract-forkserver-"))
+    try:
+        folder = Path(tempfile.mkdtemp(prefix="vllm-contract-forkserver-"))
+    except OSError as exc:  # a full disk, a TMPDIR that is not there: only slower without one
+        print(
+            f"fork server: not started ({exc.strerror}: {exc.filename}); each process imports for itself",
+            file=sys.stderr,
+        )
+        try:
+            return subprocess.call(command, close_fds=False)
+        except OSError as exc:
+            print(f"fork server: cannot run {command[0]}: {exc.strerror}", file=sys.stderr)
+            return 127
     server = Server(folder / "socket", preload)
     env = {**os.environ, ENV_SOCKET: str(server.path)}
     # the command starts while the preload runs: its first requests wait in the backlog

@@ -239,3 +239,16 @@ print(subprocess.run({CLIENT!r} + ["-c", "{FORKED}"], capture_output=True, text=
     (tmp_path / "nonsense.py").write_text(code)
     done = serve(f"{sys.executable} {tmp_path}/nonsense.py", tmp_path)
     assert done.stdout.strip() == "forked", done.stderr
+
+
+def test_a_server_that_cannot_start_says_so_and_runs_the_command(monkeypatch, capsys):
+    """A full disk (no folder for the socket) costs speed, never the run."""
+    import errno
+
+    def full(**_):
+        raise OSError(errno.ENOSPC, "No space left on device", "/tmp")
+
+    monkeypatch.setattr(tempfile, "mkdtemp", full)
+    assert forkserver.serve(["sh", "-c", "exit 3"], preload=()) == 3
+    said = capsys.readouterr().err.strip().splitlines()
+    assert said == ["fork server: not started (No space left on device: /tmp); each process imports for itself"]
