@@ -88,6 +88,8 @@ IMPORT_TIME = (
     "Z3",
 )
 HEADER_LIMIT = 64 << 20  # the request: arguments and environment, as JSON
+# what a request holds, and of which type (anything else is refused)
+REQUEST = {"argv": list, "flags": dict, "cwd": str, "env": dict, "pgid": int, "fds": list}
 MAX_FDS = 250  # descriptors passed with it (the kernel takes at most 253 in one message)
 
 
@@ -251,6 +253,8 @@ def _receive(conn: socket.socket, fds: int = 0) -> dict | None:
         if size > HEADER_LIMIT:
             raise OSError("request over the header limit")
     message = json.loads(b"".join(chunks))
+    if not isinstance(message, dict):
+        raise ValueError("a request is a JSON object")
     if fds:
         message["_fds"] = received
     return message
@@ -303,7 +307,8 @@ class Server:
             return
         fds = request.pop("_fds")
         numbers = request.get("fds")
-        if numbers is None or len(fds) != len(numbers) or numbers[:3] != [0, 1, 2] or not self.fits(request["env"]):
+        shaped = all(isinstance(request.get(k), t) for k, t in REQUEST.items())
+        if not shaped or len(fds) != len(numbers) or numbers[:3] != [0, 1, 2] or not self.fits(request["env"]):
             for fd in fds:
                 os.close(fd)
             with contextlib.suppress(OSError):

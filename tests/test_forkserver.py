@@ -228,11 +228,12 @@ def test_a_client_that_says_nonsense_or_nothing_holds_up_no_other(tmp_path):
     """A request the server cannot read is dropped; the next one is served."""
     code = f"""
 import os, socket, subprocess, sys
-for payload in (b"not json\\n", b"\\xff" * 10 + b"\\n", b""):
+for payload in (b"not json\\n", b"\\xff" * 10 + b"\\n", b"[1, 2]\\n", b'{{"argv": 3}}\\n', b""):
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     s.connect(os.environ["{forkserver.ENV_SOCKET}"])
-    socket.send_fds(s, [b"x"], [0, 1, 2]) if payload else None
-    s.sendall(payload)
+    if payload:  # its first byte carries the descriptors, as the client sends them
+        socket.send_fds(s, [payload[:1]], [0, 1, 2])
+        s.sendall(payload[1:])
     s.close()
 print(subprocess.run({CLIENT!r} + ["-c", "{FORKED}"], capture_output=True, text=True).stdout.strip())
 """
