@@ -79,13 +79,13 @@ def fix_acts(case, fixed: dict, baseline: dict) -> bool:
     from vllm_contract.model.interpreter import Disabled
 
     try:
-        holds, _, _ = _replay(case, "fixed", fixed, _ReleaseAsItIs(case.config_for(baseline)))
+        holds, _, _ = _replay(case, "fixed", fixed, _release_as_it_is(case.config_for(baseline)))
     except Disabled:  # the release as it is cannot even take one of the arm's steps
         return True
     return not holds
 
 
-def _ReleaseAsItIs(cfg):
+def _release_as_it_is(cfg):
     """The reference target held to `cfg` whatever arm it is asked to play."""
     from vllm_contract.targets.reference import ReferenceTarget
 
