@@ -134,7 +134,7 @@ def runner_rule(cfg: Config, obs: dict, r: int) -> str | None:
     row = (obs.get("v1_rows" if cfg.is_v1 else "v2_rows") or [None] * cfg.requests)[r]
     if not row or not row["scheduled"]:
         return None
-    return cfg.run.rule.text(row)
+    return cfg.run.explain(row)
 
 
 def step_table(cfg: Config, trace: Trace, states: list, observed: list) -> list[tuple[str, str, str, list[str]]]:

@@ -91,7 +91,7 @@ def scheduled(cfg: Config, trace, t: int) -> list[Scheduled]:
 def _rule(cfg: Config, obs: dict, r: int) -> str:
     """The runner variant's rule on request r's row, evaluated (spec/runner_variants.py)."""
     row = (obs.get("v1_rows" if cfg.is_v1 else "v2_rows") or [None] * cfg.requests)[r]
-    return cfg.run.rule.text(row) if row else ""
+    return cfg.run.explain(row) if row else ""
 
 
 def delivered_step(trace, t: int) -> int | None:

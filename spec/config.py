@@ -367,6 +367,12 @@ class Config:
             raise SpecError(f"{where}: rest=True is one focal request against the others: set requests=1")
         if not 1 <= self.requests <= 4:
             raise SpecError(f"{where}: requests must be 1..4, got {self.requests}")
+        if self.run.positional_outputs and (self.requests > 2 or self.rest or self.spec_tokens != 0):
+            raise SpecError(
+                f"{where}: runner {self.runner} lays tokens over its rows by position, which the model "
+                "follows for at most two requests, without drafts and without an abstract rest "
+                "(spec/runners.py _positional_outputs): set requests<=2, spec_tokens=0, rest=False"
+            )
         if not 1 <= self.pp <= 4:
             raise SpecError(f"{where}: pp must be 1..4, got {self.pp}")
         if self.spec_tokens is not None and not 0 <= self.spec_tokens <= 8:

@@ -109,6 +109,20 @@ class Runner:
     # a platform plugin's own patch of vLLM's scheduler classes that runs with this runner
     # (Continue Decode's): the vllm targets apply it, the exported tests call it
     scheduler_patch: SchedulerPatch | None = None
+    # v1 family: the runner lays the tokens it sampled over its batch's rows by position
+    # (decode rows first, then prompt rows), so a row that produced no token shifts every
+    # later row's token up by one: the row's own decision says whether it yields a token,
+    # its position says whether it receives one (vllm-gaudi before its #359)
+    positional_outputs: bool = False
+
+    def explain(self, row: Mapping[str, Any]) -> str:
+        """What the runner did with a scheduled row, on its numbers: the rule, and for a
+        runner that assigns by position, which token the row received."""
+        text = self.rule.text(row)
+        if self.positional_outputs:
+            got = "receives a token" if row["delivered"] else "receives none"
+            text += f"; row {row['position']} of the batch, {row['yielded']} token(s) sampled -> {got}"
+        return text
 
 
 @dataclass(frozen=True)

@@ -55,6 +55,7 @@ class Shipped:
     # tokens the runner sampled for the request in steps whose output the scheduler skipped
     # for a KV-load failure since its last SchedulerOutput (the recompute fix ships them)
     skipped: Term = 0
+    order: Term = 0  # its place in the step's scheduling order (the running loop's, then admissions')
 
 
 def v1_decide(
@@ -171,7 +172,49 @@ def v1_decide(
         # unscheduled (or finished) requests leave the persistent batch ([cite:v1-finished-leave-batch],
         # [cite:v1-unscheduled-leave-batch]); scheduled ones are in it after this step
         nxt.v1_in_batch[r] = sh.on
+    if run.positional_outputs:
+        discards = _positional_outputs(s, ops, shipped, discards, rows)
     return discards, rows
+
+
+def _positional_outputs(
+    s: View, ops: Ops, shipped: list[Shipped], discards: list[Term], rows: list[dict]
+) -> list[Term]:
+    """vllm-gaudi before its #359: the decode rows come first, then the prompt rows
+    ([cite:gaudi-decodes-first]); a prompt row yields a token only when its chunk reaches
+    the prompt's end ([cite:gaudi-prompt-logits]), and an unfinished one yields none
+    ([cite:gaudi-async-no-logits-row]); the tokens sampled are laid over the output's rows
+    from the first ([cite:gaudi-positional-output]). So a row receives a token iff its
+    position is below the number of tokens sampled. Returns, per request, whether its step
+    delivers nothing (what the scheduler will see).
+
+    The prompt rows are taken in the step's scheduling order. With two requests that is
+    the persistent batch's order (rows enter it appended, in admission order; the swap
+    that brings decodes first only exchanges a decode with a prompt) except where a
+    running request that left the batch comes back into it beside the other: that step
+    is not modelled (the row's `reenters`, a guard of the step), and spec/config.py
+    refuses the rule with more than two requests."""
+    decode = [sh.c0 >= sh.prompt_len for sh in shipped]
+    yielded = ops.count(ops.all(sh.on, ops.not_(d)) for sh, d in zip(shipped, discards))
+    out = []
+    for r, sh in enumerate(shipped):
+        ahead = ops.count(
+            ops.all(
+                q.on,
+                ops.any(
+                    ops.all(decode[i], ops.not_(decode[r])),
+                    ops.all(decode[i] == decode[r], q.order < sh.order),
+                ),
+            )
+            for i, q in enumerate(shipped)
+            if i != r
+        )
+        delivered = ops.all(sh.on, ahead < yielded)
+        beside = ops.any(False, *[q.on for i, q in enumerate(shipped) if i != r])
+        reenters = ops.all(sh.on, beside, ops.not_(ops.any(sh.as_new, sh.as_resumed)), ops.not_(s.v1_in_batch[r]))
+        rows[r].update(position=ahead, yielded=yielded, delivered=delivered, reenters=reenters)
+        out.append(ops.not_(delivered))
+    return out
 
 
 def continue_decode_step(a: View, cfg: Config, ops: Ops, shipped: list[Shipped]) -> Term:

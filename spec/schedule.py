@@ -392,6 +392,7 @@ class _ScheduleStep:
                     as_resumed=ops.all(admitted[r], status[r] == Status.PREEMPTED) if not resent else False,
                     admit_pos=self.admit_pos[r],
                     chunk=chunk,
+                    order=self.order[r],
                     skipped=s.skipped_unshipped[r] if cfg.ships_skipped else 0,
                 )
             )
@@ -441,6 +442,8 @@ class _ScheduleStep:
                 if cfg.run.zero_placeholders and not cfg.drafts:
                     self.checks.append(("runner-tokens-agree", ops.not_(rows[r]["reads_wrong"])))
                     self.asserts.append(("tpu-substitute-pops-empty", ops.not_(rows[r]["pops_empty"])))
+                if cfg.run.positional_outputs:
+                    self.guard.append(ops.not_(rows[r]["reenters"]))
                 if cfg.run.prompt_bounded_view:
                     # a step feeding more than one known token is a prefill to attention
                     feeds_many = ops.all(take[r], self.n[r] - self.ks[r] > 1)

@@ -107,3 +107,30 @@ def test_continue_decode_stop_inside_the_window_breaks_the_frontier_from_three_s
     assert Bmc(Encoding(two)).shortest(Goal.violation("safe-frontier-nonnegative"), 8) is None
     trace = counterexample(two.with_(name="cd3", runner="tpu-cd-3"), "safe-frontier-nonnegative")
     assert trace.fired and trace.fired[-1] == ["safe-frontier-nonnegative"]
+
+
+def test_gaudi_lays_a_completing_prompts_token_on_the_unfinished_chunk_ahead_of_it(monkeypatch):
+    """vllm-gaudi before #359: in the shortest trace the long-prefill threshold cuts the
+    first prompt and the second completes in the same step; the only token goes to the
+    first row (reserved nothing), the second row (reserved one) gets none. Negative
+    controls: the same rule without the positional assignment, and the same runner
+    without a threshold (the cut prompt is then the step's last row), break nothing
+    within 6 steps."""
+    gaudi = Config(name="gaudi", runner="gaudi-hpu", spec_tokens=0, long_prefill_threshold=2)
+    trace = counterexample(gaudi, "predicates-agree")
+    assert trace.depth == 1
+    first = trace.states[1]
+    assert first["is_prefill_chunk", 0] and not first["is_prefill_chunk", 1]
+    assert [first["num_output_placeholders", r] for r in (0, 1)] == [0, 1]  # reserved for the second only
+    leak = counterexample(gaudi, "placeholder-accounting")
+    assert leak.states[-1]["num_output_placeholders", 1] == 1  # its step delivered, the reservation kept
+    per_row = dataclasses.replace(RUNNERS["gaudi-hpu"], name="gaudi-per-row", positional_outputs=False)
+    monkeypatch.setitem(RUNNERS, per_row.name, per_row)
+    for control in (gaudi.with_(name="gaudi-per-row", runner=per_row.name), gaudi.with_(long_prefill_threshold=0)):
+        for prop in ("predicates-agree", "placeholder-accounting"):
+            assert Bmc(Encoding(control)).shortest(Goal.violation(prop), 6) is None, (control.name, prop)
+
+
+def test_gaudi_positions_are_refused_beyond_two_requests():
+    with pytest.raises(SpecError, match="by position"):
+        Config(name="gaudi3", runner="gaudi-hpu", requests=3, spec_tokens=0).validate()

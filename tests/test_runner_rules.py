@@ -22,9 +22,14 @@ EVENTS = frozenset({"kvfail", "preempt", "abort"})
 @pytest.mark.parametrize("name", sorted(RUNNERS))
 def test_the_printed_rule_is_the_rule_that_decides(name, sweep):
     runner = RUNNERS[name]
-    cfg = Config(f"rule-{name}", runner=name, requests=2, spec_tokens=1, block_size=4, events=EVENTS).validate()
+    drafts = 0 if runner.positional_outputs else 1  # a runner assigning by position is modelled without drafts
+    cfg = Config(f"rule-{name}", runner=name, requests=2, spec_tokens=drafts, block_size=4, events=EVENTS)
+    if runner.positional_outputs:  # and without preemption, with a threshold that cuts a prompt mid-step
+        cfg = cfg.with_(events=frozenset({"abort"}), long_prefill_threshold=2)
+    cfg = cfg.validate()
     key = "v1_rows" if cfg.is_v1 else "v2_rows"
     seen = {True: 0, False: 0}
+    received = {True: 0, False: 0}
     for seed in range(25 if sweep else 8):
         init, steps, _ = random_trace(cfg, random.Random(seed), 24)
         for played in Run(cfg, init, steps):
@@ -35,10 +40,18 @@ def test_the_printed_rule_is_the_rule_that_decides(name, sweep):
                 assert text.endswith("-> discards" if row["discard"] else "-> samples"), (name, row, text)
                 assert bool(runner.rule.discards(row)) == bool(row["discard"])
                 seen[bool(row["discard"])] += 1
+                if runner.positional_outputs:  # what is printed of the row's token is what it received
+                    explained = runner.explain(row)
+                    assert explained.startswith(text) and explained.endswith(
+                        "receives a token" if row["delivered"] else "receives none"
+                    ), (name, row, explained)
+                    received[bool(row["delivered"]) == bool(row["discard"])] += 1
     if runner.rule.right == "never":  # a runner that never discards (vllm-metal's MLX path)
         assert seen[False] and not seen[True], f"{name}: a rule that never discards discarded ({seen})"
         return
     assert seen[True] and seen[False], f"{name}: the traces never showed both decisions ({seen})"
+    if runner.positional_outputs:  # and rows whose token went elsewhere: the shift itself
+        assert received[True] and received[False], f"{name}: no row shifted, or every row did ({received})"
 
 
 def test_each_variant_names_only_what_it_compares():
