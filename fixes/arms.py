@@ -71,15 +71,15 @@ class ArmResult:
         return line + (f"\n         {self.detail}" if self.detail else "")
 
 
-def fix_acts(case, fixed: dict, baseline: dict) -> bool:
+def fix_acts(case, fixed: dict, baseline: dict, prediction=None) -> bool:
     """Whether the fix's arm can tell the fix from the release as it is: the arm's test
     (the model's prediction with the fix, played by the harness, run-on included) fails
     on the model of the release as it is. A fix that changes only what the arm never
-    plays does not act."""
+    plays does not act. `prediction`: the fixed arm's, where the caller has made it."""
     from vllm_contract.model.interpreter import Disabled
 
     try:
-        holds, _, _ = _replay(case, "fixed", fixed, _release_as_it_is(case.config_for(baseline)))
+        holds, _, _ = _replay(case, "fixed", fixed, _release_as_it_is(case.config_for(baseline)), prediction)
     except Disabled:  # the release as it is cannot even take one of the arm's steps
         return True
     return not holds
@@ -128,13 +128,20 @@ def _violated(case, expect) -> tuple:
     return tuple(sorted(names))
 
 
-def _replay(case, label: str, overrides: dict, target) -> tuple[bool, str, object]:
-    """Replay one arm against the model's prediction made now; (holds, why not, prediction)."""
+def _predict(case, overrides: dict):
+    """The model's prediction for one arm of a case, made now from spec/."""
     from vllm_contract.codegen.case import predict
+
+    return predict(case.property, case.config_for(overrides), case.init, case.steps, case.engine_steps)
+
+
+def _replay(case, label: str, overrides: dict, target, fresh=None) -> tuple[bool, str, object]:
+    """Replay one arm against the model's prediction made now (or `fresh`, that prediction
+    already made); (holds, why not, prediction)."""
     from vllm_contract.targets.harness import Divergence, replay_case
 
-    cfg = case.config_for(overrides)
-    fresh = predict(case.property, cfg, case.init, case.steps, case.engine_steps)
+    if fresh is None:
+        fresh = _predict(case, overrides)
     one = dataclasses.replace(case, arms={label: (overrides, fresh)})
     try:
         replay_case(one, target)
@@ -196,22 +203,21 @@ def native_guard_target():
 
 
 def check_guard(cases, target, profile: str) -> list[ArmResult]:
-    from vllm_contract.codegen.case import predict
-
     results = []
     for case in cases:
         for label, (overrides, recorded) in case.arms.items():
             if overrides.get("guard", "none") == "none" or overrides.get("profile") != profile:
                 continue
             baseline = {**overrides, "guard": "none"}
-            acts = fix_acts(case, dict(overrides), baseline)
+            fresh = _predict(case, overrides)
+            acts = fix_acts(case, dict(overrides), baseline, fresh)
             # an arm another target plays (the V2 recompute fix's scheduler, a plugin's patch)
             elsewhere = target.accepts(case.config_for(overrides))
             if elsewhere is not None:
                 results.append(ArmResult(case.name, label, acts, False, False, f"skipped: {elsewhere}"))
                 continue
-            holds, why, fresh = _replay(case, label, dict(overrides), target)
-            before = predict(case.property, case.config_for(baseline), case.init, case.steps, case.engine_steps)
+            holds, why, _ = _replay(case, label, dict(overrides), target, fresh)
+            before = _predict(case, baseline)
             results.append(
                 ArmResult(
                     case.name,
@@ -265,7 +271,6 @@ FIXED_LABEL = "+v2-rollback-history"
 
 
 def check_rollback(cases, target, profile: str) -> list[ArmResult]:
-    from vllm_contract.codegen.case import predict
     from vllm_contract.spec.errors import TargetUnavailable
 
     results = []
@@ -281,10 +286,11 @@ def check_rollback(cases, target, profile: str) -> list[ArmResult]:
                 continue
             swapped = {**overrides, **FIXED_V2}
             baseline = {**overrides, "runner": "v2"}
-            acts = fix_acts(case, swapped, baseline)
-            before = predict(case.property, case.config_for(baseline), case.init, case.steps, case.engine_steps)
+            fresh = _predict(case, swapped)
+            acts = fix_acts(case, swapped, baseline, fresh)
+            before = _predict(case, baseline)
             try:
-                holds, why, fresh = _replay(case, label + FIXED_LABEL, swapped, target)
+                holds, why, _ = _replay(case, label + FIXED_LABEL, swapped, target, fresh)
             except TargetUnavailable as exc:  # e.g. a pick real code cannot realise
                 results.append(ArmResult(case.name, label + FIXED_LABEL, acts, False, False, f"skipped: {exc}"))
                 continue
