@@ -108,6 +108,21 @@ def _expect(proved=(), violated=(), bounded=(), frontier=None) -> dict:
     return out
 
 
+# the liveness properties (below, _liveness), for a configuration that states them itself
+LIVENESS = ("stale-drains", "no-stuck-request", "bounded-progress")
+# a token delivered for a step nothing was reserved for: the runner's decision is not the
+# scheduler's, the token lands while the request prefills, and the delivery outruns the
+# reservations of its steps in flight
+UNRESERVED_TOKEN = ("predicates-agree", "no-token-while-prefilling", "placeholder-accounting")
+
+
+def _searched(violated: tuple[str, ...]) -> dict:
+    """Every safety and liveness property of a configuration no proof covers (its runner
+    samples steps nothing was reserved for, so the lemmas the induction rests on are not
+    used): the violated ones, and every other one searched to the configuration's depth."""
+    return _expect(violated=violated, bounded=tuple(p for p in SAFETY + LIVENESS if p not in violated))
+
+
 def _cfg(name, note, expect, **kw) -> Config:
     kw.setdefault("spec_tokens", 1)
     return Config(name=name, note=note, expect=expect, **kw)

@@ -94,7 +94,7 @@ GUARD = {"clamp": False, "guard": "step-reservation"}
         # the guard prevents an assert where no counter differs until it fires
         ("seed_cc__predicates_agree", "0.32.0", True),
         # the guard's arm ends before the token it cuts is delivered; the run-on delivers it
-        ("plugin_tpu_cd3__healthy_path", "0.32.0", True),
+        ("plugin_tpu_cd4__healthy_path", "0.32.0", True),
         # ... and here the run-on delivers nothing the guard would cut: only a step the
         # arm never plays differs
         ("plugin_tpu_cd2__healthy_path", "0.32.0", False),

@@ -108,6 +108,15 @@ PAIRED = {"0.32.0..0.33.0"}  # the vLLM releases its runner is checked against
 # trim takes n - m back from num_computed_tokens, which was advanced by 1, not n. Either way
 # the resumable stop's frontier c - P is short by n - m: below 0 once n >= 3 with a one-token
 # prompt (the assert); with n = 2 it reaches 0 and no trace within 8 steps goes below.
+# a one-token prefill chunk sampled in a decode-only batch: a token nothing was reserved
+# for (m.UNRESERVED_TOKEN) and the counter assert on both releases (with m > 1 tokens back
+# the patch's m - 1 is subtracted too); what else breaks, per N and release: on 0.33.0 with
+# N = 4 a stop among the returned tokens takes a finished request's count below 0 (no assert)
+_CHUNK_SAMPLED_ALSO: dict[int, dict[str, tuple[str, ...]]] = {
+    2: {"0.32.0..0.33.0": ()},
+    3: {"0.32.0..0.33.0": ()},
+    4: {"0.32.0": (), "0.33.0": ("computed-nonnegative",)},
+}
 _STOP_INSIDE_WINDOW = {
     2: {"0.32.0..0.33.0": {"safe-frontier-nonnegative": "bounded", "computed-nonnegative": "bounded"}},
     3: {"0.32.0..0.33.0": {"safe-frontier-nonnegative": "violated", "computed-nonnegative": "bounded"}},
@@ -149,7 +158,10 @@ def scenarios(m) -> tuple:
                 f"plugin-tpu-cd{n}",
                 f"tpu-inference with Continue Decode (max_decode_steps={n}) and its scheduler patch: a "
                 "non-final one-token prefill chunk in a batch of one-token rows",
-                {"0.32.0..0.33.0": m._expect(violated=("counter-nonnegative", "predicates-agree"))},
+                {
+                    releases: m._searched((*m.UNRESERVED_TOKEN, "counter-nonnegative", *also))
+                    for releases, also in _CHUNK_SAMPLED_ALSO[n].items()
+                },
                 runner=f"tpu-cd-{n}",
                 events=frozenset(),
                 spec_tokens=0,

@@ -13,7 +13,7 @@ step  event               picks                               what changes
                                                               r0: status WAITING->RUNNING, c 0->1, F 0->1, X F->T, Nr 0->4
                                                               in flight 0->1
                                                               VIOLATES predicates-agree
-   2  schedule            budget=2 cd_tokens=[1]              r0: scheduled 1, reserved 1, runner returns 1
+   2  schedule            budget=1 cd_tokens=[1]              r0: scheduled 1, reserved 1, runner returns 1
                                                               r0: runner rule c + n = 1 + 1 = 2 < Nr = 2? no, but a decode-only step: Continue Decode keeps every row -> samples
                                                               r0: c 1->2, P 0->1, F 1->2, X T->F
                                                               in flight 1->2
@@ -57,7 +57,7 @@ CASE = Case(
     init={'prompt_len': [2]},
     steps=(
         ('schedule', {'budget': 1, 'cd_tokens': [2]}),
-        ('schedule', {'budget': 2, 'cd_tokens': [1]}),
+        ('schedule', {'budget': 1, 'cd_tokens': [1]}),
         ('deliver', {'stop': [2]}),
     ),
     kind='witness',

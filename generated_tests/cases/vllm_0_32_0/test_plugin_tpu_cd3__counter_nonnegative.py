@@ -9,19 +9,18 @@ Configuration plugin-tpu-cd3@0.32.0: tpu-inference with Continue Decode (max_dec
 Violated: counter-nonnegative (vLLM 0.32.0: async_scheduler.py:69-71), at step 3.
 
 step  event               picks                               what changes
-   0  init                prompt_len=[3]
+   0  init                prompt_len=[4]
    1  schedule            budget=1 cd_tokens=[2]              r0: scheduled 1, reserved 0, runner returns 2
-                                                              r0: runner rule c + n = 0 + 1 = 1 < Nr = 3? yes, but a decode-only step: Continue Decode keeps every row -> samples
-                                                              r0: status WAITING->RUNNING, c 0->1, F 0->1, X F->T, Nr 0->6
+                                                              r0: runner rule c + n = 0 + 1 = 1 < Nr = 4? yes, but a decode-only step: Continue Decode keeps every row -> samples
+                                                              r0: status WAITING->RUNNING, c 0->1, F 0->1, X F->T, Nr 0->7
                                                               in flight 0->1
                                                               VIOLATES predicates-agree
-   2  schedule            budget=1 cd_tokens=[1]              r0: scheduled 1, reserved 0, runner returns 1
-                                                              r0: runner rule c + n = 1 + 1 = 2 < Nr = 3? yes, but a decode-only step: Continue Decode keeps every row -> samples
-                                                              r0: c 1->2, F 1->2
+   2  schedule            budget=2                            r0: scheduled 2, reserved 0, runner returns 0
+                                                              r0: runner rule c + n = 1 + 2 = 3 < Nr = 4? yes -> discards
+                                                              r0: c 1->3, F 1->3, Nr 7->4
                                                               in flight 1->2
-                                                              VIOLATES predicates-agree
    3  deliver                                                 delivers the output of step 1
-                                                              r0: T 3->5, c 2->3, P 0->-1, F 2->1
+                                                              r0: T 4->6, c 3->4, P 0->-1, F 3->2
                                                               in flight 2->1
                                                               VIOLATES no-token-while-prefilling
 (L prompt, T tokens, c computed, P placeholders, F in flight, S stale, D drop-stale, X is_prefill_chunk, Nr V1 num_tokens, g/pl/tl V2 slot computed/prefill_len/total_len)
@@ -61,10 +60,10 @@ from vllm_contract.targets.harness import Case, Expect, check_case
 CASE = Case(
     name='plugin_tpu_cd3__counter_nonnegative',
     config={'name': 'plugin-tpu-cd3@0.32.0', 'runner': 'tpu-cd-3', 'events': [], 'faults': [], 'profile': 'vllm-0.32.0', 'clamp': False, 'requests': 1, 'pp': 1, 'spec_tokens': 0, 'max_budget': None, 'prompt_lens': None, 'long_prefill_threshold': 0, 'block_size': 16},
-    init={'prompt_len': [3]},
+    init={'prompt_len': [4]},
     steps=(
         ('schedule', {'budget': 1, 'cd_tokens': [2]}),
-        ('schedule', {'budget': 1, 'cd_tokens': [1]}),
+        ('schedule', {'budget': 2, 'cd_tokens': [0]}),
         ('deliver', {'stop': [0]}),
     ),
     kind='violation',

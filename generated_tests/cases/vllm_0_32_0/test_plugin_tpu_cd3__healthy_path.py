@@ -7,18 +7,18 @@ Configuration plugin-tpu-cd3@0.32.0: tpu-inference with Continue Decode (max_dec
   profile vllm-0.32.0; clamp off; 1 request(s), pp 1, 0 draft token(s) per step
 
 step  event               picks                               what changes
-   0  init                prompt_len=[4]
-   1  schedule            budget=1 cd_tokens=[3]              r0: scheduled 1, reserved 0, runner returns 3
-                                                              r0: runner rule c + n = 0 + 1 = 1 < Nr = 4? yes, but a decode-only step: Continue Decode keeps every row -> samples
-                                                              r0: status WAITING->RUNNING, c 0->1, F 0->1, X F->T, Nr 0->7
+   0  init                prompt_len=[3]
+   1  schedule            budget=1 cd_tokens=[2]              r0: scheduled 1, reserved 0, runner returns 2
+                                                              r0: runner rule c + n = 0 + 1 = 1 < Nr = 3? yes, but a decode-only step: Continue Decode keeps every row -> samples
+                                                              r0: status WAITING->RUNNING, c 0->1, F 0->1, X F->T, Nr 0->6
                                                               in flight 0->1
                                                               VIOLATES predicates-agree
-   2  schedule            budget=2                            r0: scheduled 2, reserved 0, runner returns 0
-                                                              r0: runner rule c + n = 1 + 2 = 3 < Nr = 4? yes -> discards
-                                                              r0: c 1->3, F 1->3, Nr 7->4
+   2  schedule            budget=4                            r0: scheduled 2, reserved 1, runner returns 1
+                                                              r0: runner rule c + n = 1 + 2 = 3 < Nr = 3? no -> samples
+                                                              r0: c 1->3, P 0->1, F 1->3, X T->F, Nr 6->4
                                                               in flight 1->2
    3  deliver             stop=[2]                            delivers the output of step 1
-                                                              r0: status RUNNING->FINISHED, T 4->6, c 3->4, F 3->2
+                                                              r0: status RUNNING->FINISHED, T 3->5, c 3->4, P 1->0, F 3->2
                                                               in flight 2->1
                                                               VIOLATES no-token-while-prefilling
 (L prompt, T tokens, c computed, P placeholders, F in flight, S stale, D drop-stale, X is_prefill_chunk, Nr V1 num_tokens, g/pl/tl V2 slot computed/prefill_len/total_len)
@@ -34,8 +34,8 @@ engine; SILENT = the violation passes unnoticed):
   vllm-0.32.0+guard   SILENT: no assert fires
                       violated: predicates-agree at 1
                       runs 2 step(s)
-  vllm-0.33.0         CRASH at step 3: `assert request.num_output_placeholders >= 0` fires
-                      violated: predicates-agree at 1; counter-nonnegative at 3; no-token-while-prefilling at 3
+  vllm-0.33.0         SILENT: no assert fires
+                      violated: predicates-agree at 1; no-token-while-prefilling at 3
                       runs 3 step(s); a request completes
   vllm-0.33.0+clamp   SILENT: no assert fires
                       violated: predicates-agree at 1
@@ -54,10 +54,10 @@ from vllm_contract.targets.harness import Case, Expect, check_case
 CASE = Case(
     name='plugin_tpu_cd3__healthy_path',
     config={'name': 'plugin-tpu-cd3@0.32.0', 'runner': 'tpu-cd-3', 'events': [], 'faults': [], 'profile': 'vllm-0.32.0', 'clamp': False, 'requests': 1, 'pp': 1, 'spec_tokens': 0, 'max_budget': None, 'prompt_lens': None, 'long_prefill_threshold': 0, 'block_size': 16},
-    init={'prompt_len': [4]},
+    init={'prompt_len': [3]},
     steps=(
-        ('schedule', {'budget': 1, 'cd_tokens': [3]}),
-        ('schedule', {'budget': 2, 'cd_tokens': [0]}),
+        ('schedule', {'budget': 1, 'cd_tokens': [2]}),
+        ('schedule', {'budget': 4, 'cd_tokens': [0]}),
         ('deliver', {'stop': [2]}),
     ),
     kind='witness',
@@ -66,7 +66,7 @@ CASE = Case(
         'vllm-0.32.0': ({'profile': 'vllm-0.32.0', 'clamp': False, 'guard': 'none'}, Expect(runs=3, others=(('predicates-agree', 1), ('no-token-while-prefilling', 3)), completed=True)),
         'vllm-0.32.0+clamp': ({'profile': 'vllm-0.32.0', 'clamp': True, 'guard': 'none'}, Expect(runs=2, others=(('predicates-agree', 1),))),
         'vllm-0.32.0+guard': ({'profile': 'vllm-0.32.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=2, others=(('predicates-agree', 1),))),
-        'vllm-0.33.0': ({'profile': 'vllm-0.33.0', 'clamp': False, 'guard': 'none'}, Expect(runs=3, fired=('placeholders-nonnegative', 3), others=(('predicates-agree', 1), ('counter-nonnegative', 3), ('no-token-while-prefilling', 3)), completed=True)),
+        'vllm-0.33.0': ({'profile': 'vllm-0.33.0', 'clamp': False, 'guard': 'none'}, Expect(runs=3, others=(('predicates-agree', 1), ('no-token-while-prefilling', 3)), completed=True)),
         'vllm-0.33.0+clamp': ({'profile': 'vllm-0.33.0', 'clamp': True, 'guard': 'none'}, Expect(runs=2, others=(('predicates-agree', 1),))),
         'vllm-0.33.0+guard': ({'profile': 'vllm-0.33.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=2, others=(('predicates-agree', 1),))),
     },

@@ -10,7 +10,7 @@ Violated: counter-nonnegative (vLLM 0.32.0: async_scheduler.py:69-71), at step 3
 
 step  event               picks                               what changes
    0  init                prompt_len=[3]
-   1  schedule            budget=1 cd_tokens=[1]              r0: scheduled 1, reserved 0, runner returns 1
+   1  schedule            budget=1 cd_tokens=[3]              r0: scheduled 1, reserved 0, runner returns 3
                                                               r0: runner rule c + n = 0 + 1 = 1 < Nr = 3? yes, but a decode-only step: Continue Decode keeps every row -> samples
                                                               r0: status WAITING->RUNNING, c 0->1, F 0->1, X F->T, Nr 0->7
                                                               in flight 0->1
@@ -21,7 +21,7 @@ step  event               picks                               what changes
                                                               in flight 1->2
                                                               VIOLATES predicates-agree
    3  deliver                                                 delivers the output of step 1
-                                                              r0: T 3->4, P 0->-1, F 2->1
+                                                              r0: T 3->6, c 2->4, P 0->-1, F 2->1
                                                               in flight 2->1
                                                               VIOLATES no-token-while-prefilling
 (L prompt, T tokens, c computed, P placeholders, F in flight, S stale, D drop-stale, X is_prefill_chunk, Nr V1 num_tokens, g/pl/tl V2 slot computed/prefill_len/total_len)
@@ -34,23 +34,22 @@ engine; SILENT = the violation passes unnoticed):
   vllm-0.32.0+clamp   SILENT: no assert fires
                       violated: predicates-agree at 1
                       counter-nonnegative holds on this arm
-                      runs 3 step(s); the clamp drops 1 token(s)
+                      runs 3 step(s); the clamp drops 3 token(s)
   vllm-0.32.0+guard   SILENT: no assert fires
                       violated: predicates-agree at 1
                       counter-nonnegative holds on this arm
-                      runs 3 step(s); the guard drops 1 token(s)
-  vllm-0.33.0         SILENT: no assert fires
-                      violated: predicates-agree at 1; no-token-while-prefilling at 3
-                      counter-nonnegative holds on this arm
+                      runs 3 step(s); the guard drops 3 token(s)
+  vllm-0.33.0         CRASH at step 3: `assert request.num_output_placeholders >= 0` fires
+                      violated: counter-nonnegative at step 3; predicates-agree at 1; no-token-while-prefilling at 3; placeholder-accounting at 3
                       runs 3 step(s)
   vllm-0.33.0+clamp   SILENT: no assert fires
                       violated: predicates-agree at 1
                       counter-nonnegative holds on this arm
-                      runs 3 step(s); the clamp drops 1 token(s)
+                      runs 3 step(s); the clamp drops 3 token(s)
   vllm-0.33.0+guard   SILENT: no assert fires
                       violated: predicates-agree at 1
                       counter-nonnegative holds on this arm
-                      runs 3 step(s); the guard drops 1 token(s)
+                      runs 3 step(s); the guard drops 3 token(s)
 
 Replay:      .venv/bin/python -m pytest generated_tests/cases/vllm_0_32_0/test_plugin_tpu_cd4__counter_nonnegative.py --target=reference,vllm,vllm-clamp,vllm-guard,kernel
              (add --vllm=0.33.0 for the 0.33.0 arms, SHOW_VLLM_TRACEBACK=1 to see vLLM's own traceback)
@@ -64,7 +63,7 @@ CASE = Case(
     config={'name': 'plugin-tpu-cd4@0.32.0', 'runner': 'tpu-cd-4', 'events': [], 'faults': [], 'profile': 'vllm-0.32.0', 'clamp': False, 'requests': 1, 'pp': 1, 'spec_tokens': 0, 'max_budget': None, 'prompt_lens': None, 'long_prefill_threshold': 0, 'block_size': 16},
     init={'prompt_len': [3]},
     steps=(
-        ('schedule', {'budget': 1, 'cd_tokens': [1]}),
+        ('schedule', {'budget': 1, 'cd_tokens': [3]}),
         ('schedule', {'budget': 1, 'cd_tokens': [2]}),
         ('deliver', {'stop': [0]}),
     ),
@@ -72,11 +71,11 @@ CASE = Case(
     property='counter-nonnegative',
     arms={
         'vllm-0.32.0': ({'profile': 'vllm-0.32.0', 'clamp': False, 'guard': 'none'}, Expect(runs=3, fired=('placeholders-nonnegative', 3), violations=(3,), others=(('predicates-agree', 1), ('no-token-while-prefilling', 3), ('placeholder-accounting', 3)))),
-        'vllm-0.32.0+clamp': ({'profile': 'vllm-0.32.0', 'clamp': True, 'guard': 'none'}, Expect(runs=3, others=(('predicates-agree', 1),), dropped=1)),
-        'vllm-0.32.0+guard': ({'profile': 'vllm-0.32.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=3, others=(('predicates-agree', 1),), dropped=1)),
-        'vllm-0.33.0': ({'profile': 'vllm-0.33.0', 'clamp': False, 'guard': 'none'}, Expect(runs=3, others=(('predicates-agree', 1), ('no-token-while-prefilling', 3)))),
-        'vllm-0.33.0+clamp': ({'profile': 'vllm-0.33.0', 'clamp': True, 'guard': 'none'}, Expect(runs=3, others=(('predicates-agree', 1),), dropped=1)),
-        'vllm-0.33.0+guard': ({'profile': 'vllm-0.33.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=3, others=(('predicates-agree', 1),), dropped=1)),
+        'vllm-0.32.0+clamp': ({'profile': 'vllm-0.32.0', 'clamp': True, 'guard': 'none'}, Expect(runs=3, others=(('predicates-agree', 1),), dropped=3)),
+        'vllm-0.32.0+guard': ({'profile': 'vllm-0.32.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=3, others=(('predicates-agree', 1),), dropped=3)),
+        'vllm-0.33.0': ({'profile': 'vllm-0.33.0', 'clamp': False, 'guard': 'none'}, Expect(runs=3, fired=('placeholders-nonnegative', 3), violations=(3,), others=(('predicates-agree', 1), ('no-token-while-prefilling', 3), ('placeholder-accounting', 3)))),
+        'vllm-0.33.0+clamp': ({'profile': 'vllm-0.33.0', 'clamp': True, 'guard': 'none'}, Expect(runs=3, others=(('predicates-agree', 1),), dropped=3)),
+        'vllm-0.33.0+guard': ({'profile': 'vllm-0.33.0', 'clamp': False, 'guard': 'step-reservation'}, Expect(runs=3, others=(('predicates-agree', 1),), dropped=3)),
     },
     path='generated_tests/cases/vllm_0_32_0/test_plugin_tpu_cd4__counter_nonnegative.py',
 )

@@ -13,7 +13,7 @@ step  event               picks                               what changes
                                                               r0: status WAITING->RUNNING, c 0->1, F 0->1, X F->T, Nr 0->8
                                                               in flight 0->1
                                                               VIOLATES predicates-agree
-   2  schedule            budget=1 cd_tokens=[3]              r0: scheduled 1, reserved 0, runner returns 3
+   2  schedule            budget=1 cd_tokens=[2]              r0: scheduled 1, reserved 0, runner returns 2
                                                               r0: runner rule c + n = 1 + 1 = 2 < Nr = 4? yes, but a decode-only step: Continue Decode keeps every row -> samples
                                                               r0: c 1->2, F 1->2
                                                               in flight 1->2
@@ -58,7 +58,7 @@ CASE = Case(
     init={'prompt_len': [4]},
     steps=(
         ('schedule', {'budget': 1, 'cd_tokens': [4]}),
-        ('schedule', {'budget': 1, 'cd_tokens': [3]}),
+        ('schedule', {'budget': 1, 'cd_tokens': [2]}),
         ('deliver', {'stop': [2]}),
     ),
     kind='witness',

@@ -13,12 +13,12 @@ step  event               picks                               what changes
                                                               r0: status WAITING->RUNNING, c 0->1, F 0->1, X F->T, Nr 0->6
                                                               in flight 0->1
                                                               VIOLATES predicates-agree
-   2  schedule            budget=3                            r0: scheduled 2, reserved 1, runner returns 1
+   2  schedule            budget=4                            r0: scheduled 2, reserved 1, runner returns 1
                                                               r0: runner rule c + n = 1 + 2 = 3 < Nr = 3? no -> samples
                                                               r0: c 1->3, P 0->1, F 1->3, X T->F, Nr 6->4
                                                               in flight 1->2
-   3  deliver             stop=[3]                            delivers the output of step 1
-                                                              r0: status RUNNING->FINISHED, T 3->6, c 3->5, P 1->0, F 3->2
+   3  deliver             stop=[2]                            delivers the output of step 1
+                                                              r0: status RUNNING->FINISHED, T 3->5, P 1->0, F 3->2
                                                               in flight 2->1
                                                               VIOLATES no-token-while-prefilling
 (L prompt, T tokens, c computed, P placeholders, F in flight, S stale, D drop-stale, X is_prefill_chunk, Nr V1 num_tokens, g/pl/tl V2 slot computed/prefill_len/total_len)
@@ -57,8 +57,8 @@ CASE = Case(
     init={'prompt_len': [3]},
     steps=(
         ('schedule', {'budget': 1, 'cd_tokens': [3]}),
-        ('schedule', {'budget': 3, 'cd_tokens': [0]}),
-        ('deliver', {'stop': [3]}),
+        ('schedule', {'budget': 4, 'cd_tokens': [0]}),
+        ('deliver', {'stop': [2]}),
     ),
     kind='witness',
     property=None,
