@@ -18,6 +18,7 @@ from vllm_contract.report.mermaid import diagram
 from vllm_contract.report.story import LEGEND, change_table, sentence, violations_by_step, vllm_lines, why
 from vllm_contract.spec.citations import in_words
 from vllm_contract.spec.config import FAULTS
+from vllm_contract.spec.plugin_runners import PLUGINS
 from vllm_contract.spec.profiles import release_order
 from vllm_contract.spec.properties import ASSERTS, PROPERTIES
 from vllm_contract.spec.verdicts import Fired, Kind, Reaction
@@ -307,6 +308,11 @@ KINDS = {
             "scheduler: what the runner decides, read from the plugin's pinned code ("
             + ", ".join(sorted({c.cfg.run.plugin for c in cxs}))
             + "), checked against the releases each page names."
+            + "".join(
+                f" Not checked: {m.SOURCE.name}, {m.OUTSIDE} (spec/plugin_runners/)."
+                for m in PLUGINS
+                if getattr(m, "OUTSIDE", "")
+            )
         ),
     ),
     "historical": (

@@ -36,13 +36,37 @@ def counterexample(cfg, prop, depth=10):
 
 def test_every_plugin_module_is_found_with_its_runners_and_scenarios():
     assert {m.SOURCE.name for m in PLUGINS} == set(SOURCES) >= {"tpu-inference", "vllm-ascend", "vllm-metal"}
+    checked = set()
     for module in PLUGINS:
-        assert module.RUNNERS, module.__name__
+        assert bool(module.RUNNERS) != bool(getattr(module, "OUTSIDE", "")), module.__name__
+        if module.RUNNERS:
+            checked.add(module.SOURCE.name)
         for runner in module.RUNNERS:
             assert RUNNERS[runner.name] is runner and runner.plugin == module.SOURCE.name
     names = [c.name for c in by_name(["plugin-*"])]
     assert names and all(n.startswith("plugin-") for n in names)
-    assert {c.run.plugin for c in by_name(["plugin-*"])} == set(SOURCES)
+    assert {c.run.plugin for c in by_name(["plugin-*"])} == checked
+    assert set(SOURCES) - checked == {"tt-xla"}  # recorded as outside the contract, with its cited reason
+
+
+def test_a_plugin_module_gives_runners_or_says_why_the_contract_has_none(monkeypatch):
+    from types import ModuleType
+
+    from vllm_contract.spec import plugin_runners
+
+    neither = ModuleType("vllm_contract.spec.plugin_runners.bare")
+    neither.SOURCE = SOURCES["tt-xla"]
+    neither.RUNNERS = ()
+    neither.scenarios = lambda m: ()
+    with pytest.raises(SpecError, match="RUNNERS .* or, for a plugin the contract has nothing to check in, OUTSIDE"):
+        plugin_runners._checked(neither)
+    neither.OUTSIDE = "a reason"
+    assert plugin_runners._checked(neither) is neither
+    both = ModuleType("vllm_contract.spec.plugin_runners.both")
+    both.SOURCE, both.RUNNERS, both.OUTSIDE = SOURCES["vllm-gaudi"], (RUNNERS["gaudi-hpu"],), "x"
+    both.scenarios = neither.scenarios
+    with pytest.raises(SpecError, match="not both"):
+        plugin_runners._checked(both)
 
 
 def test_a_prefix_selects_configurations_and_an_unmatched_one_is_refused():

@@ -11,6 +11,9 @@ its own which rows it samples. Each plugin is one module here, found by its file
   scenarios  a function of the matrix module (spec/matrix.py hands itself in, so a plugin
              module never imports it) returning its configurations and their expected
              verdicts; spec/matrix.py's plugin block takes them in
+  OUTSIDE    instead of runners and scenarios, for a plugin the contract has nothing to
+             check in: why, in a sentence (its module's docstring cites the lines that
+             show it, so cite-check notices when they change)
 
 A module needs nothing else: no other file of the project changes when a plugin is added.
 """
@@ -85,7 +88,13 @@ def _checked(module: ModuleType) -> ModuleType:
         raise SpecError(f"{where}: scenarios(matrix) must return the plugin's configurations")
     from vllm_contract.spec.profiles import RELEASE_NAMES
 
-    for runner in getattr(module, "RUNNERS", ()):
+    runners, outside = getattr(module, "RUNNERS", ()), getattr(module, "OUTSIDE", "")
+    if bool(runners) == bool(outside):
+        raise SpecError(
+            f"{where}: give RUNNERS (its runner records) or, for a plugin the contract has nothing to check "
+            "in, OUTSIDE (why, in a sentence), not both"
+        )
+    for runner in runners:
         if runner.plugin != source.name:
             raise SpecError(f"{where}: runner {runner.name!r} must say plugin={source.name!r}")
         if not runner.releases or not set(runner.releases) <= set(RELEASE_NAMES):
