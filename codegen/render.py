@@ -11,8 +11,13 @@ from vllm_contract.codegen.cases import LEGEND, CaseSource, describe_expect
 from vllm_contract.spec.citations import in_words
 from vllm_contract.spec.properties import PROPERTIES
 
-# the targets a module's replay line names: every one but those that also need vLLM's runner
-REPLAY_TARGETS = ",".join(t.name for t in TARGETS if not t.runner)
+
+def replay_targets(cfg) -> str:
+    """The targets a case's Replay line names: every one that plays it without building
+    vLLM's model runner, the Triton kernels only for a runner they implement (elsewhere
+    the kernel target would skip it, and a copied command should not ask for a skip)."""
+    return ",".join(t.name for t in TARGETS if not t.runner and (t.name != "kernel" or cfg.run.kernel))
+
 
 TEMPLATES = Path(__file__).parent / "templates"
 
@@ -72,7 +77,7 @@ def render(src: CaseSource, env: jinja2.Environment | None = None) -> str:
         prop=PROPERTIES.get(src.case.property) if src.case.property else None,
         where=cited(src.case.property, src.cfg.prof.release) if src.case.property else "",
         note=in_words(src.cfg.note, src.cfg.prof.release),
-        replay_targets=REPLAY_TARGETS,
+        replay_targets=replay_targets(src.cfg),
     )
     # no trailing spaces: the table's empty columns would leave some
     return "\n".join(line.rstrip() for line in text.splitlines()) + "\n"

@@ -83,7 +83,7 @@ engine; SILENT = the violation passes unnoticed):
                       counter-nonnegative holds on this arm
                       runs 6 step(s)
 
-Replay:      .venv/bin/python -m pytest generated_tests/cases/h2_reset_discard_flag/test_h2_reset_flag__counter_nonnegative.py --target=reference,vllm,vllm-clamp,vllm-guard,kernel
+Replay:      .venv/bin/python -m pytest generated_tests/cases/h2_reset_discard_flag/test_h2_reset_flag__counter_nonnegative.py --target=reference,vllm,vllm-clamp,vllm-guard
              (add --vllm=0.33.0 for the 0.33.0 arms, SHOW_VLLM_TRACEBACK=1 to see vLLM's own traceback)
 Regenerate:  make generate    (from build/prove/traces/h2-reset-flag/counter-nonnegative.itf.json; generated, do not edit)
 """

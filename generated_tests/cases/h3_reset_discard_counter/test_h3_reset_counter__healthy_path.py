@@ -71,7 +71,7 @@ engine; SILENT = the violation passes unnoticed):
   vllm-0.33.0+guard   holds: no assert fires, nothing is violated
                       runs 7 step(s); a request completes
 
-Replay:      .venv/bin/python -m pytest generated_tests/cases/h3_reset_discard_counter/test_h3_reset_counter__healthy_path.py --target=reference,vllm,vllm-clamp,vllm-guard,kernel
+Replay:      .venv/bin/python -m pytest generated_tests/cases/h3_reset_discard_counter/test_h3_reset_counter__healthy_path.py --target=reference,vllm,vllm-clamp,vllm-guard
              (add --vllm=0.33.0 for the 0.33.0 arms, SHOW_VLLM_TRACEBACK=1 to see vLLM's own traceback)
 Regenerate:  make generate    (from build/prove/traces/h3-reset-counter/witness.itf.json; generated, do not edit)
 """

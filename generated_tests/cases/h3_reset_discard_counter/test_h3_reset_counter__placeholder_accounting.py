@@ -91,7 +91,7 @@ engine; SILENT = the violation passes unnoticed):
                       placeholder-accounting holds on this arm
                       runs 8 step(s)
 
-Replay:      .venv/bin/python -m pytest generated_tests/cases/h3_reset_discard_counter/test_h3_reset_counter__placeholder_accounting.py --target=reference,vllm,vllm-clamp,vllm-guard,kernel
+Replay:      .venv/bin/python -m pytest generated_tests/cases/h3_reset_discard_counter/test_h3_reset_counter__placeholder_accounting.py --target=reference,vllm,vllm-clamp,vllm-guard
              (add --vllm=0.33.0 for the 0.33.0 arms, SHOW_VLLM_TRACEBACK=1 to see vLLM's own traceback)
 Regenerate:  make generate    (from build/prove/traces/h3-reset-counter/placeholder-accounting.itf.json; generated, do not edit)
 """

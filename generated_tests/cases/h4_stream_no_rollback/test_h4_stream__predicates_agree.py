@@ -82,7 +82,7 @@ engine; SILENT = the violation passes unnoticed):
                       predicates-agree holds on this arm
                       runs 4 step(s)
 
-Replay:      .venv/bin/python -m pytest generated_tests/cases/h4_stream_no_rollback/test_h4_stream__predicates_agree.py --target=reference,vllm,vllm-clamp,vllm-guard,kernel
+Replay:      .venv/bin/python -m pytest generated_tests/cases/h4_stream_no_rollback/test_h4_stream__predicates_agree.py --target=reference,vllm,vllm-clamp,vllm-guard
              (add --vllm=0.33.0 for the 0.33.0 arms, SHOW_VLLM_TRACEBACK=1 to see vLLM's own traceback)
 Regenerate:  make generate    (from build/prove/traces/h4-stream/predicates-agree.itf.json; generated, do not edit)
 """

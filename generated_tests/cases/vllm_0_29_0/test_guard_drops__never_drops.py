@@ -82,7 +82,7 @@ engine; SILENT = the violation passes unnoticed):
                       violated: never-drops at step 3
                       runs 3 step(s); the guard drops 1 token(s)
 
-Replay:      .venv/bin/python -m pytest generated_tests/cases/vllm_0_29_0/test_guard_drops__never_drops.py --target=reference,vllm,vllm-clamp,vllm-guard,kernel
+Replay:      .venv/bin/python -m pytest generated_tests/cases/vllm_0_29_0/test_guard_drops__never_drops.py --target=reference,vllm,vllm-clamp,vllm-guard
              (add --vllm=0.33.0 for the 0.33.0 arms, SHOW_VLLM_TRACEBACK=1 to see vLLM's own traceback)
 Regenerate:  make generate    (from build/prove/traces/guard-drops@0.29.0/never-drops.itf.json; generated, do not edit)
 """

@@ -86,7 +86,7 @@ engine; SILENT = the violation passes unnoticed):
                       never-drops holds on this arm
                       runs 5 step(s)
 
-Replay:      .venv/bin/python -m pytest generated_tests/cases/vllm_0_29_0/test_guard_v1_healthy__never_drops.py --target=reference,vllm,vllm-clamp,vllm-guard,kernel
+Replay:      .venv/bin/python -m pytest generated_tests/cases/vllm_0_29_0/test_guard_v1_healthy__never_drops.py --target=reference,vllm,vllm-clamp,vllm-guard
              (add --vllm=0.33.0 for the 0.33.0 arms, SHOW_VLLM_TRACEBACK=1 to see vLLM's own traceback)
 Regenerate:  make generate    (from build/prove/traces/guard-v1-healthy@0.29.0/never-drops.itf.json; generated, do not edit)
 """

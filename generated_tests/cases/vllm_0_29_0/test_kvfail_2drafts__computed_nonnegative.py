@@ -80,7 +80,7 @@ engine; SILENT = the violation passes unnoticed):
                       violated: computed-nonnegative at step 5; placeholder-accounting at 3
                       runs 5 step(s)
 
-Replay:      .venv/bin/python -m pytest generated_tests/cases/vllm_0_29_0/test_kvfail_2drafts__computed_nonnegative.py --target=reference,vllm,vllm-clamp,vllm-guard,kernel
+Replay:      .venv/bin/python -m pytest generated_tests/cases/vllm_0_29_0/test_kvfail_2drafts__computed_nonnegative.py --target=reference,vllm,vllm-clamp,vllm-guard
              (add --vllm=0.33.0 for the 0.33.0 arms, SHOW_VLLM_TRACEBACK=1 to see vLLM's own traceback)
 Regenerate:  make generate    (from build/prove/traces/kvfail-2drafts@0.29.0/computed-nonnegative.itf.json; generated, do not edit)
 """

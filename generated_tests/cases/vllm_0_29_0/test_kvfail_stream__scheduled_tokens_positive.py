@@ -77,7 +77,7 @@ engine; SILENT = the violation passes unnoticed):
                       scheduled-tokens-positive holds on this arm
                       runs 5 step(s)
 
-Replay:      .venv/bin/python -m pytest generated_tests/cases/vllm_0_29_0/test_kvfail_stream__scheduled_tokens_positive.py --target=reference,vllm,vllm-clamp,vllm-guard,kernel
+Replay:      .venv/bin/python -m pytest generated_tests/cases/vllm_0_29_0/test_kvfail_stream__scheduled_tokens_positive.py --target=reference,vllm,vllm-clamp,vllm-guard
              (add --vllm=0.33.0 for the 0.33.0 arms, SHOW_VLLM_TRACEBACK=1 to see vLLM's own traceback)
 Regenerate:  make generate    (from build/prove/traces/kvfail-stream@0.29.0/scheduled-tokens-positive.itf.json; generated, do not edit)
 """

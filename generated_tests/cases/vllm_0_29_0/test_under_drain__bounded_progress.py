@@ -84,7 +84,7 @@ engine; HANG = the engine runs on and never runs the request again; SILENT = the
                       violated: bounded-progress at step 4, 5, 6, 7, 8, 9, 10; stale-drains at 4; no-stuck-request at 4
                       runs 10 step(s)
 
-Replay:      .venv/bin/python -m pytest generated_tests/cases/vllm_0_29_0/test_under_drain__bounded_progress.py --target=reference,vllm,vllm-clamp,vllm-guard,kernel
+Replay:      .venv/bin/python -m pytest generated_tests/cases/vllm_0_29_0/test_under_drain__bounded_progress.py --target=reference,vllm,vllm-clamp,vllm-guard
              (add --vllm=0.33.0 for the 0.33.0 arms, SHOW_VLLM_TRACEBACK=1 to see vLLM's own traceback)
 Regenerate:  make generate    (from build/prove/traces/under-drain@0.29.0/bounded-progress.itf.json; generated, do not edit)
 """

@@ -79,7 +79,7 @@ engine; SILENT = the violation passes unnoticed):
                       violated: stale-count-nonnegative at step 6; placeholder-accounting at 6
                       runs 6 step(s)
 
-Replay:      .venv/bin/python -m pytest generated_tests/cases/vllm_0_29_0/test_under_drain__stale_count_nonnegative.py --target=reference,vllm,vllm-clamp,vllm-guard,kernel
+Replay:      .venv/bin/python -m pytest generated_tests/cases/vllm_0_29_0/test_under_drain__stale_count_nonnegative.py --target=reference,vllm,vllm-clamp,vllm-guard
              (add --vllm=0.33.0 for the 0.33.0 arms, SHOW_VLLM_TRACEBACK=1 to see vLLM's own traceback)
 Regenerate:  make generate    (from build/prove/traces/under-drain@0.29.0/stale-count-nonnegative.itf.json; generated, do not edit)
 """

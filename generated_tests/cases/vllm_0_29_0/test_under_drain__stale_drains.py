@@ -82,7 +82,7 @@ engine; HANG = the engine runs on and never runs the request again; SILENT = the
                       violated: stale-drains at step 4, 5, 6, 7, 8, 9, 10; no-stuck-request at 4
                       runs 10 step(s)
 
-Replay:      .venv/bin/python -m pytest generated_tests/cases/vllm_0_29_0/test_under_drain__stale_drains.py --target=reference,vllm,vllm-clamp,vllm-guard,kernel
+Replay:      .venv/bin/python -m pytest generated_tests/cases/vllm_0_29_0/test_under_drain__stale_drains.py --target=reference,vllm,vllm-clamp,vllm-guard
              (add --vllm=0.33.0 for the 0.33.0 arms, SHOW_VLLM_TRACEBACK=1 to see vLLM's own traceback)
 Regenerate:  make generate    (from build/prove/traces/under-drain@0.29.0/stale-drains.itf.json; generated, do not edit)
 """

@@ -89,7 +89,7 @@ engine; SILENT = the violation passes unnoticed):
                       violated: history-agrees at step 4; placeholder-accounting at 3
                       runs 4 step(s)
 
-Replay:      .venv/bin/python -m pytest generated_tests/cases/vllm_0_29_0/test_v2_rollback_kvfail__history_agrees.py --target=reference,vllm,vllm-clamp,vllm-guard,kernel
+Replay:      .venv/bin/python -m pytest generated_tests/cases/vllm_0_29_0/test_v2_rollback_kvfail__history_agrees.py --target=reference,vllm,vllm-clamp,vllm-guard
              (add --vllm=0.33.0 for the 0.33.0 arms, SHOW_VLLM_TRACEBACK=1 to see vLLM's own traceback)
 Regenerate:  make generate    (from build/prove/traces/v2-rollback-kvfail@0.29.0/history-agrees.itf.json; generated, do not edit)
 """

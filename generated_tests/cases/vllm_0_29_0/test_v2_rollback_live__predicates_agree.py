@@ -87,7 +87,7 @@ engine; SILENT = the violation passes unnoticed):
                       violated: predicates-agree at step 4; placeholder-accounting at 3; positions-agree at 4; history-agrees at 4
                       runs 4 step(s)
 
-Replay:      .venv/bin/python -m pytest generated_tests/cases/vllm_0_29_0/test_v2_rollback_live__predicates_agree.py --target=reference,vllm,vllm-clamp,vllm-guard,kernel
+Replay:      .venv/bin/python -m pytest generated_tests/cases/vllm_0_29_0/test_v2_rollback_live__predicates_agree.py --target=reference,vllm,vllm-clamp,vllm-guard
              (add --vllm=0.33.0 for the 0.33.0 arms, SHOW_VLLM_TRACEBACK=1 to see vLLM's own traceback)
 Regenerate:  make generate    (from build/prove/traces/v2-rollback-live@0.29.0/predicates-agree.itf.json; generated, do not edit)
 """

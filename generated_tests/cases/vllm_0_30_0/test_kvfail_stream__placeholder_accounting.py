@@ -72,7 +72,7 @@ engine; SILENT = the violation passes unnoticed):
                       violated: placeholder-accounting at step 3
                       runs 3 step(s)
 
-Replay:      .venv/bin/python -m pytest generated_tests/cases/vllm_0_30_0/test_kvfail_stream__placeholder_accounting.py --target=reference,vllm,vllm-clamp,vllm-guard,kernel
+Replay:      .venv/bin/python -m pytest generated_tests/cases/vllm_0_30_0/test_kvfail_stream__placeholder_accounting.py --target=reference,vllm,vllm-clamp,vllm-guard
              (add --vllm=0.33.0 for the 0.33.0 arms, SHOW_VLLM_TRACEBACK=1 to see vLLM's own traceback)
 Regenerate:  make generate    (from build/prove/traces/kvfail-stream@0.30.0/placeholder-accounting.itf.json; generated, do not edit)
 """

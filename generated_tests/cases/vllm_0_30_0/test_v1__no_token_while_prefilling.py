@@ -88,7 +88,7 @@ engine; SILENT = the violation passes unnoticed):
                       no-token-while-prefilling holds on this arm
                       runs 5 step(s)
 
-Replay:      .venv/bin/python -m pytest generated_tests/cases/vllm_0_30_0/test_v1__no_token_while_prefilling.py --target=reference,vllm,vllm-clamp,vllm-guard,kernel
+Replay:      .venv/bin/python -m pytest generated_tests/cases/vllm_0_30_0/test_v1__no_token_while_prefilling.py --target=reference,vllm,vllm-clamp,vllm-guard
              (add --vllm=0.33.0 for the 0.33.0 arms, SHOW_VLLM_TRACEBACK=1 to see vLLM's own traceback)
 Regenerate:  make generate    (from build/prove/traces/v1@0.30.0/no-token-while-prefilling.itf.json; generated, do not edit)
 """

@@ -87,7 +87,7 @@ engine; SILENT = the violation passes unnoticed):
                       predicates-agree holds on this arm
                       runs 7 step(s)
 
-Replay:      .venv/bin/python -m pytest generated_tests/cases/vllm_0_31_0/test_kvfail_stream__predicates_agree.py --target=reference,vllm,vllm-clamp,vllm-guard,kernel
+Replay:      .venv/bin/python -m pytest generated_tests/cases/vllm_0_31_0/test_kvfail_stream__predicates_agree.py --target=reference,vllm,vllm-clamp,vllm-guard
              (add --vllm=0.33.0 for the 0.33.0 arms, SHOW_VLLM_TRACEBACK=1 to see vLLM's own traceback)
 Regenerate:  make generate    (from build/prove/traces/kvfail-stream@0.31.0/predicates-agree.itf.json; generated, do not edit)
 """

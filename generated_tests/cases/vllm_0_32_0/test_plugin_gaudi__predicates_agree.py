@@ -41,7 +41,7 @@ engine; SILENT = the violation passes unnoticed):
                       violated: predicates-agree at step 1
                       runs 1 step(s)
 
-Replay:      .venv/bin/python -m pytest generated_tests/cases/vllm_0_32_0/test_plugin_gaudi__predicates_agree.py --target=reference,vllm,vllm-clamp,vllm-guard,kernel
+Replay:      .venv/bin/python -m pytest generated_tests/cases/vllm_0_32_0/test_plugin_gaudi__predicates_agree.py --target=reference,vllm,vllm-clamp,vllm-guard
              (add --vllm=0.33.0 for the 0.33.0 arms, SHOW_VLLM_TRACEBACK=1 to see vLLM's own traceback)
 Regenerate:  make generate    (from build/prove/traces/plugin-gaudi@0.32.0/predicates-agree.itf.json; generated, do not edit)
 """

@@ -51,7 +51,7 @@ engine; SILENT = the violation passes unnoticed):
                       violated: predicates-agree at 1
                       runs 5 step(s); the guard drops 1 token(s)
 
-Replay:      .venv/bin/python -m pytest generated_tests/cases/vllm_0_32_0/test_plugin_metal__healthy_path.py --target=reference,vllm,vllm-clamp,vllm-guard,kernel
+Replay:      .venv/bin/python -m pytest generated_tests/cases/vllm_0_32_0/test_plugin_metal__healthy_path.py --target=reference,vllm,vllm-clamp,vllm-guard
              (add --vllm=0.33.0 for the 0.33.0 arms, SHOW_VLLM_TRACEBACK=1 to see vLLM's own traceback)
 Regenerate:  make generate    (from build/prove/traces/plugin-metal@0.32.0/witness.itf.json; generated, do not edit)
 """

@@ -51,7 +51,7 @@ engine; SILENT = the violation passes unnoticed):
   vllm-0.33.0+guard   holds: no assert fires, nothing is violated
                       runs 7 step(s); a request completes
 
-Replay:      .venv/bin/python -m pytest generated_tests/cases/vllm_0_32_0/test_plugin_tpu__healthy_path.py --target=reference,vllm,vllm-clamp,vllm-guard,kernel
+Replay:      .venv/bin/python -m pytest generated_tests/cases/vllm_0_32_0/test_plugin_tpu__healthy_path.py --target=reference,vllm,vllm-clamp,vllm-guard
              (add --vllm=0.33.0 for the 0.33.0 arms, SHOW_VLLM_TRACEBACK=1 to see vLLM's own traceback)
 Regenerate:  make generate    (from build/prove/traces/plugin-tpu@0.32.0/witness.itf.json; generated, do not edit)
 """

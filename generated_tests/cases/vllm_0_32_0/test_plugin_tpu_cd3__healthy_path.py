@@ -44,7 +44,7 @@ engine; SILENT = the violation passes unnoticed):
                       violated: predicates-agree at 1
                       runs 2 step(s)
 
-Replay:      .venv/bin/python -m pytest generated_tests/cases/vllm_0_32_0/test_plugin_tpu_cd3__healthy_path.py --target=reference,vllm,vllm-clamp,vllm-guard,kernel
+Replay:      .venv/bin/python -m pytest generated_tests/cases/vllm_0_32_0/test_plugin_tpu_cd3__healthy_path.py --target=reference,vllm,vllm-clamp,vllm-guard
              (add --vllm=0.33.0 for the 0.33.0 arms, SHOW_VLLM_TRACEBACK=1 to see vLLM's own traceback)
 Regenerate:  make generate    (from build/prove/traces/plugin-tpu-cd3@0.32.0/witness.itf.json; generated, do not edit)
 """

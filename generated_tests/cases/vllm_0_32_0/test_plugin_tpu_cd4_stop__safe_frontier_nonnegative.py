@@ -45,7 +45,7 @@ engine; SILENT = the violation passes unnoticed):
                       safe-frontier-nonnegative holds on this arm
                       runs 3 step(s); the guard drops 3 token(s)
 
-Replay:      .venv/bin/python -m pytest generated_tests/cases/vllm_0_32_0/test_plugin_tpu_cd4_stop__safe_frontier_nonnegative.py --target=reference,vllm,vllm-clamp,vllm-guard,kernel
+Replay:      .venv/bin/python -m pytest generated_tests/cases/vllm_0_32_0/test_plugin_tpu_cd4_stop__safe_frontier_nonnegative.py --target=reference,vllm,vllm-clamp,vllm-guard
              (add --vllm=0.33.0 for the 0.33.0 arms, SHOW_VLLM_TRACEBACK=1 to see vLLM's own traceback)
 Regenerate:  make generate    (from build/prove/traces/plugin-tpu-cd4-stop@0.32.0/safe-frontier-nonnegative.itf.json; generated, do not edit)
 """

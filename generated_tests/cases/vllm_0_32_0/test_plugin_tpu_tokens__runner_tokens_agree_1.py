@@ -45,7 +45,7 @@ engine; SILENT = the violation passes unnoticed):
                       violated: runner-tokens-agree at step 3
                       runs 3 step(s)
 
-Replay:      .venv/bin/python -m pytest generated_tests/cases/vllm_0_32_0/test_plugin_tpu_tokens__runner_tokens_agree_1.py --target=reference,vllm,vllm-clamp,vllm-guard,kernel
+Replay:      .venv/bin/python -m pytest generated_tests/cases/vllm_0_32_0/test_plugin_tpu_tokens__runner_tokens_agree_1.py --target=reference,vllm,vllm-clamp,vllm-guard
              (add --vllm=0.33.0 for the 0.33.0 arms, SHOW_VLLM_TRACEBACK=1 to see vLLM's own traceback)
 Regenerate:  make generate    (from build/prove/traces/plugin-tpu-tokens@0.32.0/runner-tokens-agree.1.itf.json; generated, do not edit)
 """

@@ -48,7 +48,7 @@ engine; SILENT = the violation passes unnoticed):
                       placeholder-accounting holds on this arm
                       runs 3 step(s); the guard drops 3 token(s)
 
-Replay:      .venv/bin/python -m pytest generated_tests/cases/vllm_0_33_0/test_plugin_tpu_cd4__placeholder_accounting.py --target=reference,vllm,vllm-clamp,vllm-guard,kernel
+Replay:      .venv/bin/python -m pytest generated_tests/cases/vllm_0_33_0/test_plugin_tpu_cd4__placeholder_accounting.py --target=reference,vllm,vllm-clamp,vllm-guard
              (add --vllm=0.33.0 for the 0.33.0 arms, SHOW_VLLM_TRACEBACK=1 to see vLLM's own traceback)
 Regenerate:  make generate    (from build/prove/traces/plugin-tpu-cd4@0.33.0/placeholder-accounting.itf.json; generated, do not edit)
 """

@@ -83,7 +83,7 @@ engine; SILENT = the violation passes unnoticed):
                       violated: no-placeholder-input at step 4; placeholder-accounting at 3
                       runs 4 step(s)
 
-Replay:      .venv/bin/python -m pytest generated_tests/cases/vllm_0_33_0/test_v1_kvfail_shared__no_placeholder_input.py --target=reference,vllm,vllm-clamp,vllm-guard,kernel
+Replay:      .venv/bin/python -m pytest generated_tests/cases/vllm_0_33_0/test_v1_kvfail_shared__no_placeholder_input.py --target=reference,vllm,vllm-clamp,vllm-guard
              (add --vllm=0.33.0 for the 0.33.0 arms, SHOW_VLLM_TRACEBACK=1 to see vLLM's own traceback)
 Regenerate:  make generate    (from build/prove/traces/v1-kvfail-shared@0.33.0/no-placeholder-input.itf.json; generated, do not edit)
 """
