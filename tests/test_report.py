@@ -298,7 +298,9 @@ def test_no_renderer_process_outlives_a_stopped_report(how, prove_dir, tmp_path)
                     seen.setdefault(pid, started)
                     if browser is None and _cmdline(pid).split(b"\0")[0].endswith(b"chromium"):
                         browser = time.monotonic()
-            if browser is not None and time.monotonic() - browser > 1.0:  # its own children started too
+            # Chromium's own processes started too: waited for, not timed (on a loaded host
+            # they came more than a second after Chromium itself)
+            if browser is not None and len(seen) > 3 and time.monotonic() - browser > 1.0:
                 break
             time.sleep(0.05)
         assert run.poll() is None and browser is not None, "report ended, or never started Chromium"
