@@ -180,11 +180,13 @@ def v1_decide(
 def _positional_outputs(
     s: View, ops: Ops, shipped: list[Shipped], discards: list[Term], rows: list[dict]
 ) -> list[Term]:
-    """vllm-gaudi before its #359: the decode rows come first, then the prompt rows
-    ([cite:gaudi-decodes-first]); a prompt row yields a token only when its chunk reaches
-    the prompt's end ([cite:gaudi-prompt-logits]), and an unfinished one yields none
-    ([cite:gaudi-async-no-logits-row]); the tokens sampled are laid over the output's rows
-    from the first ([cite:gaudi-positional-output]). So a row receives a token iff its
+    """vllm-gaudi before its #359: a row is a prompt row iff num_computed < num_prompt
+    ([cite:gaudi-prompt-class]), and the decode rows come first ([cite:gaudi-decodes-first]);
+    a prompt row yields a token only when its chunk reaches the prompt's end
+    ([cite:gaudi-prompt-logits]), and an unfinished one yields none
+    ([cite:gaudi-async-no-logits-row]); the tokens sampled, decode rows' first
+    ([cite:gaudi-sampled-concat]), are laid over the output's rows from the first, none
+    marked invalid ([cite:gaudi-positional-output gaudi-output-invalid-empty]). So a row receives a token iff its
     position is below the number of tokens sampled. Returns, per request, whether its step
     delivers nothing (what the scheduler will see).
 

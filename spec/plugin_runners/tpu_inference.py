@@ -100,23 +100,22 @@ def _continue_decode(steps: int) -> Runner:
 RUNNERS = (TPU, *(_continue_decode(n) for n in (2, 3, 4)))
 
 
-PAIRED = {"0.32.0..0.33.0"}  # the vLLM releases its runner is checked against
-
+# A one-token prefill chunk sampled in a decode-only batch: a token nothing was reserved
+# for (m.UNRESERVED_TOKEN) and the counter assert on both releases (with m > 1 tokens back
+# the patch adds m - 1 placeholders and vLLM subtracts m). What else breaks, per N and
+# release: on 0.33.0 with N = 4 a stop among the returned tokens takes a finished
+# request's computed count below 0 (no assert).
+_CHUNK_SAMPLED_ALSO: dict[int, dict[str, tuple[str, ...]]] = {
+    2: {"0.32.0..0.33.0": ()},
+    3: {"0.32.0..0.33.0": ()},
+    4: {"0.32.0": (), "0.33.0": ("computed-nonnegative",)},
+}
 
 # A stop inside the window: m of the n returned tokens kept. On
 # 0.32.0 the patch adds n - 1 placeholders but vLLM subtracts only m; on 0.33.0 vLLM's stop
 # trim takes n - m back from num_computed_tokens, which was advanced by 1, not n. Either way
 # the resumable stop's frontier c - P is short by n - m: below 0 once n >= 3 with a one-token
 # prompt (the assert); with n = 2 it reaches 0 and no trace within 8 steps goes below.
-# a one-token prefill chunk sampled in a decode-only batch: a token nothing was reserved
-# for (m.UNRESERVED_TOKEN) and the counter assert on both releases (with m > 1 tokens back
-# the patch's m - 1 is subtracted too); what else breaks, per N and release: on 0.33.0 with
-# N = 4 a stop among the returned tokens takes a finished request's count below 0 (no assert)
-_CHUNK_SAMPLED_ALSO: dict[int, dict[str, tuple[str, ...]]] = {
-    2: {"0.32.0..0.33.0": ()},
-    3: {"0.32.0..0.33.0": ()},
-    4: {"0.32.0": (), "0.33.0": ("computed-nonnegative",)},
-}
 _STOP_INSIDE_WINDOW = {
     2: {"0.32.0..0.33.0": {"safe-frontier-nonnegative": "bounded", "computed-nonnegative": "bounded"}},
     3: {"0.32.0..0.33.0": {"safe-frontier-nonnegative": "violated", "computed-nonnegative": "bounded"}},
